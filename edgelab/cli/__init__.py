@@ -1,0 +1,42 @@
+"""The ``edgelab`` command: thin typer commands over the domain layer."""
+
+from __future__ import annotations
+
+import typer
+
+from edgelab import __version__
+from edgelab.cli import device, sim
+from edgelab.cli.common import state
+
+app = typer.Typer(
+    name="edgelab",
+    help="Run an edge-AI device lab: inventory, probe, push, deploy, live metrics, playbooks.",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(device.app, name="device")
+app.add_typer(sim.app, name="sim")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"edgelab {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    db: str = typer.Option(
+        None,
+        "--db",
+        envvar="EDGELAB_DB",
+        help="Database URL or SQLite path (default ./edgelab.db; PostgreSQL: postgresql+psycopg://...).",
+    ),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
+) -> None:
+    state.db = db
+
+
+def main() -> None:
+    app()

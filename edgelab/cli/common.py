@@ -1,0 +1,41 @@
+"""Shared CLI plumbing: the database option, JSON output, and one-line errors with a remedy."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from edgelab.errors import EdgelabError
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+@dataclass
+class CliState:
+    db: str | None = None
+
+
+state = CliState()
+
+
+def print_json(data: Any) -> None:
+    """Machine-readable output on stdout, nothing else on it."""
+    sys.stdout.write(json.dumps(data, indent=2, default=str, sort_keys=False) + "\n")
+
+
+def fail(message: str, remedy: str | None = None, code: int = 1) -> NoReturn:
+    """Exit with one clear line and what to do about it (exit 1: the thing asked failed; 2: usage)."""
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
+    if remedy:
+        err_console.print(f"  [dim]->[/] {remedy}", highlight=False)
+    raise typer.Exit(code)
+
+
+def fail_from(err: EdgelabError, code: int = 1) -> NoReturn:
+    fail(str(err), getattr(err, "remedy", None), code)

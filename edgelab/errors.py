@@ -1,0 +1,38 @@
+"""Errors the domain layer raises; the CLI turns each into one line plus a remedy."""
+
+from __future__ import annotations
+
+
+class EdgelabError(Exception):
+    """Base class: ``str(err)`` is the one-line message, ``remedy`` what to do next."""
+
+    remedy: str | None = None
+
+    def __init__(self, message: str, *, remedy: str | None = None):
+        super().__init__(message)
+        if remedy is not None:
+            self.remedy = remedy
+
+
+class ConfigError(EdgelabError):
+    """Bad input from the operator: a name, an address, a URL."""
+
+
+class NotFound(EdgelabError):
+    """A device, run or artifact that the database does not hold."""
+
+
+class TransportError(EdgelabError):
+    """A device could not be reached or a remote operation failed at the transport level."""
+
+
+class HostKeyError(TransportError):
+    """An SSH host key that is unknown or changed: refused until the operator trusts it."""
+
+
+class DeviceStateError(TransportError):
+    """An ADB device that is offline, unauthorized or otherwise not ready."""
+
+
+class RemoteTimeout(TransportError):
+    """A remote command ran past its timeout and was killed."""

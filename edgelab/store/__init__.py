@@ -1,0 +1,1 @@
+"""The database: sqlmodel tables, engine (SQLite default, any SQLAlchemy URL), migrations."""

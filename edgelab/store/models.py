@@ -1,0 +1,63 @@
+"""Database tables. No secret (password, token, private key) is ever a column here."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import JSON, Column, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Device(SQLModel, table=True):
+    """One device of the lab and how to reach it."""
+
+    __tablename__ = "device"
+    __table_args__ = (UniqueConstraint("name", name="uq_device_name"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(index=True, max_length=64)
+    device_class: str | None = Field(default=None, max_length=32)  # jetson, npu_phone, x86_cpu, ...
+    transport: str = Field(max_length=8)  # ssh | adb | local
+    # ssh address
+    ssh_user: str | None = Field(default=None, max_length=64)
+    ssh_host: str | None = Field(default=None, max_length=255)
+    ssh_port: int | None = None
+    ssh_jump: str | None = Field(default=None, max_length=255)
+    shell: str = Field(default="posix", max_length=16)  # posix | toybox | powershell
+    # adb address
+    adb_serial: str | None = Field(default=None, max_length=128)
+    adb_server: str | None = Field(default=None, max_length=255)  # host:port, None = local server
+    # trust: the operator-approved SSH host key, "SHA256:..." (a public fingerprint, not a secret)
+    host_key_fingerprint: str | None = Field(default=None, max_length=128)
+    host_key_type: str | None = Field(default=None, max_length=64)
+    tags: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    notes: str = Field(default="")
+    state: str = Field(default="unknown", max_length=16)  # online | offline | unauthorized | unknown | ...
+    state_detail: str | None = None
+    last_seen: datetime | None = None
+    last_checked: datetime | None = None
+    virtual: bool = Field(default=False)
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+    def endpoint(self):
+        """The transport endpoint for this row (no secrets: keys come from ssh config/agent)."""
+        from edgelab.transport.base import Endpoint
+        from edgelab.transport.quoting import Shell
+
+        return Endpoint(
+            name=self.name,
+            kind=self.transport,
+            ssh_user=self.ssh_user,
+            ssh_host=self.ssh_host,
+            ssh_port=self.ssh_port,
+            ssh_jump=self.ssh_jump,
+            adb_serial=self.adb_serial,
+            adb_server=self.adb_server,
+            host_key_fingerprint=self.host_key_fingerprint,
+            shell=Shell(self.shell),
+        )
