@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from edgelab import __version__
-from edgelab.cli import device, sim
+from edgelab.cli import device, facts, sim
 from edgelab.cli.common import state
 
 app = typer.Typer(
@@ -17,6 +17,7 @@ app = typer.Typer(
 )
 app.add_typer(device.app, name="device")
 app.add_typer(sim.app, name="sim")
+app.add_typer(facts.app, name="facts")
 
 
 def _version(value: bool) -> None:
