@@ -4,3 +4,12 @@ pytest_plugins = [
     "fixtures.ssh_lab",
     "fixtures.adb_lab",
 ]
+
+import pytest
+
+from edgelab.transport.local import LocalTransport
+
+
+@pytest.fixture(scope="session")
+def local_transport() -> LocalTransport:
+    return LocalTransport("lab-host")

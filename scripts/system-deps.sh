@@ -1,0 +1,24 @@
+# Debian packages the virtual lab and the tests need. Sourced by scripts/demo and scripts/test.
+# As root, installs what is missing; otherwise prints the exact command and stops.
+need_pkgs=()
+command -v /usr/sbin/sshd >/dev/null 2>&1 || need_pkgs+=(openssh-server)
+[ -x /usr/lib/openssh/sftp-server ] || need_pkgs+=(openssh-sftp-server)
+command -v ssh >/dev/null 2>&1 || need_pkgs+=(openssh-client)
+command -v ssh-keygen >/dev/null 2>&1 || need_pkgs+=(openssh-client)
+command -v adb >/dev/null 2>&1 || need_pkgs+=(adb)
+command -v mksh >/dev/null 2>&1 || need_pkgs+=(mksh)
+command -v unshare >/dev/null 2>&1 || need_pkgs+=(util-linux)
+command -v rsync >/dev/null 2>&1 || need_pkgs+=(rsync)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  mapfile -t need_pkgs < <(printf '%s\n' "${need_pkgs[@]}" | sort -u)
+  if [ "$(id -u)" = 0 ]; then
+    echo "==> installing Debian packages: ${need_pkgs[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >&2
+    apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >&2
+  else
+    echo "error: missing system packages: ${need_pkgs[*]}" >&2
+    echo "  -> run: sudo apt-get install -y ${need_pkgs[*]}" >&2
+    exit 1
+  fi
+fi

@@ -1,0 +1,176 @@
+"""One contract, every transport: local, ssh (real sshd) and adb (real adb server) behave alike.
+
+The ssh and adb transports run against the virtual lab's real servers; the
+remote side of each test is a real process whose fate is checked afterwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from edgelab.errors import RemoteTimeout
+from edgelab.transport.base import Transport
+
+KINDS = ["local", "ssh", "adb"]
+
+
+@pytest.fixture(params=KINDS)
+def transport(request) -> Transport:
+    return request.getfixturevalue(f"{request.param}_transport")
+
+
+@pytest.fixture
+def remote_dir(transport: Transport):
+    """A fresh writable directory on the device, removed afterwards."""
+    base = "/data/local/tmp" if transport.kind == "adb" else "/tmp"
+    path = f"{base}/edgelab-contract-{uuid.uuid4().hex[:10]}"
+    assert transport.run(["mkdir", "-p", path], timeout=30).ok
+    yield path
+    transport.run(["rm", "-rf", path], timeout=30)
+
+
+def _alive(transport: Transport, pid: int) -> bool:
+    return transport.run(["kill", "-0", str(pid)], timeout=30).exit_code == 0
+
+
+def _wait_gone(transport: Transport, pid: int, seconds: float = 10.0) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if not _alive(transport, pid):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _read_pid(transport: Transport, path: str, seconds: float = 10.0) -> int:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        r = transport.run(["cat", path], timeout=30)
+        if r.ok and r.stdout.strip().isdigit():
+            return int(r.stdout.strip())
+        time.sleep(0.05)
+    raise AssertionError(f"no pid file at {path}")
+
+
+def test_run_keeps_stdout_stderr_and_exit_code_apart(transport: Transport) -> None:
+    r = transport.run(["sh", "-c", "echo out; echo err >&2; exit 7"], timeout=30)
+    assert (r.exit_code, r.stdout, r.stderr) == (7, "out\n", "err\n")
+    assert not r.ok
+
+
+def test_run_success_and_missing_command(transport: Transport) -> None:
+    assert transport.run(["true"], timeout=30).ok
+    missing = transport.run(["edgelab-no-such-command-xyz"], timeout=30)
+    assert missing.exit_code == 127
+
+
+def test_run_passes_stdin(transport: Transport) -> None:
+    r = transport.run(["cat"], timeout=30, input=b"hello\nworld\n")
+    assert r.stdout == "hello\nworld\n"
+
+
+def test_run_timeout_kills_the_remote_process(transport: Transport, remote_dir: str) -> None:
+    pidfile = f"{remote_dir}/pid"
+    start = time.monotonic()
+    with pytest.raises(RemoteTimeout):
+        transport.run(["sh", "-c", f"echo $$ > {pidfile}; exec sleep 300"], timeout=1.5)
+    assert time.monotonic() - start < 120, "the timeout did not interrupt the call"
+    pid = _read_pid(transport, pidfile)
+    assert _wait_gone(transport, pid), f"remote pid {pid} survived the timeout"
+
+
+def test_stream_yields_lines_as_they_arrive(transport: Transport) -> None:
+    proc = transport.stream(["sh", "-c", "echo one; echo two; exit 3"])
+    assert list(proc.lines()) == ["one", "two"]
+    assert proc.wait(timeout=30) == 3
+
+
+def test_stream_first_line_before_process_ends(transport: Transport, remote_dir: str) -> None:
+    """The first line is readable while the remote process still runs (no buffering to the end)."""
+    pidfile = f"{remote_dir}/pid"
+    proc = transport.stream(["sh", "-c", f"echo $$ > {pidfile}; echo ready; exec sleep 300"])
+    try:
+        lines = proc.lines()
+        assert next(lines) == "ready"
+        pid = _read_pid(transport, pidfile)
+        assert _alive(transport, pid)
+    finally:
+        proc.cancel()
+    assert _wait_gone(transport, pid)
+
+
+def test_stream_cancel_kills_the_whole_process_group(transport: Transport, remote_dir: str) -> None:
+    leader_file, child_file = f"{remote_dir}/leader", f"{remote_dir}/child"
+    script = f"echo $$ > {leader_file}; sleep 300 & echo $! > {child_file}; echo started; wait"
+    proc = transport.stream(["sh", "-c", script])
+    lines = proc.lines()
+    assert next(lines) == "started"
+    leader, child = _read_pid(transport, leader_file), _read_pid(transport, child_file)
+    proc.cancel()
+    proc.cancel()  # twice is harmless
+    assert _wait_gone(transport, leader), "the stream's process survived cancel"
+    assert _wait_gone(transport, child), "a child in the stream's process group survived cancel"
+
+
+def test_put_get_round_trip_with_sha256(transport: Transport, remote_dir: str, tmp_path: Path) -> None:
+    data = os.urandom(20 * 1024 * 1024 + 123)  # 20 MB and an odd tail
+    src = tmp_path / "blob in.bin"
+    src.write_bytes(data)
+    digest = hashlib.sha256(data).hexdigest()
+    remote = f"{remote_dir}/sub dir/it's a $(blob).bin"
+    seen: list[tuple[int, int]] = []
+    assert transport.put(src, remote, progress=lambda done, total: seen.append((done, total))) == digest
+    assert seen and seen[-1] == (len(data), len(data))
+    r = transport.run(["sha256sum", remote], timeout=60)
+    assert r.ok, r.stderr
+    assert r.stdout.split()[0] == digest
+    back = tmp_path / "back.bin"
+    assert transport.get(remote, back) == digest
+    assert back.read_bytes() == data
+
+
+def test_put_empty_file(transport: Transport, remote_dir: str, tmp_path: Path) -> None:
+    src = tmp_path / "empty"
+    src.write_bytes(b"")
+    assert transport.put(src, f"{remote_dir}/empty") == hashlib.sha256(b"").hexdigest()
+    assert transport.run(["wc", "-c", f"{remote_dir}/empty"], timeout=30).stdout.split()[0] == "0"
+
+
+arg_text = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+    max_size=30,
+)
+NASTY = ["a b", "it's", '"q"', "$(id)", "`id`", "a;b", "*", "?", "[a]", "x\ny", "\\", "~", "-n", "$HOME"]
+
+
+def test_nasty_arguments_reach_the_device_exactly(transport: Transport) -> None:
+    r = transport.run(["printf", "%s\\0", *NASTY], timeout=30)
+    assert r.stdout.split("\0")[:-1] == NASTY
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(args=st.lists(arg_text, min_size=1, max_size=4))
+def test_any_arguments_reach_the_device_exactly(transport: Transport, args: list[str]) -> None:
+    r = transport.run(["printf", "%s\\0", *args], timeout=30)
+    assert r.ok, r.stderr
+    assert r.stdout.split("\0")[:-1] == args
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00/"), min_size=1, max_size=20).filter(lambda n: n not in (".", "..")))
+def test_any_file_name_reaches_the_device_exactly(transport: Transport, remote_dir: str, tmp_path_factory, name: str) -> None:
+    src = tmp_path_factory.mktemp("names") / "payload"
+    src.write_bytes(name.encode("utf-8"))
+    transport.put(src, f"{remote_dir}/{name}")
+    r = transport.run(["cat", f"{remote_dir}/{name}"], timeout=30)
+    assert r.ok, r.stderr
+    assert r.stdout == name
+    transport.run(["rm", "-f", f"{remote_dir}/{name}"], timeout=30)
