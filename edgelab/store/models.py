@@ -4,12 +4,36 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import JSON, Column, UniqueConstraint
+from sqlalchemy import JSON, Column, DateTime, UniqueConstraint
+from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+class UtcDateTime(TypeDecorator):
+    """A timestamp stored as UTC and always read back timezone-aware (SQLite keeps no zone)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _ts(nullable: bool = True) -> Column:
+    return Column(UtcDateTime(), nullable=nullable)
 
 
 class Device(SQLModel, table=True):
@@ -19,8 +43,10 @@ class Device(SQLModel, table=True):
     __table_args__ = (UniqueConstraint("name", name="uq_device_name"),)
 
     id: int | None = Field(default=None, primary_key=True)
-    name: str = Field(index=True, max_length=64)
-    device_class: str | None = Field(default=None, max_length=32)  # jetson, npu_phone, x86_cpu, ...
+    name: str = Field(max_length=64)  # unique (uq_device_name), which indexes it
+    device_class: str | None = Field(
+        default=None, max_length=32, index=True
+    )  # jetson, npu_phone, x86_cpu, ...
     transport: str = Field(max_length=8)  # ssh | adb | local
     # ssh address
     ssh_user: str | None = Field(default=None, max_length=64)
@@ -38,11 +64,11 @@ class Device(SQLModel, table=True):
     notes: str = Field(default="")
     state: str = Field(default="unknown", max_length=16)  # online | offline | unauthorized | unknown | ...
     state_detail: str | None = None
-    last_seen: datetime | None = None
-    last_checked: datetime | None = None
+    last_seen: datetime | None = Field(default=None, sa_column=_ts())
+    last_checked: datetime | None = Field(default=None, sa_column=_ts())
     virtual: bool = Field(default=False)
-    created_at: datetime = Field(default_factory=utcnow)
-    updated_at: datetime = Field(default_factory=utcnow)
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_ts(nullable=False))
+    updated_at: datetime = Field(default_factory=utcnow, sa_column=_ts(nullable=False))
 
     def endpoint(self):
         """The transport endpoint for this row (no secrets: keys come from ssh config/agent)."""

@@ -1,0 +1,1 @@
+"""Alembic environment and revisions for the edgelab schema (run by edgelab.store.migrate)."""
