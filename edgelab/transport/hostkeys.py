@@ -1,0 +1,272 @@
+"""SSH host-key trust: fingerprints, known_hosts files, and the refusal rules.
+
+An unknown key is refused until the operator trusts it (``edgelab device trust``);
+a key that differs from a recorded one is refused loudly, because that is what
+a man in the middle looks like. Only public keys and fingerprints live here.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import socket
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import paramiko
+from paramiko.hostkeys import HostKeyEntry, HostKeys
+
+from edgelab.config import known_hosts_path
+from edgelab.errors import HostKeyError
+from edgelab.transport.base import Endpoint
+
+# Host-key algorithm names a key of each type may be negotiated under.
+_ALGOS_FOR_TYPE = {"ssh-rsa": ("rsa-sha2-512", "rsa-sha2-256")}
+
+
+@dataclass(frozen=True)
+class HostKey:
+    """A server's public host key: what ``device trust`` shows and records."""
+
+    key_type: str  # "ssh-ed25519", "ecdsa-sha2-nistp256", "ssh-rsa"
+    fingerprint: str  # "SHA256:..." as OpenSSH prints it
+    public_line: str  # "<type> <base64>", the known_hosts key part
+
+    @classmethod
+    def from_pkey(cls, key: paramiko.PKey) -> HostKey:
+        return cls(key.get_name(), fingerprint(key), f"{key.get_name()} {key.get_base64()}")
+
+    def known_hosts_line(self, host: str, port: int = 22) -> str:
+        return f"{known_host_name(host, port)} {self.public_line}"
+
+    def pkey(self) -> paramiko.PKey:
+        key_type, b64 = self.public_line.split()[:2]
+        return paramiko.PKey.from_type_string(key_type, base64.b64decode(b64))
+
+
+def fingerprint(key: paramiko.PKey | bytes) -> str:
+    """OpenSSH's SHA256 fingerprint: unpadded base64 of the SHA-256 of the key blob."""
+    blob = key if isinstance(key, bytes) else key.asbytes()
+    return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode("ascii").rstrip("=")
+
+
+def normalize_fingerprint(fp: str) -> str:
+    """Accept ``SHA256:xxx`` with or without base64 padding; compare in one form."""
+    fp = fp.strip()
+    if not fp.startswith("SHA256:"):
+        fp = "SHA256:" + fp
+    return fp.rstrip("=")
+
+
+def known_host_name(host: str, port: int = 22) -> str:
+    """The name known_hosts uses: ``host`` on port 22, ``[host]:port`` otherwise."""
+    return host if port == 22 else f"[{host}]:{port}"
+
+
+def default_known_hosts_files() -> list[Path]:
+    """The user's and system's known_hosts, then edgelab's own (written by ``device trust``)."""
+    return [
+        Path("~/.ssh/known_hosts").expanduser(),
+        Path("/etc/ssh/ssh_known_hosts"),
+        known_hosts_path(),
+    ]
+
+
+def _name_matches(pattern: str, name: str) -> bool:
+    if pattern.startswith("|1|"):
+        try:
+            return HostKeys.hash_host(name, pattern) == pattern
+        except Exception:  # a corrupt hashed entry matches nothing
+            return False
+    return pattern == name
+
+
+@dataclass(frozen=True)
+class KnownEntry:
+    path: Path
+    lineno: int
+    key: paramiko.PKey
+    revoked: bool = False
+
+
+def lookup(files: Iterable[os.PathLike | str], host: str, port: int = 22) -> list[KnownEntry]:
+    """Every known_hosts entry for ``host``/``port`` across ``files`` (hashed names included)."""
+    name = known_host_name(host, port)
+    found: list[KnownEntry] = []
+    for f in dict.fromkeys(Path(p) for p in files):
+        try:
+            text = f.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for lineno, raw in enumerate(text.splitlines(), 1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            revoked = False
+            if line.startswith("@"):
+                marker, _, line = line.partition(" ")
+                if marker != "@revoked":
+                    continue  # @cert-authority: certificates are not used here
+                revoked = True
+            try:
+                entry = HostKeyEntry.from_line(line.strip(), lineno)
+            except Exception:
+                continue
+            if entry is None or not entry.valid:
+                continue
+            if any(_name_matches(p, name) for p in entry.hostnames):
+                found.append(KnownEntry(f, lineno, entry.key, revoked))
+    return found
+
+
+def preferred_key_types(entries: list[KnownEntry], default: Iterable[str]) -> list[str]:
+    """Host-key algorithms with the ones already known first, as OpenSSH orders them."""
+    default = list(default)
+    first: list[str] = []
+    for e in entries:
+        if e.revoked:
+            continue
+        for algo in _ALGOS_FOR_TYPE.get(e.key.get_name(), (e.key.get_name(),)):
+            if algo in default and algo not in first:
+                first.append(algo)
+    return first + [a for a in default if a not in first]
+
+
+def _changed(name: str, host: str, port: int, expected: str, got: str) -> HostKeyError:
+    return HostKeyError(
+        f"HOST KEY CHANGED for {name} ({host}:{port}): expected {expected}, got {got} — "
+        f"someone may be intercepting the connection; if the device was reinstalled, "
+        f"run `edgelab device trust {name} --replace`",
+        remedy=f"verify the new key on the device, then run `edgelab device trust {name} --replace`",
+    )
+
+
+def verify(
+    name: str,
+    host: str,
+    port: int,
+    key: paramiko.PKey,
+    *,
+    known_hosts: Iterable[os.PathLike | str] = (),
+    expected_fingerprint: str | None = None,
+    alias: str | None = None,
+) -> None:
+    """Accept ``key`` for ``host:port`` or raise HostKeyError (unknown, changed or revoked)."""
+    got = fingerprint(key)
+    files = [*known_hosts, *default_known_hosts_files()]
+    entries = lookup(files, alias or host, 22 if alias else port)
+    for e in entries:
+        if e.revoked and e.key.asbytes() == key.asbytes():
+            raise HostKeyError(
+                f"host key {got} of {name} ({host}:{port}) is marked @revoked in {e.path}:{e.lineno}",
+                remedy="find out why it was revoked before connecting",
+            )
+    if expected_fingerprint:
+        if normalize_fingerprint(expected_fingerprint) != got:
+            raise _changed(name, host, port, normalize_fingerprint(expected_fingerprint), got)
+        return
+    live = [e for e in entries if not e.revoked]
+    if any(e.key.asbytes() == key.asbytes() for e in live):
+        return
+    if live:
+        same_type = [e for e in live if e.key.get_name() == key.get_name()] or live
+        e = same_type[0]
+        raise _changed(name, host, port, f"{fingerprint(e.key)} ({e.path}:{e.lineno})", got)
+    raise HostKeyError(
+        f"unknown host key for {name} ({host}:{port}): {key.get_name()} {got} — "
+        f"check it, then run `edgelab device trust {name}`",
+        remedy=f"edgelab device trust {name}",
+    )
+
+
+def add_known_host(
+    path: os.PathLike | str,
+    host: str,
+    port: int,
+    key: paramiko.PKey | HostKey,
+    *,
+    replace: bool = False,
+) -> bool:
+    """Record ``key`` for ``host:port`` in ``path``; True if the file changed.
+
+    A different key already recorded for that name is an error unless ``replace``,
+    which drops every old entry of that name first.
+    """
+    pkey = key.pkey() if isinstance(key, HostKey) else key
+    path = Path(path)
+    name = known_host_name(host, port)
+    existing = lookup([path], host, port)
+    if any(e.key.asbytes() == pkey.asbytes() and not e.revoked for e in existing):
+        return False
+    if existing and not replace:
+        old = existing[0]
+        raise _changed(host if port == 22 else name, host, port, fingerprint(old.key), fingerprint(pkey))
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    if existing:
+        drop = {e.lineno for e in existing}
+        lines = [ln for i, ln in enumerate(lines, 1) if i not in drop]
+    lines.append(f"{name} {pkey.get_name()} {pkey.get_base64()}")
+    tmp = path.with_name(path.name + ".edgelab-part")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    os.replace(tmp, path)
+    return True
+
+
+def remove_known_host(path: os.PathLike | str, host: str, port: int = 22) -> int:
+    """Drop every entry for ``host:port`` from ``path``; returns how many lines went."""
+    path = Path(path)
+    existing = lookup([path], host, port)
+    if not existing:
+        return 0
+    drop = {e.lineno for e in existing}
+    lines = [ln for i, ln in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if i not in drop]
+    path.write_text("\n".join(lines) + ("\n" if lines else ""), encoding="utf-8")
+    return len(drop)
+
+
+def handshake(sock: socket.socket | paramiko.Channel, *, timeout: float, key_types: list[str] | None = None,
+              **transport_kw) -> paramiko.Transport:
+    """Start an SSH client session on ``sock`` up to key exchange (no auth yet)."""
+    t = paramiko.Transport(sock, **transport_kw)
+    t.banner_timeout = timeout
+    t.handshake_timeout = timeout
+    t.auth_timeout = timeout
+    if key_types:
+        t.get_security_options().key_types = key_types
+    try:
+        t.start_client(timeout=timeout)
+    except BaseException:
+        t.close()
+        raise
+    return t
+
+
+def fetch_host_key(endpoint: Endpoint, timeout: float = 5.0, **options) -> HostKey:
+    """Connect to ``endpoint`` (through its jump hosts), read the server's host key, no auth.
+
+    This is what ``edgelab device trust`` shows the operator before recording it.
+    """
+    from edgelab.transport import ssh  # the socket/jump plumbing lives there
+
+    hop = ssh.resolve_endpoint(endpoint, **options)
+    known = lookup([*hop.known_hosts, *default_known_hosts_files()], hop.host_key_alias or hop.host,
+                   22 if hop.host_key_alias else hop.port)
+    sock = ssh.open_socket(hop, timeout=timeout)
+    try:
+        default = paramiko.Transport._preferred_keys
+        t = handshake(sock, timeout=timeout, key_types=preferred_key_types(known, default))
+    except (OSError, EOFError, paramiko.SSHException) as e:
+        sock.close()
+        raise ssh.unreachable(hop, e, timeout) from e
+    else:
+        try:
+            return HostKey.from_pkey(t.get_remote_server_key())
+        finally:
+            t.close()
+    finally:
+        ssh.release_jump(hop)

@@ -1,0 +1,216 @@
+"""Resolve an SSH endpoint the way OpenSSH would: config files, then endpoint fields on top.
+
+Sources, first obtained value wins (OpenSSH's rule): an explicit config file,
+``~/.ssh/config``, then the virtual lab's generated ``ssh_config``. Fields set
+on the Endpoint always win over any config value.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import paramiko
+
+from edgelab.config import state_dir
+from edgelab.errors import ConfigError
+from edgelab.transport.base import Endpoint
+
+DEFAULT_KEEPALIVE_S = 15.0
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One SSH hop, fully resolved: where to connect, as whom, with which keys and trust files."""
+
+    name: str  # the name to show the operator (device name or jump spec)
+    host: str
+    port: int
+    user: str
+    identity_files: tuple[str, ...] = ()
+    known_hosts: tuple[str, ...] = ()
+    host_key_alias: str | None = None
+    expected_fingerprint: str | None = None
+    keepalive_s: float = DEFAULT_KEEPALIVE_S
+    connect_timeout: float | None = None
+    jump: tuple[Hop, ...] = field(default=())
+
+    @property
+    def pool_key(self) -> tuple[str, str, int, tuple]:
+        return (self.user, self.host, self.port, tuple(h.pool_key for h in self.jump))
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def sim_ssh_config_path() -> Path:
+    """The virtual lab's generated ssh_config (``EDGELAB_SIM_DIR`` or ``<state>/sim``)."""
+    base = os.environ.get("EDGELAB_SIM_DIR")
+    return (Path(base) if base else state_dir() / "sim") / "ssh_config"
+
+
+def config_files(explicit: str | os.PathLike | None = None) -> list[Path]:
+    """The config files that exist, in precedence order."""
+    files = []
+    if explicit:
+        files.append(Path(explicit).expanduser())
+    files.append(Path("~/.ssh/config").expanduser())
+    files.append(sim_ssh_config_path())
+    return [f for f in files if f.is_file()]
+
+
+def load_config(explicit: str | os.PathLike | None = None) -> paramiko.SSHConfig:
+    cfg = paramiko.SSHConfig()
+    for path in config_files(explicit):
+        try:
+            with open(path) as f:
+                cfg.parse(f)
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"cannot read ssh config {path}: {e}", remedy="fix or remove that file") from e
+    return cfg
+
+
+def _split_paths(value: object) -> list[str]:
+    if not value:
+        return []
+    items = value if isinstance(value, list) else shlex.split(str(value))
+    return [str(Path(p).expanduser()) for p in items if p and p.lower() != "none"]
+
+
+def parse_jump_spec(spec: str) -> tuple[str | None, str, int | None]:
+    """``[user@]host[:port]`` (also ``ssh://user@host:port`` and ``[v6]:port``) -> (user, host, port)."""
+    s = spec.strip()
+    if s.startswith("ssh://"):
+        s = s[len("ssh://") :]
+    user = None
+    if "@" in s:
+        user, s = s.rsplit("@", 1)
+    port = None
+    if s.startswith("["):
+        host, _, rest = s[1:].partition("]")
+        if rest.startswith(":"):
+            port = rest[1:]
+    elif s.count(":") == 1:
+        host, port = s.split(":")
+    else:
+        host = s
+    if not host:
+        raise ConfigError(f"bad jump host {spec!r}", remedy="use [user@]host[:port], comma-separated for a chain")
+    try:
+        return user, host, int(port) if port else None
+    except ValueError:
+        raise ConfigError(f"bad port in jump host {spec!r}", remedy="use [user@]host[:port]") from None
+
+
+def resolve(
+    endpoint: Endpoint,
+    *,
+    ssh_config: str | os.PathLike | None = None,
+    known_hosts: str | os.PathLike | None = None,
+    cfg: paramiko.SSHConfig | None = None,
+) -> Hop:
+    """The hop chain for ``endpoint``: config values, overridden by endpoint fields."""
+    cfg = cfg or load_config(ssh_config)
+    alias = endpoint.ssh_host or endpoint.name
+    extra_ids = _split_paths(endpoint.extra.get("identity_file"))
+    extra_kh = _split_paths(endpoint.extra.get("known_hosts"))
+    if known_hosts:
+        extra_kh.append(str(Path(known_hosts).expanduser()))
+    jump_spec = endpoint.ssh_jump
+    return _resolve_hop(
+        cfg,
+        name=endpoint.name,
+        alias=alias,
+        user=endpoint.ssh_user,
+        port=endpoint.ssh_port,
+        jump_spec=jump_spec,
+        extra_ids=extra_ids,
+        extra_kh=extra_kh,
+        fingerprint=endpoint.host_key_fingerprint,
+        depth=0,
+    )
+
+
+def _resolve_hop(
+    cfg: paramiko.SSHConfig,
+    *,
+    name: str,
+    alias: str,
+    user: str | None,
+    port: int | None,
+    jump_spec: str | None,
+    extra_ids: list[str],
+    extra_kh: list[str],
+    fingerprint: str | None,
+    depth: int,
+) -> Hop:
+    if depth > 8:
+        raise ConfigError(f"ProxyJump chain for {name} is too deep (a loop?)", remedy="check ProxyJump in ssh config")
+    c = cfg.lookup(alias)
+    host = c.get("hostname", alias)
+    try:
+        port = int(port or c.get("port") or 22)
+    except ValueError:
+        raise ConfigError(f"bad Port for {alias} in ssh config", remedy="set a number") from None
+    user = user or c.get("user") or getpass.getuser()
+    ids = extra_ids + _split_paths(c.get("identityfile"))
+    kh = extra_kh + _split_paths(c.get("userknownhostsfile"))
+    keepalive = DEFAULT_KEEPALIVE_S
+    if c.get("serveraliveinterval"):
+        try:
+            keepalive = float(c["serveraliveinterval"])
+        except ValueError:
+            pass
+    connect_timeout = None
+    if c.get("connecttimeout"):
+        try:
+            connect_timeout = float(c["connecttimeout"])
+        except ValueError:
+            pass
+    spec = jump_spec if jump_spec is not None else c.get("proxyjump")
+    jumps: list[Hop] = []
+    if spec and spec.lower() != "none":
+        for part in spec.split(","):
+            j_user, j_alias, j_port = parse_jump_spec(part)
+            # A jump host is its own config alias; it inherits only the keys and trust files given
+            # explicitly for this endpoint (the virtual lab and tests rely on that), never a fingerprint.
+            hop = _resolve_hop(
+                cfg,
+                name=part.strip(),
+                alias=j_alias,
+                user=j_user,
+                port=j_port,
+                jump_spec=None,
+                extra_ids=extra_ids,
+                extra_kh=extra_kh,
+                fingerprint=None,
+                depth=depth + 1,
+            )
+            # Earlier hops of the chain carry the later ones: hop i is reached through hops < i.
+            jumps.append(_with_jump(hop, tuple(jumps)) if jumps else hop)
+    return Hop(
+        name=name,
+        host=host,
+        port=port,
+        user=user,
+        identity_files=tuple(dict.fromkeys(ids)),
+        known_hosts=tuple(dict.fromkeys(kh)),
+        host_key_alias=c.get("hostkeyalias"),
+        expected_fingerprint=fingerprint,
+        keepalive_s=keepalive,
+        connect_timeout=connect_timeout,
+        jump=(jumps[-1],) if jumps else (),
+    )
+
+
+def _with_jump(hop: Hop, chain: tuple[Hop, ...]) -> Hop:
+    """``hop`` reached through the last hop of ``chain`` (which itself carries the earlier ones)."""
+    from dataclasses import replace
+
+    if hop.jump:  # the jump host's own ProxyJump from config: keep it, as OpenSSH does
+        return hop
+    return replace(hop, jump=(chain[-1],))
