@@ -1,7 +1,369 @@
-"""`edgelab device ...` commands."""
+"""`edgelab device ...`: the inventory. Thin: parse, call edgelab.inventory / edgelab.store, render."""
 
 from __future__ import annotations
 
-import typer
+from pathlib import Path
+from typing import Annotated
 
-app = typer.Typer(help="device commands", no_args_is_help=True)
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.table import Table
+
+from edgelab.cli.common import console, err_console, fail, fail_from, print_json, state
+from edgelab.errors import ConfigError, EdgelabError, NotFound
+
+app = typer.Typer(help="The device inventory: add, list, check, trust, import.", no_args_is_help=True)
+import_app = typer.Typer(help="Bring devices in from an ssh config or an adb server.", no_args_is_help=True)
+app.add_typer(import_app, name="import")
+
+STATE_STYLE = {"online": "green", "offline": "red", "unknown": "dim", "untrusted": "yellow"}
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
+
+
+def _engine():
+    from edgelab.store.db import get_engine
+
+    try:
+        return get_engine(state.db)
+    except ConfigError as err:
+        fail_from(err, code=2)
+
+
+def _session(write: bool = True):
+    from edgelab.store.db import session_scope
+
+    return session_scope(_engine(), write=write)
+
+
+def _state_text(s: str) -> str:
+    return f"[{STATE_STYLE.get(s, 'yellow')}]{s}[/]"
+
+
+@app.command("add")
+def add(
+    name: Annotated[str, typer.Argument(help="Device name: lowercase letters, digits, '.', '_', '-'.")],
+    ssh: Annotated[str | None, typer.Option("--ssh", help="[user@]host[:port]")] = None,
+    jump: Annotated[
+        str | None, typer.Option("--jump", help="ProxyJump host(s): [user@]host[:port][,...]")
+    ] = None,
+    adb: Annotated[str | None, typer.Option("--adb", help="ADB serial (as `adb devices` prints it).")] = None,
+    adb_server: Annotated[
+        str | None, typer.Option("--adb-server", help="host:port of the adb server (default: local)")
+    ] = None,
+    device_class: Annotated[
+        str | None, typer.Option("--class", help="jetson | cuda_discrete | x86_cpu | arm64_cpu | npu_phone")
+    ] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="A tag (repeatable).")] = None,
+    notes: Annotated[str, typer.Option("--notes", help="Free text for operators.")] = "",
+    shell: Annotated[
+        str | None,
+        typer.Option("--shell", help="posix | toybox | powershell (default posix for ssh, toybox for adb)"),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Add a device reached over SSH (--ssh) or ADB (--adb)."""
+    from edgelab.inventory.build import adb_device, ssh_device
+    from edgelab.store.devices import add_device
+
+    if bool(ssh) == bool(adb):
+        fail(
+            "give exactly one of --ssh ADDRESS or --adb SERIAL",
+            "e.g. edgelab device add orin --ssh nvidia@192.168.1.20",
+            2,
+        )
+    if ssh and adb_server:
+        fail("--adb-server goes with --adb, not --ssh", "drop --adb-server or use --adb SERIAL", 2)
+    if adb and jump:
+        fail("--jump goes with --ssh, not --adb", "for a remote adb server use --adb-server host:port", 2)
+    common = {"device_class": device_class, "tags": tag or [], "notes": notes, "shell": shell}
+    try:
+        device = (
+            ssh_device(name, ssh, jump=jump, **common)
+            if ssh
+            else adb_device(name, adb, adb_server=adb_server, **common)
+        )
+    except ConfigError as err:
+        fail_from(err, code=2)
+    try:
+        with _session() as s:
+            device = add_device(s, device)
+    except EdgelabError as err:
+        fail_from(err)
+    _show_one(device, as_json, added=True)
+
+
+@app.command("ls")
+def ls(
+    tag: Annotated[str | None, typer.Option("--tag", help="Only devices with this tag.")] = None,
+    device_class: Annotated[str | None, typer.Option("--class", help="Only devices of this class.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List devices: class, transport, address, state, last seen, and whether each is virtual."""
+    from edgelab.inventory.view import address_of, ago, device_record
+    from edgelab.store.devices import list_devices
+
+    with _session(write=False) as s:
+        devices = list_devices(s, tag=tag, device_class=device_class)
+    if as_json:
+        print_json([device_record(d) for d in devices])
+        return
+    if not devices:
+        err_console.print(
+            "no devices. Add one with `edgelab device add NAME --ssh HOST` or `edgelab sim up`."
+        )
+        return
+    table = Table(box=None, header_style="bold", pad_edge=False, padding=(0, 2, 0, 0))
+    for col in ("NAME", "CLASS", "VIA", "ADDRESS", "STATE", "SEEN", "VIRTUAL", "TAGS"):
+        table.add_column(
+            col, overflow="fold", no_wrap=col != "TAGS", min_width=22 if col == "ADDRESS" else None
+        )
+    for d in devices:
+        table.add_row(
+            d.name,
+            d.device_class or "-",
+            d.transport,
+            address_of(d),
+            _state_text(d.state),
+            ago(d.last_seen),
+            "[cyan]VIRTUAL[/]" if d.virtual else "",
+            ",".join(d.tags),
+        )
+    console.print(table)
+
+
+def _show_one(device, as_json: bool, added: bool = False) -> None:
+    from edgelab.inventory.view import ago, device_record
+
+    rec = device_record(device)
+    if as_json:
+        print_json(rec)
+        return
+    if added:
+        console.print(
+            f"added [bold]{device.name}[/] ({rec['address']})"
+            + (" [cyan]VIRTUAL[/]" if device.virtual else "")
+        )
+        return
+    table = Table(box=None, show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in rec.items():
+        if key == "state":
+            value = _state_text(value)
+        elif key == "virtual":
+            value = "[cyan]VIRTUAL[/]" if value else "no"
+        elif key == "last_seen":
+            value = f"{value} ({ago(device.last_seen)})" if value else "never"
+        elif isinstance(value, list):
+            value = ", ".join(value)
+        table.add_row(key, "-" if value in (None, "") else str(value))
+    console.print(table)
+
+
+@app.command("show")
+def show(name: str, as_json: JsonOpt = False) -> None:
+    """Everything the inventory knows about one device."""
+    from edgelab.store.devices import get_device
+
+    try:
+        with _session(write=False) as s:
+            device = get_device(s, name)
+    except NotFound as err:
+        fail_from(err)
+    _show_one(device, as_json)
+
+
+@app.command("rm")
+def rm(
+    name: str,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
+) -> None:
+    """Remove a device from the inventory (nothing on the device is touched)."""
+    from edgelab.store.devices import get_device, remove_device
+
+    try:
+        with _session(write=False) as s:
+            get_device(s, name)
+    except NotFound as err:
+        fail_from(err)
+    if not yes and not typer.confirm(f"remove {name} from the inventory?", default=False, err=True):
+        fail(f"{name} not removed", "pass --yes to remove without asking")
+    try:
+        with _session() as s:
+            remove_device(s, name)
+    except NotFound as err:
+        fail_from(err)
+    err_console.print(f"removed {name}")
+
+
+@app.command("check")
+def check(
+    names: Annotated[list[str] | None, typer.Argument(help="Devices to check.")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Check every device.")] = False,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds per device.", min=0.1)] = 5.0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Reach devices in parallel and record their state; exit 1 if any is not online."""
+    from edgelab.inventory.check import check_and_record
+    from edgelab.store.devices import get_device, list_devices
+
+    if bool(names) == all_:
+        fail("name the devices to check, or pass --all (not both)", "e.g. edgelab device check --all", 2)
+    engine = _engine()
+    from edgelab.store.db import session_scope
+
+    try:
+        with session_scope(engine, write=False) as s:
+            targets = [d.name for d in list_devices(s)] if all_ else [get_device(s, n).name for n in names]
+    except NotFound as err:
+        fail_from(err)
+    if not targets:
+        fail(
+            "no devices to check",
+            "add one with `edgelab device add` or start the virtual lab with `edgelab sim up`",
+        )
+    with Progress(
+        TextColumn("checking"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.description}"),
+        console=err_console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("", total=len(targets))
+
+        def done(res) -> None:
+            progress.update(task, advance=1, description=f"{res.name}: {res.state}")
+
+        try:
+            results = check_and_record(engine, targets, timeout=timeout, on_result=done)
+        except EdgelabError as err:
+            fail_from(err)
+    if as_json:
+        print_json([r.as_dict() for r in results])
+    else:
+        table = Table(box=None, header_style="bold")
+        for col in ("NAME", "TRANSPORT", "STATE", "TIME", "DETAIL"):
+            table.add_column(col)
+        for r in results:
+            table.add_row(r.name, r.transport, _state_text(r.state), f"{r.duration_s:.2f}s", r.detail or "")
+        console.print(table)
+    bad = [r for r in results if not r.online]
+    if bad:
+        hints = {
+            "untrusted": "edgelab device trust NAME",
+            "unauthorized": "accept the USB debugging prompt on the device",
+        }
+        remedy = "; ".join(sorted({f"{r.state}: {hints[r.state]}" for r in bad if r.state in hints})) or None
+        fail(f"{len(bad)} of {len(results)} not online: {', '.join(r.name for r in bad)}", remedy)
+
+
+@app.command("trust")
+def trust(
+    name: str,
+    replace: Annotated[
+        bool, typer.Option("--replace", help="Replace a different key recorded before.")
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the device.")] = 5.0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show an SSH device's host key fingerprint and, once confirmed, record it as trusted."""
+    from edgelab.inventory.trust import accept_offer, fetch_offer
+
+    engine = _engine()
+    try:
+        offer = fetch_offer(engine, name, timeout=timeout)
+    except ConfigError as err:
+        fail_from(err, code=2)
+    except EdgelabError as err:
+        fail_from(err)
+    summary = {
+        "name": offer.name,
+        "host": offer.host,
+        "port": offer.port,
+        "key_type": offer.key_type,
+        "fingerprint": offer.fingerprint,
+        "recorded_fingerprint": offer.recorded_fingerprint,
+    }
+    out = err_console if as_json else console
+    out.print(f"{name} ({offer.host}:{offer.port}) presents a [bold]{offer.key_type}[/] key")
+    out.print(f"  fingerprint [bold]{offer.fingerprint}[/]", highlight=False)
+    if offer.changed:
+        out.print(
+            f"[bold red]  WARNING: the recorded key was {offer.recorded_fingerprint}: the host key CHANGED[/]"
+        )
+        if not replace:
+            fail(
+                f"{name}'s host key changed; not replacing it",
+                f"verify the new key on the device, then run `edgelab device trust {name} --replace`",
+            )
+    if offer.already_trusted:
+        out.print("  already trusted")
+    elif not yes and not typer.confirm("trust this key?", default=False, err=True):
+        fail(
+            f"{name}'s host key not trusted",
+            "compare the fingerprint with the device's own (ssh-keygen -lf /etc/ssh/ssh_host_*.pub)",
+        )
+    try:
+        accept_offer(engine, offer, replace=replace)
+    except EdgelabError as err:
+        fail_from(err)
+    if as_json:
+        print_json({**summary, "trusted": True})
+    elif not offer.already_trusted:
+        console.print(f"trusted {name}")
+
+
+def _print_import(report, as_json: bool, source: str) -> None:
+    if as_json:
+        print_json(report.as_dict())
+        return
+    for d in report.added:
+        from edgelab.inventory.view import address_of
+
+        console.print(f"added [bold]{d.name}[/] ({address_of(d)})")
+    for n, why in report.skipped:
+        err_console.print(f"skipped {n}: {why}", highlight=False)
+    console.print(f"{len(report.added)} added, {len(report.skipped)} skipped from {source}")
+
+
+@import_app.command("ssh-config")
+def import_ssh_config(
+    file: Annotated[Path, typer.Option("--file", help="OpenSSH config to read.")] = Path("~/.ssh/config"),
+    pattern: Annotated[
+        str | None, typer.Option("--pattern", help="Only Host aliases matching this glob.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Add every concrete Host of an OpenSSH config (wildcard blocks are skipped)."""
+    from edgelab.inventory import importers
+
+    path = file.expanduser()
+    try:
+        with _session() as s:
+            report = importers.import_ssh_config(s, path, pattern)
+    except ConfigError as err:
+        fail_from(err, code=2 if not path.is_file() else 1)
+    except EdgelabError as err:
+        fail_from(err)
+    _print_import(report, as_json, str(path))
+
+
+@import_app.command("adb")
+def import_adb(
+    adb_server: Annotated[
+        str | None, typer.Option("--adb-server", help="host:port (default: the local server)")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Add every device the adb server sees, named from its serial."""
+    from edgelab.inventory import importers
+
+    try:
+        with _session() as s:
+            report = importers.import_adb(s, adb_server)
+    except EdgelabError as err:
+        fail_from(err)
+    _print_import(report, as_json, f"adb server {adb_server or 'local'}")

@@ -97,11 +97,10 @@ def add_device(session: Session, device: Device) -> Device:
     validate_device(device)
     if _find(session, device.name) is not None:
         raise _duplicate(device.name)
-    session.add(device)
     try:
-        session.flush()
-    except IntegrityError as err:  # another process won the race for this name
-        session.rollback()
+        with session.begin_nested():  # a savepoint: a lost race undoes this row only
+            session.add(device)
+    except IntegrityError as err:  # another writer took this name first
         raise _duplicate(device.name) from err
     return device
 

@@ -1,0 +1,1 @@
+"""Inventory: turning operator input (addresses, ssh configs, adb servers) into device rows, and checking them."""
