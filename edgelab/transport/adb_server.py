@@ -1,0 +1,95 @@
+"""The adb server's host protocol (``4-hex-digit length + request``, OKAY/FAIL), over a plain socket.
+
+A socket of our own, not adbutils' connection helper: that one starts an adb
+server on the default port when it cannot connect, and edgelab must never
+start (or touch) a server the operator did not ask for.
+"""
+
+from __future__ import annotations
+
+import socket
+
+from edgelab.errors import TransportError
+
+DEFAULT_SERVER = "127.0.0.1:5037"
+
+
+def parse_server(adb_server: str | None) -> tuple[str, int]:
+    """``"host:port"`` (None = the local default server) -> (host, port)."""
+    text = adb_server or DEFAULT_SERVER
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise TransportError(f"bad adb server address {text!r}", remedy="give it as host:port, e.g. 127.0.0.1:5037")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def open_server(adb_server: str | None, timeout: float = 10.0) -> socket.socket:
+    host, port = parse_server(adb_server)
+    try:
+        return socket.create_connection((host, port), timeout=timeout)
+    except OSError as e:
+        raise TransportError(
+            f"no adb server at {host}:{port}: {e.strerror or e}",
+            remedy="start it (`adb -P PORT start-server`, or `edgelab sim up` for the virtual lab)",
+        ) from None
+
+
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise EOFError(f"adb connection closed after {len(buf)} of {n} bytes")
+        buf += chunk
+    return bytes(buf)
+
+
+def send_request(sock: socket.socket, request: str) -> None:
+    """Send one request and raise TransportError with the server's reason on FAIL."""
+    data = request.encode()
+    sock.sendall(b"%04x" % len(data) + data)
+    status = recv_exact(sock, 4)
+    if status == b"OKAY":
+        return
+    if status == b"FAIL":
+        raise TransportError(f"adb: {read_block(sock)}")
+    raise TransportError(f"adb server sent {status!r} instead of OKAY/FAIL")
+
+
+def read_block(sock: socket.socket) -> str:
+    length = int(recv_exact(sock, 4), 16)
+    return recv_exact(sock, length).decode("utf-8", "replace")
+
+
+def host_query(adb_server: str | None, request: str, timeout: float = 10.0) -> str:
+    """A ``host:`` request that answers with one length-prefixed string (devices, connect, version)."""
+    with open_server(adb_server, timeout) as sock:
+        try:
+            send_request(sock, request)
+            if request in ("host:kill",):
+                return ""
+            return read_block(sock)
+        except (OSError, EOFError, ValueError) as e:
+            raise TransportError(f"adb server at {adb_server}: {request} failed: {e}") from None
+
+
+def list_devices(adb_server: str | None, timeout: float = 10.0) -> list[tuple[str, str]]:
+    """Every device the server knows: (serial, state) with adb's words (device, offline, unauthorized...)."""
+    out = []
+    for line in host_query(adb_server, "host:devices", timeout).splitlines():
+        serial, _, state = line.partition("\t")
+        if serial:
+            out.append((serial, state.strip()))
+    return out
+
+
+def open_transport(adb_server: str | None, serial: str, service: str, timeout: float = 10.0) -> socket.socket:
+    """A socket connected to ``service`` on the device ``serial`` (shell,v2,...:, sync:, exec:)."""
+    sock = open_server(adb_server, timeout)
+    try:
+        send_request(sock, f"host:transport:{serial}")
+        send_request(sock, service)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
