@@ -1,0 +1,403 @@
+"""Android devices through an adb server (the local one, or ``host:port`` of another lab host).
+
+Each operation is one adb service on its own socket, as the adb CLI does it:
+``shell,v2,raw:`` for commands (real exit codes, stderr apart; v1 with an
+exit marker only where a device lacks shell_v2), ``sync:`` for files in
+64 KiB DATA packets. Closing a shell socket makes adbd end the command; for
+timeouts and cancels we also kill the command's process group by its pid,
+which ``posix_stream_argv`` prints first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import queue
+import socket
+import stat
+import struct
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from edgelab.errors import DeviceStateError, RemoteTimeout, TransportError
+from edgelab.transport.adb_server import host_query, list_devices, open_transport, recv_exact
+from edgelab.transport.base import (
+    Deadline,
+    Endpoint,
+    Progress,
+    RemoteProcess,
+    RunResult,
+    Transport,
+    parse_pid_line,
+    posix_kill_argv,
+    posix_stream_argv,
+)
+from edgelab.transport.quoting import Shell, join
+
+SYNC_DATA_MAX = 64 * 1024
+_SYNC = struct.Struct("<4sI")
+_STAT_V1 = struct.Struct("<IIII")  # after the id: mode, size, mtime (id read apart)
+_V2 = struct.Struct("<BI")
+ID_STDIN, ID_STDOUT, ID_STDERR, ID_EXIT, ID_CLOSE_STDIN = range(5)
+_EXIT_MARKER = "@@edgelab-exit "
+_IO_IDLE_S = 60.0  # a transfer that sees no byte for this long has stalled
+
+REMEDIES = {
+    "unauthorized": "accept the USB debugging prompt on the device (and tick 'always allow'), then check again",
+    "offline": "reconnect it: `adb disconnect SERIAL && adb connect SERIAL`, or replug the USB cable",
+    "absent": "plug it in, or `adb connect SERIAL` for a network device; check the --adb-server address",
+    "authorizing": "wait a moment, or accept the USB debugging prompt on the device",
+    "connecting": "wait a moment and check again",
+    "no permissions": "fix the udev rules for the device on the lab host (see `adb devices`)",
+}
+
+
+def list_adb_devices(adb_server: str | None) -> list[tuple[str, str]]:
+    """(serial, state) for every device the adb server sees (``device import adb``)."""
+    return list_devices(adb_server)
+
+
+def _state_error(name: str, serial: str, state: str, server: str | None) -> DeviceStateError:
+    where = f" on adb server {server}" if server else ""
+    remedy = REMEDIES.get(state, "check `adb devices` on the lab host").replace("SERIAL", serial)
+    return DeviceStateError(f"{name}: adb device {serial}{where} is {state}", remedy=remedy)
+
+
+class _ShellChannel:
+    """One shell v2 conversation: packets in, packets out."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+
+    def send(self, kind: int, data: bytes = b"") -> None:
+        self.sock.sendall(_V2.pack(kind, len(data)) + data)
+
+    def recv(self) -> tuple[int, bytes] | None:
+        try:
+            header = recv_exact(self.sock, _V2.size)
+        except EOFError:
+            return None
+        kind, length = _V2.unpack(header)
+        return kind, recv_exact(self.sock, length) if length else b""
+
+    def close(self) -> None:
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+
+class ADBProcess(RemoteProcess):
+    """A streamed command: a reader thread splits stdout into lines and keeps stderr."""
+
+    def __init__(self, transport: ADBTransport, chan: _ShellChannel):
+        self._t = transport
+        self._chan = chan
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._stderr = bytearray()
+        self._exit: int | None = None
+        self._done = threading.Event()
+        self._cancelled = False
+        self._pid_ready = threading.Event()
+        self.pid: int | None = None
+        self._thread = threading.Thread(target=self._read, name="adb-stream", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        buf = b""
+        first = True
+        try:
+            while (pkt := self._chan.recv()) is not None:
+                kind, data = pkt
+                if kind == ID_STDOUT:
+                    buf += data
+                    while b"\n" in buf:
+                        line, buf = buf.split(b"\n", 1)
+                        text = line.decode("utf-8", "replace").rstrip("\r")
+                        if first:
+                            first = False
+                            self.pid = parse_pid_line(text)
+                            self._pid_ready.set()
+                            if self.pid is not None:
+                                continue
+                        self._lines.put(text)
+                elif kind == ID_STDERR:
+                    self._stderr += data
+                elif kind == ID_EXIT:
+                    self._exit = data[0] if data else 255
+                    break
+        except (OSError, EOFError):
+            pass
+        finally:
+            if buf:
+                self._lines.put(buf.decode("utf-8", "replace").rstrip("\r"))
+            self._pid_ready.set()
+            self._lines.put(None)
+            self._done.set()
+
+    def lines(self) -> Iterator[str]:
+        while (line := self._lines.get()) is not None:
+            yield line
+        self._lines.put(None)  # a second iteration ends at once too
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        self._done.wait(timeout)
+        return self._exit if self._done.is_set() else None
+
+    @property
+    def stderr(self) -> str:
+        return bytes(self._stderr).decode("utf-8", "replace")
+
+    def cancel(self) -> None:
+        if self._cancelled:
+            return
+        self._cancelled = True
+        if not self._done.is_set():
+            self._pid_ready.wait(5.0)
+            if self.pid is not None:
+                self._t._kill(self.pid, "TERM")
+                if not self._done.wait(2.0):
+                    self._t._kill(self.pid, "KILL")
+        self._chan.close()  # adbd (and our emulator) also end the group when the stream closes
+        self._done.wait(5.0)
+
+
+class ADBTransport(Transport):
+    kind = "adb"
+    shell = Shell.TOYBOX
+
+    def __init__(self, endpoint: Endpoint, features: set[str], timeout: float = 10.0):
+        if not endpoint.adb_serial:
+            raise TransportError(f"{endpoint.name} has no adb serial", remedy="set one with `edgelab device add --adb`")
+        self.endpoint = endpoint
+        self.name = endpoint.name
+        self.serial = endpoint.adb_serial
+        self.server = endpoint.adb_server
+        self.features = features
+        self.timeout = timeout
+
+    # -- connecting ----------------------------------------------------------
+    @classmethod
+    def device_state(cls, endpoint: Endpoint, timeout: float = 5.0) -> str:
+        """adb's word for the device (device, offline, unauthorized, ...), or "absent"."""
+        for serial, state in list_devices(endpoint.adb_server, timeout):
+            if serial == endpoint.adb_serial:
+                return state
+        return "absent"
+
+    @classmethod
+    def connect(cls, endpoint: Endpoint, *, timeout: float = 10.0) -> ADBTransport:
+        state = cls.device_state(endpoint, timeout)
+        if state != "device":
+            raise _state_error(endpoint.name, endpoint.adb_serial or "?", state, endpoint.adb_server)
+        features = host_query(endpoint.adb_server, f"host-serial:{endpoint.adb_serial}:features", timeout)
+        return cls(endpoint, {f for f in features.strip().split(",") if f}, timeout)
+
+    @classmethod
+    def check(cls, endpoint: Endpoint, timeout: float = 5.0) -> tuple[str, str | None]:
+        """("online"|"offline"|"unauthorized"|"absent", detail) without raising for an unreachable device."""
+        try:
+            state = cls.device_state(endpoint, timeout)
+        except TransportError as e:
+            return "offline", str(e)
+        if state == "device":
+            try:
+                t = cls.connect(endpoint, timeout=timeout)
+                r = t.run(["echo", "ok"], timeout=timeout)
+                if r.stdout.strip() == "ok":
+                    return "online", f"adb {endpoint.adb_serial}"
+                return "offline", f"shell answered {r.exit_code}: {r.stderr.strip()[:200]}"
+            except TransportError as e:
+                return "offline", str(e)
+        if state in ("unauthorized", "offline", "absent"):
+            return state, _state_error(endpoint.name, endpoint.adb_serial or "?", state, endpoint.adb_server).remedy
+        return "offline", f"adb reports {state}"
+
+    @property
+    def shell_v2(self) -> bool:
+        return "shell_v2" in self.features
+
+    def _open(self, service: str, timeout: float | None) -> socket.socket:
+        try:
+            sock = open_transport(self.server, self.serial, service, timeout=self.timeout)
+        except TransportError as e:
+            if "not found" in str(e) or "offline" in str(e) or "unauthorized" in str(e):
+                state = self.device_state(self.endpoint)
+                raise _state_error(self.name, self.serial, state, self.server) from None
+            raise
+        sock.settimeout(timeout)
+        return sock
+
+    # -- commands ----------------------------------------------------------
+    def run(self, argv: Sequence[str], *, timeout: float = 60.0, input: bytes | None = None) -> RunResult:
+        argv = [str(a) for a in argv]
+        if not self.shell_v2:
+            return self._run_v1(argv, timeout, input)
+        start = time.monotonic()
+        deadline = Deadline(timeout)
+        chan = _ShellChannel(self._open("shell,v2,raw:" + join(posix_stream_argv(argv), Shell.TOYBOX), timeout))
+        out, err = bytearray(), bytearray()
+        code: int | None = None
+        try:
+            if input:
+                for i in range(0, len(input), SYNC_DATA_MAX):
+                    chan.send(ID_STDIN, input[i : i + SYNC_DATA_MAX])
+            chan.send(ID_CLOSE_STDIN)
+            while True:
+                chan.sock.settimeout(max(deadline.left() or 0.0, 0.001))
+                pkt = chan.recv()
+                if pkt is None:
+                    break
+                kind, data = pkt
+                if kind == ID_STDOUT:
+                    out += data
+                elif kind == ID_STDERR:
+                    err += data
+                elif kind == ID_EXIT:
+                    code = data[0] if data else 255
+                    break
+        except (TimeoutError, socket.timeout):
+            pid = parse_pid_line(bytes(out).split(b"\n", 1)[0].decode("utf-8", "replace"))
+            chan.close()
+            if pid is not None:
+                self._kill(pid, "KILL")
+            raise RemoteTimeout(
+                f"{argv[0]} ran past {timeout:g}s on {self.name} and was killed",
+                remedy="raise the timeout or check the device's load",
+            ) from None
+        except OSError as e:
+            raise TransportError(f"{self.name}: adb shell failed: {e}") from None
+        finally:
+            chan.close()
+        if code is None:
+            raise TransportError(f"{self.name}: the shell ended without an exit status", remedy="check the device with `adb devices`")
+        text = bytes(out).decode("utf-8", "replace")
+        first, sep, rest = text.partition("\n")
+        if parse_pid_line(first) is not None:
+            text = rest
+        return RunResult(tuple(argv), code, text, bytes(err).decode("utf-8", "replace"), time.monotonic() - start)
+
+    def _run_v1(self, argv: list[str], timeout: float, input: bytes | None) -> RunResult:
+        """Old devices: stdout and stderr arrive mixed; the exit code comes from a marker line."""
+        start = time.monotonic()
+        cmd = join(argv, Shell.TOYBOX) + f'; echo "{_EXIT_MARKER}$?"'
+        sock = self._open("shell:" + cmd, timeout)
+        data = bytearray()
+        try:
+            if input:
+                sock.sendall(input)
+            deadline = Deadline(timeout)
+            while True:
+                sock.settimeout(max(deadline.left() or 0.0, 0.001))
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        except (TimeoutError, socket.timeout):
+            raise RemoteTimeout(f"{argv[0]} ran past {timeout:g}s on {self.name}", remedy="raise the timeout") from None
+        finally:
+            sock.close()
+        text = bytes(data).decode("utf-8", "replace").replace("\r\n", "\n")
+        body, sep, tail = text.rpartition(_EXIT_MARKER)
+        if not sep:
+            raise TransportError(f"{self.name}: no exit status from the shell")
+        return RunResult(tuple(argv), int(tail.strip() or 255), body, "", time.monotonic() - start)
+
+    def _kill(self, pid: int, signal: str) -> None:
+        try:
+            self.run(posix_kill_argv(pid, signal), timeout=10.0)
+        except TransportError:
+            pass
+
+    def stream(self, argv: Sequence[str]) -> RemoteProcess:
+        if not self.shell_v2:
+            raise TransportError(f"{self.name} has no shell_v2", remedy="streaming needs Android 7 or newer")
+        cmd = join(posix_stream_argv([str(a) for a in argv]), Shell.TOYBOX)
+        chan = _ShellChannel(self._open("shell,v2,raw:" + cmd, None))
+        chan.send(ID_CLOSE_STDIN)
+        return ADBProcess(self, chan)
+
+    # -- files ---------------------------------------------------------------
+    @staticmethod
+    def _sync_fail(sock: socket.socket, length: int) -> str:
+        return recv_exact(sock, length).decode("utf-8", "replace")
+
+    def put(self, local: Path, remote: str, *, progress: Progress | None = None) -> str:
+        local = Path(local)
+        st = os.stat(local)
+        total = st.st_size
+        mode = stat.S_IFREG | (st.st_mode & 0o777)
+        sock = self._open("sync:", _IO_IDLE_S)
+        h = hashlib.sha256()
+        done = 0
+        try:
+            target = f"{remote},{mode}".encode()
+            if len(target) > 1024:
+                raise TransportError(f"remote path too long for adb: {remote[:80]}...")
+            sock.sendall(_SYNC.pack(b"SEND", len(target)) + target)
+            with open(local, "rb") as f:
+                while block := f.read(SYNC_DATA_MAX):
+                    sock.sendall(_SYNC.pack(b"DATA", len(block)) + block)
+                    h.update(block)
+                    done += len(block)
+                    if progress:
+                        progress(done, total)
+            sock.sendall(_SYNC.pack(b"DONE", int(st.st_mtime)))
+            ident, length = _SYNC.unpack(recv_exact(sock, _SYNC.size))
+            if ident == b"FAIL":
+                raise TransportError(f"push to {self.name}:{remote} failed: {self._sync_fail(sock, length)}")
+            if ident != b"OKAY":
+                raise TransportError(f"push to {self.name}:{remote}: unexpected sync reply {ident!r}")
+            sock.sendall(_SYNC.pack(b"QUIT", 0))
+        except (OSError, EOFError) as e:
+            raise TransportError(f"push to {self.name}:{remote} failed: {e}") from None
+        finally:
+            sock.close()
+        return h.hexdigest()
+
+    def get(self, remote: str, local: Path, *, progress: Progress | None = None) -> str:
+        local = Path(local)
+        sock = self._open("sync:", _IO_IDLE_S)
+        h = hashlib.sha256()
+        tmp = local.with_name(local.name + ".edgelab-part")
+        try:
+            path = remote.encode()
+            sock.sendall(_SYNC.pack(b"STAT", len(path)) + path)
+            ident = recv_exact(sock, 4)
+            mode, size, _mtime = struct.unpack("<III", recv_exact(sock, 12))
+            if ident != b"STAT":
+                raise TransportError(f"pull from {self.name}: unexpected sync reply {ident!r}")
+            if mode == 0:
+                raise TransportError(f"{remote}: no such file on {self.name}")
+            if stat.S_ISDIR(mode):
+                raise TransportError(f"{remote} is a directory on {self.name}")
+            sock.sendall(_SYNC.pack(b"RECV", len(path)) + path)
+            local.parent.mkdir(parents=True, exist_ok=True)
+            done = 0
+            with open(tmp, "wb") as f:
+                while True:
+                    ident, length = _SYNC.unpack(recv_exact(sock, _SYNC.size))
+                    if ident == b"DATA":
+                        block = recv_exact(sock, length)
+                        f.write(block)
+                        h.update(block)
+                        done += len(block)
+                        if progress:
+                            progress(done, size)
+                    elif ident == b"DONE":
+                        break
+                    elif ident == b"FAIL":
+                        raise TransportError(f"pull {self.name}:{remote} failed: {self._sync_fail(sock, length)}")
+                    else:
+                        raise TransportError(f"pull {self.name}:{remote}: unexpected sync reply {ident!r}")
+            sock.sendall(_SYNC.pack(b"QUIT", 0))
+            os.replace(tmp, local)
+        except (OSError, EOFError) as e:
+            raise TransportError(f"pull {self.name}:{remote} failed: {e}") from None
+        finally:
+            sock.close()
+            tmp.unlink(missing_ok=True)
+        return h.hexdigest()
