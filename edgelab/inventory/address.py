@@ -88,10 +88,13 @@ def parse_jump(text: str) -> str:
 
 def parse_adb_server(text: str) -> str:
     """``host[:port]`` of an adb server (default port 5037), normalised to ``host:port``."""
-    what = f"adb server {text!r}"
     s = text.strip()
     if "@" in s:
-        raise ConfigError(f"{what} holds a user part; an adb server takes none", remedy="use host:port")
+        raise ConfigError(
+            f"adb server {'***@' + s.rpartition('@')[2]!r} holds a user part; an adb server takes none",
+            remedy="use host:port",
+        )
+    what = f"adb server {text!r}"
     if s.startswith("["):
         host, _, rest = s[1:].partition("]")
         port = _port(rest[1:], what) if rest.startswith(":") else ADB_DEFAULT_PORT

@@ -46,7 +46,8 @@ def _refuse_secret(field: str, value: str | None) -> None:
     """A ``user:password`` in an address would land in the database: refuse it."""
     if value and ":" in value.split("@", 1)[0] and "@" in value:
         raise ConfigError(
-            f"{field} {value!r} holds a password; edgelab never stores secrets",
+            f"{field} {value.split(':', 1)[0]}:***@{value.rpartition('@')[2]} holds a password; "
+            "edgelab never stores secrets",
             remedy="give only user@host and authenticate with an SSH key or the agent (~/.ssh/config IdentityFile)",
         )
 
@@ -73,7 +74,7 @@ def validate_device(device: Device) -> Device:
         )
     if device.ssh_user and (":" in device.ssh_user or "@" in device.ssh_user):
         raise ConfigError(
-            f"ssh user {device.ssh_user!r} of {device.name} holds ':' or '@' (a password?); edgelab never stores secrets",
+            f"the ssh user of {device.name} holds ':' or '@' (a password?); edgelab never stores secrets",
             remedy="give only the user name and authenticate with an SSH key or the agent",
         )
     _refuse_secret("jump host", device.ssh_jump)
