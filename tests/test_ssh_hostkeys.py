@@ -126,6 +126,16 @@ LogLevel ERROR
         """Stop the listener and every per-connection sshd it forked (by pid)."""
         if self.proc is None:
             return
+        # Children first, while the listener lives to reap them (an orphan would stay a zombie
+        # under an init that does not reap, as in many containers).
+        for pid in _children(self.proc.pid):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        end = time.monotonic() + 5
+        while _children(self.proc.pid) and time.monotonic() < end:
+            time.sleep(0.05)
         kids = _children(self.proc.pid)
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -136,7 +146,7 @@ LogLevel ERROR
                 self.proc.wait()
         for pid in kids:
             try:
-                os.kill(pid, signal.SIGTERM)
+                os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         self.proc = None
