@@ -19,6 +19,7 @@ from edgelab.sim.adb_emulator.device import DeviceSpec
 ID_STDIN, ID_STDOUT, ID_STDERR, ID_EXIT, ID_CLOSE_STDIN, ID_WINDOW_SIZE = range(6)
 _V2_HEADER = struct.Struct("<BI")
 KILL_GRACE_S = 2.0
+_PENDING: set[asyncio.Task] = set()
 LIVE_GROUPS: set[int] = set()  # process groups still running, killed when the emulator exits
 
 
@@ -69,14 +70,22 @@ def _kill_group(pid: int, sig: int) -> bool:
         return False
 
 
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
 async def _terminate(proc: asyncio.subprocess.Process) -> None:
-    """TERM the process group, KILL it after the grace period."""
+    """TERM the whole process group (also what outlived its leader), KILL it after the grace period."""
     if not _kill_group(proc.pid, signal.SIGTERM):
         return
-    try:
-        await asyncio.wait_for(proc.wait(), KILL_GRACE_S)
-    except TimeoutError:
-        pass
+    loop = asyncio.get_running_loop()
+    end = loop.time() + KILL_GRACE_S
+    while loop.time() < end and _group_alive(proc.pid):
+        await asyncio.sleep(0.05)
     _kill_group(proc.pid, signal.SIGKILL)
 
 
@@ -113,8 +122,10 @@ async def _start_or_report(stream: Stream, spec: DeviceSpec, command: str, merge
 
 def _watch_host_close(stream: Stream, proc: asyncio.subprocess.Process) -> None:
     def killer() -> None:
-        if proc.returncode is None:
-            asyncio.get_running_loop().create_task(_terminate(proc))
+        task = asyncio.get_running_loop().create_task(_terminate(proc))
+        _PENDING.add(task)
+        task.add_done_callback(_PENDING.discard)
+        task.add_done_callback(lambda _t: LIVE_GROUPS.discard(proc.pid))
 
     stream.on_close(killer)
 
@@ -187,4 +198,5 @@ async def serve_shell(stream: Stream, spec: DeviceSpec) -> None:
         stdin_task.cancel()
         if proc.returncode is None:
             await _terminate(proc)
-        LIVE_GROUPS.discard(proc.pid)
+        if not stream.closed:
+            LIVE_GROUPS.discard(proc.pid)  # still tracked when the host hung up: its killer runs
