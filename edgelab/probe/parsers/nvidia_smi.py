@@ -1,0 +1,213 @@
+"""nvidia-smi: the default table (old ``Driver Version``/``CUDA Version`` header and the new
+``KMD Version``/``CUDA UMD Version`` one; WSL's ``CUDA Version: ERR!``), ``--query-gpu`` CSV and
+``-q -x`` XML. Each GPU becomes a discrete accelerator with its own VRAM pool."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import xml.etree.ElementTree as ET
+
+from edgelab.probe.facts import Accelerator, MemoryPool
+from edgelab.probe.parsers.base import ParseResult, parser, to_float, to_int
+
+MIB = 1024 * 1024
+
+
+def _gpu(res: ParseResult, name: str | None, bus: str | None, total_mib: int | None, used_mib: int | None,
+         driver: str | None, cuda: str | None, arch_cap: str | None = None) -> None:
+    acc = Accelerator(kind="gpu", vendor="NVIDIA", name=name, bus_id=bus, driver_version=driver,
+                      memory_bytes=total_mib * MIB if total_mib is not None else None)
+    if arch_cap and re.fullmatch(r"\d+\.\d+", arch_cap):
+        acc.cuda_arch = "sm_" + arch_cap.replace(".", "")
+    if cuda == "ERR!":
+        acc.apis = ["CUDA"]
+        acc.usable = None
+        acc.reason = "nvidia-smi prints CUDA Version: ERR! (user-mode driver does not match; common under WSL)"
+    elif cuda:
+        acc.apis = [f"CUDA {cuda}" + (f" {acc.cuda_arch}" if acc.cuda_arch else "")]
+        acc.usable = True
+        acc.reason = "nvidia-smi sees the GPU and a CUDA driver"
+    res.facts.accelerators.append(acc)
+    if total_mib is not None:
+        res.facts.memory.pools.append(MemoryPool(kind="vram", device=bus or name, total_bytes=total_mib * MIB,
+                                                 used_bytes=used_mib * MIB if used_mib is not None else None))
+    res.facts.memory.unified = False
+
+
+_HDR = re.compile(r"(NVIDIA-SMI|Driver Version|KMD Version|CUDA UMD Version|CUDA Version):\s*(\S+)")
+_HDR2 = re.compile(r"NVIDIA-SMI\s+(\S+)")
+
+
+@parser("nvidia-smi")
+def parse_nvidia_smi_table(text: str, res: ParseResult) -> None:
+    v = res.values
+    if m := re.search(r"^\s*(\w{3} \w{3}\s+\d+ \d{2}:\d{2}:\d{2} \d{4})\s*$", text, re.M):
+        v["timestamp"] = m[1]
+    if m := _HDR2.search(text):
+        v["smi_version"] = m[1]
+    keys = {"Driver Version": "driver_version", "KMD Version": "kmd_version",
+            "CUDA UMD Version": "cuda_umd_version", "CUDA Version": "cuda_version"}
+    for label, val in _HDR.findall(text):
+        if label in keys:
+            v.setdefault(keys[label], val)
+    if v.get("cuda_version") == "ERR!":
+        res.warnings.append("CUDA Version: ERR! - the CUDA user-mode driver does not match the kernel driver "
+                            "(typical in WSL when nvidia-smi and the Windows driver differ)")
+    second_col = "driver_model" if re.search(r"Driver-Model", text) else "persistence_mode"
+    lines = text.split("\n")
+    try:
+        start = next(i for i, ln in enumerate(lines) if re.match(r"^\|=+\+", ln))
+    except StopIteration:
+        if not v:
+            return
+        res.warnings.append("no GPU table found below the header")
+        start = len(lines)
+    gpus = []
+    i = start + 1
+    while i < len(lines):
+        ln = lines[i]
+        if ln.strip() == "" or "Processes:" in ln:
+            break
+        cells = [c.strip() for c in ln.strip().strip("|").split("|")]
+        m = re.match(r"^(\d+)\s+(.+?)\s{2,}(\S+)$", cells[0]) if len(cells) >= 3 else None
+        if m and i + 1 < len(lines):
+            nxt = [c.strip() for c in lines[i + 1].strip().strip("|").split("|")]
+            gpu = {"index": int(m[1]), "name": m[2].strip(), second_col: m[3]}
+            bus = cells[1].split()
+            if bus:
+                gpu["bus_id"] = bus[0]
+                if len(bus) > 1:
+                    gpu["disp_a"] = bus[1]
+            gpu["ecc"] = cells[2]
+            if len(nxt) >= 3:
+                pm = re.match(r"^(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*/\s*(\S+)$", nxt[0])
+                if pm:
+                    gpu["fan_pct"] = to_int(pm[1].rstrip("%"))
+                    gpu["temp_c"] = to_int(pm[2].rstrip("C"))
+                    gpu["pstate"] = pm[3]
+                    gpu["power_w"] = to_int(pm[4].rstrip("W"))
+                    gpu["power_cap_w"] = to_int(pm[5].rstrip("W"))
+                mm = re.match(r"^(\d+)MiB\s*/\s*(\d+)MiB$", nxt[1])
+                if mm:
+                    gpu["mem_used_mib"], gpu["mem_total_mib"] = int(mm[1]), int(mm[2])
+                um = re.match(r"^(\S+)%\s+(.+)$", nxt[2])
+                if um:
+                    gpu["util_pct"] = to_int(um[1])
+                    gpu["compute_mode"] = um[2].strip()
+            gpus.append(gpu)
+            i += 2
+            continue
+        i += 1
+    v["gpu_count"] = len(gpus) if gpus else v.get("gpu_count", 0)
+    driver = v.get("driver_version") or v.get("kmd_version")
+    cuda = v.get("cuda_version") or v.get("cuda_umd_version")
+    for g in gpus:
+        p = f"gpu{g['index']}_"
+        name = g.pop("name")
+        v[p + ("name_truncated" if name.endswith("...") else "name")] = name
+        for k, val in g.items():
+            if k != "index":
+                v[p + k] = val
+        _gpu(res, name, g.get("bus_id"), g.get("mem_total_mib"), g.get("mem_used_mib"), driver, cuda)
+    if not gpus and v:
+        res.warnings.append("header read but no GPU rows")
+
+
+@parser("nvidia-smi --query-gpu=... --format=csv")
+def parse_nvidia_smi_csv(text: str, res: ParseResult) -> None:
+    v = res.values
+    rows = [r for r in csv.reader(io.StringIO(text.strip("\n"))) if r]
+    if len(rows) < 2:
+        res.warnings.append("CSV without data rows")
+        return
+    header = [h.strip() for h in rows[0]]
+    for idx, row in enumerate(rows[1:]):
+        if len(row) != len(header):
+            res.warnings.append(f"row {idx}: {len(row)} fields for {len(header)} columns")
+        rec = {h: c.strip() for h, c in zip(header, row, strict=False)}
+        prefix = "" if idx == 0 else f"gpu{idx}."
+        for h, c in rec.items():
+            v[prefix + h] = c
+        uuid = rec.get("uuid", "")
+        if uuid:
+            v[prefix + "uuid_masked"] = bool(re.fullmatch(r"GPU-[0-]+", uuid))
+
+        def num(*keys: str) -> int | None:
+            for k in keys:
+                if k in rec:
+                    return to_int(rec[k].split()[0]) if rec[k].split() else None
+            return None
+
+        _gpu(res, rec.get("name"), rec.get("pci.bus_id"), num("memory.total [MiB]", "memory.total"),
+             num("memory.used [MiB]", "memory.used"), rec.get("driver_version"), None, rec.get("compute_cap"))
+        acc = res.facts.accelerators[-1]
+        if acc.cuda_arch:
+            acc.apis = [f"CUDA {acc.cuda_arch}"]
+            acc.usable = True
+            acc.reason = "nvidia-smi reports the GPU with its compute capability"
+
+
+def _xml_text(el: ET.Element | None, path: str) -> str | None:
+    if el is None:
+        return None
+    node = el.find(path)
+    if node is None or node.text is None:
+        return None
+    t = node.text.strip()
+    return t if t and t != "N/A" else None
+
+
+def _num(s: str | None) -> float | None:
+    if not s:
+        return None
+    return to_float(s.split()[0])
+
+
+@parser("nvidia-smi -q -x")
+def parse_nvidia_smi_xml(text: str, res: ParseResult) -> None:
+    v = res.values
+    body = re.sub(r"<!DOCTYPE[^>\[]*(\[[^\]]*\])?\s*>", "", text, count=1)
+    if "<!ENTITY" in body:
+        res.warnings.append("XML entities refused")
+        return
+    try:
+        root = ET.fromstring(body)
+    except ET.ParseError as exc:
+        res.warnings.append(f"XML not well-formed ({exc}); read top-level tags by pattern")
+        for tag in ("driver_version", "cuda_version", "attached_gpus", "product_name"):
+            if m := re.search(rf"<{tag}>([^<]*)</{tag}>", text):
+                v[tag] = m[1].strip()
+        return
+    for tag in ("timestamp", "driver_version", "cuda_version"):
+        if (t := _xml_text(root, tag)) is not None:
+            v[tag] = t
+    if (t := _xml_text(root, "attached_gpus")) is not None:
+        v["attached_gpus"] = to_int(t) if to_int(t) is not None else t
+    for idx, gpu in enumerate(root.findall("gpu")):
+        p = "" if idx == 0 else f"gpu{idx}_"
+        g: dict[str, object] = {}
+        for tag in ("product_name", "product_brand", "product_architecture", "serial", "uuid", "vbios_version",
+                    "persistence_mode", "performance_state", "board_part_number"):
+            if (t := _xml_text(gpu, tag)) is not None:
+                g[tag] = t
+        g["pci_bus_id"] = _xml_text(gpu, "pci/pci_bus_id") or gpu.get("id")
+        for tag, key in (("fb_memory_usage/total", "fb_total_mib"), ("fb_memory_usage/used", "fb_used_mib"),
+                         ("fb_memory_usage/free", "fb_free_mib"), ("temperature/gpu_temp", "gpu_temp_c")):
+            n = _num(_xml_text(gpu, tag))
+            if n is not None:
+                g[key] = int(n)
+        for tag, key in (("gpu_power_readings/current_power_limit", "current_power_limit_w"),
+                         ("power_readings/current_power_limit", "current_power_limit_w"),
+                         ("gpu_power_readings/instant_power_draw", "power_draw_w"),
+                         ("gpu_power_readings/power_draw", "power_draw_w")):
+            n = _num(_xml_text(gpu, tag))
+            if n is not None and key not in g:
+                g[key] = n
+        for k, val in g.items():
+            v[p + k] = val
+        total = g.get("fb_total_mib")
+        used = g.get("fb_used_mib")
+        _gpu(res, g.get("product_name"), g.get("pci_bus_id"), total if isinstance(total, int) else None,
+             used if isinstance(used, int) else None, v.get("driver_version"), v.get("cuda_version"))
