@@ -247,3 +247,16 @@ def test_console_script_in_a_real_process(dbpath):
     con = sqlite3.connect(dbpath)
     assert con.execute("SELECT name FROM device").fetchall() == [("wsl-hx370",)]
     con.close()
+
+
+@pytest.mark.parametrize("url", ["/proc/no-such-dir/lab.db", "nosuchdialect://x/y"])
+def test_unusable_database_is_one_line_and_exit_2(dbpath, url):
+    res = runner.invoke(app, ["--db", url, "device", "ls"])
+    assert res.exit_code == 2
+    assert "error:" in res.stderr and "--db" in res.stderr and "Traceback" not in res.output
+
+
+def test_import_adb_without_a_server_exits_1(dbpath):
+    res = cli(dbpath, "device", "import", "adb", "--adb-server", f"127.0.0.1:{_closed_port()}")
+    assert res.exit_code == 1
+    assert "adb server" in res.stderr and "->" in res.stderr

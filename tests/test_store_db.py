@@ -158,3 +158,10 @@ def test_four_processes_add_devices_without_losing_a_row(tmp_path):
         names = {d.name for d in list_devices(s)}
     assert len(names) == workers * rows + 1
     assert names >= {f"w{w}-d{i:02d}" for w in range(workers) for i in range(rows)}
+
+
+def test_sqlite_path_with_tilde_is_expanded(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    engine = get_engine("~/nested/dir/lab.db")
+    assert engine.url.database == str(tmp_path / "nested" / "dir" / "lab.db")
+    assert (tmp_path / "nested" / "dir" / "lab.db").exists()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, InterfaceError, OperationalError
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session
 
@@ -35,7 +35,15 @@ def get_engine(url: str | None = None) -> Engine:
         engine = _engines.get(resolved)
         if engine is None:
             engine = _create(resolved)
-            migrate(engine)
+            try:
+                migrate(engine)
+            except (OperationalError, InterfaceError) as err:
+                engine.dispose()
+                raise ConfigError(
+                    f"cannot open database {make_url(resolved).render_as_string(hide_password=True)}: "
+                    f"{err.orig or err}".splitlines()[0],
+                    remedy="check --db / EDGELAB_DB: the file's directory must be writable, a server reachable",
+                ) from err
             _engines[resolved] = engine
         return engine
 
@@ -89,7 +97,15 @@ def _create(url: str) -> Engine:
     if memory:
         kwargs["poolclass"] = StaticPool
     else:
-        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        path = Path(database).expanduser()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ConfigError(
+                f"cannot create the database directory {path.parent}: {err.strerror}",
+                remedy="give a --db path in a writable directory",
+            ) from err
+        url = parsed.set(database=str(path))
     engine = create_engine(url, **kwargs)
     _sqlite_events(engine, wal=not memory)
     return engine
