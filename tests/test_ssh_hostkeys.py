@@ -339,9 +339,9 @@ def test_closed_port_is_offline() -> None:
 def test_known_hosts_file_editing(tmp_path: Path, sshd: TmpSshd) -> None:
     kh = tmp_path / "kh"
     key = fetch_host_key(sshd.endpoint())
-    add_known_host(kh, "10.0.0.5", 22, key)
-    assert kh.read_text() == f"10.0.0.5 {key.public_line}\n"
-    assert [e.key.get_base64() for e in hostkeys.lookup([kh], "10.0.0.5")] == [key.public_line.split()[1]]
-    assert hostkeys.lookup([kh], "10.0.0.5", 2222) == []
-    assert remove_known_host(kh, "10.0.0.5") == 1
-    assert hostkeys.lookup([kh], "10.0.0.5") == []
+    add_known_host(kh, "far.lab.invalid", 22, key)
+    assert kh.read_text() == f"far.lab.invalid {key.public_line}\n"
+    assert [e.key.get_base64() for e in hostkeys.lookup([kh], "far.lab.invalid")] == [key.public_line.split()[1]]
+    assert hostkeys.lookup([kh], "far.lab.invalid", 2222) == []
+    assert remove_known_host(kh, "far.lab.invalid") == 1
+    assert hostkeys.lookup([kh], "far.lab.invalid") == []
