@@ -68,7 +68,7 @@ def _json_score(t: str) -> float:
     s = t.lstrip()
     if not s.startswith(("{", "[")):
         return 0.0
-    return 0.8 if _has(r'"(Name|Caption|Manufacturer|NumberOfCores|DriverVersion|FriendlyName|Win32_\w+)"', s) else 0.1
+    return 0.8 if _has(r'"(Name|Caption|Manufacturer|NumberOfCores|DriverVersion|FriendlyName|Win32_\w+)"', s) else 0.0
 
 
 def _table_score(t: str) -> float:
