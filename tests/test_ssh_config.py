@@ -39,7 +39,9 @@ def test_user_config_resolves_alias(home: Path) -> None:
 
 
 def test_endpoint_fields_win_over_config(home: Path) -> None:
-    (home / ".ssh" / "config").write_text("Host orin\n  HostName orin.lab.invalid\n  User nvidia\n  Port 2200\n")
+    (home / ".ssh" / "config").write_text(
+        "Host orin\n  HostName orin.lab.invalid\n  User nvidia\n  Port 2200\n"
+    )
     hop = resolve(ep(ssh_host="orin", ssh_user="root", ssh_port=22))
     assert (hop.host, hop.port, hop.user) == ("orin.lab.invalid", 22, "root")
 
@@ -65,7 +67,9 @@ def test_sim_config_is_read_last_and_explicit_first(home: Path, tmp_path: Path, 
 
 
 def test_extra_identity_and_known_hosts(home: Path) -> None:
-    hop = resolve(ep(ssh_host="h", extra={"identity_file": "/k/id", "known_hosts": "/k/kh"}), known_hosts="/x/kh")
+    hop = resolve(
+        ep(ssh_host="h", extra={"identity_file": "/k/id", "known_hosts": "/k/kh"}), known_hosts="/x/kh"
+    )
     assert hop.identity_files == ("/k/id",)
     assert hop.known_hosts == ("/k/kh", "/x/kh")
 
@@ -79,7 +83,12 @@ def test_proxyjump_chain_from_config(home: Path) -> None:
     hop = resolve(ep(ssh_host="inner", host_key_fingerprint="SHA256:x"))
     assert hop.host == "inner.lab.invalid" and hop.expected_fingerprint == "SHA256:x"
     (relay,) = hop.jump
-    assert (relay.host, relay.port, relay.user, relay.expected_fingerprint) == ("relay.lab.invalid", 2201, "relay", None)
+    assert (relay.host, relay.port, relay.user, relay.expected_fingerprint) == (
+        "relay.lab.invalid",
+        2201,
+        "relay",
+        None,
+    )
     (bastion,) = relay.jump
     assert (bastion.host, bastion.port, bastion.user, bastion.jump) == ("bastion.lab.invalid", 22, "jump", ())
     assert hop.pool_key != resolve(ep(ssh_host="inner.lab.invalid")).pool_key

@@ -26,7 +26,9 @@ from edgelab.transport.ssh import SSHTransport
 SSHD = "/usr/sbin/sshd"
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
 
-pytestmark = pytest.mark.skipif(not Path(SSHD).exists(), reason="needs OpenSSH sshd (apt install openssh-server)")
+pytestmark = pytest.mark.skipif(
+    not Path(SSHD).exists(), reason="needs OpenSSH sshd (apt install openssh-server)"
+)
 
 
 def free_port(address: str = "127.0.0.1") -> int:
@@ -38,7 +40,9 @@ def free_port(address: str = "127.0.0.1") -> int:
 def _keygen(path: Path, kind: str = "ed25519") -> None:
     for p in (path, path.with_suffix(".pub")):
         p.unlink(missing_ok=True)
-    subprocess.run(["ssh-keygen", "-q", "-t", kind, "-N", "", "-C", "edgelab-test", "-f", str(path)], check=True)
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", kind, "-N", "", "-C", "edgelab-test", "-f", str(path)], check=True
+    )
 
 
 def _children(pid: int) -> list[int]:
@@ -286,7 +290,9 @@ def test_changed_host_key_is_refused_after_restart(own_sshd: TmpSshd, isolated_h
     assert new.fingerprint != old.fingerprint
     with pytest.raises(HostKeyError) as err:
         t.run(["true"])  # the pooled connection died; the reconnect meets the new key
-    assert f"HOST KEY CHANGED for thor (127.0.0.1:{own_sshd.port}): expected {old.fingerprint}" in str(err.value)
+    assert f"HOST KEY CHANGED for thor (127.0.0.1:{own_sshd.port}): expected {old.fingerprint}" in str(
+        err.value
+    )
     assert f"got {new.fingerprint}" in str(err.value)
     state, detail = SSHTransport.check(ep)
     assert state == "untrusted" and "HOST KEY CHANGED" in detail
@@ -341,7 +347,9 @@ def test_known_hosts_file_editing(tmp_path: Path, sshd: TmpSshd) -> None:
     key = fetch_host_key(sshd.endpoint())
     add_known_host(kh, "far.lab.invalid", 22, key)
     assert kh.read_text() == f"far.lab.invalid {key.public_line}\n"
-    assert [e.key.get_base64() for e in hostkeys.lookup([kh], "far.lab.invalid")] == [key.public_line.split()[1]]
+    assert [e.key.get_base64() for e in hostkeys.lookup([kh], "far.lab.invalid")] == [
+        key.public_line.split()[1]
+    ]
     assert hostkeys.lookup([kh], "far.lab.invalid", 2222) == []
     assert remove_known_host(kh, "far.lab.invalid") == 1
     assert hostkeys.lookup([kh], "far.lab.invalid") == []

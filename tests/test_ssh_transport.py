@@ -94,7 +94,12 @@ def _pid(t: SSHTransport, path: str) -> int:
 
 def test_run_exit_code_stdout_stderr(t: SSHTransport) -> None:
     r = t.run(["sh", "-c", "echo out; echo err >&2; exit 5"])
-    assert (r.exit_code, r.stdout, r.stderr, r.argv) == (5, "out\n", "err\n", ("sh", "-c", "echo out; echo err >&2; exit 5"))
+    assert (r.exit_code, r.stdout, r.stderr, r.argv) == (
+        5,
+        "out\n",
+        "err\n",
+        ("sh", "-c", "echo out; echo err >&2; exit 5"),
+    )
     assert t.run(["edgelab-no-such-command"]).exit_code == 127
 
 
@@ -219,7 +224,9 @@ def _sock_chain(t: paramiko.Transport) -> list[str]:
 
 
 def test_proxy_jump_through_one_and_two_hops(trusted: TmpSshd) -> None:
-    one = trusted.endpoint("via-one", address="127.0.0.3", ssh_jump=f"{trusted.user}@127.0.0.2:{trusted.port}")
+    one = trusted.endpoint(
+        "via-one", address="127.0.0.3", ssh_jump=f"{trusted.user}@127.0.0.2:{trusted.port}"
+    )
     with SSHTransport.connect(one, timeout=10) as t1:
         assert t1.run(["echo", "hopped"]).stdout == "hopped\n"
         assert _sock_chain(t1.paramiko_transport) == ["channel", "tcp"]

@@ -229,8 +229,13 @@ def remove_known_host(path: os.PathLike | str, host: str, port: int = 22) -> int
     return len(drop)
 
 
-def handshake(sock: socket.socket | paramiko.Channel, *, timeout: float, key_types: list[str] | None = None,
-              **transport_kw) -> paramiko.Transport:
+def handshake(
+    sock: socket.socket | paramiko.Channel,
+    *,
+    timeout: float,
+    key_types: list[str] | None = None,
+    **transport_kw,
+) -> paramiko.Transport:
     """Start an SSH client session on ``sock`` up to key exchange (no auth yet)."""
     t = paramiko.Transport(sock, **transport_kw)
     t.banner_timeout = timeout
@@ -254,8 +259,11 @@ def fetch_host_key(endpoint: Endpoint, timeout: float = 5.0, **options) -> HostK
     from edgelab.transport import ssh  # the socket/jump plumbing lives there
 
     hop = ssh.resolve_endpoint(endpoint, **options)
-    known = lookup([*hop.known_hosts, *default_known_hosts_files()], hop.host_key_alias or hop.host,
-                   22 if hop.host_key_alias else hop.port)
+    known = lookup(
+        [*hop.known_hosts, *default_known_hosts_files()],
+        hop.host_key_alias or hop.host,
+        22 if hop.host_key_alias else hop.port,
+    )
     sock = ssh.open_socket(hop, timeout=timeout)
     try:
         default = paramiko.Transport._preferred_keys

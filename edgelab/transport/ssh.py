@@ -106,9 +106,7 @@ def open_socket(hop: Hop, *, timeout: float) -> socket.socket | paramiko.Channel
         # The jump connection stays referenced while this hop's session lives (see _Pool).
         jump = _POOL.acquire(hop.jump[0], timeout=timeout)
         try:
-            return jump.open_channel(
-                "direct-tcpip", (hop.host, hop.port), ("127.0.0.1", 0), timeout=timeout
-            )
+            return jump.open_channel("direct-tcpip", (hop.host, hop.port), ("127.0.0.1", 0), timeout=timeout)
         except (paramiko.SSHException, EOFError, OSError) as e:
             _POOL.release(hop.jump[0])
             raise unreachable(hop, e, timeout) from e
@@ -174,7 +172,11 @@ def _authenticate(t: paramiko.Transport, hop: Hop) -> None:
             return
     raise SSHAuthError(
         f"{hop.name}: {hop.user}@{hop.host}:{hop.port} refused every key"
-        + (f" (tried {', '.join(tried)})" if tried else " (no key found: no IdentityFile, agent or ~/.ssh/id_*)"),
+        + (
+            f" (tried {', '.join(tried)})"
+            if tried
+            else " (no key found: no IdentityFile, agent or ~/.ssh/id_*)"
+        ),
         remedy="add your public key to ~/.ssh/authorized_keys on the device, load it into ssh-agent, "
         "or set IdentityFile in ~/.ssh/config",
     )
@@ -459,7 +461,10 @@ class SSHTransport(Transport):
         finally:
             t.close()
         if res.exit_code != 0:
-            return "offline", f"{endpoint.name}: connected, but `true` exited {res.exit_code}: {res.stderr.strip()}"
+            return (
+                "offline",
+                f"{endpoint.name}: connected, but `true` exited {res.exit_code}: {res.stderr.strip()}",
+            )
         return "online", None
 
     @property
@@ -482,7 +487,9 @@ class SSHTransport(Transport):
             try:
                 if not client.is_active():
                     raise EOFError("connection lost")
-                return client.open_session(window_size=WINDOW_SIZE, max_packet_size=MAX_PACKET, timeout=timeout)
+                return client.open_session(
+                    window_size=WINDOW_SIZE, max_packet_size=MAX_PACKET, timeout=timeout
+                )
             except (paramiko.SSHException, EOFError, OSError) as e:
                 if attempt:
                     raise TransportError(
@@ -518,7 +525,9 @@ class SSHTransport(Transport):
 
     def run(self, argv: Sequence[str], *, timeout: float = 60.0, input: bytes | None = None) -> RunResult:
         argv = tuple(str(a) for a in argv)
-        res = self.run_line(self.command_line(argv), timeout=timeout, input=input, label=argv[0] if argv else "")
+        res = self.run_line(
+            self.command_line(argv), timeout=timeout, input=input, label=argv[0] if argv else ""
+        )
         return RunResult(argv, res.exit_code, res.stdout, res.stderr, res.duration_s)
 
     def run_line(
@@ -586,7 +595,9 @@ class SSHTransport(Transport):
             try:
                 if not client.is_active():
                     raise EOFError("connection lost")
-                sftp = paramiko.SFTPClient.from_transport(client, window_size=WINDOW_SIZE, max_packet_size=MAX_PACKET)
+                sftp = paramiko.SFTPClient.from_transport(
+                    client, window_size=WINDOW_SIZE, max_packet_size=MAX_PACKET
+                )
                 break
             except (paramiko.SSHException, EOFError, OSError) as e:
                 if attempt:

@@ -99,7 +99,9 @@ def parse_jump_spec(spec: str) -> tuple[str | None, str, int | None]:
     else:
         host = s
     if not host:
-        raise ConfigError(f"bad jump host {spec!r}", remedy="use [user@]host[:port], comma-separated for a chain")
+        raise ConfigError(
+            f"bad jump host {spec!r}", remedy="use [user@]host[:port], comma-separated for a chain"
+        )
     try:
         return user, host, int(port) if port else None
     except ValueError:
@@ -149,7 +151,9 @@ def _resolve_hop(
     depth: int,
 ) -> Hop:
     if depth > 8:
-        raise ConfigError(f"ProxyJump chain for {name} is too deep (a loop?)", remedy="check ProxyJump in ssh config")
+        raise ConfigError(
+            f"ProxyJump chain for {name} is too deep (a loop?)", remedy="check ProxyJump in ssh config"
+        )
     c = cfg.lookup(alias)
     host = c.get("hostname", alias)
     try:
