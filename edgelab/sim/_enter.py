@@ -1,0 +1,247 @@
+"""Enter a persona: private mount (and UTS) namespace, persona files overlaid, then exec.
+
+Run as a script with ``python3 -I -S`` for every remote command on a virtual
+device, so it imports only the standard library and stays cheap. It never
+mounts anything before the new mount namespace exists and has been made
+private, so no mount can leak to the host; every mount dies with the
+namespace when the command's last process exits.
+
+Layout built inside the namespace (under a tmpfs used as the new root):
+- every top-level entry of the host's ``/`` is bind-mounted (recursively) at
+  its place, symlinks are copied;
+- for each top-level entry of the persona's ``root/``: absent on the host ->
+  the persona dir is bind-mounted read-only; present -> merged: files of the
+  persona are bind-mounted over the host's, directories the host lacks are
+  made by turning that level into a tmpfs with binds of the host's entries;
+- ``/data`` and ``/sdcard`` come from ``--device-root`` when given (writable);
+- ``bin/`` of the persona is first on PATH, the hostname is the persona's.
+
+Usage: _enter.py --persona DIR [--device-root DIR] [--hostname NAME]
+                 [--ssh posix|powershell] -- ARGV...
+With ``--ssh`` the command comes from ``SSH_ORIGINAL_COMMAND`` as sshd's
+ForceCommand gives it (sftp mapped to the real sftp-server).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import pwd
+import stat
+import sys
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWUSER = 0x10000000
+MS_RDONLY = 1
+MS_NOSUID = 2
+MS_REMOUNT = 32
+MS_BIND = 4096
+MS_REC = 16384
+MS_UNBINDABLE = 1 << 17
+MS_PRIVATE = 1 << 18
+
+SFTP_SERVERS = ("/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-server", "/usr/libexec/sftp-server")
+NEWROOT = f"/tmp/.edgelab-persona-root-{os.getuid()}"
+DEVICE_DIRS = ("data", "sdcard")
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+
+
+def die(msg: str, code: int = 125) -> None:
+    sys.stderr.write(f"edgelab-persona: {msg}\n")
+    sys.exit(code)
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def mount(src: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = (lambda s: s.encode() if s is not None else None)
+    _check(_libc.mount(enc(src), enc(target), enc(fstype), flags, enc(data)), f"mount {src} on {target}")
+
+
+def bind(src: str, target: str, *, recursive: bool = True, readonly: bool = False) -> None:
+    mount(src, target, None, MS_BIND | (MS_REC if recursive else 0))
+    if readonly:
+        mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | (MS_REC if recursive else 0))
+
+
+def make_mountpoint(like: str, target: str) -> bool:
+    """Create at ``target`` what a bind of ``like`` needs; copy symlinks. False: nothing to mount."""
+    st = os.lstat(like)
+    if stat.S_ISLNK(st.st_mode):
+        os.symlink(os.readlink(like), target)
+        return False
+    if stat.S_ISDIR(st.st_mode):
+        os.mkdir(target, stat.S_IMODE(st.st_mode))
+    else:
+        with open(target, "w"):
+            pass
+    return True
+
+
+def populate_from_host(host_dir: str, target: str, skip: set[str]) -> None:
+    """Bind every entry of ``host_dir`` into the (tmpfs) ``target``, except ``skip``."""
+    for name in os.listdir(host_dir):
+        if name in skip:
+            continue
+        src, dst = os.path.join(host_dir, name), os.path.join(target, name)
+        try:
+            if make_mountpoint(src, dst):
+                bind(src, dst)
+        except OSError:
+            continue  # an entry that cannot be bound (vanished, special) stays empty
+
+
+def merge(target: str, host_dir: str, persona_dir: str) -> None:
+    """Make ``target`` (already showing ``host_dir``) also show the persona's entries."""
+    entries = os.listdir(persona_dir)
+    missing = [e for e in entries if not os.path.lexists(os.path.join(host_dir, e))]
+    if missing:
+        # This level needs new names: rebuild it as a tmpfs of binds.
+        mode = stat.S_IMODE(os.stat(host_dir).st_mode)
+        mount("tmpfs", target, "tmpfs", MS_NOSUID, f"mode={mode:o}")
+        populate_from_host(host_dir, target, skip=set(missing))
+    for name in entries:
+        p, h, t = (os.path.join(d, name) for d in (persona_dir, host_dir, target))
+        if name in missing:
+            make_mountpoint(p, t) and bind(p, t, readonly=True)
+        elif os.path.isdir(p) and not os.path.islink(p):
+            if os.path.isdir(h):
+                merge(t, h, p)
+            else:
+                bind(p, t, readonly=True)
+        elif os.path.islink(p):
+            continue  # a symlink cannot be mounted over an existing name
+        else:
+            if os.path.isdir(t):
+                continue
+            bind(p, t, recursive=False, readonly=True)
+
+
+def enter_namespace(hostname: str | None) -> None:
+    uid, gid = os.getuid(), os.getgid()
+    flags = CLONE_NEWNS | (CLONE_NEWUTS if hostname else 0)
+    if uid != 0:
+        flags |= CLONE_NEWUSER
+    _check(_libc.unshare(flags), "unshare")
+    if uid != 0:
+        # An ordinary user keeps its own uid inside (mapped to itself).
+        with open("/proc/self/setgroups", "w") as f:
+            f.write("deny")
+        with open("/proc/self/uid_map", "w") as f:
+            f.write(f"{uid} {uid} 1")
+        with open("/proc/self/gid_map", "w") as f:
+            f.write(f"{gid} {gid} 1")
+    # Nothing from here on may propagate to the host.
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    if hostname:
+        name = hostname.encode()
+        _check(_libc.sethostname(name, len(name)), "sethostname")
+
+
+def build_root(persona: str, device_root: str | None) -> str:
+    os.makedirs(NEWROOT, mode=0o700, exist_ok=True)
+    mount("tmpfs", NEWROOT, "tmpfs", MS_NOSUID, "mode=755")
+    mount(None, NEWROOT, None, MS_UNBINDABLE)  # recursive binds below must not copy the new root
+    proot = os.path.join(persona, "root")
+    pentries = set(os.listdir(proot)) if os.path.isdir(proot) else set()
+    device_entries = set(DEVICE_DIRS) if device_root else set()
+    for name in os.listdir("/"):
+        src, dst = "/" + name, os.path.join(NEWROOT, name)
+        if name in device_entries:
+            continue
+        try:
+            if make_mountpoint(src, dst):
+                bind(src, dst)
+        except OSError:
+            continue
+    for name in sorted(pentries - device_entries):
+        p, h, t = os.path.join(proot, name), "/" + name, os.path.join(NEWROOT, name)
+        if not os.path.lexists(h):
+            make_mountpoint(p, t) and bind(p, t, readonly=True)
+        elif os.path.isdir(p) and os.path.isdir(h):
+            merge(t, h, p)
+    for name in sorted(device_entries):
+        src = os.path.join(device_root, name)
+        os.makedirs(src, exist_ok=True)
+        dst = os.path.join(NEWROOT, name)
+        if not os.path.lexists(dst):
+            os.mkdir(dst)
+        bind(src, dst)
+    return NEWROOT
+
+
+def ssh_argv(shell_kind: str) -> list[str]:
+    """What sshd would have run for this session, inside the persona."""
+    cmd = os.environ.get("SSH_ORIGINAL_COMMAND")
+    login = pwd.getpwuid(os.getuid()).pw_shell or "/bin/sh"
+    if cmd is not None and cmd.strip() in ("internal-sftp", *SFTP_SERVERS) or (cmd or "").endswith("/sftp-server"):
+        for server in SFTP_SERVERS:
+            if os.access(server, os.X_OK):
+                return [server]
+        die("no sftp-server binary on the lab host")
+    if shell_kind == "powershell":
+        return ["powershell", "-NoLogo"] + (["-Command", cmd] if cmd is not None else [])
+    if cmd is None:
+        return [login, "-l"]
+    return [login, "-c", cmd]
+
+
+def main(args: list[str]) -> None:
+    persona = device_root = hostname = ssh_shell = None
+    while args and args[0] != "--":
+        opt = args.pop(0)
+        if not args:
+            die(f"missing value for {opt}", 2)
+        val = args.pop(0)
+        if opt == "--persona":
+            persona = os.path.abspath(val)
+        elif opt == "--device-root":
+            device_root = os.path.abspath(val)
+        elif opt == "--hostname":
+            hostname = val
+        elif opt == "--ssh":
+            ssh_shell = val
+        else:
+            die(f"unknown option {opt}", 2)
+    argv = args[1:]
+    if not persona or not os.path.isdir(persona):
+        die(f"persona directory {persona!r} not found", 2)
+    if ssh_shell:
+        argv = ssh_argv(ssh_shell)
+    if not argv:
+        die("no command", 2)
+    cwd = os.getcwd()
+    try:
+        enter_namespace(hostname)
+        root = build_root(persona, device_root)
+        os.chroot(root)
+    except OSError as e:
+        die(f"cannot enter persona {os.path.basename(persona)}: {e}")
+    try:
+        os.chdir(cwd)
+    except OSError:
+        os.chdir(os.environ.get("HOME", "/"))
+    env = dict(os.environ)
+    path = [os.path.join(persona, "bin")]
+    if device_root or os.path.isdir(os.path.join(persona, "root", "system", "bin")):
+        path += ["/system/bin", "/system/xbin"]
+    env["PATH"] = ":".join(path + [env.get("PATH") or "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"])
+    env["EDGELAB_PERSONA"] = os.path.basename(persona)
+    env["EDGELAB_PERSONA_DIR"] = persona
+    try:
+        os.execvpe(argv[0], argv, env)
+    except FileNotFoundError:
+        die(f"{argv[0]}: command not found", 127)
+    except PermissionError:
+        die(f"{argv[0]}: permission denied", 126)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

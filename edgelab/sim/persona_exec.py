@@ -1,0 +1,64 @@
+"""Run a command "inside" a persona: real processes on the lab host that see the device's files.
+
+Both the sshd ForceCommand wrapper and the ADB emulator's shell go through
+here, so every virtual device runs the same way. The work is done by the
+standalone script ``_enter.py`` (stdlib only, ``python -I -S``: cheap enough
+to run for every remote command).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from edgelab.errors import ConfigError
+
+ENTER_SCRIPT = Path(__file__).with_name("_enter.py")
+
+
+def _python() -> str:
+    return os.path.realpath(sys.executable)
+
+
+def _check_dir(persona_dir: Path) -> Path:
+    persona_dir = Path(persona_dir).resolve()
+    if not persona_dir.is_dir():
+        raise ConfigError(
+            f"persona directory {persona_dir} does not exist",
+            remedy="use a directory under edgelab/sim/personas/ (see `edgelab sim status`)",
+        )
+    return persona_dir
+
+
+def persona_argv(persona_dir: Path, argv: list[str], *, device_root: Path | None = None) -> list[str]:
+    """Argv that runs ``argv`` in a private mount namespace showing the persona's files.
+
+    ``persona_dir`` holds ``root/`` (files overlaid at their absolute paths) and
+    ``bin/`` (shims first on PATH). ``device_root`` (optional, writable) provides
+    the device's own ``/data`` and ``/sdcard``. Needs root or user namespaces.
+    """
+    if not argv:
+        raise ValueError("empty command")
+    persona_dir = _check_dir(persona_dir)
+    out = [_python(), "-I", "-S", str(ENTER_SCRIPT), "--persona", str(persona_dir)]
+    out += ["--hostname", persona_dir.name]
+    if device_root is not None:
+        out += ["--device-root", str(Path(device_root).resolve())]
+    return out + ["--", *[str(a) for a in argv]]
+
+
+def ssh_force_command(persona_dir: Path, shell: str = "posix") -> str:
+    """The sshd ``ForceCommand`` line that enters the persona and runs ``$SSH_ORIGINAL_COMMAND``.
+
+    sftp requests are mapped to the real sftp-server inside the persona; a
+    ``powershell`` persona hands the command to its PowerShell shim, as Windows
+    OpenSSH does with a PowerShell default shell.
+    """
+    persona_dir = _check_dir(persona_dir)
+    if shell not in ("posix", "powershell"):
+        raise ConfigError(f"unknown persona shell {shell!r}", remedy="use posix or powershell in persona.yaml")
+    argv = [_python(), "-I", "-S", str(ENTER_SCRIPT), "--persona", str(persona_dir)]
+    argv += ["--hostname", persona_dir.name, "--ssh", shell]
+    return "exec " + shlex.join(argv)
