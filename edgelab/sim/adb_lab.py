@@ -346,6 +346,12 @@ def start_adb_lab(
     return _info(lab, state)
 
 
+def kill_lab_processes(info: AdbLabInfo) -> None:
+    """Stop the two processes of ``info`` by pid even if the state dir is gone (a test's last resort)."""
+    _stop_pid(info.server_pid, "adb")
+    _stop_pid(info.emulator_pid, "edgelab.sim.adb_emulator")
+
+
 def stop_adb_lab(state_dir: Path) -> None:
     """Kill the adb server and the emulator (exactly the recorded pids); leaves no process behind."""
     lab = _lab_dir(state_dir)
