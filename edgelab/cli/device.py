@@ -211,10 +211,8 @@ def check(
     if bool(names) == all_:
         fail("name the devices to check, or pass --all (not both)", "e.g. edgelab device check --all", 2)
     engine = _engine()
-    from edgelab.store.db import session_scope
-
     try:
-        with session_scope(engine, write=False) as s:
+        with _session(write=False) as s:
             targets = [d.name for d in list_devices(s)] if all_ else [get_device(s, n).name for n in names]
     except NotFound as err:
         fail_from(err)
