@@ -9,8 +9,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from edgelab.probe.parsers import android, cpufreq, cpuinfo, hostnamectl, jetson, kernel, lscpu, meminfo
-from edgelab.probe.parsers import nvidia_smi, os_release, thermal, windows
+from edgelab.probe.parsers import (
+    android,
+    cpufreq,
+    cpuinfo,
+    hostnamectl,
+    jetson,
+    kernel,
+    lscpu,
+    meminfo,
+    nvidia_smi,
+    os_release,
+    thermal,
+    windows,
+)
 from edgelab.probe.parsers.base import ParseResult, prepare
 
 

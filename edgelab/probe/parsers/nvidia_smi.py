@@ -115,6 +115,13 @@ def parse_nvidia_smi_table(text: str, res: ParseResult) -> None:
         res.warnings.append("header read but no GPU rows")
 
 
+def _csv_num(rec: dict[str, str], *keys: str) -> int | None:
+    for k in keys:
+        if k in rec:
+            return to_int(rec[k].split()[0]) if rec[k].split() else None
+    return None
+
+
 @parser("nvidia-smi --query-gpu=... --format=csv")
 def parse_nvidia_smi_csv(text: str, res: ParseResult) -> None:
     v = res.values
@@ -134,14 +141,8 @@ def parse_nvidia_smi_csv(text: str, res: ParseResult) -> None:
         if uuid:
             v[prefix + "uuid_masked"] = bool(re.fullmatch(r"GPU-[0-]+", uuid))
 
-        def num(*keys: str) -> int | None:
-            for k in keys:
-                if k in rec:
-                    return to_int(rec[k].split()[0]) if rec[k].split() else None
-            return None
-
-        _gpu(res, rec.get("name"), rec.get("pci.bus_id"), num("memory.total [MiB]", "memory.total"),
-             num("memory.used [MiB]", "memory.used"), rec.get("driver_version"), None, rec.get("compute_cap"))
+        _gpu(res, rec.get("name"), rec.get("pci.bus_id"), _csv_num(rec, "memory.total [MiB]", "memory.total"),
+             _csv_num(rec, "memory.used [MiB]", "memory.used"), rec.get("driver_version"), None, rec.get("compute_cap"))
         acc = res.facts.accelerators[-1]
         if acc.cuda_arch:
             acc.apis = [f"CUDA {acc.cuda_arch}"]

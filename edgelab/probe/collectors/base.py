@@ -1,0 +1,148 @@
+"""What every OS family's collector shares: sources, the batched exec, and parsing of its sections.
+
+A collector is a list of :class:`Source` (section name, the command an operator would type,
+the parser that reads it). Its whole script runs in ONE remote exec; the transport's timeout
+bounds the probe and kills the remote side when it runs over.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from edgelab.probe.collectors.sections import Section, new_nonce, split_sections
+from edgelab.probe.facts import Facts, merge
+from edgelab.transport.base import Transport
+from edgelab.transport.quoting import Shell, encode_powershell
+
+ParseFn = Callable[[str], Facts | None]
+
+
+@dataclass(frozen=True)
+class Source:
+    """One thing the collector reads: ``parser`` is a key of ``edgelab.probe.detect.BY_NAME``
+    or a callable ``text -> (Facts, warnings)`` for collector-only sources (library listings)."""
+
+    name: str
+    command: str  # what an operator would run by hand; also the provenance label
+    parser: str | Callable[[str], tuple[Facts, list[str]]] | None
+
+
+@dataclass
+class Collection:
+    """The raw result of one probe: enough to re-parse it later with a newer edgelab."""
+
+    family: str
+    script_version: int
+    sections: dict[str, Section]
+    exit_code: int | None
+    stderr: str
+    duration_s: float
+    warnings: list[str] = field(default_factory=list)
+
+    def raw(self) -> dict[str, Any]:
+        return {
+            "family": self.family,
+            "script_version": self.script_version,
+            "exit_code": self.exit_code,
+            "stderr": self.stderr[-8000:],
+            "sections": {n: s.to_dict() for n, s in self.sections.items()},
+        }
+
+
+@dataclass(frozen=True)
+class Collector:
+    """An OS family's batched collection: its sources, how to build and run its script."""
+
+    family: str
+    script_version: int
+    sources: tuple[Source, ...]
+    build_script: Callable[[str, float], str]  # (nonce, per-source timeout) -> script text
+    shell: Shell
+    post: Callable[[Facts, dict[str, Section]], None] | None = None  # family-specific fix-ups
+
+    def argv(self, nonce: str, per_source_timeout: float = 3.0) -> list[str]:
+        """The argv a transport runs: ``sh -c SCRIPT`` or PowerShell ``-EncodedCommand``."""
+        script = self.build_script(nonce, per_source_timeout)
+        if self.shell is Shell.POWERSHELL:
+            return encode_powershell(script)
+        return ["sh", "-c", script]
+
+    def source(self, name: str) -> Source | None:
+        return next((s for s in self.sources if s.name == name), None)
+
+
+def run_collector(
+    collector: Collector, transport: Transport, *, timeout: float, per_source_timeout: float = 3.0
+) -> Collection:
+    """Run the family's script in one exec; RemoteTimeout (remote side killed) past ``timeout``."""
+    nonce = new_nonce()
+    argv = collector.argv(nonce, per_source_timeout)
+    start = time.monotonic()
+    if collector.shell is Shell.POWERSHELL and hasattr(transport, "run_line"):
+        # Windows OpenSSH hands the line to PowerShell: send the encoded script as is,
+        # not wrapped once more by the transport's own PowerShell quoting.
+        res = transport.run_line(" ".join(argv), timeout=timeout, label="probe")
+    else:
+        res = transport.run(argv, timeout=timeout)
+    sections, warnings = split_sections(res.stdout, nonce)
+    if not sections:
+        tail = (res.stderr or res.stdout).strip().splitlines()[-3:]
+        warnings.append(
+            f"the {collector.family} collector printed no section (exit {res.exit_code})"
+            + (f": {' | '.join(tail)}" if tail else "")
+        )
+    return Collection(
+        family=collector.family,
+        script_version=collector.script_version,
+        sections=sections,
+        exit_code=res.exit_code,
+        stderr=res.stderr,
+        duration_s=time.monotonic() - start,
+        warnings=warnings,
+    )
+
+
+def parse_sections(collector: Collector, sections: dict[str, Section]) -> Facts:
+    """Feed each section to its parser and merge the fragments in the collector's source order.
+
+    Pure: the same sections always give the same facts, which is what re-parsing a stored
+    snapshot relies on. Unknown sections are ignored; a failed source only adds a warning.
+    """
+    from edgelab.probe.detect import BY_NAME
+
+    fragments: list[tuple[str, Facts]] = []
+    notes: list[str] = []
+    for src in collector.sources:
+        sec = sections.get(src.name)
+        if sec is None or src.parser is None:
+            continue
+        if sec.exit_code not in (0, None) and not sec.output.strip():
+            notes.append(f"{src.command}: exited {sec.exit_code} with no output")
+            continue
+        if sec.exit_code is None:
+            notes.append(f"{src.command}: cut off before it finished")
+        if callable(src.parser):
+            try:
+                frag, warns = src.parser(sec.output)
+            except Exception as exc:  # noqa: BLE001 - a collector helper must not sink the probe
+                notes.append(f"{src.command}: internal error {type(exc).__name__}: {exc}")
+                continue
+            frag.warnings = list(warns)
+            fragments.append((src.command, frag))
+            continue
+        cmd = BY_NAME.get(src.parser)
+        if cmd is None:
+            notes.append(f"{src.command}: no parser {src.parser!r} in this edgelab")
+            continue
+        result = cmd.parse(sec.output)
+        frag = result.facts
+        frag.warnings = list(frag.warnings) + [w for w in result.warnings if w not in frag.warnings]
+        fragments.append((src.command, frag))
+    facts = merge(fragments)
+    if collector.post is not None:
+        collector.post(facts, sections)
+    facts.warnings.extend(notes)
+    return facts
