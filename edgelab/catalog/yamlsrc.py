@@ -1,0 +1,104 @@
+"""YAML that remembers where each value came from, so a catalog error can name file and line.
+
+A plain ``yaml.safe_load`` throws the positions away; this loader keeps them on the containers
+(``SrcDict.line``, ``SrcDict.key_lines``, ``SrcList.line``) so validators can point at the exact
+line an operator has to fix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from edgelab.errors import ConfigError
+
+
+class CatalogError(ConfigError):
+    """A catalog file (device entry, pipeline spec) that cannot be used; the message starts with file:line."""
+
+    remedy = "fix the named line of the catalog file (see devices/README.md for the schema)"
+
+
+class SrcDict(dict):
+    """A mapping with its source position: ``line`` (1-based) and ``key_lines[key]``."""
+
+    file: str = "?"
+    line: int = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.key_lines: dict[str, int] = {}
+
+    def where(self, key: str | None = None) -> str:
+        """``file:line`` of ``key`` (or of the mapping itself)."""
+        line = self.key_lines.get(key, self.line) if key is not None else self.line
+        return f"{self.file}:{line}"
+
+
+class SrcList(list):
+    """A sequence with its source position and one line per item."""
+
+    file: str = "?"
+    line: int = 0
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.item_lines: list[int] = []
+
+    def where(self, index: int | None = None) -> str:
+        if index is not None and 0 <= index < len(self.item_lines):
+            return f"{self.file}:{self.item_lines[index]}"
+        return f"{self.file}:{self.line}"
+
+
+def _make_loader(file: str) -> type[yaml.SafeLoader]:
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> SrcDict:
+        loader.flatten_mapping(node)
+        out = SrcDict()
+        out.file, out.line = file, node.start_mark.line + 1
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            if not isinstance(key, str | int | float | bool):
+                raise CatalogError(f"{file}:{key_node.start_mark.line + 1}: a mapping key must be a plain value")
+            if key in out:
+                raise CatalogError(f"{file}:{key_node.start_mark.line + 1}: duplicate key {key!r}")
+            out[key] = loader.construct_object(value_node, deep=True)
+            out.key_lines[key] = key_node.start_mark.line + 1
+        return out
+
+    def construct_sequence(loader: yaml.SafeLoader, node: yaml.SequenceNode) -> SrcList:
+        out = SrcList(loader.construct_object(child, deep=True) for child in node.value)
+        out.file, out.line = file, node.start_mark.line + 1
+        out.item_lines = [child.start_mark.line + 1 for child in node.value]
+        return out
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, construct_sequence)
+    return Loader
+
+
+def load_text(text: str, file: str) -> Any:
+    """Parse YAML text; syntax errors become :class:`CatalogError` naming ``file:line``."""
+    try:
+        return yaml.load(text, Loader=_make_loader(file))  # noqa: S506 - a SafeLoader subclass
+    except CatalogError:
+        raise
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else 0
+        raise CatalogError(f"{file}:{line}: YAML syntax error: {exc.problem or exc.context}") from None
+    except yaml.YAMLError as exc:
+        raise CatalogError(f"{file}: YAML error: {exc}") from None
+
+
+def load_file(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CatalogError(f"{path}: cannot read: {exc.strerror}", remedy="check the catalog path") from None
+    return load_text(text, str(path))
