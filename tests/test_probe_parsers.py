@@ -333,3 +333,19 @@ def test_bytes_and_empty_inputs():
     for p in PARSERS:
         assert "empty input" in p("").warnings
         assert isinstance(p(b"\xff\xfe garbage \x00"), ParseResult)
+
+
+def test_facts_from_outputs_merges_and_keeps_wsl_quota_apart():
+    outputs = {
+        "uname": read("wsl/wsl2-5.10.16.3_uname-a.txt"),
+        "meminfo": "MemTotal:        8049136 kB\nMemAvailable:    7000000 kB\nSwapTotal:       2097152 kB\n",
+        "nvidia-smi": read("nvidia-smi/geforce-rtx3060_wsl2_drv546.80_cuda-err_nvidia-smi.txt"),  # detected
+        "garbage": "???",
+    }
+    facts, results = detect_mod.facts_from_outputs(outputs)
+    assert [r.command for r in results][:2] == ["uname -a", "cat /proc/meminfo"]
+    assert facts.os.wsl_generation == 2 and facts.cpu.arch == "x86_64"
+    kinds = {p.kind for p in facts.memory.pools}
+    assert {"wsl_quota", "available", "swap", "vram"} <= kinds and "ram" not in kinds
+    assert facts.provenance["os.kernel"] == "uname -a"
+    assert any("garbage" in w for w in facts.warnings)

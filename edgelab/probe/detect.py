@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from edgelab.probe.facts import Facts, merge
 from edgelab.probe.parsers import (
     android,
     cpufreq,
@@ -189,3 +190,24 @@ def parse_any(text: Any, command: str | None = None) -> ParseResult | None:
 
 def recognized() -> list[str]:
     return [c.command for c in COMMANDS]
+
+
+def facts_from_outputs(outputs: dict[str, Any]) -> tuple[Facts, list[ParseResult]]:
+    """Raw outputs of one probe (command id from ``BY_NAME`` -> text; an unknown key means: detect)
+    -> merged typed facts plus each parser's result. Used by collectors and to re-parse stored raws."""
+    results: list[ParseResult] = []
+    for key, text in outputs.items():
+        res = parse_any(text, key if key in BY_NAME else None)
+        if res is None:
+            res = ParseResult(command=str(key), warnings=[f"{key}: output not recognized"])
+        results.append(res)
+    facts = merge([(r.command, r.facts) for r in results])
+    for r in results:  # parser warnings travel with the facts (e.g. "JetPack: unknown for L4T ...")
+        new = [f"{r.command}: {w}" for w in r.warnings]
+        facts.warnings.extend(w for w in new if w not in facts.warnings)
+    if facts.os.is_wsl:
+        # Inside WSL, /proc/meminfo shows the VM quota, not the Windows host's RAM (DESIGN §2).
+        for pool in facts.memory.pools:
+            if pool.kind == "ram":
+                pool.kind = "wsl_quota"
+    return facts, results

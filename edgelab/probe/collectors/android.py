@@ -1,0 +1,88 @@
+"""Android collector (phones, Qualcomm kits): one toybox/mksh script over ADB."""
+
+from __future__ import annotations
+
+from edgelab.probe.collectors import posix
+from edgelab.probe.collectors.base import Collector, Source
+from edgelab.probe.collectors.posix import Snippet
+from edgelab.probe.facts import Facts
+from edgelab.transport.quoting import Shell
+
+# The accelerator libraries a vendor image ships say which APIs an app can reach.
+LIBS = (
+    "/vendor/lib64/libOpenCL.so /system/vendor/lib64/libOpenCL.so "
+    "/vendor/lib64/libQnnHtp*.so /vendor/lib64/libQnnSystem.so /vendor/lib64/libcdsprpc.so "
+    "/vendor/lib64/hw/vulkan.*.so /system/lib64/libvulkan.so"
+)
+
+SNIPPETS = [
+    Snippet("getprop", "have getprop", "t $TO getprop"),
+    posix.UNAME,
+    posix.PROC_VERSION,
+    posix.CPUINFO,
+    posix.CPUFREQ,
+    posix.MEMINFO,
+    posix.THERMAL,
+    Snippet("dumpsys_battery", "have dumpsys", "t 5 dumpsys battery"),
+    Snippet("vendor_libs", "", f'for f in {LIBS}; do [ -e "$f" ] && echo "$f"; done; true'),
+]
+
+
+def parse_vendor_libs(text: str) -> tuple[Facts, list[str]]:
+    """Which accelerator libraries exist: OpenCL and Vulkan on the GPU, QNN HTP on the Hexagon NPU."""
+    f = Facts()
+    paths = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("/")]
+    names = [p.rsplit("/", 1)[-1] for p in paths]
+    for n, p in zip(names, paths, strict=True):
+        if n == "libOpenCL.so":
+            f.software.setdefault("opencl", p)
+        elif n.startswith("libQnnHtp") and n.endswith(".so"):
+            f.software.setdefault("qnn_htp", p)
+        elif n.startswith("vulkan.") or n == "libvulkan.so":
+            f.software.setdefault("vulkan", p)
+        elif n == "libcdsprpc.so":
+            f.software.setdefault("fastrpc", p)
+    return f, []
+
+
+SOURCES = (
+    Source("getprop", "getprop", "getprop"),
+    Source("uname", "uname -a", "uname"),
+    Source("proc_version", "cat /proc/version", "proc_version"),
+    Source("cpuinfo", "cat /proc/cpuinfo", "cpuinfo"),
+    Source("cpufreq", "grep . /sys/devices/system/cpu/cpu*/cpufreq/cpuinfo_max_freq", "cpufreq"),
+    Source("meminfo", "cat /proc/meminfo", "meminfo"),
+    Source("thermal", "grep . /sys/class/thermal/thermal_zone*/{type,temp}", "thermal"),
+    Source("dumpsys_battery", "dumpsys battery", "dumpsys_battery"),
+    Source("vendor_libs", "ls /vendor/lib64 (OpenCL, QNN, Vulkan)", parse_vendor_libs),
+)
+
+
+def build_script(nonce: str, per_source_timeout: float) -> str:
+    return posix.script(nonce, SNIPPETS, per_source_timeout)
+
+
+def _post(facts: Facts, sections) -> None:
+    """Mark GPU/NPU APIs usable or not from the libraries actually present on the image."""
+    if "vendor_libs" not in sections or sections["vendor_libs"].exit_code is None:
+        return
+    sw = facts.software
+    for acc in facts.accelerators:
+        if acc.kind == "gpu":
+            found = [api for api, key in (("OpenCL", "opencl"), ("Vulkan", "vulkan")) if key in sw]
+            for api in found:
+                if api not in acc.apis:
+                    acc.apis.append(api)
+            missing = [api for api in ("OpenCL", "Vulkan") if api in acc.apis and api not in found]
+            acc.usable = bool(found)
+            acc.reason = (f"{', '.join(sw[k] for k in ('opencl', 'vulkan') if k in sw)} present"
+                          if found else "no OpenCL or Vulkan library on the vendor image")
+            if missing:
+                acc.reason += f"; {', '.join(missing)} library not found"
+        elif acc.kind == "npu":
+            acc.usable = "qnn_htp" in sw
+            acc.reason = (f"{sw['qnn_htp']} present" if acc.usable
+                          else "no libQnnHtp*.so on the vendor image (push the QNN runtime with the artifact)")
+
+
+COLLECTOR = Collector("android", 1, SOURCES, build_script, Shell.TOYBOX, _post)
