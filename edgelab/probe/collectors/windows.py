@@ -44,7 +44,7 @@ def _native(name: str, exe: str, args: str) -> str:
 def build_script(nonce: str, per_source_timeout: float) -> str:
     lines = [f"$N = '{nonce}'", PRELUDE.replace("{begin}", BEGIN).replace("{end}", END)]
     lines.append(_cim_line())
-    lines.append(_native("systeminfo", "systeminfo", "/fo list"))
+    lines.append(_native("systeminfo", "systeminfo", ""))
     lines.append(_native("wsl_version", "wsl", "--version"))
     lines.append(_native("nvidia_smi_csv", "nvidia-smi", f"--query-gpu={GPU_QUERY} --format=csv"))
     lines.append(_native("nvidia_smi", "nvidia-smi", ""))
