@@ -396,8 +396,12 @@ def parse_cim_json(text: str, res: ParseResult) -> None:
             continue
         cls = name
         if cls is None:
-            cim = rows[0].get("CimClass")
-            cls = (cim.get("CimClassName") if isinstance(cim, dict) else None) or _wmi_class(set(rows[0]))
+            cim = rows[0].get("CimClass")  # WinPS 5.1: an object; PS 7: "root/cimv2:Win32_Processor"
+            if isinstance(cim, dict):
+                cim = cim.get("CimClassName")
+            elif isinstance(cim, str):
+                cim = cim.rsplit(":", 1)[-1] or None
+            cls = (cim if isinstance(cim, str) else None) or _wmi_class(set(rows[0]))
         if cls and cls.lower().startswith(("pnp", "computeaccelerator")):
             cls = "PnpDevice"
         fill_wmi(res, cls, rows)
