@@ -28,21 +28,24 @@ SNIPPETS = [
 ]
 
 
-def parse_vendor_libs(text: str) -> tuple[Facts, list[str]]:
+def apply_vendor_libs(facts: Facts, text: str, label: str) -> None:
     """Which accelerator libraries exist: OpenCL and Vulkan on the GPU, QNN HTP on the Hexagon NPU."""
-    f = Facts()
+    found: dict[str, str] = {}
     paths = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("/")]
     names = [p.rsplit("/", 1)[-1] for p in paths]
     for n, p in zip(names, paths, strict=True):
         if n == "libOpenCL.so":
-            f.software.setdefault("opencl", p)
+            found.setdefault("opencl", p)
         elif n.startswith("libQnnHtp") and n.endswith(".so"):
-            f.software.setdefault("qnn_htp", p)
+            found.setdefault("qnn_htp", p)
         elif n.startswith("vulkan.") or n == "libvulkan.so":
-            f.software.setdefault("vulkan", p)
+            found.setdefault("vulkan", p)
         elif n == "libcdsprpc.so":
-            f.software.setdefault("fastrpc", p)
-    return f, []
+            found.setdefault("fastrpc", p)
+    for key, value in found.items():
+        if key not in facts.software:
+            facts.software[key] = value
+            facts.provenance[f"software.{key}"] = label
 
 
 SOURCES = (
@@ -54,7 +57,7 @@ SOURCES = (
     Source("meminfo", "cat /proc/meminfo", "meminfo"),
     Source("thermal", "grep . /sys/class/thermal/thermal_zone*/{type,temp}", "thermal"),
     Source("dumpsys_battery", "dumpsys battery", "dumpsys_battery"),
-    Source("vendor_libs", "ls /vendor/lib64 (OpenCL, QNN, Vulkan)", parse_vendor_libs),
+    Source("vendor_libs", "ls /vendor/lib64 (OpenCL, QNN, Vulkan)", apply_vendor_libs),
 )
 
 

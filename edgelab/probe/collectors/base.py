@@ -13,21 +13,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from edgelab.probe.collectors.sections import Section, new_nonce, split_sections
-from edgelab.probe.facts import Facts, merge
+from edgelab.probe.facts import Facts
 from edgelab.transport.base import Transport
 from edgelab.transport.quoting import Shell, encode_powershell
-
-ParseFn = Callable[[str], Facts | None]
 
 
 @dataclass(frozen=True)
 class Source:
-    """One thing the collector reads: ``parser`` is a key of ``edgelab.probe.detect.BY_NAME``
-    or a callable ``text -> (Facts, warnings)`` for collector-only sources (library listings)."""
+    """One thing the collector reads: ``parser`` is a key of ``edgelab.probe.detect.BY_NAME``, or for
+    collector-only sources (library listings) a callable ``(facts, text, label)`` that adds to the
+    merged facts and records its provenance."""
 
     name: str
     command: str  # what an operator would run by hand; also the provenance label
-    parser: str | Callable[[str], tuple[Facts, list[str]]] | None
+    parser: str | Callable[[Facts, str, str], None] | None
 
 
 @dataclass
@@ -109,11 +108,14 @@ def parse_sections(collector: Collector, sections: dict[str, Section]) -> Facts:
     """Feed each section to its parser and merge the fragments in the collector's source order.
 
     Pure: the same sections always give the same facts, which is what re-parsing a stored
-    snapshot relies on. Unknown sections are ignored; a failed source only adds a warning.
+    snapshot relies on. Parsing goes through ``detect.facts_from_outputs``, the same path as
+    ``edgelab facts parse``; collector-only sources (library listings) are applied after it.
+    Unknown sections are ignored; a failed source only adds a warning.
     """
-    from edgelab.probe.detect import BY_NAME
+    from edgelab.probe.detect import BY_NAME, facts_from_outputs
 
-    fragments: list[tuple[str, Facts]] = []
+    outputs: dict[str, str] = {}
+    helpers: list[tuple[Source, str]] = []
     notes: list[str] = []
     for src in collector.sources:
         sec = sections.get(src.name)
@@ -125,23 +127,17 @@ def parse_sections(collector: Collector, sections: dict[str, Section]) -> Facts:
         if sec.exit_code is None:
             notes.append(f"{src.command}: cut off before it finished")
         if callable(src.parser):
-            try:
-                frag, warns = src.parser(sec.output)
-            except Exception as exc:  # noqa: BLE001 - a collector helper must not sink the probe
-                notes.append(f"{src.command}: internal error {type(exc).__name__}: {exc}")
-                continue
-            frag.warnings = list(warns)
-            fragments.append((src.command, frag))
-            continue
-        cmd = BY_NAME.get(src.parser)
-        if cmd is None:
+            helpers.append((src, sec.output))
+        elif src.parser in BY_NAME:
+            outputs[src.parser] = sec.output
+        else:
             notes.append(f"{src.command}: no parser {src.parser!r} in this edgelab")
-            continue
-        result = cmd.parse(sec.output)
-        frag = result.facts
-        frag.warnings = list(frag.warnings) + [w for w in result.warnings if w not in frag.warnings]
-        fragments.append((src.command, frag))
-    facts = merge(fragments)
+    facts, _results = facts_from_outputs(outputs)
+    for src, text in helpers:
+        try:
+            src.parser(facts, text, src.command)  # type: ignore[operator]
+        except Exception as exc:  # noqa: BLE001 - a collector helper must not sink the probe
+            notes.append(f"{src.command}: internal error {type(exc).__name__}: {exc}")
     if collector.post is not None:
         collector.post(facts, sections)
     facts.warnings.extend(notes)

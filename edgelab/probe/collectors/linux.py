@@ -39,18 +39,19 @@ SNIPPETS = [
 ]
 
 
-def parse_wsl_lib(text: str) -> tuple[Facts, list[str]]:
+def apply_wsl_lib(facts: Facts, text: str, label: str) -> None:
     """``/usr/lib/wsl/lib`` listing: WSL's GPU passthrough (dxg, libcuda from the Windows driver)."""
-    f = Facts()
     names = {ln.strip().rsplit("/", 1)[-1] for ln in text.splitlines() if ln.strip()}
-    f.os.is_wsl = True
-    f.software["wsl_gpu_passthrough"] = "dxg" if "dxg" in names else "libraries only"
+    found = {"wsl_gpu_passthrough": "dxg" if "dxg" in names else "libraries only"}
     cuda = sorted(n for n in names if re.match(r"libcuda\.so", n))
     if cuda:
-        f.software["wsl_libcuda"] = cuda[0]
+        found["wsl_libcuda"] = cuda[0]
     if "libd3d12.so" in names:
-        f.software["wsl_d3d12"] = "libd3d12.so"
-    return f, []
+        found["wsl_d3d12"] = "libd3d12.so"
+    for key, value in found.items():
+        if key not in facts.software:
+            facts.software[key] = value
+            facts.provenance[f"software.{key}"] = label
 
 
 SOURCES = (
@@ -71,7 +72,7 @@ SOURCES = (
     Source("tegrastats", "tegrastats", "tegrastats"),
     Source("nvidia_smi_csv", f"nvidia-smi --query-gpu={GPU_QUERY},compute_cap --format=csv", "nvidia_smi_csv"),
     Source("nvidia_smi", "nvidia-smi", "nvidia_smi"),
-    Source("wsl_lib", "ls /usr/lib/wsl/lib", parse_wsl_lib),
+    Source("wsl_lib", "ls /usr/lib/wsl/lib", apply_wsl_lib),
 )
 
 
