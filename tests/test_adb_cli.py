@@ -8,12 +8,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from fixtures.adb_lab import adb_endpoint
 
 from edgelab.errors import DeviceStateError
 from edgelab.sim.adb_lab import AdbLabInfo
 from edgelab.transport.adb import ADBTransport, list_adb_devices
 from edgelab.transport.base import Endpoint
-from fixtures.adb_lab import adb_endpoint
 
 pytestmark = pytest.mark.adb
 

@@ -8,12 +8,12 @@ import time
 from pathlib import Path
 
 import pytest
+from fixtures.adb_lab import adb_endpoint
 
 from edgelab.sim.adb_emulator.protocol import A_CNXN, Message, encode, parse_banner
 from edgelab.sim.adb_emulator.shell import exit_status, parse_shell_service
 from edgelab.sim.adb_lab import adb_lab_status, free_port, start_adb_lab, stop_adb_lab
 from edgelab.transport.adb import ADBTransport
-from fixtures.adb_lab import adb_endpoint
 
 
 def _alive(pid: int) -> bool:

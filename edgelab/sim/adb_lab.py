@@ -265,25 +265,40 @@ def _start_server(lab: Path, port: int, adb_path: str) -> subprocess.Popen:
     return proc
 
 
-def _connect_all(server: str, devices: list[dict], timeout: float = 20.0) -> None:
-    """``adb connect`` each device and wait until it is ready (``device``, or ``unauthorized`` if locked)."""
-    states = _states(server)
-    for d in devices:
-        if states.get(d["serial"]) in ("offline", "connecting", "authorizing"):
-            host_query(server, f"host:disconnect:{d['serial']}")  # a restarted emulator needs a fresh link
-        if states.get(d["serial"]) != ("unauthorized" if d["locked"] else "device"):
+def _connect_all(server: str, devices: list[dict], timeout: float = 30.0) -> None:
+    """``adb connect`` each device and wait until it is ready (``device``, or ``unauthorized`` if locked).
+
+    A device whose emulator restarted stays offline (or vanishes while the
+    server retries) until it is disconnected and connected afresh, so every
+    device not ready is re-linked every few seconds until the deadline.
+    """
+
+    def want(d: dict) -> str:
+        return "unauthorized" if d["locked"] else "device"
+
+    def relink(states: dict[str, str], fresh: bool) -> None:
+        for d in devices:
+            state = states.get(d["serial"])
+            if state == want(d):
+                continue
+            if state is not None and (fresh or state != "connecting"):
+                host_query(server, f"host:disconnect:{d['serial']}")
             host_query(server, f"host:connect:{d['serial']}")
 
-    def ready() -> bool:
+    relink(_states(server), fresh=False)
+    end = time.monotonic() + timeout
+    next_relink = time.monotonic() + 3.0
+    while time.monotonic() < end:
         now = _states(server)
-        return all(now.get(d["serial"]) == ("unauthorized" if d["locked"] else "device") for d in devices)
-
-    try:
-        _wait_for(ready, timeout, "the virtual ADB devices")
-    except TransportError:
-        now = _states(server)
-        bad = {d["name"]: now.get(d["serial"], "absent") for d in devices}
-        raise TransportError(f"virtual ADB devices not ready: {bad}", remedy="see adb-server.log and emulator.log") from None
+        if all(now.get(d["serial"]) == want(d) for d in devices):
+            return
+        if time.monotonic() >= next_relink:
+            relink(now, fresh=True)
+            next_relink = time.monotonic() + 3.0
+        time.sleep(0.1)
+    now = _states(server)
+    bad = {d["name"]: now.get(d["serial"], "absent") for d in devices if now.get(d["serial"]) != want(d)}
+    raise TransportError(f"virtual ADB devices not ready: {bad}", remedy="see adb-server.log and emulator.log")
 
 
 def start_adb_lab(

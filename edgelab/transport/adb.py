@@ -259,7 +259,7 @@ class ADBTransport(Transport):
                 elif kind == ID_EXIT:
                     code = data[0] if data else 255
                     break
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             pid = parse_pid_line(bytes(out).split(b"\n", 1)[0].decode("utf-8", "replace"))
             chan.close()
             if pid is not None:
@@ -296,7 +296,7 @@ class ADBTransport(Transport):
                 if not chunk:
                     break
                 data += chunk
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             raise RemoteTimeout(f"{argv[0]} ran past {timeout:g}s on {self.name}", remedy="raise the timeout") from None
         finally:
             sock.close()
