@@ -118,3 +118,14 @@ def test_parse_jump_spec(spec, expected) -> None:
 def test_bad_jump_spec(spec) -> None:
     with pytest.raises(ConfigError):
         parse_jump_spec(spec)
+
+
+def test_device_stored_by_address_finds_keys_of_its_named_block(home: Path) -> None:
+    (home / ".ssh" / "config").write_text(
+        "Host orin-agx\n  HostName 127.0.0.11\n  Port 2222\n  IdentityFile /lab/key\n"
+        "  UserKnownHostsFile /lab/known_hosts\n"
+    )
+    hop = resolve(ep(name="orin-agx", ssh_host="127.0.0.11", ssh_port=4000))
+    assert (hop.host, hop.port) == ("127.0.0.11", 4000)
+    assert hop.identity_files == ("/lab/key",) and hop.known_hosts == ("/lab/known_hosts",)
+    assert resolve(ep(name="other", ssh_host="127.0.0.11")).identity_files == ()

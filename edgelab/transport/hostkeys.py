@@ -245,6 +245,9 @@ def handshake(
         t.get_security_options().key_types = key_types
     try:
         t.start_client(timeout=timeout)
+        # start_client returns quietly when its timeout passes; a session needs a finished kex.
+        if not t.is_active() or not t.initial_kex_done:
+            raise paramiko.SSHException(f"no SSH handshake within {timeout:g}s (is an SSH server listening?)")
     except BaseException:
         t.close()
         raise

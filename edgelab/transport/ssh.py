@@ -43,6 +43,9 @@ from edgelab.transport.quoting import Shell, encode_powershell, join_posix, join
 from edgelab.transport.ssh_config import Hop, resolve
 
 log = logging.getLogger(__name__)
+# paramiko logs a traceback for every failed handshake; an offline device is a state, not a crash.
+# Without this, Python's last-resort handler would print them when the app configured no logging.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 WINDOW_SIZE = 32 << 20  # per-channel receive window: keeps large SFTP reads flowing
 MAX_PACKET = 1 << 18

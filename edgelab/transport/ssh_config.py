@@ -10,6 +10,7 @@ from __future__ import annotations
 import getpass
 import os
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -123,6 +124,15 @@ def resolve(
     if known_hosts:
         extra_kh.append(str(Path(known_hosts).expanduser()))
     jump_spec = endpoint.ssh_jump
+    fallback_ids: list[str] = []
+    fallback_kh: list[str] = []
+    if endpoint.ssh_host and endpoint.ssh_host != endpoint.name:
+        # A device stored by address still finds the keys and trust files of a config block named
+        # like the device (the virtual lab's ssh_config, ``device import ssh-config``); never its
+        # HostName or Port, which the stored address already fixes.
+        by_name = cfg.lookup(endpoint.name)
+        fallback_ids = _split_paths(by_name.get("identityfile"))
+        fallback_kh = _split_paths(by_name.get("userknownhostsfile"))
     return _resolve_hop(
         cfg,
         name=endpoint.name,
@@ -134,6 +144,8 @@ def resolve(
         extra_kh=extra_kh,
         fingerprint=endpoint.host_key_fingerprint,
         depth=0,
+        fallback_ids=fallback_ids,
+        fallback_kh=fallback_kh,
     )
 
 
@@ -149,6 +161,8 @@ def _resolve_hop(
     extra_kh: list[str],
     fingerprint: str | None,
     depth: int,
+    fallback_ids: Sequence[str] = (),
+    fallback_kh: Sequence[str] = (),
 ) -> Hop:
     if depth > 8:
         raise ConfigError(
@@ -161,8 +175,8 @@ def _resolve_hop(
     except ValueError:
         raise ConfigError(f"bad Port for {alias} in ssh config", remedy="set a number") from None
     user = user or c.get("user") or getpass.getuser()
-    ids = extra_ids + _split_paths(c.get("identityfile"))
-    kh = extra_kh + _split_paths(c.get("userknownhostsfile"))
+    ids = [*extra_ids, *_split_paths(c.get("identityfile")), *fallback_ids]
+    kh = [*extra_kh, *_split_paths(c.get("userknownhostsfile")), *fallback_kh]
     keepalive = DEFAULT_KEEPALIVE_S
     if c.get("serveraliveinterval"):
         try:
