@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import JSON, Column, DateTime, UniqueConstraint
+from sqlalchemy import JSON, Column, DateTime, ForeignKey, Index, Integer, UniqueConstraint
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
@@ -87,3 +87,32 @@ class Device(SQLModel, table=True):
             host_key_fingerprint=self.host_key_fingerprint,
             shell=Shell(self.shell),
         )
+
+
+class ProbeSnapshot(SQLModel, table=True):
+    """One probe of one device: raw outputs (re-parseable by a newer edgelab), facts, classification.
+
+    Owned by edgelab.probe (API in edgelab/store/snapshots.py); kept here so the one metadata that
+    migrations are checked against holds every table.
+    """
+
+    __tablename__ = "probe_snapshot"
+    __table_args__ = (Index("ix_probe_snapshot_device_taken", "device_id", "taken_at"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    device_id: int = Field(sa_column=Column(Integer, ForeignKey("device.id", ondelete="CASCADE"), nullable=False))
+    device_name: str = Field(max_length=64)  # as it was named then
+    taken_at: datetime = Field(default_factory=utcnow, sa_column=_ts(nullable=False))
+    duration_s: float = 0.0
+    edgelab_version: str = Field(max_length=32)
+    family: str = Field(max_length=16)  # linux | android | windows
+    ok: bool = False
+    error: str | None = None
+    raw: dict = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    facts: dict | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    facts_hash: str | None = Field(default=None, max_length=64)  # sha256 of the canonical facts JSON
+    device_class: str | None = Field(default=None, max_length=32)
+    catalog_entry: str | None = Field(default=None, max_length=64)
+    classification: dict | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    warnings: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    virtual: bool = False
