@@ -6,6 +6,7 @@ an operator editing YAML wants the line, not a traceback.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,7 +57,10 @@ def check(data: Any, spec: dict[str, Field], what: str, where: str, errors: list
             continue
         value = data[key]
         if not _type_ok(value, field.kind):
-            errors.append(f"{loc(key)}: {key} must be {_type_name(field.kind)}, got {value!r}")
+            hint = ""
+            if isinstance(value, str) and re.fullmatch(r"[0-9.]+[eE][0-9]+", value):
+                hint = " (YAML reads 1.7e9 as text: write 1.7e+9)"
+            errors.append(f"{loc(key)}: {key} must be {_type_name(field.kind)}, got {value!r}{hint}")
             continue
         if field.choices is not None and value not in field.choices:
             errors.append(f"{loc(key)}: {key} is {value!r}; expected one of {', '.join(map(str, field.choices))}")
