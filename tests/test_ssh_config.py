@@ -129,3 +129,13 @@ def test_device_stored_by_address_finds_keys_of_its_named_block(home: Path) -> N
     assert (hop.host, hop.port) == ("127.0.0.11", 4000)
     assert hop.identity_files == ("/lab/key",) and hop.known_hosts == ("/lab/known_hosts",)
     assert resolve(ep(name="other", ssh_host="127.0.0.11")).identity_files == ()
+
+
+def test_include_is_expanded_in_place(home: Path) -> None:
+    (home / ".ssh" / "config.d").mkdir()
+    (home / ".ssh" / "config.d" / "lab.conf").write_text(
+        "Host jetson\n  HostName jetson.lab.invalid\n  Port 2022\n"
+    )
+    (home / ".ssh" / "config").write_text("Include config.d/*.conf\nHost *\n  User everyone\n")
+    hop = resolve(ep(ssh_host="jetson"))
+    assert (hop.host, hop.port, hop.user) == ("jetson.lab.invalid", 2022, "everyone")

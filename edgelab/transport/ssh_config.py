@@ -8,6 +8,8 @@ on the Endpoint always win over any config value.
 from __future__ import annotations
 
 import getpass
+import glob
+import io
 import os
 import shlex
 from collections.abc import Sequence
@@ -64,14 +66,37 @@ def config_files(explicit: str | os.PathLike | None = None) -> list[Path]:
     return [f for f in files if f.is_file()]
 
 
+def _read_with_includes(path: Path, depth: int = 0) -> list[str]:
+    """The file's lines with every ``Include`` replaced by the files it names (paramiko has no Include).
+
+    Relative names are taken from ``~/.ssh`` as OpenSSH does for user configs; globs are sorted.
+    """
+    if depth > 16:
+        raise ConfigError(f"ssh config Include nesting too deep at {path}", remedy="look for an Include loop")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read ssh config {path}: {e}", remedy="fix or remove that file") from e
+    out: list[str] = []
+    for line in text.splitlines():
+        words = line.strip().replace("=", " ", 1).split()
+        if words and words[0].lower() == "include":
+            for pattern in shlex.split(" ".join(words[1:])):
+                pattern = os.path.expanduser(pattern)
+                if not os.path.isabs(pattern):
+                    pattern = str(Path("~/.ssh").expanduser() / pattern)
+                for inc in sorted(glob.glob(pattern)):
+                    if Path(inc).is_file():
+                        out.extend(_read_with_includes(Path(inc), depth + 1))
+            continue
+        out.append(line)
+    return out
+
+
 def load_config(explicit: str | os.PathLike | None = None) -> paramiko.SSHConfig:
     cfg = paramiko.SSHConfig()
     for path in config_files(explicit):
-        try:
-            with open(path) as f:
-                cfg.parse(f)
-        except (OSError, UnicodeDecodeError) as e:
-            raise ConfigError(f"cannot read ssh config {path}: {e}", remedy="fix or remove that file") from e
+        cfg.parse(io.StringIO("\n".join(_read_with_includes(path)) + "\n"))
     return cfg
 
 
