@@ -101,7 +101,13 @@ def populate_from_host(host_dir: str, target: str, skip: set[str]) -> None:
 def merge(target: str, host_dir: str, persona_dir: str) -> None:
     """Make ``target`` (already showing ``host_dir``) also show the persona's entries."""
     entries = os.listdir(persona_dir)
-    missing = [e for e in entries if not os.path.lexists(os.path.join(host_dir, e))]
+    # Names the host lacks, and host symlinks a persona file replaces, need a new level.
+    missing = [
+        e
+        for e in entries
+        if not os.path.lexists(os.path.join(host_dir, e))
+        or (os.path.islink(os.path.join(host_dir, e)) and not os.path.islink(os.path.join(persona_dir, e)))
+    ]
     if missing:
         # This level needs new names: rebuild it as a tmpfs of binds.
         mode = stat.S_IMODE(os.stat(host_dir).st_mode)

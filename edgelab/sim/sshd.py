@@ -294,7 +294,7 @@ def _stage_personas(state_dir: Path, personas: list[Persona], clones: int) -> li
             name = f"{base.name}-c{i:02d}"
             plan.append((name, clone_address(i), base, staged_root / name))
     for _name, _addr, p, dst in plan:
-        shutil.copytree(p.path, dst, symlinks=True)
+        shutil.copytree(p.path, dst, symlinks=False)  # shims resolve to real files
     return plan
 
 
