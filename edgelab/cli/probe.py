@@ -1,0 +1,321 @@
+"""`edgelab probe`, `edgelab facts DEVICE`, `edgelab profile DEVICE`: thin over edgelab.probe / edgelab.profile."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import click
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from typer.core import TyperGroup
+
+from edgelab.cli.common import console, err_console, fail, fail_from, print_json, state
+from edgelab.errors import ConfigError, EdgelabError
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
+
+
+def _engine():
+    from edgelab.store.db import get_engine
+
+    try:
+        return get_engine(state.db)
+    except ConfigError as err:
+        fail_from(err, code=2)
+
+
+# ---------------------------------------------------------------- edgelab probe
+
+
+def _outcome_dict(o) -> dict[str, Any]:
+    from edgelab.probe.summary import summarize
+
+    snap = o.snapshot
+    return {
+        "name": o.name,
+        "ok": o.ok,
+        "error": o.error,
+        "remedy": o.remedy,
+        "duration_s": round(o.duration_s, 3),
+        "snapshot_id": snap.id if snap else None,
+        "taken_at": snap.taken_at.isoformat() if snap else None,
+        "class": snap.device_class if snap else None,
+        "catalog_entry": snap.catalog_entry if snap else None,
+        "facts_hash": snap.facts_hash if snap else None,
+        "virtual": snap.virtual if snap else None,
+        "summary": summarize(snap.facts if snap else None),
+        "warnings": list(snap.warnings) if snap else [],
+    }
+
+
+def probe(
+    devices: Annotated[list[str] | None, typer.Argument(help="Device names (see `edgelab device ls`).")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Probe every device of the inventory.")] = False,
+    json_out: JsonOpt = False,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds per device; the remote side is killed past it.")]
+    = 60.0,
+    parallel: Annotated[int, typer.Option("--parallel", min=1, help="Devices probed at once.")] = 16,
+) -> None:
+    """Probe devices into facts (one batched exec each), classify them, store a snapshot."""
+    from edgelab.probe.snapshot import probe_devices
+    from edgelab.probe.summary import summarize
+
+    if not devices and not all_:
+        fail("name the devices to probe, or give --all", "e.g. `edgelab probe orin-agx s25` or `edgelab probe --all`", 2)
+    if devices and all_:
+        fail("give device names or --all, not both", code=2)
+    engine = _engine()
+    progress = Progress(
+        TextColumn("probing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}"),
+        console=err_console, transient=True, disable=json_out or not err_console.is_terminal,
+    )
+    try:
+        with progress:
+            task = progress.add_task("", total=None)
+
+            def step(outcome) -> None:
+                mark = "ok" if outcome.ok else "FAILED"
+                progress.update(task, advance=1, description=f"{outcome.name} {mark}")
+
+            if all_:
+                from edgelab.store.db import session_scope
+                from edgelab.store.devices import list_devices
+
+                with session_scope(engine, write=False) as s:
+                    devices = [d.name for d in list_devices(s)]
+                if not devices:
+                    fail("the inventory is empty", "add devices with `edgelab device add` or `edgelab sim up`")
+            progress.update(task, total=len(devices))
+            outcomes = probe_devices(engine, devices, parallel=parallel, timeout=timeout, on_progress=step)
+    except EdgelabError as err:
+        fail_from(err)
+    failed = [o for o in outcomes if not o.ok]
+    if json_out:
+        print_json([_outcome_dict(o) for o in outcomes])
+        raise typer.Exit(1 if failed else 0)
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for col in ("device", "class", "catalog entry", "SoC / model", "OS", "RAM", "accelerators", "time", ""):
+        table.add_column(col, overflow="fold")
+    for o in outcomes:
+        snap = o.snapshot
+        if not o.ok:
+            table.add_row(escape(o.name), "[red]failed[/]", "", "", "", "", "", f"{o.duration_s:.2f}s",
+                          "[dim]VIRTUAL[/]" if snap and snap.virtual else "")
+            continue
+        s = summarize(snap.facts)
+        table.add_row(
+            escape(o.name), escape(snap.device_class or "?"), escape(snap.catalog_entry or "?"),
+            escape(s["soc_model"] or "?"), escape(s["os"] or "?"), escape(s["ram"] or "?"),
+            escape(", ".join(s["accelerators"]) or "-"), f"{snap.duration_s:.2f}s",
+            "[dim]VIRTUAL[/]" if snap.virtual else "",
+        )
+    console.print(table)
+    for o in failed:
+        err_console.print(f"[bold red]error:[/] {escape(o.name)}: {escape(o.error or 'failed')}", highlight=False)
+    console.print(f"[dim]{len(outcomes) - len(failed)} of {len(outcomes)} probed[/]")
+    raise typer.Exit(1 if failed else 0)
+
+
+# ---------------------------------------------------------------- edgelab facts DEVICE
+
+
+def _latest(name: str):
+    from edgelab.store.db import session_scope
+    from edgelab.store.snapshots import latest_snapshot
+
+    try:
+        with session_scope(_engine(), write=False) as s:
+            return latest_snapshot(s, name)
+    except EdgelabError as err:
+        fail_from(err)
+
+
+def _snap_meta(snap) -> dict[str, Any]:
+    return {
+        "id": snap.id, "device": snap.device_name, "taken_at": snap.taken_at.isoformat(),
+        "duration_s": snap.duration_s, "edgelab_version": snap.edgelab_version, "family": snap.family,
+        "facts_hash": snap.facts_hash, "virtual": snap.virtual,
+    }
+
+
+def _leaves(data: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    if isinstance(data, dict) and data and not prefix.endswith(("temperatures_c", "rails_mw", "software")):
+        return [row for k, v in data.items() for row in _leaves(v, f"{prefix}.{k}" if prefix else k)]
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        return [row for i, v in enumerate(data) for row in _leaves(v, f"{prefix}[{i}]")]
+    return [] if data in (None, [], {}, "") else [(prefix, data)]
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, list):
+        return ", ".join(str(x) for x in v)
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={x}" for k, x in v.items())
+    return str(v)
+
+
+def facts_show(
+    device: Annotated[str, typer.Argument(help="Device name.")],
+    raw: Annotated[bool, typer.Option("--raw", help="The raw outputs the probe collected, section by section.")]
+    = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """The facts of DEVICE from its latest probe snapshot, grouped (`--raw`: what the device printed)."""
+    snap = _latest(device)
+    if json_out:
+        body = {"snapshot": _snap_meta(snap)}
+        body.update({"raw": snap.raw} if raw else
+                    {"facts": snap.facts, "classification": snap.classification, "warnings": snap.warnings})
+        print_json(body)
+        return
+    when = snap.taken_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    virtual = "  [dim]VIRTUAL[/]" if snap.virtual else ""
+    console.rule(f"[bold]{escape(device)}[/]  [dim]probed {when} in {snap.duration_s:.2f}s, "
+                 f"edgelab {escape(snap.edgelab_version)}, facts {snap.facts_hash[:12] if snap.facts_hash else '-'}"
+                 f"[/]{virtual}", align="left")
+    if raw:
+        for name, sec in (snap.raw.get("sections") or {}).items():
+            code = sec.get("exit_code")
+            console.print(f"[bold cyan]== {escape(name)}[/] [dim](exit {'cut off' if code is None else code})[/]")
+            console.print(escape(sec.get("output", "")), highlight=False, markup=True, soft_wrap=True)
+        if snap.raw.get("stderr"):
+            console.print("[bold cyan]== stderr[/]")
+            console.print(escape(snap.raw["stderr"]), highlight=False, soft_wrap=True)
+        return
+    facts = snap.facts or {}
+    prov = facts.get("provenance") or {}
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for col in ("group", "fact", "value", "from"):
+        table.add_column(col, overflow="fold", style="cyan" if col == "group" else ("dim" if col == "from" else None))
+    shown = {k: v for k, v in facts.items() if k not in ("provenance", "warnings")}
+    shown["cpu"] = {k: v for k, v in (shown.get("cpu") or {}).items() if k != "raw_flags"}  # --json has them
+    for key, value in _leaves(shown):
+        group, _, rest = key.partition(".")
+        if not rest:
+            group, rest = key.split("[")[0], key
+        src = prov.get(key) or prov.get(key.rsplit(".", 1)[0]) or prov.get(key.split(".")[0]) or ""
+        table.add_row(escape(group), escape(rest), escape(_fmt(value)), escape(src))
+    console.print(table)
+    cls = snap.classification or {}
+    if cls:
+        console.print(f"[bold]class[/] {escape(str(cls.get('class')))}  [bold]catalog entry[/] "
+                      f"{escape(str(cls.get('entry')))}" + (f" ({escape(cls['entry_name'])})" if cls.get("entry_name")
+                                                            else ""))
+    for w in snap.warnings:
+        console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
+
+
+class FactsGroup(TyperGroup):
+    """`edgelab facts DEVICE` next to `edgelab facts parse FILE`: a first argument that is not a
+    subcommand (nor an option) is a device name for the `show` command."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and not args[0].startswith("-") and args[0] not in self.commands:
+            args = ["show", *args]
+        return super().parse_args(ctx, args)
+
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write_usage(ctx.command_path, "[DEVICE [--raw] [--json] | parse FILE... | COMMAND ...]")
+
+
+# ---------------------------------------------------------------- edgelab profile DEVICE
+
+
+def profile(
+    device: Annotated[str, typer.Argument(help="Device name.")],
+    pipeline: Annotated[str | None, typer.Option("--pipeline", help="Pipeline to plan for (e.g. qwen3-tts).")] = None,
+    explain: Annotated[bool, typer.Option("--explain", help="Every rule that fired, with its inputs and why.")]
+    = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """The deploy profile of DEVICE, derived from its latest probe snapshot (never hand-typed)."""
+    snap = _latest(device)
+    try:
+        prof = _derive(snap.facts or {}, pipeline)
+    except EdgelabError as err:
+        fail_from(err)
+    if json_out:
+        print_json({"device": device, "snapshot": _snap_meta(snap), "profile": prof})
+        return
+    _render_profile(device, snap, prof, explain)
+
+
+def _derive(facts_dict: dict[str, Any], pipeline: str | None) -> dict[str, Any]:
+    """The profile engineer's derive_profile over stored facts, as a plain dict."""
+    import dataclasses
+    import importlib
+
+    from edgelab.catalog.devices import load_devices
+    from edgelab.probe.facts import Facts
+
+    derive = None
+    for module in ("edgelab.profile", "edgelab.profile.derive", "edgelab.profile.profile"):
+        try:
+            derive = getattr(importlib.import_module(module), "derive_profile", None)
+        except ImportError:
+            continue
+        if derive is not None:
+            break
+    if derive is None:
+        raise EdgelabError("this edgelab cannot derive deploy profiles yet", remedy="upgrade edgelab")
+    prof = derive(Facts.from_dict(facts_dict), load_devices(), pipeline=pipeline)
+    if hasattr(prof, "to_dict"):
+        return prof.to_dict()
+    return dataclasses.asdict(prof) if dataclasses.is_dataclass(prof) else dict(prof)
+
+
+def _render_profile(device: str, snap, prof: dict[str, Any], explain: bool) -> None:
+    virtual = "  [dim]VIRTUAL[/]" if snap.virtual else ""
+    console.rule(f"[bold]{escape(device)}[/]  [dim]profile from the probe of "
+                 f"{snap.taken_at.strftime('%Y-%m-%d %H:%M UTC')}[/]{virtual}", align="left")
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column("key", style="bold")
+    table.add_column("value", overflow="fold")
+    for key, value in prof.items():
+        if key in ("strategies", "rules", "explain", "fired"):
+            continue
+        table.add_row(escape(str(key)), escape(_fmt(value) if not isinstance(value, dict | list) or not value
+                                               else _fmt_nested(value)))
+    console.print(table)
+    strategies = prof.get("strategies") or []
+    if strategies:
+        st = Table(title="strategies", title_justify="left", show_header=True, header_style="bold", box=None)
+        for col in ("strategy", "eligible", "why"):
+            st.add_column(col, overflow="fold")
+        for s in strategies:
+            ok = s.get("eligible")
+            st.add_row(escape(str(s.get("id") or s.get("strategy"))), "[green]yes[/]" if ok else "[red]refused[/]",
+                       escape(str(s.get("reason") or "")))
+        console.print(st)
+    if explain:
+        rules = prof.get("rules") or prof.get("fired") or []
+        rt = Table(title="rules that fired", title_justify="left", show_header=True, header_style="bold", box=None)
+        for col in ("rule", "inputs", "result", "why"):
+            rt.add_column(col, overflow="fold")
+        for r in rules:
+            rt.add_row(escape(str(r.get("rule") or r.get("id") or r.get("name"))),
+                       escape(_fmt(r.get("inputs") or {})), escape(_fmt(r.get("result") if "result" in r
+                                                                        else r.get("value", ""))),
+                       escape(str(r.get("why") or r.get("reason") or "")))
+        console.print(rt)
+
+
+def _fmt_nested(v: Any) -> str:
+    if isinstance(v, dict):
+        return "; ".join(f"{k}: {_fmt_nested(x)}" for k, x in v.items())
+    if isinstance(v, list):
+        return ", ".join(_fmt_nested(x) for x in v)
+    return str(v)
+
+
+# ---------------------------------------------------------------- registration
+
+
+def register(app: typer.Typer, facts_app: typer.Typer) -> None:
+    """Top-level `probe` and `profile`, and `facts DEVICE` routed to a `show` command."""
+    app.command("probe")(probe)
+    app.command("profile")(profile)
+    facts_app.info.cls = FactsGroup
+    facts_app.command("show", help="The facts of DEVICE from its latest probe (same as `facts DEVICE`).")(facts_show)
