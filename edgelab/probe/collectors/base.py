@@ -61,6 +61,8 @@ class Collector:
     build_script: Callable[[str, float], str]  # (nonce, per-source timeout) -> script text
     shell: Shell
     post: Callable[[Facts, dict[str, Section]], None] | None = None  # family-specific fix-ups
+    # parser inputs built from several sections (Windows: CIM classes joined), parsed first
+    extra_outputs: Callable[[dict[str, Section]], dict[str, str]] | None = None
 
     def argv(self, nonce: str, per_source_timeout: float = 3.0) -> list[str]:
         """The argv a transport runs: ``sh -c SCRIPT`` or PowerShell ``-EncodedCommand``."""
@@ -114,7 +116,7 @@ def parse_sections(collector: Collector, sections: dict[str, Section]) -> Facts:
     """
     from edgelab.probe.detect import BY_NAME, facts_from_outputs
 
-    outputs: dict[str, str] = {}
+    outputs: dict[str, str] = dict(collector.extra_outputs(sections)) if collector.extra_outputs else {}
     helpers: list[tuple[Source, str]] = []
     notes: list[str] = []
     for src in collector.sources:
