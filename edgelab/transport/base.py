@@ -147,7 +147,8 @@ def parse_pid_line(line: str) -> int | None:
 
 def posix_kill_argv(pid: int, signal: str = "TERM") -> list[str]:
     """Kill a remote process group, falling back to the single process."""
-    script = f"kill -{signal} -- -{pid} 2>/dev/null || kill -{signal} {pid} 2>/dev/null; true"
+    # No "--": dash's kill builtin rejects it; "-SIG -PID" means the group in dash, bash and mksh.
+    script = f"kill -{signal} -{pid} 2>/dev/null || kill -{signal} {pid} 2>/dev/null; true"
     return ["sh", "-c", script]
 
 
