@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pwd
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -19,7 +20,7 @@ import pytest
 from test_ssh_hostkeys import TmpSshd, isolated_home  # noqa: F401 - autouse fixture
 
 from edgelab.config import known_hosts_path
-from edgelab.errors import HostKeyError, RemoteTimeout
+from edgelab.errors import HostKeyError, RemoteTimeout, TransportError
 from edgelab.transport import ssh
 from edgelab.transport.base import Endpoint
 from edgelab.transport.hostkeys import add_known_host
@@ -208,6 +209,19 @@ def test_connections_are_pooled_and_reconnected_once(trusted: TmpSshd) -> None:
     c = SSHTransport.connect(ep, timeout=10)  # still pooled after close
     assert c.paramiko_transport is a.paramiko_transport
     c.close()
+
+
+def test_a_connection_drop_during_run_is_an_error_not_an_exit_code(trusted: TmpSshd, rdir: str) -> None:
+    t = SSHTransport.connect(trusted.endpoint("dropper", address="127.0.0.4"), timeout=10)
+    try:
+        threading.Timer(0.5, t.paramiko_transport.close).start()
+        with pytest.raises(TransportError) as err:
+            t.run(["sh", "-c", f"echo $$ > {rdir}/pid; exec sleep 30"], timeout=60)
+        assert "connection dropped while sh ran" in str(err.value)
+        assert t.run(["true"]).ok  # and the next call reconnects
+        t.run(["kill", str(_pid(t, f"{rdir}/pid"))])  # sshd leaves a non-pty command running
+    finally:
+        t.close()
 
 
 # ------------------------------------------------------------------------------------------- jumps

@@ -553,6 +553,11 @@ class SSHTransport(Transport):
             )
         code = _exit_code(chan, max(5.0, deadline.left() or 0.0))
         chan.close()
+        if code == -1 and not chan.get_transport().is_active():  # no exit-status ever came
+            raise TransportError(
+                f"{self.name}: the connection dropped while {label or 'a command'} ran; its outcome is unknown",
+                remedy="check the device (`edgelab device check`) and run it again",
+            )
         return RunResult(
             (line,),
             code,
