@@ -84,7 +84,7 @@ runtime_targets: [linux-aarch64]
     (GOOD_ENTRY.replace("name: Test board", "name: [Test board"), 3, "YAML syntax error"),  # where PyYAML sees it
     ("devices:\n  - " + GOOD_ENTRY.replace("\n", "\n    ").rstrip() + "\n  - id: x\n    name: y\n    class: jetson\n"
      "    match: {cuda_arch: [sm_87]}\n    runtime_targets: [linux-aarch64]\n    capabilities: {cuda: yes}\n",
-     11, "unknown key 'cuda'"),
+     12, "unknown key 'cuda'"),
 ])
 def test_device_schema_errors_name_file_and_line(tmp_path, text, line, words):
     d = _write(tmp_path, "bad.yaml", text)
@@ -124,7 +124,7 @@ PIPE = (PIPELINE_DIR / "qwen3-tts-0.6b.yaml").read_text()
     ("device_stages_s4: [code2wav]", "device_stages_s4: [vocoder]", "unknown stage 'vocoder'"),
     ("kind: tts", "kind: speech", "kind is 'speech'"),
     ("metrics: [audio]", "metrics: [audio, smell]", "metric 'smell'"),
-    ("layers: 28, kv_heads: 8, head_dim: 128, dtype_bytes: 2}", "dtype_bytes: 2}", "needs layers, kv_heads"),
+    ("layers: 28, kv_heads: 8, head_dim: 128, dtype_bytes: 2}", "kv_cache: true, dtype_bytes: 2}", "needs layers, kv_heads"),
 ])
 def test_pipeline_schema_errors_name_file_and_line(tmp_path, old, new, words):
     assert old in PIPE
