@@ -124,8 +124,7 @@ def parse_sections(collector: Collector, sections: dict[str, Section]) -> Facts:
         if sec is None or src.parser is None:
             continue
         if sec.exit_code not in (0, None) and not sec.output.strip():
-            notes.append(f"{src.command}: exited {sec.exit_code} with no output")
-            continue
+            continue  # an optional tool that failed silently (hostnamectl without systemd): raw keeps it
         if sec.exit_code is None:
             notes.append(f"{src.command}: cut off before it finished")
         if callable(src.parser):
