@@ -93,6 +93,11 @@ def generic_class(facts: Facts) -> tuple[str, str]:
     return "arm64_cpu", "architecture unknown: using the most conservative CPU defaults (arm64_cpu)"
 
 
+def _nearness(c: Candidate) -> tuple[int, int]:
+    """Smaller is nearer: fewest failed rules, then most rules that held."""
+    return len(c.failed), -(len(c.results) - len(c.failed))
+
+
 def evaluate_entry(entry: DeviceEntry, facts: Facts) -> Candidate:
     best: Candidate | None = None
     for rules in entry.match_sets:
@@ -103,7 +108,7 @@ def evaluate_entry(entry: DeviceEntry, facts: Facts) -> Candidate:
             best = cand
         elif holds and (not best.holds or cand.score > best.score):
             best = cand
-        elif not holds and not best.holds and len(cand.failed) < len(best.failed):
+        elif not holds and not best.holds and _nearness(cand) < _nearness(best):
             best = cand
     assert best is not None
     return best
@@ -117,7 +122,7 @@ def classify(facts: Facts, catalog: DeviceCatalog) -> Classification:
     ids = raw_ids(facts)
     pool = [c for c in holding if not c.entry.variant] or holding
     if not pool:
-        near = sorted(cands, key=lambda c: (len(c.failed), -len(c.results)))
+        near = sorted(cands, key=_nearness)
         closest = None
         if near:
             c = near[0]
