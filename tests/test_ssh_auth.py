@@ -50,6 +50,15 @@ def test_default_key_in_home_is_used(sshd: TmpSshd) -> None:
     shutil.copy(sshd.client_key, home / ".ssh" / "id_ed25519")
     os.chmod(home / ".ssh" / "id_ed25519", 0o600)
     assert SSHTransport.check(_pinned(sshd)) == ("online", None)
+    ssh.close_all()
+    # IdentitiesOnly: only the configured file (a stranger's key here) may be offered.
+    stranger = home / "stranger"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(stranger)], check=True)
+    (home / ".ssh" / "config").write_text(
+        f"Host 127.0.0.1\n  IdentityFile {stranger}\n  IdentitiesOnly yes\n"
+    )
+    state, detail = SSHTransport.check(_pinned(sshd))
+    assert state == "auth-failed" and "id_ed25519" not in detail
 
 
 def test_ssh_agent_key_is_used(sshd: TmpSshd, tmp_path: Path, monkeypatch) -> None:

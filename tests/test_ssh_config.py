@@ -29,13 +29,13 @@ def ep(**kw) -> Endpoint:
 def test_user_config_resolves_alias(home: Path) -> None:
     (home / ".ssh" / "config").write_text(
         "Host orin\n  HostName orin.lab.invalid\n  User nvidia\n  Port 2200\n  IdentityFile ~/.ssh/orin_key\n"
-        "  ServerAliveInterval 30\n  UserKnownHostsFile ~/.ssh/lab_hosts ~/.ssh/more_hosts\n"
+        "  ServerAliveInterval 30\n  UserKnownHostsFile ~/.ssh/lab_hosts ~/.ssh/more_hosts\n  IdentitiesOnly yes\n"
     )
     hop = resolve(ep(ssh_host="orin"))
     assert (hop.host, hop.port, hop.user) == ("orin.lab.invalid", 2200, "nvidia")
     assert hop.identity_files == (str(home / ".ssh" / "orin_key"),)
     assert hop.known_hosts == (str(home / ".ssh" / "lab_hosts"), str(home / ".ssh" / "more_hosts"))
-    assert hop.keepalive_s == 30 and hop.jump == ()
+    assert hop.keepalive_s == 30 and hop.jump == () and hop.identities_only
 
 
 def test_endpoint_fields_win_over_config(home: Path) -> None:

@@ -149,6 +149,8 @@ def _candidate_keys(hop: Hop) -> Iterator[tuple[str, paramiko.PKey]]:
 
     for path in hop.identity_files:
         yield from from_file(path)
+    if hop.identities_only:
+        return
     if os.environ.get("SSH_AUTH_SOCK"):
         try:
             agent_keys = paramiko.Agent().get_keys()

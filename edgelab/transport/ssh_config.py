@@ -39,6 +39,7 @@ class Hop:
     expected_fingerprint: str | None = None
     keepalive_s: float = DEFAULT_KEEPALIVE_S
     connect_timeout: float | None = None
+    identities_only: bool = False  # IdentitiesOnly: no agent keys or ~/.ssh/id_* beyond the identity files
     jump: tuple[Hop, ...] = field(default=())
 
     @property
@@ -246,6 +247,7 @@ def _resolve_hop(
         expected_fingerprint=fingerprint,
         keepalive_s=keepalive,
         connect_timeout=connect_timeout,
+        identities_only=str(c.get("identitiesonly", "no")).lower() == "yes",
         jump=(jumps[-1],) if jumps else (),
     )
 
