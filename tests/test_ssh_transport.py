@@ -214,7 +214,15 @@ def test_connections_are_pooled_and_reconnected_once(trusted: TmpSshd) -> None:
 def test_a_connection_drop_during_run_is_an_error_not_an_exit_code(trusted: TmpSshd, rdir: str) -> None:
     t = SSHTransport.connect(trusted.endpoint("dropper", address="127.0.0.4"), timeout=10)
     try:
-        threading.Timer(0.5, t.paramiko_transport.close).start()
+        client, pidfile = t.paramiko_transport, Path(rdir) / "pid"  # this sshd runs on the lab host
+
+        def drop_once_running() -> None:
+            end = time.monotonic() + 30
+            while not pidfile.exists() and time.monotonic() < end:
+                time.sleep(0.02)
+            client.close()
+
+        threading.Thread(target=drop_once_running, daemon=True).start()
         with pytest.raises(TransportError) as err:
             t.run(["sh", "-c", f"echo $$ > {rdir}/pid; exec sleep 30"], timeout=60)
         assert "connection dropped while sh ran" in str(err.value)
