@@ -12,7 +12,9 @@ from edgelab.errors import EdgelabError
 from edgelab.sim import lab
 from edgelab.sim.sshd import client_config
 
-app = typer.Typer(help="The virtual lab: real sshd and adb server in front of emulated devices.", no_args_is_help=True)
+app = typer.Typer(
+    help="The virtual lab: real sshd and adb server in front of emulated devices.", no_args_is_help=True
+)
 
 StateDir = typer.Option(
     None, "--state-dir", envvar="EDGELAB_SIM_DIR", help="Lab state directory (default ~/.edgelab/sim)."
@@ -37,9 +39,15 @@ def _table(status: lab.LabStatus) -> Table:
 @app.command()
 def up(
     state_dir: Path = StateDir,
-    ssh_port: int = typer.Option(None, "--ssh-port", help="Port of the lab's sshd (default 2222, or a free one)."),
-    adb_port: int = typer.Option(None, "--adb-port", help="Port of the lab's own adb server (default: a free one)."),
-    clones: int = typer.Option(0, "--clones", min=0, help="Extra orin-agx clones on 127.0.0.17+ for benchmarks."),
+    ssh_port: int = typer.Option(
+        None, "--ssh-port", help="Port of the lab's sshd (default 2222, or a free one)."
+    ),
+    adb_port: int = typer.Option(
+        None, "--adb-port", help="Port of the lab's own adb server (default: a free one)."
+    ),
+    clones: int = typer.Option(
+        0, "--clones", min=0, help="Extra orin-agx clones on 127.0.0.17+ for benchmarks."
+    ),
     no_adb: bool = typer.Option(False, "--no-adb", help="Start only the SSH lab."),
     no_ssh: bool = typer.Option(False, "--no-ssh", help="Start only the ADB lab."),
     as_json: bool = typer.Option(False, "--json", help="Print the lab status as JSON on stdout."),
@@ -47,8 +55,14 @@ def up(
     """Start the virtual lab (idempotent) and register its devices in the inventory."""
     try:
         status = lab.lab_up(
-            state_dir, db_url=state.db, ssh=not no_ssh, adb=not no_adb, ssh_port=ssh_port, adb_port=adb_port,
-            clones=clones, progress=_say,
+            state_dir,
+            db_url=state.db,
+            ssh=not no_ssh,
+            adb=not no_adb,
+            ssh_port=ssh_port,
+            adb_port=adb_port,
+            clones=clones,
+            progress=_say,
         )
     except EdgelabError as e:
         fail_from(e)
@@ -59,7 +73,9 @@ def up(
     else:
         console.print(_table(status))
         if status.ssh:
-            console.print(f"plain ssh: [bold]ssh -F {status.ssh.ssh_config_path} orin-agx[/]", highlight=False)
+            console.print(
+                f"plain ssh: [bold]ssh -F {status.ssh.ssh_config_path} orin-agx[/]", highlight=False
+            )
 
 
 @app.command()
@@ -73,7 +89,9 @@ def down(state_dir: Path = StateDir) -> None:
 
 
 @app.command()
-def status(state_dir: Path = StateDir, as_json: bool = typer.Option(False, "--json", help="JSON on stdout.")) -> None:
+def status(
+    state_dir: Path = StateDir, as_json: bool = typer.Option(False, "--json", help="JSON on stdout.")
+) -> None:
     """Each virtual device's address and state, and the lab's adb server host:port."""
     st = lab.lab_status(state_dir)
     if as_json:
@@ -83,8 +101,10 @@ def status(state_dir: Path = StateDir, as_json: bool = typer.Option(False, "--js
         fail("the virtual lab is not running", "start it with `edgelab sim up`")
     console.print(_table(st))
     if st.adb:
-        console.print(f"adb server: [bold]{st.adb.adb_server}[/]  (adb -H/-P, or ADB_SERVER_SOCKET=tcp:{st.adb.adb_server})",
-                      highlight=False)
+        console.print(
+            f"adb server: [bold]{st.adb.adb_server}[/]  (adb -H/-P, or ADB_SERVER_SOCKET=tcp:{st.adb.adb_server})",
+            highlight=False,
+        )
 
 
 @app.command("ssh-config")

@@ -41,7 +41,11 @@ MS_REC = 16384
 MS_UNBINDABLE = 1 << 17
 MS_PRIVATE = 1 << 18
 
-SFTP_SERVERS = ("/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-server", "/usr/libexec/sftp-server")
+SFTP_SERVERS = (
+    "/usr/lib/openssh/sftp-server",
+    "/usr/libexec/openssh/sftp-server",
+    "/usr/libexec/sftp-server",
+)
 NEWROOT = f"/tmp/.edgelab-persona-root-{os.getuid()}"
 DEVICE_DIRS = ("data", "sdcard")
 
@@ -61,7 +65,9 @@ def _check(rc: int, what: str) -> None:
 
 
 def mount(src: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    enc = (lambda s: s.encode() if s is not None else None)
+    def enc(s):
+        return s.encode() if s is not None else None
+
     _check(_libc.mount(enc(src), enc(target), enc(fstype), flags, enc(data)), f"mount {src} on {target}")
 
 
@@ -187,7 +193,11 @@ def ssh_argv(shell_kind: str) -> list[str]:
     """What sshd would have run for this session, inside the persona."""
     cmd = os.environ.get("SSH_ORIGINAL_COMMAND")
     login = pwd.getpwuid(os.getuid()).pw_shell or "/bin/sh"
-    if cmd is not None and cmd.strip() in ("internal-sftp", *SFTP_SERVERS) or (cmd or "").endswith("/sftp-server"):
+    if (
+        cmd is not None
+        and cmd.strip() in ("internal-sftp", *SFTP_SERVERS)
+        or (cmd or "").endswith("/sftp-server")
+    ):
         for server in SFTP_SERVERS:
             if os.access(server, os.X_OK):
                 return [server]

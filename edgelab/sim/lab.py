@@ -75,7 +75,10 @@ def _descriptions() -> dict[str, str]:
 
 def _ssh_rows(info: SshLabInfo) -> list[Device]:
     desc = _descriptions()
-    base_of = {d.name: d.name.rsplit("-c", 1)[0] if d.name.startswith(f"{sshd.CLONE_OF}-c") else d.name for d in info.devices}
+    base_of = {
+        d.name: d.name.rsplit("-c", 1)[0] if d.name.startswith(f"{sshd.CLONE_OF}-c") else d.name
+        for d in info.devices
+    }
     return [
         Device(
             name=d.name,
@@ -220,7 +223,9 @@ def lab_status(state_dir: Path | None = None) -> LabStatus:
     return LabStatus(sdir, sshd.ssh_lab_status(sdir), adb_info)
 
 
-def lab_down(state_dir: Path | None = None, *, db_url: str | None = None, progress: Progress | None = None) -> list[str]:
+def lab_down(
+    state_dir: Path | None = None, *, db_url: str | None = None, progress: Progress | None = None
+) -> list[str]:
     """Stop both labs (no process or mount left) and mark the virtual devices offline."""
     say = progress or (lambda _msg: None)
     sdir = sim_dir(state_dir)
@@ -245,16 +250,34 @@ def status_json(status: LabStatus) -> dict:
     if status.ssh:
         for d in status.ssh.devices:
             devices.append(
-                {"name": d.name, "transport": "ssh", "address": d.address, "port": d.port, "user": status.ssh.user,
-                 "shell": d.shell, "device_class": d.device_class, "state": "running", "virtual": True}
+                {
+                    "name": d.name,
+                    "transport": "ssh",
+                    "address": d.address,
+                    "port": d.port,
+                    "user": status.ssh.user,
+                    "shell": d.shell,
+                    "device_class": d.device_class,
+                    "state": "running",
+                    "virtual": True,
+                }
             )
     if status.adb:
         for d in status.adb.devices:
             host, _, port = d.serial.rpartition(":")
             devices.append(
-                {"name": d.name, "transport": "adb", "address": host, "port": int(port), "serial": d.serial,
-                 "adb_server": status.adb.adb_server, "shell": "toybox", "device_class": d.device_class,
-                 "state": d.state, "virtual": True}
+                {
+                    "name": d.name,
+                    "transport": "adb",
+                    "address": host,
+                    "port": int(port),
+                    "serial": d.serial,
+                    "adb_server": status.adb.adb_server,
+                    "shell": "toybox",
+                    "device_class": d.device_class,
+                    "state": d.state,
+                    "virtual": True,
+                }
             )
     return {
         "state_dir": str(status.state_dir),
@@ -271,7 +294,11 @@ def status_json(status: LabStatus) -> dict:
         },
         "adb": None
         if status.adb is None
-        else {"adb_server": status.adb.adb_server, "server_pid": status.adb.server_pid,
-              "emulator_pid": status.adb.emulator_pid, "adb_path": status.adb.adb_path},
+        else {
+            "adb_server": status.adb.adb_server,
+            "server_pid": status.adb.server_pid,
+            "emulator_pid": status.adb.emulator_pid,
+            "adb_path": status.adb.adb_path,
+        },
         "devices": devices,
     }

@@ -58,7 +58,9 @@ def ssh_force_command(persona_dir: Path, shell: str = "posix") -> str:
     """
     persona_dir = _check_dir(persona_dir)
     if shell not in ("posix", "powershell"):
-        raise ConfigError(f"unknown persona shell {shell!r}", remedy="use posix or powershell in persona.yaml")
+        raise ConfigError(
+            f"unknown persona shell {shell!r}", remedy="use posix or powershell in persona.yaml"
+        )
     argv = [_python(), "-I", "-S", str(ENTER_SCRIPT), "--persona", str(persona_dir)]
     argv += ["--hostname", persona_dir.name, "--ssh", shell]
     return "exec " + shlex.join(argv)

@@ -273,11 +273,15 @@ def _select_personas(names: list[str] | None) -> list[Persona]:
     chosen = [load_persona(n) for n in names]
     for p in chosen:
         if p.transport != "ssh":
-            raise ConfigError(f"persona {p.name} is an {p.transport} device", remedy="start it with the ADB lab")
+            raise ConfigError(
+                f"persona {p.name} is an {p.transport} device", remedy="start it with the ADB lab"
+            )
     return chosen
 
 
-def _stage_personas(state_dir: Path, personas: list[Persona], clones: int) -> list[tuple[str, str, Persona, Path]]:
+def _stage_personas(
+    state_dir: Path, personas: list[Persona], clones: int
+) -> list[tuple[str, str, Persona, Path]]:
     """Copy persona dirs into the state dir (clones get a copy under their own name)."""
     staged_root = _ssh_dir(state_dir) / "personas"
     if staged_root.exists():
@@ -286,7 +290,9 @@ def _stage_personas(state_dir: Path, personas: list[Persona], clones: int) -> li
     plan: list[tuple[str, str, Persona, Path]] = []
     for p in personas:
         if not p.address:
-            raise ConfigError(f"persona {p.name} has no address", remedy="set address: 127.0.0.X in persona.yaml")
+            raise ConfigError(
+                f"persona {p.name} has no address", remedy="set address: 127.0.0.X in persona.yaml"
+            )
         plan.append((p.name, p.address, p, staged_root / p.name))
     if clones:
         base = load_persona(CLONE_OF)
@@ -386,7 +392,9 @@ def start_ssh_lab(
     the config is rewritten and sshd restarted.
     """
     if not Path(SSHD).is_file():
-        raise ConfigError(f"{SSHD} is missing", remedy="install OpenSSH server: apt-get install openssh-server")
+        raise ConfigError(
+            f"{SSHD} is missing", remedy="install OpenSSH server: apt-get install openssh-server"
+        )
     state_dir = Path(state_dir).resolve()
     d = _ssh_dir(state_dir)
     d.mkdir(parents=True, exist_ok=True)
@@ -398,7 +406,11 @@ def start_ssh_lab(
     running = _running_pid(state_dir)
     old = _load_info(state_dir) if running else None
     if port is None:
-        port = old.port if old else (DEFAULT_PORT if _port_free(addresses, DEFAULT_PORT) else free_port(addresses))
+        port = (
+            old.port
+            if old
+            else (DEFAULT_PORT if _port_free(addresses, DEFAULT_PORT) else free_port(addresses))
+        )
     if old and old.port == port and [dev.address for dev in old.devices] == addresses:
         want = [p.name for p in chosen] + [f"{CLONE_OF}-c{i:02d}" for i in range(1, clones + 1)]
         if [dev.name for dev in old.devices] == want:
@@ -407,7 +419,8 @@ def start_ssh_lab(
         stop_ssh_lab(state_dir)
     if not _port_free(addresses, port):
         raise TransportError(
-            f"port {port} is taken on a lab address", remedy="choose another with --port, or stop what listens there"
+            f"port {port} is taken on a lab address",
+            remedy="choose another with --port, or stop what listens there",
         )
 
     _keygen(d / "ssh_host_ed25519_key", "edgelab-sim-host")

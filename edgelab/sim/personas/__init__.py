@@ -49,7 +49,9 @@ class Persona:
 
 def _require(data: dict, key: str, source: Path) -> Any:
     if key not in data or data[key] in (None, ""):
-        raise ConfigError(f"{source}: missing '{key}'", remedy="see edgelab/sim/personas/__init__.py for the format")
+        raise ConfigError(
+            f"{source}: missing '{key}'", remedy="see edgelab/sim/personas/__init__.py for the format"
+        )
     return data[key]
 
 
@@ -90,7 +92,9 @@ def list_personas(transport: str | None = None) -> list[Persona]:
     found = [load_persona_dir(p.parent) for p in sorted(PERSONAS_DIR.glob("*/persona.yaml"))]
     if transport:
         found = [p for p in found if p.transport == transport]
-    return sorted(found, key=lambda p: (p.transport, tuple(int(x) for x in (p.address or "0").split(".")), p.port or 0))
+    return sorted(
+        found, key=lambda p: (p.transport, tuple(int(x) for x in (p.address or "0").split(".")), p.port or 0)
+    )
 
 
 def load_persona(name: str) -> Persona:
