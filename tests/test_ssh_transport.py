@@ -151,6 +151,15 @@ def test_stream_cancel_kills_the_process_group(t: SSHTransport, rdir: str) -> No
     assert list(lines) == []
 
 
+def test_cancel_also_kills_a_member_that_ignores_term(t: SSHTransport, rdir: str) -> None:
+    script = f"(trap '' TERM; exec sleep 300 >/dev/null 2>&1) & echo $! > {rdir}/child; echo started; wait"
+    proc = t.stream(["sh", "-c", script])
+    assert next(proc.lines()) == "started"
+    child = _pid(t, f"{rdir}/child")
+    proc.cancel()
+    assert _gone(t, child), "a TERM-ignoring group member survived cancel"
+
+
 # ------------------------------------------------------------------------------------------- files
 
 

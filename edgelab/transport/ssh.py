@@ -585,11 +585,10 @@ class SSHTransport(Transport):
         if self.shell is not Shell.POWERSHELL:
             pump.pid_known.wait(KILL_GRACE_S)
             if pump.pid is not None:
-                for sig in ("TERM", "KILL"):
-                    if pump.done:
-                        break
-                    self.kill_remote(pump.pid, sig)
-                    pump.join(KILL_GRACE_S)
+                self.kill_remote(pump.pid, "TERM")
+                pump.join(KILL_GRACE_S)
+                # Always: a group member that ignores TERM and closed its stdout keeps nothing open.
+                self.kill_remote(pump.pid, "KILL")
         chan.close()
         pump.join(KILL_GRACE_S)
 
