@@ -116,3 +116,8 @@ class ProbeSnapshot(SQLModel, table=True):
     classification: dict | None = Field(default=None, sa_column=Column(JSON, nullable=True))
     warnings: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     virtual: bool = False
+
+
+# Tables owned by other modules, imported here so SQLModel.metadata (checked against the
+# migrations) holds every table whichever module is imported first.
+from edgelab.store import artifacts as _artifacts  # noqa: E402,F401
