@@ -121,3 +121,4 @@ class ProbeSnapshot(SQLModel, table=True):
 # Tables owned by other modules, imported here so SQLModel.metadata (checked against the
 # migrations) holds every table whichever module is imported first.
 from edgelab.store import artifacts as _artifacts  # noqa: E402,F401
+from edgelab.store import runs as _runs  # noqa: E402,F401
