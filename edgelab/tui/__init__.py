@@ -1,0 +1,1 @@
+"""The Textual dashboard (`edgelab tui`). UI only: it reads the domain layer, never the reverse."""

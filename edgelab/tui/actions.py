@@ -1,0 +1,37 @@
+"""Operator actions the screens start in worker threads: probe, check. Plain functions, no Textual.
+
+Each returns (ok, one line for the operator) and never raises for a device that is down:
+the outcome is stored in the database by the domain layer, and the screens re-read it.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine
+
+from edgelab.errors import EdgelabError
+
+
+def probe(engine: Engine, name: str, *, timeout: float = 60.0) -> tuple[bool, str]:
+    from edgelab.probe import probe_device
+
+    try:
+        snap = probe_device(engine, name, timeout=timeout)
+    except EdgelabError as err:
+        return False, f"{name}: {err}" + (f" -> {err.remedy}" if err.remedy else "")
+    if snap.ok:
+        return True, f"{name}: probed, class {snap.device_class or '?'} ({snap.catalog_entry or 'no catalog entry'})"
+    return False, f"{name}: probe failed: {snap.error}"
+
+
+def check(engine: Engine, names: list[str] | None, *, timeout: float = 5.0) -> tuple[bool, str]:
+    from edgelab.inventory.check import check_and_record
+
+    try:
+        results = check_and_record(engine, names, timeout=timeout)
+    except EdgelabError as err:
+        return False, f"{err}" + (f" -> {err.remedy}" if err.remedy else "")
+    if len(results) == 1:
+        r = results[0]
+        return r.online, f"{r.name}: {r.state}" + (f" ({r.detail})" if r.detail else "")
+    online = sum(1 for r in results if r.online)
+    return online == len(results), f"checked {len(results)} devices: {online} online"
