@@ -33,9 +33,13 @@ def _kill_group(proc: subprocess.Popen, grace: float = 2.0) -> None:
             return
         try:
             proc.wait(timeout=wait)
-            return
         except subprocess.TimeoutExpired:
             continue
+        try:  # the leader is gone; members that ignore TERM (trap '' TERM, nohup) are not
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        return
 
 
 class LocalProcess(RemoteProcess):

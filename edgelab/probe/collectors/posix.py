@@ -14,7 +14,10 @@ from edgelab.probe.collectors.sections import begin_marker, end_marker_prefix
 PRELUDE = r"""LC_ALL=C; export LC_ALL; LANG=C; export LANG
 PATH="$PATH:/usr/sbin:/sbin:/usr/bin:/bin:/system/bin:/vendor/bin"
 T=; command -v timeout >/dev/null 2>&1 && T=1
-t() { if [ -n "$T" ]; then timeout "$@"; else shift; "$@"; fi; }
+# GNU timeout moves its command into a new process group, out of reach of the probe's own
+# kill; --foreground keeps it in ours (toybox and busybox never move it).
+F=; [ -n "$T" ] && timeout --foreground 5 true >/dev/null 2>&1 && F=--foreground
+t() { if [ -n "$T" ]; then timeout $F "$@"; else shift; "$@"; fi; }
 have() { command -v "$1" >/dev/null 2>&1; }
 """
 
