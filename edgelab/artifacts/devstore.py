@@ -1,0 +1,228 @@
+"""A device's content-addressed store: where it lives per OS, and the few commands it needs.
+
+Blobs are named by their SHA-256 (``<root>/<sha256>``); an upload in progress is ``<sha>.part``
+(resumable) and never visible under the final name until verified and renamed.
+Every command is an argv list quoted by the transport (POSIX/toybox), or a PowerShell script whose
+arguments go through ``quote_powershell`` (Windows).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass
+
+from edgelab.errors import TransportError
+from edgelab.transport.base import RunResult, Transport
+from edgelab.transport.quoting import Shell, encode_powershell, quote_powershell
+
+ANDROID_ROOT = "/data/local/tmp/edgelab/store"
+POSIX_ROOT = "~/.edgelab/store"  # resolved against $HOME on the device
+WINDOWS_ROOT = r"%LOCALAPPDATA%\edgelab\store"
+_SHA = re.compile(r"^[0-9a-f]{64}$")
+
+
+def hash_timeout(size: int) -> float:
+    """Time allowed to hash ``size`` bytes on a slow device (20 MB/s floor)."""
+    return 60.0 + size / 20e6
+
+
+@dataclass(frozen=True)
+class StoreEntry:
+    name: str
+    size: int
+
+    @property
+    def sha256(self) -> str | None:
+        return self.name if _SHA.match(self.name) else None
+
+
+class DeviceStore:
+    """The store on one device, reached through one transport (POSIX sh or Android toybox)."""
+
+    os_family = "posix"
+
+    def __init__(self, transport: Transport, root: str):
+        self.t = transport
+        self.root = root
+
+    # -- naming ---------------------------------------------------------------------------------
+    def blob(self, sha: str) -> str:
+        return posixpath.join(self.root, sha)
+
+    def part(self, sha: str) -> str:
+        return self.blob(sha) + ".part"
+
+    def seg(self, sha: str, i: int = 0) -> str:
+        return self.blob(sha) + f".seg{i}"
+
+    # -- commands -------------------------------------------------------------------------------
+    def _run(self, argv: list[str], timeout: float = 60.0) -> RunResult:
+        return self.t.run(argv, timeout=timeout)
+
+    def _must(self, argv: list[str], what: str, timeout: float = 60.0) -> RunResult:
+        res = self._run(argv, timeout)
+        if not res.ok:
+            raise TransportError(
+                f"{self.t_name}: {what} failed (exit {res.exit_code}): {res.stderr.strip()[:200]}",
+                remedy="check free space and permissions of the device store",
+            )
+        return res
+
+    @property
+    def t_name(self) -> str:
+        return getattr(self.t, "name", "device")
+
+    def ensure(self) -> None:
+        self._must(["mkdir", "-p", self.root], f"mkdir {self.root}")
+
+    def stat(self, path: str) -> tuple[int, str] | None:
+        """(size, change-time stamp) of a file, None when absent. Any write moves the stamp."""
+        res = self._run(["stat", "-c", "%s|%z|%i", path])
+        if not res.ok:
+            return None
+        size, _, stamp = res.stdout.strip().partition("|")
+        try:
+            return int(size), stamp
+        except ValueError:
+            return None
+
+    def sha256(self, path: str, size: int, prefix: int | None = None) -> str:
+        """SHA-256 computed on the device (sha256sum; toybox has it too), of a prefix if given."""
+        if prefix is None:
+            argv = ["sha256sum", path]
+        else:
+            argv = ["sh", "-c", 'head -c "$1" "$2" | sha256sum', "edgelab-prefix", str(prefix), path]
+        res = self._must(argv, f"sha256sum {path}", timeout=hash_timeout(size))
+        digest = res.stdout.split()[0].lower() if res.stdout.split() else ""
+        if not _SHA.match(digest):
+            raise TransportError(f"{self.t_name}: sha256sum printed {res.stdout[:80]!r}", remedy="the device needs sha256sum")
+        return digest
+
+    def rename(self, src: str, dst: str) -> None:
+        """Atomic within one directory: readers see the old blob or the new one, never a mix."""
+        self._must(["mv", "-f", src, dst], f"rename {src}")
+
+    def append(self, src: str, dst: str, size: int) -> None:
+        """Append ``src`` to ``dst`` and drop ``src`` (the ADB sync protocol cannot append)."""
+        script = 'cat "$1" >> "$2" && rm -f "$1"'
+        self._must(["sh", "-c", script, "edgelab-append", src, dst], f"append to {dst}", timeout=hash_timeout(size))
+
+    def remove(self, paths: list[str]) -> None:
+        if paths:
+            self._must(["rm", "-f", *paths], "rm")
+
+    def list(self) -> list[StoreEntry]:
+        script = 'cd "$1" 2>/dev/null || exit 0; for f in *; do if [ -f "$f" ]; then stat -c "%s %n" "$f"; fi; done; true'
+        res = self._must(["sh", "-c", script, "edgelab-ls", self.root], "list the store")
+        out = []
+        for line in res.stdout.splitlines():
+            size, _, name = line.strip().partition(" ")
+            if name and size.isdigit():
+                out.append(StoreEntry(name, int(size)))
+        return sorted(out, key=lambda e: e.name)
+
+
+class WindowsStore(DeviceStore):
+    """``%LOCALAPPDATA%\\edgelab\\store`` over Windows OpenSSH + PowerShell; hashes with Get-FileHash.
+
+    Paths are Windows paths for PowerShell and ``/C:/...`` for SFTP (``sftp_path``).
+    """
+
+    os_family = "windows"
+
+    def blob(self, sha: str) -> str:
+        return self.root.rstrip("\\") + "\\" + sha
+
+    def sftp_path(self, path: str) -> str:
+        return "/" + path.replace("\\", "/")
+
+    def _ps(self, script: str, timeout: float = 60.0) -> RunResult:
+        line = " ".join(encode_powershell("$ErrorActionPreference = 'Stop'; " + script))
+        run_line = getattr(self.t, "run_line", None)
+        if run_line is None:
+            raise TransportError(f"{self.t_name}: a Windows store needs an SSH transport")
+        return run_line(line, timeout=timeout)
+
+    def _ps_must(self, script: str, what: str, timeout: float = 60.0) -> RunResult:
+        res = self._ps(script, timeout)
+        if not res.ok:
+            raise TransportError(f"{self.t_name}: {what} failed: {res.stderr.strip()[:200]}")
+        return res
+
+    def ensure(self) -> None:
+        self._ps_must(f"New-Item -ItemType Directory -Force -Path {quote_powershell(self.root)} | Out-Null", "mkdir")
+
+    def stat(self, path: str) -> tuple[int, str] | None:
+        q = quote_powershell(path)
+        res = self._ps(f"$i = Get-Item -LiteralPath {q}; \"$($i.Length)|$($i.LastWriteTimeUtc.Ticks)\"")
+        if not res.ok:
+            return None
+        size, _, stamp = res.stdout.strip().partition("|")
+        return (int(size), stamp) if size.isdigit() else None
+
+    def sha256(self, path: str, size: int, prefix: int | None = None) -> str:
+        q = quote_powershell(path)
+        if prefix is None:
+            script = f"(Get-FileHash -Algorithm SHA256 -LiteralPath {q}).Hash"
+        else:
+            script = (
+                f"$f = [IO.File]::OpenRead({q}); $s = New-Object IO.MemoryStream; "
+                f"$b = New-Object byte[] {prefix}; $n = $f.Read($b, 0, {prefix}); $f.Close(); "
+                "$h = [Security.Cryptography.SHA256]::Create().ComputeHash($b, 0, $n); "
+                "($h | ForEach-Object { $_.ToString('x2') }) -join ''"
+            )
+        res = self._ps_must(script, f"Get-FileHash {path}", timeout=hash_timeout(size))
+        digest = res.stdout.strip().lower()
+        if not _SHA.match(digest):
+            raise TransportError(f"{self.t_name}: Get-FileHash printed {res.stdout[:80]!r}")
+        return digest
+
+    def rename(self, src: str, dst: str) -> None:
+        self._ps_must(f"Move-Item -Force -LiteralPath {quote_powershell(src)} -Destination {quote_powershell(dst)}", "rename")
+
+    def append(self, src: str, dst: str, size: int) -> None:  # pragma: no cover - SFTP appends in place
+        raise TransportError("Windows stores append over SFTP")
+
+    def remove(self, paths: list[str]) -> None:
+        if paths:
+            items = ", ".join(quote_powershell(p) for p in paths)
+            self._ps_must(f"Remove-Item -Force -ErrorAction SilentlyContinue -LiteralPath {items}", "rm")
+
+    def list(self) -> list[StoreEntry]:
+        q = quote_powershell(self.root)
+        res = self._ps_must(
+            f"if (Test-Path -LiteralPath {q}) {{ Get-ChildItem -File -LiteralPath {q} | "
+            "ForEach-Object { \"$($_.Length) $($_.Name)\" } }",
+            "list the store",
+        )
+        out = []
+        for line in res.stdout.splitlines():
+            size, _, name = line.strip().partition(" ")
+            if name and size.isdigit():
+                out.append(StoreEntry(name, int(size)))
+        return sorted(out, key=lambda e: e.name)
+
+
+def open_store(transport: Transport, root: str | None = None) -> DeviceStore:
+    """The store of the device behind ``transport``, its root resolved to an absolute path.
+
+    ``root`` overrides the per-OS default (tests and benches keep their blobs in a scratch dir).
+    """
+    if root is not None:
+        cls = WindowsStore if transport.shell is Shell.POWERSHELL else DeviceStore
+        return cls(transport, root)
+    if transport.kind == "adb":
+        return DeviceStore(transport, ANDROID_ROOT)
+    if transport.shell is Shell.POWERSHELL:
+        probe = WindowsStore(transport, WINDOWS_ROOT)
+        res = probe._ps_must("$env:LOCALAPPDATA", "read %LOCALAPPDATA%")
+        base = res.stdout.strip()
+        if not base:
+            raise TransportError(f"{probe.t_name}: %LOCALAPPDATA% is empty", remedy="log in as a normal user")
+        return WindowsStore(transport, base.rstrip("\\") + "\\edgelab\\store")
+    res = transport.run(["sh", "-c", 'printf "%s" "$HOME"'], timeout=30)
+    home = res.stdout.strip()
+    if not res.ok or not home.startswith("/"):
+        raise TransportError(f"{getattr(transport, 'name', 'device')}: cannot resolve $HOME", remedy="check the login shell")
+    return DeviceStore(transport, posixpath.join(home, POSIX_ROOT[2:]))

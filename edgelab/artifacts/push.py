@@ -1,0 +1,232 @@
+"""Push blobs into device stores: skip what is present and verified, resume cut uploads, verify the
+SHA-256 on the device, rename into place atomically. Devices are pushed in parallel.
+
+The "present" check always compares size; it re-hashes on the device unless the database holds a
+verification of this exact file (same size and change-time stamp: any write moves the stamp), and
+always with ``verify=True``. A blob whose hash is wrong is removed and uploaded again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from edgelab.artifacts.devstore import DeviceStore, open_store
+from edgelab.artifacts.hashing import sha256_path
+from edgelab.artifacts.upload import ADB_SEGMENT, upload
+from edgelab.errors import EdgelabError, TransportError
+
+log = logging.getLogger(__name__)
+
+BlobProgress = Callable[[str, int, int], None]
+"""Called with (sha256, bytes done, bytes total) while a blob uploads."""
+
+
+class Stamps(Protocol):
+    """Where verifications of device blobs are remembered (the database, or nothing)."""
+
+    def get(self, sha: str) -> tuple[int, str | None] | None: ...
+    def put(self, sha: str, size: int, stamp: str | None) -> None: ...
+    def drop(self, sha: str) -> None: ...
+
+
+class NoStamps:
+    """Remember nothing: every present check hashes on the device."""
+
+    def get(self, sha: str) -> tuple[int, str | None] | None:
+        return None
+
+    def put(self, sha: str, size: int, stamp: str | None) -> None:
+        pass
+
+    def drop(self, sha: str) -> None:
+        pass
+
+
+@dataclass
+class BlobResult:
+    """What one blob push did. status: present | verified | uploaded | resumed | replaced."""
+
+    sha256: str
+    size: int
+    status: str
+    remote_path: str
+    sent: int = 0
+    resumed_from: int = 0
+    attempts: int = 1
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def throughput(self) -> float:
+        """Bytes per second over the wire (0 when nothing was sent)."""
+        return self.sent / self.seconds if self.sent and self.seconds > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class BlobSpec:
+    """A local file to push, with its known SHA-256 and size (from the registry's hash cache)."""
+
+    path: Path
+    sha256: str
+    size: int
+
+
+def _resume_offset(store: DeviceStore, local: Path, sha: str, total: int, notes: list[str]) -> int:
+    """Bytes of ``<sha>.part`` already on the device that match the local file's prefix (else 0)."""
+    st = store.stat(store.part(sha))
+    if st is None:
+        return 0
+    have = st[0]
+    if have == 0 or have > total:
+        store.remove([store.part(sha)])
+        return 0
+    if store.sha256(store.part(sha), have, prefix=have) == sha256_path(local, prefix=have):
+        notes.append(f"resuming at {have} of {total} bytes")
+        return have
+    notes.append("partial upload did not match the local file; starting over")
+    store.remove([store.part(sha)])
+    return 0
+
+
+def push_blob(
+    store: DeviceStore,
+    blob: BlobSpec,
+    *,
+    stamps: Stamps | None = None,
+    verify: bool = False,
+    progress: BlobProgress | None = None,
+    attempts: int = 3,
+    segment: int = ADB_SEGMENT,
+) -> BlobResult:
+    """Make ``store`` hold ``blob`` under its SHA-256, verified on the device."""
+    stamps = stamps or NoStamps()
+    sha, total, local = blob.sha256, blob.size, blob.path
+    start = time.monotonic()
+    target = store.blob(sha)
+    notes: list[str] = []
+    status = "uploaded"
+    st = store.stat(target)
+    if st is not None:
+        size, stamp = st
+        known = stamps.get(sha)
+        if size == total and not verify and known is not None and known == (size, stamp):
+            return BlobResult(sha, total, "present", target, seconds=time.monotonic() - start)
+        if size == total and store.sha256(target, size) == sha:
+            stamps.put(sha, size, stamp)
+            return BlobResult(sha, total, "verified", target, seconds=time.monotonic() - start)
+        notes.append(f"store copy was corrupt (size {size}); replaced")
+        stamps.drop(sha)
+        store.remove([target])
+        status = "replaced"
+    sent_total = 0
+    for attempt in range(1, attempts + 1):
+        try:
+            if attempt == 1:
+                store.ensure()
+            offset = _resume_offset(store, local, sha, total, notes)
+            done = offset
+
+            def sent(n: int) -> None:
+                nonlocal done, sent_total
+                done += n
+                sent_total += n
+                if progress:
+                    progress(sha, done, total)
+
+            if offset and status == "uploaded":
+                status = "resumed"
+            upload(store, local, sha, offset, total, sent, segment=segment)
+            got = store.sha256(store.part(sha), total)
+            if got != sha:
+                store.remove([store.part(sha)])
+                raise TransportError(
+                    f"{store.t_name}: {sha[:12]} hashed {got[:12]} on the device after upload",
+                    remedy="the local file changed during the push, or the device's storage is failing",
+                )
+            store.rename(store.part(sha), target)
+            after = store.stat(target)
+            if after is not None:
+                stamps.put(sha, after[0], after[1])
+            return BlobResult(
+                sha, total, status, target, sent=sent_total, resumed_from=offset,
+                attempts=attempt, seconds=time.monotonic() - start, notes=notes,
+            )
+        except TransportError as e:
+            if attempt == attempts:
+                raise
+            notes.append(f"attempt {attempt} cut: {e}")
+            log.info("%s: push of %s cut (%s); retrying", store.t_name, sha[:12], e)
+            if status == "uploaded":
+                status = "resumed"
+            time.sleep(0.2 * attempt)
+    raise AssertionError("unreachable")
+
+
+@dataclass
+class DeviceResult:
+    device: str
+    blobs: list[BlobResult] = field(default_factory=list)
+    error: str | None = None
+    remedy: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def push_to_device(
+    transport_factory: Callable[[], object],
+    device: str,
+    blobs: Sequence[BlobSpec],
+    *,
+    stamps: Stamps | None = None,
+    verify: bool = False,
+    progress: Callable[[str, str, int, int], None] | None = None,
+    segment: int = ADB_SEGMENT,
+) -> DeviceResult:
+    """Push every blob to one device; failures are returned, not raised (others keep going)."""
+    out = DeviceResult(device)
+    transport = None
+    try:
+        transport = transport_factory()
+        store = open_store(transport)  # type: ignore[arg-type]
+        for blob in blobs:
+            cb = (lambda sha, d, t: progress(device, sha, d, t)) if progress else None
+            out.blobs.append(push_blob(store, blob, stamps=stamps, verify=verify, progress=cb, segment=segment))
+    except EdgelabError as e:
+        out.error, out.remedy = str(e), e.remedy
+    finally:
+        if transport is not None:
+            transport.close()  # type: ignore[attr-defined]
+    return out
+
+
+def push_parallel(
+    jobs: Sequence[tuple[str, Callable[[], object], Stamps | None]],
+    blobs: Sequence[BlobSpec],
+    *,
+    verify: bool = False,
+    progress: Callable[[str, str, int, int], None] | None = None,
+    workers: int = 8,
+) -> list[DeviceResult]:
+    """Push ``blobs`` to several devices at once: one thread per device (up to ``workers``)."""
+    lock = threading.Lock()
+
+    def guarded(device: str, sha: str, done: int, total: int) -> None:
+        if progress:
+            with lock:
+                progress(device, sha, done, total)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(jobs)))) as pool:
+        futures = [
+            pool.submit(push_to_device, factory, name, blobs, stamps=stamps, verify=verify, progress=guarded)
+            for name, factory, stamps in jobs
+        ]
+        return [f.result() for f in futures]

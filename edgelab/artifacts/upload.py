@@ -1,0 +1,138 @@
+"""Resumable uploads of one local file into a device's ``<sha>.part``, from a byte offset.
+
+SSH: SFTP with pipelined writes at explicit offsets, so a cut upload continues in place.
+ADB: the sync protocol cannot append, and adbd deletes a file whose SEND was cut; so bytes go in
+segments: the first straight into ``.part``, each later one into ``.seg`` and appended on the
+device (``cat >>``). A cut loses at most the segment in flight.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+from edgelab.artifacts.devstore import DeviceStore, WindowsStore
+from edgelab.errors import TransportError
+from edgelab.transport.base import Transport
+
+Sent = Callable[[int], None]
+"""Called with the number of bytes just sent."""
+
+SFTP_CHUNK = 1 << 20
+SYNC_DATA_MAX = 64 * 1024
+ADB_SEGMENT = 64 << 20
+_SYNC = struct.Struct("<4sI")
+
+
+def upload(
+    store: DeviceStore, local: Path, sha: str, offset: int, total: int, sent: Sent, *, segment: int = ADB_SEGMENT
+) -> None:
+    """Send bytes ``[offset, total)`` of ``local`` onto the end of ``store.part(sha)`` (size ``offset``)."""
+    t = store.t
+    if t.kind == "ssh":
+        _sftp_upload(store, local, sha, offset, total, sent)
+    elif t.kind == "adb":
+        _adb_upload(store, local, sha, offset, total, sent, segment)
+    elif t.kind == "local":
+        _local_upload(store, local, sha, offset, total, sent)
+    else:  # pragma: no cover
+        raise TransportError(f"no upload path for transport {t.kind}")
+
+
+# -- SSH ----------------------------------------------------------------------------------------
+
+
+def _sftp_upload(store: DeviceStore, local: Path, sha: str, offset: int, total: int, sent: Sent) -> None:
+    import paramiko
+
+    t = store.t
+    part = store.part(sha)
+    if isinstance(store, WindowsStore):
+        part = store.sftp_path(part)
+    try:
+        sftp = t.sftp()  # type: ignore[attr-defined]
+        with open(local, "rb") as fin, sftp.open(part, "r+b" if offset else "wb", bufsize=SFTP_CHUNK) as fout:
+            fout.set_pipelined(True)
+            fin.seek(offset)
+            fout.seek(offset)
+            left = total - offset
+            while left > 0:
+                block = fin.read(min(SFTP_CHUNK, left))
+                if not block:
+                    raise TransportError(f"{local} shrank while it was being pushed", remedy="push again")
+                fout.write(block)
+                left -= len(block)
+                sent(len(block))
+    except (OSError, EOFError, paramiko.SSHException) as e:
+        if isinstance(e, TransportError):
+            raise
+        raise TransportError(f"{getattr(t, 'name', 'device')}: upload to {part} cut: {e}") from e
+
+
+# -- ADB ----------------------------------------------------------------------------------------
+
+
+def _sync_send(t: Transport, local: Path, start: int, end: int, remote: str, sent: Sent) -> None:
+    """One sync SEND of bytes [start, end) of ``local`` as ``remote`` (64 KiB DATA packets)."""
+    from edgelab.transport.adb_server import open_transport, recv_exact
+
+    name = getattr(t, "name", "device")
+    try:
+        sock = open_transport(t.server, t.serial, "sync:", timeout=t.timeout)  # type: ignore[attr-defined]
+    except TransportError:
+        raise
+    try:
+        sock.settimeout(60.0)
+        target = f"{remote},{0o100644}".encode()
+        sock.sendall(_SYNC.pack(b"SEND", len(target)) + target)
+        with open(local, "rb") as f:
+            f.seek(start)
+            left = end - start
+            pack = _SYNC.pack
+            while left > 0:
+                block = f.read(min(SYNC_DATA_MAX, left))
+                if not block:
+                    raise TransportError(f"{local} shrank while it was being pushed", remedy="push again")
+                sock.sendall(pack(b"DATA", len(block)) + block)
+                left -= len(block)
+                sent(len(block))
+        sock.sendall(_SYNC.pack(b"DONE", int(os.stat(local).st_mtime)))
+        ident, length = _SYNC.unpack(recv_exact(sock, _SYNC.size))
+        if ident == b"FAIL":
+            raise TransportError(f"{name}: push to {remote} failed: {recv_exact(sock, length).decode('utf-8', 'replace')}")
+        if ident != b"OKAY":
+            raise TransportError(f"{name}: push to {remote}: unexpected sync reply {ident!r}")
+        sock.sendall(_SYNC.pack(b"QUIT", 0))
+    except (OSError, EOFError) as e:
+        raise TransportError(f"{name}: push to {remote} cut: {e}") from None
+    finally:
+        sock.close()
+
+
+def _adb_upload(store: DeviceStore, local: Path, sha: str, offset: int, total: int, sent: Sent, segment: int) -> None:
+    part = store.part(sha)
+    pos = offset
+    if pos == 0:
+        end = min(total, segment)
+        _sync_send(store.t, local, 0, end, part, sent)
+        pos = end
+    while pos < total:
+        end = min(total, pos + segment)
+        seg = store.seg(sha)
+        _sync_send(store.t, local, pos, end, seg, sent)
+        store.append(seg, part, end - pos)
+        pos = end
+
+
+# -- local (the lab host itself) ----------------------------------------------------------------
+
+
+def _local_upload(store: DeviceStore, local: Path, sha: str, offset: int, total: int, sent: Sent) -> None:
+    with open(local, "rb") as fin, open(store.part(sha), "r+b" if offset else "wb") as fout:
+        fin.seek(offset)
+        fout.seek(offset)
+        while block := fin.read(SFTP_CHUNK):
+            fout.write(block)
+            sent(len(block))
