@@ -50,6 +50,7 @@ logging.getLogger("paramiko").addHandler(logging.NullHandler())
 WINDOW_SIZE = 32 << 20  # per-channel receive window: keeps large SFTP reads flowing
 MAX_PACKET = 1 << 18
 COPY_CHUNK = 1 << 20
+SFTP_READ = paramiko.SFTPFile.MAX_REQUEST_SIZE  # what one prefetched SFTP read request returns
 IDLE_CLOSE_S = 300.0  # pooled connections nobody used for this long are closed
 KILL_GRACE_S = 2.0
 DEFAULT_KEY_FILES = ("id_ed25519", "id_ecdsa", "id_rsa")
@@ -705,12 +706,16 @@ class SSHTransport(Transport):
                 if st.st_mode is not None and stat.S_ISDIR(st.st_mode):
                     raise TransportError(f"{remote} is a directory on {self.name}")
                 fin.prefetch(total)
+                reported = 0
                 with open(part, "wb") as fout:
-                    while block := fin.read(COPY_CHUNK):
+                    # Reads of one SFTP request each: paramiko joins larger reads from prefetched
+                    # pieces by repeated concatenation, which costs more than the transfer itself.
+                    while block := fin.read(SFTP_READ):
                         fout.write(block)
                         h.update(block)
                         done += len(block)
-                        if progress:
+                        if progress and (done - reported >= COPY_CHUNK or done == total):
+                            reported = done
                             progress(done, total)
             if st.st_mode is not None:
                 os.chmod(part, st.st_mode & 0o777)
