@@ -244,26 +244,11 @@ def profile(
 
 def _derive(facts_dict: dict[str, Any], pipeline: str | None) -> dict[str, Any]:
     """The profile engineer's derive_profile over stored facts, as a plain dict."""
-    import dataclasses
-    import importlib
-
     from edgelab.catalog.devices import load_devices
     from edgelab.probe.facts import Facts
+    from edgelab.profile import derive_profile
 
-    derive = None
-    for module in ("edgelab.profile", "edgelab.profile.derive", "edgelab.profile.profile"):
-        try:
-            derive = getattr(importlib.import_module(module), "derive_profile", None)
-        except ImportError:
-            continue
-        if derive is not None:
-            break
-    if derive is None:
-        raise EdgelabError("this edgelab cannot derive deploy profiles yet", remedy="upgrade edgelab")
-    prof = derive(Facts.from_dict(facts_dict), load_devices(), pipeline=pipeline)
-    if hasattr(prof, "to_dict"):
-        return prof.to_dict()
-    return dataclasses.asdict(prof) if dataclasses.is_dataclass(prof) else dict(prof)
+    return derive_profile(Facts.from_dict(facts_dict), load_devices(), pipeline=pipeline).to_dict()
 
 
 def _render_profile(device: str, snap, prof: dict[str, Any], explain: bool) -> None:
@@ -274,31 +259,28 @@ def _render_profile(device: str, snap, prof: dict[str, Any], explain: bool) -> N
     table.add_column("key", style="bold")
     table.add_column("value", overflow="fold")
     for key, value in prof.items():
-        if key in ("strategies", "rules", "explain", "fired"):
+        if key in ("pipelines", "rules", "classification"):
             continue
-        table.add_row(escape(str(key)), escape(_fmt(value) if not isinstance(value, dict | list) or not value
-                                               else _fmt_nested(value)))
+        table.add_row(escape(str(key)), escape(_fmt_nested(value)))
     console.print(table)
-    strategies = prof.get("strategies") or []
-    if strategies:
-        st = Table(title="strategies", title_justify="left", show_header=True, header_style="bold", box=None)
+    for pipe in prof.get("pipelines") or []:
+        st = Table(title=f"pipeline {pipe.get('pipeline')}: strategies", title_justify="left", show_header=True,
+                   header_style="bold", box=None)
         for col in ("strategy", "eligible", "why"):
             st.add_column(col, overflow="fold")
-        for s in strategies:
-            ok = s.get("eligible")
-            st.add_row(escape(str(s.get("id") or s.get("strategy"))), "[green]yes[/]" if ok else "[red]refused[/]",
-                       escape(str(s.get("reason") or "")))
+        for sd in pipe.get("strategies") or []:
+            ok = sd.get("eligible")
+            why = str(sd.get("reason") or "") + (f" [{sd['code']}]" if sd.get("code") and not ok else "")
+            st.add_row(escape(str(sd.get("strategy"))), "[green]yes[/]" if ok else "[red]refused[/]", escape(why))
         console.print(st)
     if explain:
-        rules = prof.get("rules") or prof.get("fired") or []
+        rules = prof.get("rules") or []
         rt = Table(title="rules that fired", title_justify="left", show_header=True, header_style="bold", box=None)
         for col in ("rule", "inputs", "result", "why"):
             rt.add_column(col, overflow="fold")
         for r in rules:
-            rt.add_row(escape(str(r.get("rule") or r.get("id") or r.get("name"))),
-                       escape(_fmt(r.get("inputs") or {})), escape(_fmt(r.get("result") if "result" in r
-                                                                        else r.get("value", ""))),
-                       escape(str(r.get("why") or r.get("reason") or "")))
+            rt.add_row(escape(str(r.get("name"))), escape(_fmt_nested(r.get("inputs") or {})),
+                       escape(_fmt_nested(r.get("result"))), escape(str(r.get("why") or "")))
         console.print(rt)
 
 

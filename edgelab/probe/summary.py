@@ -22,9 +22,9 @@ def summarize(facts: dict[str, Any] | None) -> dict[str, Any]:
             f" (SDK {osi['android_sdk']})" if osi.get("android_sdk") else ""
         )
     elif osi.get("family") == "windows":
-        os_text = osi.get("windows_version") or osi.get("distro") or "Windows"
+        os_text = osi.get("distro") or "Windows"
         if osi.get("windows_build"):
-            os_text += f" build {osi['windows_build']}"
+            os_text += f" (build {osi['windows_build']})"
     else:
         os_text = osi.get("distro") or osi.get("family")
         if osi.get("l4t_version"):
