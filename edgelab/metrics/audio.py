@@ -9,8 +9,10 @@ arrival is an underrun that stalls playback by the difference.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
+
+from edgelab.metrics.stats import summarize
 
 QWEN3_TTS_SR = 24000
 QWEN3_TTS_FRAME_SAMPLES = 1920  # 80 ms at 24 kHz, 12.5 Hz codec
@@ -39,13 +41,19 @@ class AudioMetrics:
     wall_ms: float | None = None
     chunk_gaps_ms: list[float] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def as_dict(self, gaps: bool = False) -> dict[str, Any]:
+        """A plain dict; the gap list (derivable from the raw chunks) is summarized unless ``gaps``."""
+        d = {f: getattr(self, f) for f in _SCALARS}
+        d["chunk_gaps_ms"] = list(self.chunk_gaps_ms) if gaps else summarize(self.chunk_gaps_ms)
+        return d
+
+
+_SCALARS = tuple(f.name for f in fields(AudioMetrics) if f.name != "chunk_gaps_ms")
 
 
 def audio_chunks(chunks: Iterable[Chunk]) -> list[Chunk]:
-    """The chunks that carry audio, in arrival order."""
-    return sorted((c for c in chunks if c.samples > 0), key=lambda c: c.t_ms)
+    """The chunks that carry audio, in arrival order (the order given: a stream's delivery order)."""
+    return [c for c in chunks if c.samples > 0]
 
 
 def underruns(chunks: Sequence[Chunk], start_ms: float) -> tuple[int, float]:

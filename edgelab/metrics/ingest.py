@@ -1,0 +1,206 @@
+"""Events -> live aggregates -> the store, with batched writes.
+
+One ``Ingestor`` per run. Raw samples are buffered and written in one transaction per
+batch (or every ``flush_s``), so a watcher in another process sees them within about
+``flush_s``; the live summary row is refreshed at most every ``live_every_s``. ``close``
+writes the final summary recomputed from the stored raw samples (not from memory), and
+records whether it equals the live figures.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import Engine, insert, select, update
+
+from edgelab.metrics import events as ev
+from edgelab.metrics.live import RunAggregator, recompute, request_metrics
+from edgelab.store.db import session_scope
+from edgelab.store.models import utcnow
+from edgelab.store.runs import (
+    FINAL_STATES,
+    Run,
+    RunLog,
+    RunRequest,
+    RunSample,
+    TelemetrySample,
+    get_run,
+    put_summary,
+    requests_of,
+    set_state,
+)
+
+_SAMPLE = RunSample.__table__
+_REQ = RunRequest.__table__
+_TEL = TelemetrySample.__table__
+_LOG = RunLog.__table__
+_RUN = Run.__table__
+
+
+class Ingestor:
+    """Feed events of one run; call ``close()`` (or use ``with``) to finish it."""
+
+    def __init__(self, engine: Engine, run_id: str, *, batch: int = 5000, flush_s: float = 0.05,
+                 live_every_s: float = 0.25, period_s: float | None = None):
+        self.engine = engine
+        self.run_id = run_id
+        self.batch = batch
+        self.flush_s = flush_s
+        self.live_every_s = live_every_s
+        with session_scope(engine, write=False) as s:
+            run = get_run(s, run_id)
+            meta = dict(run.meta)
+        if period_s is None and meta.get("control_period_s"):
+            period_s = float(meta["control_period_s"])
+        self.agg = RunAggregator(period_s=period_s)
+        self._samples: list[dict[str, Any]] = []
+        self._new_reqs: list[dict[str, Any]] = []
+        self._ended: list[ev.RequestEnd] = []
+        self._tel: list[dict[str, Any]] = []
+        self._logs: list[dict[str, Any]] = []
+        self._run_update: dict[str, Any] = {}
+        self._pending = 0
+        self._last_flush = time.monotonic()
+        self._last_live = 0.0
+        self.closed = False
+
+    # --- feeding ------------------------------------------------------------------------------
+    def feed(self, e: ev.Event) -> None:
+        rid = self.run_id
+        req = getattr(e, "request", None)
+        if req and req not in self.agg.requests and type(e) is not ev.RequestStart:
+            self._new_reqs.append({"run_id": rid, "request": req, "phase": "measured", "band": None,
+                                   "submitted": e.t, "finished": None, "ok": None, "error": None,
+                                   "metrics": None})
+        self.agg.feed(e)
+        k = type(e)
+        if k is ev.AudioChunk:
+            r = self.agg.requests[req]
+            self._samples.append((rid, req, "audio", e.idx, e.t, (e.t - r.submitted) * 1000.0, e.samples,
+                                  e.sample_rate, e.sha256, e.terminal, None, None, None, None, None))
+        elif k is ev.ActionChunk:
+            self._samples.append((rid, req or None, "action", e.idx, e.t, None, None, None, None, None,
+                                  e.obs_t, e.infer_start, e.infer_end, e.horizon, e.dims))
+        elif k is ev.TextToken:
+            r = self.agg.requests[req]
+            self._samples.append((rid, req, "text", None, e.t, (e.t - r.submitted) * 1000.0, e.n,
+                                  None, None, None, None, None, None, None, None))
+        elif k is ev.CodecFrames:
+            self._samples.append((rid, req, "codec", e.seq, e.t, None, e.n_frames, None, None,
+                                  bool(e.flags & 0x1), None, None, None, None, None))
+        elif k is ev.RequestStart:
+            self._new_reqs.append({"run_id": rid, "request": e.request, "phase": e.phase, "band": e.band,
+                                   "submitted": e.t, "finished": None, "ok": None, "error": None,
+                                   "metrics": None})
+        elif k is ev.RequestEnd:
+            self._ended.append(e)
+        elif k is ev.ResourceSample:
+            self._tel.append({"run_id": rid, "device_name": e.device, "t": e.t, "source": e.source,
+                              "cpu_pct": e.cpu_pct, "rss_bytes": e.rss_bytes,
+                              "mem_available_bytes": e.mem_available_bytes, "gpu_util_pct": e.gpu_util_pct,
+                              "throttled": e.throttled, "temps_c": e.temps_c, "clocks_mhz": e.clocks_mhz,
+                              "power_w": e.power_w})
+        elif k is ev.LogLine:
+            self._logs.append({"run_id": rid, "t": e.t, "kind": "log", "level": e.level, "request": None,
+                               "message": e.line, "data": {"stream": e.stream}})
+        elif k is ev.ErrorEvent:
+            self._logs.append({"run_id": rid, "t": e.t, "kind": "error", "level": e.cls, "request": e.request,
+                               "message": e.message, "data": None})
+        elif k is ev.StageTiming:
+            self._logs.append({"run_id": rid, "t": e.t, "kind": "stage", "level": None, "request": e.request,
+                               "message": e.stage, "data": {"start": e.start, "end": e.end}})
+        elif k is ev.RunStart:
+            self._run_update.update(state="running", started_at=utcnow())
+        elif k is ev.RunEnd:
+            self._run_update.update(state=e.state, finished_at=utcnow(), error=e.error)
+        self._pending += 1
+        if self._pending >= self.batch or time.monotonic() - self._last_flush >= self.flush_s:
+            self.flush()
+
+    def feed_all(self, events: Iterable[ev.Event]) -> None:
+        for e in events:
+            self.feed(e)
+
+    # --- writing ------------------------------------------------------------------------------
+    def flush(self, *, live: bool | None = None) -> None:
+        now = time.monotonic()
+        write_live = live if live is not None else now - self._last_live >= self.live_every_s
+        with self.engine.begin() as conn:
+            if self._new_reqs:
+                conn.execute(insert(_REQ), self._new_reqs)
+            if self._samples:
+                conn.exec_driver_sql(_sample_sql(conn.dialect.paramstyle), self._samples)
+            if self._tel:
+                conn.execute(insert(_TEL), self._tel)
+            if self._logs:
+                conn.execute(insert(_LOG), self._logs)
+            for e in self._ended:
+                view = self.agg.request_view(e.request)
+                conn.execute(update(_REQ).where(_REQ.c.run_id == self.run_id, _REQ.c.request == e.request)
+                             .values(finished=e.t, ok=e.ok, error=e.error, metrics=request_metrics(view)))
+            upd = dict(self._run_update, heartbeat_at=utcnow())
+            conn.execute(update(_RUN).where(_RUN.c.id == self.run_id).values(**upd))
+        self._new_reqs, self._samples, self._tel, self._logs, self._ended = [], [], [], [], []
+        self._run_update = {}
+        self._pending = 0
+        self._last_flush = time.monotonic()
+        if write_live:
+            with session_scope(self.engine) as s:
+                put_summary(s, self.run_id, "live", self.agg.summary())
+            self._last_live = time.monotonic()
+
+    def close(self, state: str | None = None, error: str | None = None) -> dict[str, Any]:
+        """Flush, write the live and final summaries, and end the run; returns the final summary."""
+        if self.closed:
+            raise RuntimeError("ingestor already closed")
+        self.flush(live=True)
+        live = self.agg.summary()
+        final = finalize(self.engine, self.run_id, period_s=self.agg.period_s, errors=self.agg.errors)
+        final["live_equals_final"] = _strip(final) == _strip(live)
+        with session_scope(self.engine) as s:
+            run = get_run(s, self.run_id)
+            put_summary(s, self.run_id, "final", final, run.provenance)
+            end = state or (self.agg.state if self.agg.state in FINAL_STATES else "finished")
+            if run.state not in FINAL_STATES or state:
+                set_state(s, run, end, error=error)
+        self.closed = True
+        return final
+
+    def __enter__(self) -> Ingestor:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if not self.closed:
+            self.close(state="failed" if exc is not None else None, error=str(exc) if exc else None)
+
+
+SAMPLE_COLS = ("run_id", "request", "kind", "idx", "t", "t_ms", "n", "sample_rate", "sha256", "terminal",
+               "obs_t", "infer_start", "infer_end", "horizon", "dims")
+# Raw samples go straight to the DB-API executemany (tuples, no per-row SQLAlchemy work): the hot path.
+def _sample_sql(paramstyle: str) -> str:
+    mark = "?" if paramstyle == "qmark" else "%s"
+    return f"INSERT INTO run_sample ({', '.join(SAMPLE_COLS)}) VALUES ({', '.join([mark] * len(SAMPLE_COLS))})"
+
+
+def _strip(summary: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in summary.items() if k != "live_equals_final"}
+
+
+def finalize(engine: Engine, run_id: str, *, period_s: float | None = None,
+             errors: dict[str, int] | None = None) -> dict[str, Any]:
+    """The run's summary recomputed from its stored requests and raw samples."""
+    with session_scope(engine, write=False) as s:
+        run = get_run(s, run_id)
+        if period_s is None and run.meta.get("control_period_s"):
+            period_s = float(run.meta["control_period_s"])
+        reqs = requests_of(s, run_id)
+        samples = s.connection().execute(
+            select(*[_SAMPLE.c[c] for c in SAMPLE_COLS]).where(_SAMPLE.c.run_id == run_id).order_by(_SAMPLE.c.id)
+        ).all()
+        if errors is None:
+            errors = {}
+            for (lvl,) in s.exec(select(RunLog.level).where(RunLog.run_id == run_id, RunLog.kind == "error")):
+                errors[lvl] = errors.get(lvl, 0) + 1
+    return recompute(reqs, samples, period_s, errors=errors)
