@@ -22,6 +22,7 @@ from edgelab.store.db import session_scope
 from edgelab.store.devices import get_device, list_devices
 from edgelab.store.models import Device, ProbeSnapshot
 
+LIVE_RUN_STATES = ("pending", "running")  # a device with such a run is busy
 SNAPSHOT_HISTORY = 30  # probe snapshots behind the device telemetry sparklines
 
 
@@ -79,14 +80,12 @@ def _latest_snapshots(session, device_ids: list[int] | None = None) -> dict[int,
 def busy_devices(engine: Engine) -> set[str]:
     """Names of devices with a live run, once the runs store exists (empty until then)."""
     runs = optional_module("edgelab.store.runs")
-    fn = getattr(runs, "busy_devices", None) if runs else None
-    if fn is None:
+    run = getattr(runs, "Run", None) if runs else None
+    if run is None:
         return set()
-    try:
-        with session_scope(engine, write=False) as s:
-            return set(fn(s))
-    except Exception:  # noqa: BLE001 - a schema not migrated yet must not break the fleet
-        return set()
+    with session_scope(engine, write=False) as s:
+        names = s.exec(select(run.device_name).where(run.state.in_(LIVE_RUN_STATES)).distinct()).all()
+    return {n for n in names if n}
 
 
 def load_fleet(engine: Engine) -> list[FleetRow]:

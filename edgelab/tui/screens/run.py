@@ -1,1 +1,187 @@
-"""Placeholder replaced below."""
+"""One run, live: audio (TTFA, RTF, underruns, chunk gaps, playout buffer) or action metrics
+(latency p50/p95, observation age, deadline misses per minute), telemetry, the remote log; s stops it.
+
+Polls the database every ``app.run_poll_s`` (0.5 s), so a run started by `edgelab deploy`
+in another terminal appears here within a second.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Static
+
+from edgelab.errors import EdgelabError
+from edgelab.tui.messages import ActionDone, RunLoaded
+from edgelab.tui.runview import RunFollower, RunView
+from edgelab.tui.widgets.log_tail import LogTail
+from edgelab.tui.widgets.metric_tile import MetricTile
+from edgelab.tui.widgets.status_line import StatusLine
+from edgelab.tui.widgets.telemetry import Telemetry
+
+FINAL = ("finished", "failed", "stopped", "device-lost")
+
+
+def _ms(stats: dict | None, key: str = "p50") -> str | None:
+    v = (stats or {}).get(key)
+    return None if v is None else f"{v:.0f} ms"
+
+
+def _num(stats: dict | None, key: str = "p50", fmt: str = "{:.2f}") -> str | None:
+    v = (stats or {}).get(key)
+    return None if v is None else fmt.format(v)
+
+
+def _sub(stats: dict | None) -> str:
+    if not stats or stats.get("count") in (None, 0):
+        return ""
+    p95 = stats.get("p95")
+    return f"p95 {p95:.4g}, n={stats['count']}" if p95 is not None else f"n={stats['count']}"
+
+
+def stop_run(engine, run_id: str) -> tuple[bool, str]:
+    """Stop through the deploy layer (kills the remote process group, verifies, releases memory)."""
+    from edgelab.tui import deployview
+
+    try:
+        state = deployview.stop(engine, run_id)
+    except EdgelabError as err:
+        return False, f"{err}" + (f" -> {err.remedy}" if err.remedy else "")
+    return True, f"run {run_id}: {state}"
+
+
+class RunScreen(Screen):
+    BINDINGS = [
+        Binding("escape", "app.pop_screen", "Back"),
+        Binding("s", "stop", "Stop run"),
+    ]
+
+    def __init__(self, run_id: str):
+        super().__init__()
+        self.run_id = run_id
+        self.follower: RunFollower | None = None
+        self.view: RunView | None = None
+        self.polls = 0
+        self.stopping = False
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(Text(f"run {self.run_id}", style="bold"), id="run-title", classes="title")
+        with Vertical(id="run-body"):
+            with Horizontal(id="tiles"):
+                for key, label in (("t1", "TTFA"), ("t2", "RTF"), ("t3", "underruns"), ("t4", "playout buffer")):
+                    yield MetricTile(label, id=key)
+            with Horizontal(id="series"):
+                yield Telemetry("chunk gap", unit=" ms", id="gaps")
+                yield Telemetry("playout buffer", unit=" ms", id="buffer")
+            yield Vertical(id="run-telemetry")
+            yield LogTail(id="run-log")
+        yield StatusLine(id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.follower = RunFollower(self.app.engine, self.run_id)
+        self._poll()
+        self.set_interval(self.app.run_poll_s, self._poll)
+
+    def _poll(self) -> None:
+        self._read()
+
+    @work(thread=True, exclusive=True, group="run-poll")
+    def _read(self) -> None:
+        try:
+            self.post_message(RunLoaded(self.follower.poll()))
+        except EdgelabError as err:
+            self.post_message(RunLoaded(f"{err}" + (f" -> {err.remedy}" if err.remedy else "")))
+
+    def on_run_loaded(self, message: RunLoaded) -> None:
+        self.polls += 1
+        if isinstance(message.view, str):
+            self.query_one(StatusLine).say(message.view, error=True)
+            return
+        self.view = v = message.view
+        r = v.run
+        title = Text(f"run {r['id']}", style="bold")
+        title.append(f"  {r['pipeline'] or '?'} on {r['device'] or '?'}  {r['strategy'] or ''} {r['runtime'] or ''}")
+        title.append(f"  [{r['state']}]", style="green" if r["state"] == "running" else "yellow")
+        if r["virtual"]:
+            title.append("  VIRTUAL device: figures demonstrate the machinery, they qualify nothing", style="bold yellow")
+        self.query_one("#run-title", Static).update(title)
+        if v.kind == "action":
+            self._action(v)
+        else:
+            self._audio(v)
+        self._telemetry(v.telemetry)
+        self.query_one(LogTail).follow(v.new_log_lines)
+        text = f"state {r['state']}  |  figures: {v.summary_source}"
+        if r.get("error"):
+            text += f"  |  error: {r['error']}"
+        self.query_one(StatusLine).say(text, error=bool(r.get("error")))
+
+    def _audio(self, v: RunView) -> None:
+        a = (v.summary or {}).get("audio")
+        self.query_one("#t1", MetricTile).set_value(_ms(a and a.get("ttfa_ms")), _sub(a and a.get("ttfa_ms")))
+        rtf = a and a.get("rtf_streamed")
+        self.query_one("#t2", MetricTile).set_value(_num(rtf), _sub(rtf), alert=bool(rtf and (rtf.get("p50") or 0) > 1))
+        if a is None:
+            self.query_one("#t3", MetricTile).set_value(None)
+        else:
+            n = a.get("underruns_at_ttfa")
+            self.query_one("#t3", MetricTile).set_value(
+                None if n is None else str(n), f"{a.get('requests_with_underrun', 0)} of {a.get('requests')} requests",
+                alert=bool(n))
+        level = v.buffer_ms[-1] if v.buffer_ms else None
+        self.query_one("#t4", MetricTile).set_value(None if level is None else f"{level:.0f} ms",
+                                                    "latest request, player started at TTFA" if level is not None else "")
+        self.query_one("#gaps", Telemetry).set_values(v.chunk_gaps_ms)
+        self.query_one("#buffer", Telemetry).set_values(v.buffer_ms)
+
+    def _action(self, v: RunView) -> None:
+        a = (v.summary or {}).get("action")
+        tiles = [self.query_one(f"#t{i}", MetricTile) for i in (1, 2, 3, 4)]
+        for tile, label in zip(tiles, ("latency", "observation age", "deadline misses/min", "chunks"), strict=True):
+            tile.border_title = label
+        lat, age = (a or {}).get("latency_ms"), (a or {}).get("age_ms")
+        tiles[0].set_value(_ms(lat), _sub(lat))
+        tiles[1].set_value(_ms(age), _sub(age))
+        per = v.deadline_misses_per_min
+        period = f"control period {v.period_ms:.0f} ms" if v.period_ms else "no control period: unknown"
+        tiles[2].set_value(None if per is None else f"{per:g}", period, alert=bool(per))
+        tiles[3].set_value(None if a is None else str(a.get("chunks")),
+                           f"stale: {a.get('stale_aligned')} aligned, {a.get('stale_dropped')} dropped" if a else "")
+        gaps = self.query_one("#gaps", Telemetry)
+        gaps.label = "inference latency"
+        gaps.set_values(v.latency_ms)
+        self.query_one("#buffer", Telemetry).display = False
+
+    def _telemetry(self, series: dict[str, list[float]]) -> None:
+        box = self.query_one("#run-telemetry", Vertical)
+        existing = {w.label: w for w in box.query(Telemetry)}
+        for label, values in series.items():
+            if label in existing:
+                existing[label].set_values(values)
+            else:
+                box.mount(Telemetry(label, values))
+
+    def action_stop(self) -> None:
+        if self.view and self.view.run["state"] in FINAL:
+            self.notify(f"run already {self.view.run['state']}", severity="warning")
+            return
+        if not self.stopping:
+            self.stopping = True
+            self.query_one(StatusLine).say(f"stopping {self.run_id}...")
+            self._stop()
+
+    @work(thread=True, group="run-stop")
+    def _stop(self) -> None:
+        ok, text = stop_run(self.app.engine, self.run_id)
+        self.post_message(ActionDone("stop", self.run_id, ok, text))
+
+    def on_action_done(self, message: ActionDone) -> None:
+        self.stopping = False
+        self.notify(message.text, severity="information" if message.ok else "error", timeout=8)
+        self._poll()

@@ -1,0 +1,192 @@
+"""A run as the Run screen shows it, followed incrementally from the database (no Textual here).
+
+A ``RunFollower`` keeps the last sample and log ids it has read, so each poll (every 0.5 s)
+reads only what arrived since; whoever writes the run (``edgelab deploy`` in another
+process, an ingest, an import) is seen through the database alone. Headline figures are
+the metrics engineer's live/final summary, or their batch recompute from the stored rows
+when no summary has been written yet: the TUI never computes a metric its own way, except
+the playout buffer level, which it derives with the same ring-buffer model (DESIGN §5).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlmodel import select
+
+from edgelab.store.db import session_scope
+
+TAIL_LINES = 500
+SERIES_POINTS = 120
+
+
+@dataclass
+class RunView:
+    run: dict[str, Any]
+    kind: str | None  # audio | action | text | None (nothing measured yet)
+    summary: dict[str, Any] | None
+    summary_source: str  # live | final | recomputed | none
+    chunk_gaps_ms: list[float]
+    buffer_ms: list[float]  # playout buffer level after each chunk of the latest request
+    deadline_misses_per_min: float | None
+    period_ms: float | None
+    telemetry: dict[str, list[float]]
+    new_log_lines: list[str]
+    latency_ms: list[float] = field(default_factory=list)  # action chunks' inference latency, recent
+    polls: int = 0
+
+
+def buffer_levels(chunks: list[tuple[float, int, int]]) -> list[float]:
+    """Audio buffered (ms) just after each chunk arrives, for a player started at TTFA.
+
+    The ring-buffer model of DESIGN §5: chunk i is needed at S + C_i + stalls so far; a late
+    chunk stalls playback (buffer empty, cursor shifted). ``chunks`` is (t_ms, samples, sr).
+    """
+    audio = sorted((c for c in chunks if c[1] > 0), key=lambda c: c[0])
+    if not audio:
+        return []
+    start, shift, delivered, out = audio[0][0], 0.0, 0.0, []
+    for t_ms, samples, sr in audio:
+        needed = start + delivered + shift
+        if t_ms > needed:
+            shift += t_ms - needed
+        delivered += samples * 1000.0 / sr
+        played = max(0.0, min(delivered, t_ms - start - shift))
+        out.append(round(delivered - played, 1))
+    return out
+
+
+@dataclass
+class RunFollower:
+    """Reads one run incrementally; call ``poll()`` from one worker thread at a time."""
+
+    engine: Engine
+    run_id: str
+    _sample_id: int = 0
+    _log_id: int = 0
+    _gaps: deque = field(default_factory=lambda: deque(maxlen=SERIES_POINTS))
+    _last_audio: dict[str, tuple[float, int, int]] = field(default_factory=dict)  # request -> last chunk
+    _chunks: dict[str, list[tuple[float, int, int]]] = field(default_factory=dict)
+    _latest_request: str | None = None
+    _actions: deque = field(default_factory=lambda: deque(maxlen=5000))  # (t, verdict miss)
+    _latency: deque = field(default_factory=lambda: deque(maxlen=SERIES_POINTS))
+    _kind: str | None = None
+    _polls: int = 0
+
+    def poll(self) -> RunView:
+        from edgelab.metrics.action import ActionSample, judge
+        from edgelab.metrics.live import recompute
+        from edgelab.store.runs import RunLog, RunSample, get_run, get_summary, requests_of, samples_of, telemetry_of
+
+        with session_scope(self.engine, write=False) as s:
+            run = get_run(s, self.run_id)
+            self.run_id = run.id
+            meta = dict(run.meta or {})
+            period_s = meta.get("control_period_s")
+            new = samples_of(s, run.id, after_id=self._sample_id)
+            logs = list(
+                s.exec(select(RunLog).where(RunLog.run_id == run.id, RunLog.id > self._log_id).order_by(RunLog.id)).all()
+            )
+            summary_row = get_summary(s, run.id, "final") or get_summary(s, run.id, "live")
+            summary = dict(summary_row.metrics) if summary_row else None
+            source = summary_row.kind if summary_row else "none"
+            if summary is None and (new or self._sample_id):
+                reqs = requests_of(s, run.id)
+                if reqs:
+                    every = list(s.exec(select(RunSample).where(RunSample.run_id == run.id)).all())
+                    summary = recompute(reqs, every, float(period_s) if period_s else None)
+                    source = "recomputed"
+            tel = telemetry_of(s, run_id=run.id, limit=SERIES_POINTS)
+            run_d = {
+                "id": run.id, "pipeline": run.pipeline, "device": run.device_name, "runtime": run.runtime,
+                "strategy": run.strategy, "state": run.state, "virtual": bool(run.virtual), "kind": run.kind,
+                "error": run.error, "started_at": run.started_at, "finished_at": run.finished_at,
+                "heartbeat_at": run.heartbeat_at, "command": run.command,
+            }
+        for smp in new:
+            self._sample_id = max(self._sample_id, smp.id)
+            if smp.kind == "audio" and smp.t_ms is not None:
+                self._kind = self._kind or "audio"
+                req = smp.request or ""
+                chunk = (float(smp.t_ms), int(smp.n or 0), int(smp.sample_rate or 24000))
+                if chunk[1] > 0:
+                    prev = self._last_audio.get(req)
+                    if prev is not None:
+                        self._gaps.append(round(chunk[0] - prev[0], 1))
+                    self._last_audio[req] = chunk
+                self._chunks.setdefault(req, []).append(chunk)
+                self._latest_request = req
+            elif smp.kind == "action":
+                self._kind = self._kind or "action"
+                miss = None
+                if period_s:
+                    v = judge(ActionSample(smp.t, smp.obs_t, smp.infer_start, smp.infer_end, smp.horizon),
+                              float(period_s))
+                    miss = v.miss
+                self._actions.append((smp.t, miss))
+                if smp.infer_start is not None and smp.infer_end is not None:
+                    self._latency.append(round((smp.infer_end - smp.infer_start) * 1000.0, 1))
+            elif smp.kind == "text":
+                self._kind = self._kind or "text"
+        for row in logs:
+            self._log_id = max(self._log_id, row.id)
+        self._polls += 1
+        return RunView(
+            run=run_d,
+            kind=self._kind,
+            summary=summary,
+            summary_source=source,
+            chunk_gaps_ms=list(self._gaps),
+            buffer_ms=buffer_levels(self._chunks.get(self._latest_request or "", [])),
+            deadline_misses_per_min=self._misses_per_min(),
+            period_ms=float(period_s) * 1000.0 if period_s else None,
+            telemetry=_telemetry_series(tel),
+            new_log_lines=[_log_line(r) for r in logs][-TAIL_LINES:],
+            latency_ms=list(self._latency),
+            polls=self._polls,
+        )
+
+    def _misses_per_min(self) -> float | None:
+        """Deadline misses over the last 60 s of action chunks (by their lab time); None if unknown."""
+        known = [(t, m) for t, m in self._actions if m is not None]
+        if not known:
+            return None
+        last = known[-1][0]
+        window = [m for t, m in known if t >= last - 60.0]
+        span = min(60.0, max(last - known[0][0], 1e-9))
+        misses = sum(1 for m in window if m)
+        return round(misses * 60.0 / span, 1) if span >= 1.0 else float(misses)
+
+
+def _log_line(row: Any) -> str:
+    level = f"{row.level} " if row.level else ""
+    prefix = "ERROR " if row.kind == "error" and not row.level else ""
+    return f"{prefix}{level}{row.message}"
+
+
+def _telemetry_series(rows: list[Any]) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {"temperature C": [], "cpu %": [], "available GiB": [], "power W": []}
+    for r in rows:
+        temps = [float(v) for v in (r.temps_c or {}).values() if isinstance(v, int | float)]
+        if temps:
+            out["temperature C"].append(max(temps))
+        if r.cpu_pct is not None:
+            out["cpu %"].append(float(r.cpu_pct))
+        if r.mem_available_bytes:
+            out["available GiB"].append(round(r.mem_available_bytes / 1024**3, 2))
+        power = [float(v) for v in (r.power_w or {}).values() if isinstance(v, int | float)]
+        if power:
+            out["power W"].append(round(sum(power), 2))
+    return {k: v for k, v in out.items() if v}
+
+
+def live_runs(engine: Engine, limit: int = 50) -> list[dict[str, Any]]:
+    """Recent runs, newest first, as plain dicts (for pickers and the device page)."""
+    from edgelab.store.runs import list_runs
+    from edgelab.tui.data import run_summary
+
+    with session_scope(engine, write=False) as s:
+        return [run_summary(r) for r in list_runs(s, limit=limit)]
