@@ -234,12 +234,14 @@ class ReferenceTTS:
         frames_per_s: float | None = 25.0,
         schedule: str | Sequence[int] = "ramp",
         seed: int = 0,
+        talker: Talker | None = None,
+        decoder: CodecDecoder | None = None,
     ):
         self.frames_per_s = frames_per_s
         self.schedule = schedule_of(schedule)
         self.seed = seed
-        self.talker = Talker(seed)
-        self.decoder = CodecDecoder(seed)
+        self.talker = talker or Talker(seed)  # pass loaded models to share them across requests
+        self.decoder = decoder or CodecDecoder(seed)
 
     def stream(
         self,
