@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -12,7 +13,17 @@ from rich.console import Console
 
 from edgelab.errors import EdgelabError
 
-console = Console()
+def _pipe_width() -> int | None:
+    """A pipe has no width to respect: give tables room so grep and awk see whole lines.
+
+    ``COLUMNS`` still wins, as Rich honours it; on a terminal Rich measures the terminal.
+    """
+    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
+        return None
+    return 240
+
+
+console = Console(width=_pipe_width())
 err_console = Console(stderr=True)
 
 

@@ -113,22 +113,35 @@ def ls(
             "no devices. Add one with `edgelab device add NAME --ssh HOST` or `edgelab sim up`."
         )
         return
-    table = Table(box=None, header_style="bold", pad_edge=False, padding=(0, 2, 0, 0))
-    for col in ("NAME", "CLASS", "VIA", "ADDRESS", "STATE", "SEEN", "VIRTUAL", "TAGS"):
-        table.add_column(
-            col, overflow="fold", no_wrap=col != "TAGS", min_width=22 if col == "ADDRESS" else None
-        )
-    for d in devices:
-        table.add_row(
+    rows = [
+        (
             d.name,
+            "VIRTUAL" if d.virtual else "",
+            d.state or "unknown",
             d.device_class or "-",
             d.transport,
-            address_of(d),
-            _state_text(d.state),
             ago(d.last_seen),
-            "[cyan]VIRTUAL[/]" if d.virtual else "",
+            address_of(d),
             ",".join(d.tags),
         )
+        for d in devices
+    ]
+    # The columns an operator scans first come first; only the last two may wrap.
+    columns = ("NAME", "VIRTUAL", "STATE", "CLASS", "VIA", "SEEN", "ADDRESS", "TAGS")
+    widths = [max(len(col), *(len(r[i]) for r in rows)) for i, col in enumerate(columns)]
+    table = Table(box=None, header_style="bold", pad_edge=False, padding=(0, 2, 0, 0))
+    for col, widest in zip(columns, widths, strict=True):
+        # Only ADDRESS and TAGS may wrap on a narrow terminal; the short columns keep their full text.
+        flexible = col in ("ADDRESS", "TAGS")
+        table.add_column(
+            col,
+            overflow="fold",
+            no_wrap=not flexible,
+            min_width=min(widest, 24) if flexible else widest,
+        )
+    for row in rows:
+        name, virtual, state, *rest = row
+        table.add_row(name, "[cyan]VIRTUAL[/]" if virtual else "", _state_text(state), *rest)
     console.print(table)
 
 
