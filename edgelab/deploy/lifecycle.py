@@ -1,0 +1,491 @@
+"""Deploy, watch and stop: plan -> admission -> push -> detached launch -> readiness -> running.
+
+Every state change goes to the database first, so another process can see and stop a deployment.
+Anything that interrupts a deploy (Ctrl-C, a failed readiness, a lost connection) stops what was
+started, releases the reservation and leaves the run in a final state with its phases and logs.
+"""
+
+from __future__ import annotations
+
+import getpass
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Engine
+
+from edgelab.catalog.devices import load_devices
+from edgelab.catalog.pipelines import load_pipelines
+from edgelab.deploy import admission, placement, remote
+from edgelab.deploy.plan import ExecutionPlan
+from edgelab.deploy.refusal import Refusal
+from edgelab.deploy.strategies import PlanContext, build_plan
+from edgelab.errors import ConfigError, EdgelabError, TransportError
+from edgelab.probe.facts import Facts
+from edgelab.profile import DeployProfile, derive_profile
+from edgelab.store.db import session_scope
+from edgelab.store.deployments import (
+    ACTIVE_STATES,
+    DeployAttempt,
+    Deployment,
+    DeploymentProcess,
+    add_phase,
+    get_deployment,
+    processes,
+    record_attempt,
+    release,
+)
+from edgelab.store.devices import get_device
+from edgelab.store.models import utcnow
+from edgelab.store.runs import Run, create_run, new_run_id, set_state
+from edgelab.store.snapshots import latest_snapshot
+from edgelab.transport import Transport, open_transport
+
+ALIASES = {"qwen3-tts": "qwen3-tts-0.6b"}
+POLL_S = 0.5
+LOG_TAIL_BYTES = 65536
+
+Phase = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass
+class DeployRequest:
+    device: str
+    pipeline: str
+    strategy: str | None = None
+    runtime: str | None = None
+    endpoint: str | None = None
+
+
+@dataclass
+class Planned:
+    """A plan and its admission, before anything is reserved or touched."""
+
+    request: DeployRequest
+    plan: ExecutionPlan
+    profile: DeployProfile
+    admission: list[dict[str, Any]]
+    facts_hash: str | None
+    virtual: bool
+    refusal: Refusal | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"device": self.request.device, "pipeline": self.plan.pipeline, "virtual": self.virtual,
+                "plan": self.plan.to_dict(), "admission": self.admission,
+                "refusal": self.refusal.to_dict() if self.refusal else None}
+
+
+@dataclass
+class Options:
+    """Transport options (ssh_config, timeout) and the start-up grace for stops."""
+
+    transport: dict[str, Any] = field(default_factory=dict)
+    stop_grace_s: int = 5
+    ready_timeout_s: float | None = None  # overrides the profile-derived timeout
+
+
+def resolve_pipeline(name: str) -> str:
+    specs = load_pipelines()
+    pid = ALIASES.get(name, name)
+    if pid not in specs:
+        raise ConfigError(f"unknown pipeline {name!r}", remedy=f"choose one of: {', '.join(sorted([*ALIASES, *specs]))}")
+    return pid
+
+
+def _connect(endpoint, opts: Options) -> Transport:
+    options = dict(opts.transport) if endpoint.kind == "ssh" else {}
+    return open_transport(endpoint, **options)
+
+
+def plan(engine: Engine, req: DeployRequest, *, run_id: str | None = None) -> Planned:
+    """Plan and check admission against the ledger; no write, no connection (what --dry-run shows)."""
+    pipeline_id = resolve_pipeline(req.pipeline)
+    spec = load_pipelines()[pipeline_id]
+    with session_scope(engine, write=False) as s:
+        device = get_device(s, req.device)
+        snap = latest_snapshot(s, req.device)
+        profile = derive_profile(Facts.from_dict(snap.facts or {}), load_devices(), spec,
+                                 endpoint_configured=bool(req.endpoint))
+        run = run_id or new_run_id()
+        remote_root = "/data/local/tmp/edgelab/runs" if device.shell == "toybox" else "~/.edgelab/runs"
+        ctx = PlanContext(device=device.name, spec=spec, profile=profile, pipeline_profile=profile.pipeline(spec.id),
+                          run_id=run, remote_dir=f"{remote_root}/{run}", virtual=bool(device.virtual),
+                          runtime=req.runtime, endpoint=req.endpoint)
+        the_plan = build_plan(ctx, req.strategy)
+        planned = Planned(req, the_plan, profile, [], snap.facts_hash, bool(device.virtual))
+        try:
+            planned.admission = [line.to_dict() for line in admission.check(s, device, profile, the_plan)]
+        except Refusal as r:
+            planned.refusal = r
+            planned.admission = [r.numbers] if r.numbers else []
+    return planned
+
+
+def _attempt(engine: Engine, req: DeployRequest, refusal: Refusal | None, deployment_id: int | None = None) -> None:
+    with session_scope(engine) as s:
+        record_attempt(s, DeployAttempt(
+            device_name=req.device, pipeline=req.pipeline, strategy=req.strategy, runtime=req.runtime,
+            outcome="refused" if refusal else "admitted", code=refusal.code if refusal else None,
+            pool=refusal.pool if refusal else None, message=refusal.detail if refusal else None,
+            remedy=refusal.remedy if refusal else None, numbers=refusal.numbers if refusal else {},
+            deployment_id=deployment_id))
+
+
+def _check_artifacts(p: ExecutionPlan) -> None:
+    """Non-reference plans need their artifacts in the registry; refused before anything is reserved."""
+    if not p.artifacts:
+        return
+    try:
+        from edgelab.artifacts import resolve_artifacts  # type: ignore[attr-defined]
+    except ImportError:
+        resolve_artifacts = None
+    missing = [a["role"] for a in p.artifacts] if resolve_artifacts is None else \
+        [a["role"] for a in resolve_artifacts(p) if not a.get("present")]
+    if missing:
+        raise Refusal("no_exported_graph", f"{p.runtime} needs artifacts that are not registered: "
+                      f"{', '.join(missing)}", device=p.device, strategy=p.strategy,
+                      remedy="build or export them and register them (`edgelab artifact add`), "
+                             "or deploy on a virtual device with --runtime reference")
+
+
+def deploy(engine: Engine, req: DeployRequest, *, opts: Options | None = None,
+           on_phase: Phase | None = None) -> Deployment:
+    """Plan, admit, push, launch and wait until ready; returns the running deployment.
+
+    Raises Refusal before anything is pushed or launched when the plan cannot run here.
+    """
+    opts = opts or Options()
+    run_id = new_run_id()
+    try:
+        planned = plan(engine, req, run_id=run_id)
+        if planned.refusal:
+            raise planned.refusal
+        _check_artifacts(planned.plan)
+    except Refusal as r:
+        _attempt(engine, req, r)
+        raise
+    p = planned.plan
+    try:
+        with session_scope(engine) as s:
+            device = get_device(s, req.device)
+            create_run(s, id=run_id, pipeline=p.pipeline, device_name=device.name, runtime=p.runtime,
+                       strategy=p.strategy, kind="deploy", virtual=planned.virtual,
+                       command=" ".join(" ".join(pr.argv) for pr in p.processes)[:4000],
+                       provenance={"facts_hash": planned.facts_hash, "plan": p.to_dict()})
+            dep = Deployment(run_id=run_id, device_id=device.id, device_name=device.name, pipeline=p.pipeline,
+                             strategy=p.strategy, runtime=p.runtime, state="pending", plan=p.to_dict(),
+                             facts_hash=planned.facts_hash, virtual=planned.virtual, remote_dir=p.remote_dir,
+                             owner=f"{getpass.getuser()}@{socket.gethostname()}"[:64])
+            s.add(dep)
+            s.flush()
+            lines = admission.admit(s, device, planned.profile, p, dep)
+            dep.admission = {"pools": [line.to_dict() for line in lines]}
+            add_phase(dep, "admitted")
+            s.add(dep)
+    except Refusal as r:
+        _attempt(engine, req, r)
+        raise
+    _attempt(engine, req, None, dep.id)
+    _phase(on_phase, "admitted", {"run": run_id, "strategy": p.strategy, "runtime": p.runtime})
+    return _launch(engine, dep.id, p, opts, on_phase)
+
+
+def _phase(cb: Phase | None, name: str, info: dict[str, Any]) -> None:
+    if cb:
+        cb(name, info)
+
+
+def _sync_run(s, dep: Deployment) -> None:
+    """Mirror the deployment's state on its run (a deployment is a run; the run has fewer states)."""
+    run = s.get(Run, dep.run_id)
+    want = "pending" if dep.state in ("pending", "starting") else dep.state
+    if run is not None and run.state != want:
+        set_state(s, run, want, error=dep.error)
+
+
+def _update(engine: Engine, dep_id: int, fn: Callable[[Any, Deployment], None]) -> Deployment:
+    with session_scope(engine) as s:
+        dep = s.get(Deployment, dep_id)
+        fn(s, dep)
+        s.add(dep)
+        s.flush()
+        _sync_run(s, dep)
+        return dep
+
+
+@contextmanager
+def _no_sigint() -> Iterator[None]:
+    """Cleanup must finish: a second Ctrl-C waits until the group is gone and the pool released."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def _launch(engine: Engine, dep_id: int, p: ExecutionPlan, opts: Options, on_phase: Phase | None) -> Deployment:
+    t: Transport | None = None
+    workdirs: dict[str, str] = {}
+    try:
+        with session_scope(engine, write=False) as s:
+            run_id = s.get(Deployment, dep_id).run_id
+            endpoint = get_device(s, p.device).endpoint()
+        t0 = time.monotonic()
+        try:
+            t = _connect(endpoint, opts)
+            root = remote.run_root(t)
+        except TransportError as e:
+            raise Refusal("device_unreachable", str(e), device=p.device, remedy=e.remedy or
+                          f"run `edgelab device check {p.device}`") from e
+        run_dir = f"{root}/{run_id}"
+        _update(engine, dep_id, lambda s, d: (setattr(d, "remote_dir", run_dir), setattr(d, "state", "starting"),
+                                              add_phase(d, "connected", seconds=round(time.monotonic() - t0, 3))))
+        _phase(on_phase, "connected", {"remote_dir": run_dir})
+        _push(t, p)
+        _update(engine, dep_id, lambda s, d: add_phase(d, "pushed", artifacts=len(p.artifacts)))
+        for proc in p.processes:
+            wd = f"{run_dir}/{proc.name}"
+            workdirs[proc.name] = wd
+            ts = time.monotonic()
+            pid = remote.launch(t, wd, proc.argv, proc.env)
+            with session_scope(engine) as s:
+                s.add(DeploymentProcess(deployment_id=dep_id, name=proc.name, argv=list(proc.argv), workdir=wd,
+                                        pid=pid, state="running", started_at=utcnow()))
+                dep = s.get(Deployment, dep_id)
+                add_phase(dep, f"spawned:{proc.name}", pid=pid, seconds=round(time.monotonic() - ts, 3))
+                s.add(dep)
+            _phase(on_phase, "spawned", {"process": proc.name, "pid": pid})
+        timeout = opts.ready_timeout_s or p.ready_timeout_s
+        lines = _wait_ready(t, p, workdirs, dep_id, engine, timeout, on_phase)
+        obs = placement.observe(p, lines)
+
+        def running(s, d: Deployment) -> None:
+            d.state = "running"
+            d.started_at = utcnow()
+            d.placement = obs
+            add_phase(d, "ready", seconds=round(time.monotonic() - t0, 3))
+        dep = _update(engine, dep_id, running)
+        _phase(on_phase, "ready", {"placement": obs})
+        return dep
+    except BaseException as exc:
+        with _no_sigint():
+            state = "stopped" if isinstance(exc, KeyboardInterrupt) else "failed"
+            why = "interrupted (SIGINT) during deploy" if isinstance(exc, KeyboardInterrupt) else \
+                (str(exc) or type(exc).__name__)
+            _abort(engine, dep_id, t, workdirs, state, why, opts)
+        raise
+    finally:
+        if t is not None:
+            try:
+                t.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+def _push(t: Transport, p: ExecutionPlan) -> None:
+    """Push the plan's artifacts through the artifacts layer (content-addressed, verified)."""
+    if not p.artifacts:
+        return
+    from edgelab.artifacts import push_plan_artifacts  # type: ignore[attr-defined]
+
+    push_plan_artifacts(t, p)
+
+
+def _wait_ready(t: Transport, p: ExecutionPlan, workdirs: dict[str, str], dep_id: int, engine: Engine,
+                timeout: float, on_phase: Phase | None) -> dict[str, list[str]]:
+    """Poll each process until its ready line shows (or, without one, it is still alive after a poll)."""
+    import re
+
+    deadline = time.monotonic() + timeout
+    lines: dict[str, list[str]] = {proc.name: [] for proc in p.processes}
+    offsets = dict.fromkeys(lines, 0)
+    pending = {proc.name: proc for proc in p.processes}
+    pids = {}
+    with session_scope(engine, write=False) as s:
+        for row in processes(s, dep_id):
+            pids[row.name] = row.pid
+    while pending:
+        for name, proc in list(pending.items()):
+            got = remote.poll(t, workdirs[name], pids[name], offsets[name])
+            offsets[name] += len(got.text.encode())
+            new = got.text.splitlines()
+            lines[name].extend(new)
+            pat = re.compile(proc.ready_pattern) if proc.ready_pattern else None
+            if (pat is None and got.alive) or (pat is not None and any(pat.search(x) for x in new)):
+                del pending[name]
+                _phase(on_phase, "ready_line", {"process": name})
+                continue
+            if not got.alive:
+                err = remote.read_file(t, f"{workdirs[name]}/stderr.log", 2000).strip().splitlines()
+                raise EdgelabError(f"{name} exited (code {got.exit_code}) before it was ready"
+                                   + (f": {err[-1]}" if err else ""),
+                                   remedy=f"see `edgelab logs` of the run; command: {' '.join(proc.argv)[:200]}")
+        if not pending:
+            break
+        if time.monotonic() > deadline:
+            raise EdgelabError(f"{', '.join(pending)} not ready after {timeout:g}s (from the profile's load-time "
+                               "estimate)", remedy="see `edgelab logs`; a cold start can be slow (S1: 95-355 s)")
+        time.sleep(POLL_S)
+    return lines
+
+
+def _fetch_logs(t: Transport, workdirs: dict[str, str]) -> dict[str, str]:
+    out = {}
+    for name, wd in workdirs.items():
+        for f in ("stdout.log", "stderr.log"):
+            try:
+                out[f"{name}/{f}"] = remote.read_file(t, f"{wd}/{f}", LOG_TAIL_BYTES)
+            except EdgelabError:
+                pass
+    return out
+
+
+def _abort(engine: Engine, dep_id: int, t: Transport | None, workdirs: dict[str, str], state: str, why: str,
+           opts: Options) -> None:
+    """Stop whatever was started (pids from the DB and from pid files), release, record the final state."""
+    left_total = 0
+    logs: dict[str, str] = {}
+    if workdirs:
+        with session_scope(engine, write=False) as s:
+            p = s.get(Deployment, dep_id)
+            endpoint = get_device(s, p.device_name).endpoint()
+        try:
+            t2 = t or _connect(endpoint, opts)
+            for _name, wd in workdirs.items():
+                pid = remote.pid_from_file(t2, wd)
+                if pid:
+                    left_total += remote.stop(t2, pid, opts.stop_grace_s)
+            logs = _fetch_logs(t2, workdirs)
+        except (EdgelabError, OSError) as e:
+            why += f"; cleanup could not reach the device: {e}"
+            left_total = -1
+
+    def final(s, d: Deployment) -> None:
+        release(s, d.id)
+        for row in processes(s, d.id):
+            row.state = "killed" if left_total == 0 else "unknown"
+            row.stopped_at = utcnow()
+            s.add(row)
+        d.state = state if left_total >= 0 else "device-lost"
+        d.error = why[:2000]
+        d.ended_at = utcnow()
+        d.logs = logs
+        add_phase(d, "aborted", why=why[:300], left=left_total)
+    _update(engine, dep_id, final)
+
+
+def stop(engine: Engine, ref: str | int, *, opts: Options | None = None) -> Deployment:
+    """Kill every process group of the run, verify they are gone, fetch logs, release the reservation."""
+    opts = opts or Options()
+    with session_scope(engine, write=False) as s:
+        dep = get_deployment(s, ref)
+        rows = processes(s, dep.id)
+        endpoint = get_device(s, dep.device_name).endpoint()
+    if dep.state not in ACTIVE_STATES:
+        with session_scope(engine) as s:
+            release(s, dep.id)  # a final run never holds memory
+        return dep
+    try:
+        t = _connect(endpoint, opts)
+    except TransportError as e:
+        raise TransportError(f"{dep.device_name} is unreachable; run {dep.run_id} stays {dep.state}: {e}",
+                             remedy="bring the device back and stop again, or mark it with `edgelab ps` "
+                                    "(an unreachable device marks its runs device-lost)") from e
+    try:
+        left = {}
+        for row in rows:
+            if row.pid:
+                left[row.name] = remote.stop(t, row.pid, opts.stop_grace_s)
+        logs = _fetch_logs(t, {r.name: r.workdir for r in rows})
+    finally:
+        t.close()
+    if any(left.values()):
+        raise EdgelabError(f"run {dep.run_id}: processes survived the stop: "
+                           + ", ".join(f"{k} ({v} left)" for k, v in left.items() if v),
+                           remedy="stop again; check the device for processes in that group")
+
+    def final(s, d: Deployment) -> None:
+        release(s, d.id)
+        for row in processes(s, d.id):
+            row.state, row.stopped_at = "killed", utcnow()
+            s.add(row)
+        d.state, d.ended_at, d.logs = "stopped", utcnow(), logs
+        add_phase(d, "stopped")
+    return _update(engine, dep.id, final)
+
+
+def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> Deployment:
+    """Look at the device: a run whose processes all ended is finished/failed; an unreachable one device-lost."""
+    opts = opts or Options()
+    with session_scope(engine, write=False) as s:
+        dep = get_deployment(s, ref)
+        rows = processes(s, dep.id)
+        endpoint = get_device(s, dep.device_name).endpoint()
+    if dep.state != "running":
+        return dep
+    try:
+        t = _connect(endpoint, opts)
+        try:
+            status = {r.name: (remote.alive(t, r.pid) if r.pid else False) for r in rows}
+            codes = {}
+            for r in rows:
+                if not status[r.name]:
+                    codes[r.name] = remote.poll(t, r.workdir, r.pid, 1 << 40).exit_code
+            logs = _fetch_logs(t, {r.name: r.workdir for r in rows}) if not any(status.values()) else None
+        finally:
+            t.close()
+    except TransportError as e:
+        msg = str(e)
+
+        def lost(s, d: Deployment) -> None:
+            d.state, d.error, d.ended_at = "device-lost", msg[:2000], utcnow()
+            release(s, d.id)
+            add_phase(d, "device-lost")
+        return _update(engine, dep.id, lost)
+    if any(status.values()):
+        return dep
+
+    def ended(s, d: Deployment) -> None:
+        ok = all(c == 0 for c in codes.values())
+        d.state, d.ended_at, d.logs = ("finished" if ok else "failed"), utcnow(), logs or {}
+        d.error = None if ok else f"exit codes {codes}"
+        release(s, d.id)
+        for row in processes(s, d.id):
+            row.state, row.exit_code, row.stopped_at = "exited", codes.get(row.name), utcnow()
+            s.add(row)
+        add_phase(d, "ended", exit_codes=codes)
+    return _update(engine, dep.id, ended)
+
+
+def log_lines(engine: Engine, ref: str | int, *, follow: bool = False, stream: str = "stdout",
+              opts: Options | None = None) -> Iterator[str]:
+    """The run's remote log lines (all processes); ``follow`` keeps streaming until the caller stops."""
+    opts = opts or Options()
+    with session_scope(engine, write=False) as s:
+        dep = get_deployment(s, ref)
+        rows = processes(s, dep.id)
+        endpoint = get_device(s, dep.device_name).endpoint()
+    if dep.state not in ACTIVE_STATES and dep.logs:
+        for key, text in dep.logs.items():
+            if key.endswith(f"/{stream}.log"):
+                yield from text.splitlines()
+        return
+    t = _connect(endpoint, opts)
+    try:
+        if not follow:
+            for r in rows:
+                yield from remote.read_file(t, f"{r.workdir}/{stream}.log", LOG_TAIL_BYTES).splitlines()
+            return
+        r = rows[0]
+        with t.stream(remote.follow_argv(f"{r.workdir}/{stream}.log")) as proc:
+            yield from proc.lines()
+    finally:
+        t.close()

@@ -1,0 +1,75 @@
+"""Placement honesty: what each stage actually ran on, as observed, with every fallback flagged.
+
+Observations come from the process's own output: edgelab events that name a stage's device,
+and runtime log lines (llama.cpp's layer offload count, OpenCL/QNN/CUDA backend banners). A stage
+with no evidence is ``unobserved``, never assumed to be where it was planned.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from edgelab.deploy.plan import ExecutionPlan
+from edgelab.deploy.strategies.common import REFERENCE, REFERENCE_PLACEMENT
+
+_PATTERNS: list[tuple[re.Pattern[str], Any]] = [
+    (re.compile(r"offloaded (\d+)/(\d+) layers to GPU"), lambda m: "gpu" if int(m.group(1)) > 0 else "cpu"),
+    (re.compile(r"QnnHtp|HTP backend|using QNN", re.I), "npu"),
+    (re.compile(r"ggml_opencl|OpenCL backend|using OpenCL", re.I), "gpu"),
+    (re.compile(r"ggml_cuda_init|using CUDA|CUDA0", re.I), "gpu"),
+    (re.compile(r"ggml_vulkan|using Vulkan", re.I), "gpu"),
+    (re.compile(r"falling back to CPU|using CPU backend|CPU only", re.I), "cpu"),
+]
+
+
+def _from_event(line: str) -> tuple[str | None, str] | None:
+    """(stage or None for all, placement) from an event line that states one."""
+    try:
+        ev = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(ev, dict):
+        return None
+    where = ev.get("placement") or ev.get("device_kind") or (ev.get("meta") or {}).get("placement")
+    if not where:
+        return None
+    return ev.get("stage"), str(where)
+
+
+def observe(plan: ExecutionPlan, lines_by_process: dict[str, Iterable[str]]) -> list[dict[str, Any]]:
+    """One record per stage: planned, observed (with its evidence), and whether it fell back."""
+    seen: dict[str, tuple[str, str]] = {}
+    for proc, lines in lines_by_process.items():
+        for line in lines:
+            got = _from_event(line)
+            if got:
+                stage, where = got
+                for st in plan.stages:
+                    if st.process == proc and (stage is None or stage == st.name):
+                        seen[st.name] = (where, line.strip()[:200])
+                continue
+            for pat, res in _PATTERNS:
+                m = pat.search(line)
+                if m:
+                    where = res(m) if callable(res) else res
+                    for st in plan.stages:
+                        if st.process == proc and st.name not in seen:
+                            seen[st.name] = (where, line.strip()[:200])
+                    break
+    out = []
+    for st in plan.stages:
+        if st.placement == "server":
+            out.append({"stage": st.name, "planned": "server", "observed": "server", "evidence": "S4 remote stage",
+                        "fallback": False})
+            continue
+        observed, evidence = seen.get(st.name, (None, None))
+        if observed is None and st.runtime == REFERENCE and st.process in lines_by_process:
+            observed, evidence = REFERENCE_PLACEMENT, "reference runtime: CPU only, random weights"
+        planned_kind = st.placement.split(" ")[0]
+        fallback = observed is not None and observed.split(" ")[0] != planned_kind
+        out.append({"stage": st.name, "planned": st.placement, "observed": observed or "unobserved",
+                    "evidence": evidence, "fallback": fallback})
+    return out

@@ -1,0 +1,63 @@
+"""An execution plan: what a strategy decided to run where, before anything touches the device.
+
+A plan is plain data (``to_dict`` round-trips through JSON), so a dry run prints exactly what a
+real deploy would push and start, and the stored run keeps the plan it was launched from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class StagePlan:
+    """One pipeline stage: which runtime and backend run it, and where it is meant to run."""
+
+    name: str
+    role: str
+    runtime: str  # e.g. vllm-omni, llama.cpp, mnn, executorch, reference, server
+    backend: str  # e.g. cuda, opencl, qnn, cpu, remote
+    placement: str  # intended: gpu, npu, cpu, server
+    artifacts: list[str] = field(default_factory=list)  # artifact roles this stage needs on the device
+    process: str | None = None  # name of the process that hosts the stage
+
+
+@dataclass
+class ProcessSpec:
+    """One process to start on the device, detached, with its exact argv."""
+
+    name: str
+    argv: list[str]
+    ready_pattern: str | None = None  # regex a stdout line matches once the process is ready; None: alive is ready
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ExecutionPlan:
+    pipeline: str
+    device: str
+    strategy: str
+    runtime: str
+    reason: str  # why this strategy (or the override that chose it)
+    stages: list[StagePlan]
+    processes: list[ProcessSpec]
+    memory: dict[str, int]  # pool name -> bytes this plan reserves
+    memory_detail: dict[str, Any] = field(default_factory=dict)  # weights / activations / kv / quantization
+    endpoints: list[str] = field(default_factory=list)  # what the deployment serves or talks to
+    expected_outputs: list[str] = field(default_factory=list)  # metrics kinds: audio, action, text
+    artifacts: list[dict[str, Any]] = field(default_factory=list)  # {role, stage, name, present}
+    remote_dir: str = ""  # the run's directory on the device
+    ready_timeout_s: float = 30.0
+    notes: list[str] = field(default_factory=list)
+    refused: list[dict[str, Any]] = field(default_factory=list)  # strategies not taken and why
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ExecutionPlan:
+        d = dict(data)
+        d["stages"] = [StagePlan(**s) for s in d.get("stages", [])]
+        d["processes"] = [ProcessSpec(**p) for p in d.get("processes", [])]
+        return cls(**d)

@@ -1,0 +1,85 @@
+"""Strategy choice (DESIGN §3) and plan building: S1, S3, S4, S5; S2 is refused with the study's reason.
+
+Automatic choice follows the profile's eligibility: an explicit S4 endpoint first, then S1 where
+eligible (Jetson-class CUDA with memory), then S3, then S5, the baseline. ``--strategy`` and
+``--runtime`` overrides are honoured when the profile allows them, refused with its reason otherwise.
+"""
+
+from __future__ import annotations
+
+from edgelab.deploy.plan import ExecutionPlan
+from edgelab.deploy.refusal import Refusal
+from edgelab.deploy.strategies import s1, s3, s4, s5
+from edgelab.deploy.strategies.common import REFERENCE, RUNTIME_FORMATS, PlanContext
+
+BUILDERS = {"S1": s1.build, "S3": s3.build, "S4": s4.build, "S5": s5.build}
+KNOWN = ("S1", "S2", "S3", "S4", "S5")
+
+
+def _refused(ctx: PlanContext) -> list[dict]:
+    return [{"strategy": d.strategy, "reason": d.reason, "code": d.code}
+            for d in ctx.pipeline_profile.strategies if not d.eligible]
+
+
+def choose(ctx: PlanContext, requested: str | None = None) -> tuple[str, str]:
+    """(strategy, why); raises Refusal when the request (or every strategy) is refused."""
+    pp = ctx.pipeline_profile
+    if requested:
+        sid = requested.upper()
+        if sid not in KNOWN:
+            raise Refusal("strategy_refused", f"unknown strategy {requested!r}", device=ctx.device,
+                          remedy="choose one of S1, S3, S4, S5", strategy=requested)
+        d = pp.strategy(sid)
+        if not d.eligible:
+            code = d.code if d.code in ("budget_exceeds_device",) else "strategy_refused"
+            raise Refusal(code, f"{sid} refused: {d.reason}", device=ctx.device, strategy=sid,
+                          remedy=_remedy(sid, d.code, pp.eligible), numbers={"profile_code": d.code})
+        return sid, f"{sid} requested: {d.reason}"
+    order = (["S4"] if ctx.endpoint else []) + ["S1", "S3", "S5"]
+    for sid in order:
+        d = pp.strategy(sid)
+        if d.eligible:
+            others = "; ".join(f"{r['strategy']} refused ({r['reason']})" for r in _refused(ctx))
+            return sid, f"{sid}: {d.reason}" + (f". {others}" if others else "")
+    codes = {d.code for d in pp.strategies if not d.eligible}
+    why = "; ".join(f"{d.strategy}: {d.reason}" for d in pp.strategies)
+    if "budget_exceeds_device" in codes:
+        # Let admission name the pool and the numbers: plan at the smallest format tried.
+        return "S5" if pp.strategy("S5").code == "budget_exceeds_device" else "S3", "no strategy fits: " + why
+    raise Refusal("no_runnable_device", f"no strategy can run {ctx.spec.id}: {why}", device=ctx.device,
+                  remedy="probe the device again (`edgelab probe`) or pick a device whose class has a runtime target")
+
+
+def _remedy(sid: str, code: str | None, eligible: list[str]) -> str:
+    alt = f"eligible here: {', '.join(eligible)}" if eligible else "no strategy is eligible on this device"
+    if sid == "S4" and code == "no_endpoint":
+        return f"give --endpoint ws://SERVER:PORT for S4, or drop --strategy ({alt})"
+    if sid == "S2":
+        return f"S2 is a documented refusal; use another strategy ({alt})"
+    return f"drop --strategy to choose automatically ({alt})"
+
+
+def build_plan(ctx: PlanContext, requested: str | None = None) -> ExecutionPlan:
+    """Choose the strategy and build its plan; a refused override or runtime raises Refusal."""
+    sid, why = choose(ctx, requested)
+    if ctx.runtime and ctx.runtime not in RUNTIME_FORMATS:
+        raise Refusal("strategy_refused", f"unknown runtime {ctx.runtime!r}", device=ctx.device, strategy=sid,
+                      remedy=f"choose one of {', '.join(RUNTIME_FORMATS)}")
+    if ctx.runtime == "vllm-omni" and sid != "S1":
+        raise Refusal("strategy_refused", f"runtime vllm-omni runs only under S1, not {sid}", device=ctx.device,
+                      strategy=sid, remedy="drop --runtime, or use --strategy S1 on a Jetson-class device")
+    if sid == "S1" and ctx.runtime not in (None, "vllm-omni", REFERENCE):
+        raise Refusal("strategy_refused", f"S1 runs vLLM-Omni itself, not {ctx.runtime}", device=ctx.device,
+                      strategy=sid, remedy="use --strategy S3 or S5 for another runtime")
+    plan = BUILDERS[sid](ctx, why)
+    fit = ctx.pipeline_profile.fit
+    quant = fit.quantization or (fit.budget.quantization if fit.budget else None)
+    if quant and plan.runtime in RUNTIME_FORMATS and quant not in RUNTIME_FORMATS[plan.runtime]:
+        raise Refusal("weight_format_unsupported",
+                      f"{plan.runtime} cannot load {quant} weights (it loads {', '.join(RUNTIME_FORMATS[plan.runtime])})",
+                      device=ctx.device, strategy=sid, remedy="choose a runtime that loads this format (--runtime)")
+    plan.refused = _refused(ctx)
+    return plan
+
+
+__all__ = ["BUILDERS", "PlanContext", "build_plan", "choose"]
