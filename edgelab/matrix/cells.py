@@ -1,0 +1,237 @@
+"""Cells of the matrix: seed, look up, change by hand, and update from playbook outcomes.
+
+Every change appends a MatrixChange row. Evidence is a list of run ids; a run on a virtual
+device demonstrates the machinery and never qualifies a cell: it is kept apart (demo_evidence)
+and a request to qualify from it is refused with the run and device named.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sqlmodel import Session
+
+from edgelab.errors import ConfigError, EdgelabError, NotFound
+from edgelab.matrix import ladder
+from edgelab.matrix.layout import COLUMNS, ROWS, cell_id, column_by, row_by
+from edgelab.store.matrix import MatrixCell, MatrixChange, get_cell, list_cells
+from edgelab.store.models import Device, utcnow
+from edgelab.store.runs import get_run
+
+
+class VirtualEvidence(EdgelabError):
+    """Qualification asked on the strength of a virtual-device run."""
+
+    remedy = "qualify from runs on real devices; virtual runs stay attached as demonstration evidence"
+
+
+_FIELDS = ("stage", "functional", "performance", "failing_layer", "reason", "next_experiment", "evidence")
+
+
+def seed_matrix(session: Session) -> int:
+    """Create the 60 cells (12 rows x 5 columns) that do not exist yet; returns how many were added."""
+    added = 0
+    for r in ROWS:
+        for c in COLUMNS:
+            cid = cell_id(r.key, c.key)
+            if session.get(MatrixCell, cid) is not None:
+                continue
+            session.add(MatrixCell(id=cid, row=r.index, row_key=r.key, row_label=r.label, col=c.index,
+                                   pipeline=c.key, col_label=c.label, stage="none", updated_by="seed",
+                                   updated_at=utcnow()))
+            added += 1
+    session.flush()
+    return added
+
+
+def matrix_rows(session: Session) -> list[MatrixCell]:
+    """Every cell, seeding the matrix first when the table is empty."""
+    cells = list_cells(session)
+    if not cells:
+        seed_matrix(session)
+        cells = list_cells(session)
+    return cells
+
+
+_RC = re.compile(r"r?(\d+)[x/:c.,](\S+)", re.IGNORECASE)
+
+
+def resolve_cell(session: Session, ref: str) -> MatrixCell:
+    """A cell by id (``galaxy-s25/qwen3-tts-0.6b``), by numbers (``9/2``, ``r9c2``) or row/pipeline."""
+    matrix_rows(session)
+    cell = session.get(MatrixCell, ref)
+    if cell is not None:
+        return cell
+    m = _RC.fullmatch(ref.strip())
+    row = col = None
+    if "/" in ref:
+        a, b = ref.split("/", 1)
+        row, col = row_by(a), column_by(b)
+    elif m:
+        row, col = row_by(m.group(1)), column_by(m.group(2))
+    if row and col:
+        return get_cell(session, cell_id(row.key, col.key))
+    raise NotFound(f"no matrix cell {ref!r}",
+                   remedy="name a cell as ROW/PIPELINE, e.g. galaxy-s25/qwen3-tts-0.6b or 9/2 (see `edgelab matrix`)")
+
+
+def _snapshot(cell: MatrixCell) -> dict[str, Any]:
+    return {f: (list(getattr(cell, f)) if f == "evidence" else getattr(cell, f)) for f in _FIELDS}
+
+
+def _run_is_virtual(session: Session, run) -> tuple[bool, str]:
+    if run.virtual:
+        return True, run.device_name or "?"
+    if run.device_name:
+        dev = session.query(Device).filter(Device.name == run.device_name).first()
+        if dev is not None and dev.virtual:
+            return True, dev.name
+    return False, run.device_name or "?"
+
+
+def _split_evidence(session: Session, run_ids: list[str]) -> tuple[list[str], list[tuple[str, str]], list]:
+    """(real run ids, [(virtual run id, device)], run rows); unknown runs raise NotFound."""
+    real, virtual, runs = [], [], []
+    for ref in run_ids:
+        run = get_run(session, ref)
+        runs.append(run)
+        is_virtual, dev = _run_is_virtual(session, run)
+        (virtual.append((run.id, dev)) if is_virtual else real.append(run.id))
+    return real, virtual, runs
+
+
+def _change(session: Session, cell: MatrixCell, before: dict, source: str, evidence: list[str],
+            note: str | None) -> None:
+    cell.updated_at = utcnow()
+    cell.updated_by = source
+    session.add(cell)
+    session.add(MatrixChange(cell_id=cell.id, source=source, before=before, after=_snapshot(cell),
+                             evidence=list(evidence), note=note))
+    session.flush()
+
+
+def set_cell(
+    session: Session,
+    ref: str,
+    *,
+    status: str | None = None,
+    performance: str | None = None,
+    stage: str | None = None,
+    evidence: list[str] | None = None,
+    reason: str | None = None,
+    layer: str | None = None,
+    next_experiment: str | None = None,
+    source: str = "manual",
+) -> tuple[MatrixCell, list[str]]:
+    """Change a cell by hand (``edgelab matrix set``); returns the cell and notes for the operator.
+
+    ``status`` is a functional status word or a stage name. Qualification needs at least one
+    finished run on a real device as evidence and is refused outright when evidence is virtual.
+    """
+    cell = resolve_cell(session, ref)
+    notes: list[str] = []
+    if status and status.lower() in ladder.STAGES and stage is None:
+        stage, status = status.lower(), None
+    word = ladder.check_word(status)
+    perf = ladder.check_word(performance, "performance status")
+    target = ladder.check_stage(stage) if stage else (ladder.stage_for_word(word, cell.stage) if word else cell.stage)
+    if word is None and target == "blocked":
+        word = "BLOCKED"
+    if word is None and target == "rejected":
+        word = "REJECTED"
+    real, virtual, runs = _split_evidence(session, list(evidence or []))
+    if target == "qualified":
+        if virtual:
+            rid, dev = virtual[0]
+            raise VirtualEvidence(
+                f"refusing to qualify {cell.id}: run {rid} ran on virtual device {dev}; "
+                "a virtual run demonstrates the machinery and never qualifies a cell")
+        finished = [r for r in runs if r.state == "finished"]
+        if not finished and not cell.evidence:
+            raise ConfigError(f"qualifying {cell.id} needs evidence: a finished run on a real device",
+                              remedy="add --evidence RUN (see `edgelab runs ls`)")
+        if (perf or cell.performance) != "PASS":
+            raise ConfigError(f"qualifying {cell.id} needs performance status PASS",
+                              remedy="add --performance PASS once the profile meets its gates")
+    ladder.check_transition(cell.stage, target, reason=reason or cell.reason, layer=layer or cell.failing_layer,
+                            next_experiment=next_experiment or cell.next_experiment)
+    before = _snapshot(cell)
+    cell.stage = target
+    if word:
+        cell.functional = word
+    if perf:
+        cell.performance = perf
+    if target not in ladder.ENDS:
+        cell.failing_layer = None if target == "qualified" else cell.failing_layer
+    for attr, value in (("reason", reason), ("failing_layer", layer), ("next_experiment", next_experiment)):
+        if value is not None:
+            setattr(cell, attr, value)
+    cell.evidence = list(dict.fromkeys([*cell.evidence, *real]))
+    if virtual:
+        cell.demo_evidence = list(dict.fromkeys([*cell.demo_evidence, *(v for v, _ in virtual)]))
+        notes.append(f"{len(virtual)} virtual run(s) kept as demonstration evidence only "
+                     f"({', '.join(f'{r} on {d}' for r, d in virtual)})")
+    _change(session, cell, before, source, [*real, *(v for v, _ in virtual)], reason)
+    return cell, notes
+
+
+def record_outcome(
+    session: Session,
+    *,
+    row_key: str,
+    pipeline: str,
+    run_ids: list[str],
+    passed: bool,
+    gated: bool,
+    source: str,
+    qualify: bool = False,
+    failing_layer: str | None = None,
+    reason: str | None = None,
+) -> str:
+    """Update a cell from one playbook job (a device x pipeline); returns a one-line note.
+
+    Virtual runs only attach demonstration evidence. On a real device: a finished bench makes
+    the functional status PASS (executes end to end); passing gates make performance PASS
+    (profiled); ``qualify`` with everything passing qualifies it; a failure records FAILED.
+    """
+    row, col = row_by(row_key), column_by(pipeline)
+    if row is None or col is None:
+        return f"no matrix cell for {row_key} x {pipeline}"
+    cell = resolve_cell(session, cell_id(row.key, col.key))
+    real, virtual, _runs = _split_evidence(session, run_ids)
+    before = _snapshot(cell)
+    if virtual or not real:
+        cell.demo_evidence = list(dict.fromkeys([*cell.demo_evidence, *(v for v, _ in virtual)]))
+        _change(session, cell, before, source, [v for v, _ in virtual], "virtual run: demonstration only")
+        return f"{cell.id}: unchanged (virtual device: demonstration evidence only, never qualifies)"
+    cell.evidence = list(dict.fromkeys([*cell.evidence, *real]))
+    if passed:
+        cell.functional = "PASS"
+        target = "executes"
+        if gated:
+            cell.performance = "PASS"
+            target = "qualified" if qualify else "profiled"
+        if cell.stage in ladder.ENDS or ladder.rank(target) > ladder.rank(cell.stage):
+            cell.stage = target
+        cell.failing_layer = None
+    else:
+        if gated and failing_layer == "performance":
+            cell.performance = "FAILED"
+        else:
+            cell.functional = "FAILED"
+        cell.failing_layer = failing_layer
+        cell.reason = reason
+    _change(session, cell, before, source, real, reason)
+    return f"{cell.id}: {cell.stage} (functional {cell.functional or '-'}, performance {cell.performance or '-'})"
+
+
+def cell_dict(cell: MatrixCell) -> dict[str, Any]:
+    return {
+        "id": cell.id, "row": cell.row, "row_key": cell.row_key, "row_label": cell.row_label,
+        "col": cell.col, "pipeline": cell.pipeline, "col_label": cell.col_label, "stage": cell.stage,
+        "functional": cell.functional, "performance": cell.performance, "failing_layer": cell.failing_layer,
+        "reason": cell.reason, "next_experiment": cell.next_experiment, "evidence": list(cell.evidence),
+        "demo_evidence": list(cell.demo_evidence),
+        "updated_at": cell.updated_at.isoformat() if cell.updated_at else None, "updated_by": cell.updated_by,
+    }
