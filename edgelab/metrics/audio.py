@@ -16,6 +16,7 @@ from edgelab.metrics.stats import summarize
 
 QWEN3_TTS_SR = 24000
 QWEN3_TTS_FRAME_SAMPLES = 1920  # 80 ms at 24 kHz, 12.5 Hz codec
+EPS_MS = 1e-6  # a chunk "late" by float rounding only is on time
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +62,7 @@ def underruns(chunks: Sequence[Chunk], start_ms: float) -> tuple[int, float]:
     count, stall, shift, c_ms = 0, 0.0, 0.0, 0.0
     for ch in audio_chunks(chunks):
         needed = start_ms + c_ms + shift
-        if ch.t_ms > needed:
+        if ch.t_ms > needed + EPS_MS:
             gap = ch.t_ms - needed
             count += 1
             stall += gap

@@ -15,7 +15,7 @@ from typing import Any
 
 from edgelab.metrics import events as ev
 from edgelab.metrics.action import ActionSample, ActionVerdict, judge, verdicts_summary
-from edgelab.metrics.audio import AudioMetrics, Chunk, audio_metrics
+from edgelab.metrics.audio import EPS_MS, AudioMetrics, Chunk, audio_metrics
 from edgelab.metrics.stats import summarize
 from edgelab.metrics.text import text_metrics
 
@@ -49,7 +49,7 @@ class LiveAudio:
         if self.pb is None or v > self.pb:
             self.pb = v
         needed = self.ttfa + self.c_ms + self.shift
-        if t_ms > needed:
+        if t_ms > needed + EPS_MS:
             self.under += 1
             self.stall += t_ms - needed
             self.shift += t_ms - needed
