@@ -25,6 +25,7 @@ from edgelab.deploy import admission, placement, remote
 from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.refusal import Refusal
 from edgelab.deploy.strategies import PlanContext, build_plan
+from edgelab.deploy.strategies.common import REFERENCE_KINDS
 from edgelab.errors import ConfigError, EdgelabError, TransportError
 from edgelab.probe.facts import Facts
 from edgelab.profile import DeployProfile, derive_profile
@@ -138,6 +139,12 @@ def _attempt(engine: Engine, req: DeployRequest, refusal: Refusal | None, deploy
 
 def _check_artifacts(p: ExecutionPlan) -> None:
     """Non-reference plans need their artifacts in the registry; refused before anything is reserved."""
+    for proc in p.processes:
+        bad = next((a for a in proc.argv if a.startswith("unsupported:")), None)
+        if bad:
+            raise Refusal("no_exported_graph", f"the reference runtime has no {bad.split(':', 1)[1]} workload "
+                          f"(it has {', '.join(REFERENCE_KINDS)})", device=p.device, strategy=p.strategy,
+                          remedy="deploy a tts or vla pipeline on a virtual device, or a real runtime on a real one")
     if not p.artifacts:
         return
     try:

@@ -90,14 +90,24 @@ def memory_request(ctx: PlanContext, stages: list[str] | None = None) -> tuple[d
     return {pool.name: weights + act + kv}, detail
 
 
-def reference_kind(spec: PipelineSpec) -> str:
-    return {"tts": "tts", "vla": "vla"}.get(spec.kind, spec.kind)
+REFERENCE_KINDS = ("tts", "vla")  # the workloads ``python -m edgelab.reference`` has
 
 
-def reference_process(ctx: PlanContext, name: str = "reference") -> ProcessSpec:
-    """The reference workload, emitting edgelab events as JSON lines on stdout."""
-    argv = [ctx.python, "-m", "edgelab.reference", reference_kind(ctx.spec), "--run", ctx.run_id,
-            "--pipeline", ctx.spec.id]
+def reference_process(ctx: PlanContext, name: str = "reference", schedule: str | None = None) -> ProcessSpec:
+    """The reference workload, emitting edgelab events as JSON lines on stdout until stopped.
+
+    A deployment serves until ``edgelab stop``: the workload is paced at real time with a request
+    count no session reaches.
+    """
+    kind = ctx.spec.kind
+    argv = [ctx.python, "-m", "edgelab.reference", kind if kind in REFERENCE_KINDS else f"unsupported:{kind}"]
+    if kind == "tts":
+        ramp = (ctx.pipeline_profile.fit.chunk_schedule or {}).get("ramp_frames")
+        sched = schedule or (",".join(str(f) for f in ramp) if ramp else "ramp")
+        argv += ["--schedule", sched, "--frames-per-s", "12.5", "--requests", "100000", "--band", "medium"]
+    elif kind == "vla":
+        argv += ["--steps", "100000000"]
+    argv += ["--run", ctx.run_id, "--device", ctx.device]
     return ProcessSpec(name=name, argv=argv, ready_pattern=r'"kind":\s*"run\.start"')
 
 

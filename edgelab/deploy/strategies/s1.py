@@ -24,7 +24,7 @@ def build(ctx: PlanContext, reason: str) -> ExecutionPlan:
     runtime = REFERENCE if (ctx.runtime == REFERENCE or (ctx.virtual and not ctx.runtime)) else "vllm-omni"
     fit = ctx.pipeline_profile.fit
     if runtime == REFERENCE:
-        proc = reference_process(ctx, "server")
+        proc = reference_process(ctx, "server", schedule="server")
         backend = "cpu"
     else:
         b = fit.budget

@@ -1,0 +1,187 @@
+"""`edgelab deploy`, `ps`, `logs`, `stop`: thin over edgelab.deploy.lifecycle."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from edgelab.cli.common import console, err_console, fail, fail_from, print_json, state
+from edgelab.errors import ConfigError, EdgelabError
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
+
+
+def _engine():
+    from edgelab.store.db import get_engine
+
+    try:
+        return get_engine(state.db)
+    except ConfigError as err:
+        fail_from(err, code=2)
+
+
+def _dep_dict(d) -> dict[str, Any]:
+    return {"run": d.run_id, "device": d.device_name, "pipeline": d.pipeline, "strategy": d.strategy,
+            "runtime": d.runtime, "state": d.state, "virtual": d.virtual, "remote_dir": d.remote_dir,
+            "error": d.error, "phases": d.phases, "placement": d.placement, "admission": d.admission,
+            "created_at": d.created_at.isoformat() if d.created_at else None}
+
+
+def _render_plan(planned) -> None:
+    p = planned.plan
+    virtual = "  [dim]VIRTUAL[/]" if planned.virtual else ""
+    console.print(f"[bold]{escape(p.pipeline)}[/] on [bold]{escape(p.device)}[/]: strategy [bold]{p.strategy}[/] "
+                  f"runtime {escape(p.runtime)}{virtual}")
+    console.print(f"  why: {escape(p.reason)}", highlight=False)
+    st = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for col in ("stage", "runtime", "backend", "placement", "artifacts"):
+        st.add_column(col, overflow="fold")
+    for s in p.stages:
+        st.add_row(escape(s.name), escape(s.runtime), escape(s.backend), escape(s.placement),
+                   escape(", ".join(s.artifacts) or "-"))
+    console.print(st)
+    for proc in p.processes:
+        console.print(f"  process {escape(proc.name)}: {escape(' '.join(proc.argv))}", highlight=False)
+    for line in planned.admission:
+        if "text" in line:
+            console.print(f"  admission: {escape(line['text'])}", highlight=False)
+    console.print(f"  ready timeout {p.ready_timeout_s:g}s, outputs: {', '.join(p.expected_outputs)}", highlight=False)
+
+
+def deploy(
+    pipeline: Annotated[str, typer.Argument(help="Pipeline (qwen3-tts, qwen3-tts-1.7b, internvla-a1, ...).")],
+    device: Annotated[str, typer.Option("--device", "-d", help="Device name.")],
+    strategy: Annotated[str | None, typer.Option("--strategy", help="S1, S3, S4 or S5 (default: automatic).")]
+    = None,
+    runtime: Annotated[str | None, typer.Option("--runtime", help="Runtime override (reference, llama.cpp, ...).")]
+    = None,
+    endpoint: Annotated[str | None, typer.Option("--endpoint", help="S4 server endpoint (ws://host:port).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and admission; touch nothing.")]
+    = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Plan, admit, push and start PIPELINE on a device; refused early (with why) when it cannot run."""
+    from edgelab.deploy import lifecycle
+    from edgelab.deploy.refusal import Refusal
+
+    engine = _engine()
+    req = lifecycle.DeployRequest(device, pipeline, strategy, runtime, endpoint)
+    if dry_run:
+        try:
+            planned = lifecycle.plan(engine, req)
+        except Refusal as r:
+            if json_out:
+                print_json({"device": device, "pipeline": pipeline, "refusal": r.to_dict()})
+                raise typer.Exit(1) from None
+            fail_from(r)
+        except EdgelabError as err:
+            fail_from(err)
+        if json_out:
+            print_json(planned.to_dict())
+        else:
+            _render_plan(planned)
+            if planned.refusal:
+                fail_from(planned.refusal)
+        raise typer.Exit(1 if planned.refusal else 0)
+
+    def phase(name: str, info: dict[str, Any]) -> None:
+        if not json_out:
+            err_console.print(f"[dim]{name}[/] {escape(str(info))}", highlight=False)
+
+    try:
+        dep = lifecycle.deploy(engine, req, on_phase=phase)
+    except Refusal as r:
+        if json_out:
+            print_json({"device": device, "pipeline": pipeline, "refusal": r.to_dict()})
+            raise typer.Exit(1) from None
+        fail_from(r)
+    except KeyboardInterrupt:
+        fail("interrupted: what was started is stopped and its memory released", code=130)
+    except EdgelabError as err:
+        fail_from(err)
+    if json_out:
+        print_json(_dep_dict(dep))
+        return
+    console.print(f"run [bold]{dep.run_id}[/]: {escape(dep.pipeline)} on {escape(dep.device_name)} "
+                  f"({dep.strategy}, {escape(dep.runtime)}) is {dep.state}")
+    for pl in dep.placement:
+        flag = " [red]FALLBACK[/]" if pl.get("fallback") else ""
+        console.print(f"  {escape(pl['stage'])}: planned {escape(pl['planned'])}, observed "
+                      f"{escape(str(pl['observed']))}{flag}", highlight=False)
+
+
+def ps(
+    all_: Annotated[bool, typer.Option("--all", help="Finished runs too.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Deployments and their state (running ones are checked on their device)."""
+    from edgelab.deploy import lifecycle
+    from edgelab.store.db import session_scope
+    from edgelab.store.deployments import list_deployments
+
+    engine = _engine()
+    with session_scope(engine, write=False) as s:
+        deps = list_deployments(s, active_only=not all_)
+    out = []
+    for d in deps:
+        try:
+            out.append(lifecycle.refresh(engine, d.run_id))
+        except EdgelabError:
+            out.append(d)
+    if not all_:
+        out = [d for d in out if d.state in ("pending", "starting", "running")] or out
+    if json_out:
+        print_json([_dep_dict(d) for d in out])
+        return
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for col in ("run", "device", "pipeline", "strategy", "runtime", "state", "started", ""):
+        table.add_column(col, overflow="fold")
+    for d in out:
+        table.add_row(d.run_id, escape(d.device_name), escape(d.pipeline), d.strategy, escape(d.runtime), d.state,
+                      d.started_at.strftime("%H:%M:%S") if d.started_at else "-",
+                      "[dim]VIRTUAL[/]" if d.virtual else "")
+    console.print(table)
+
+
+def logs(
+    run: Annotated[str, typer.Argument(help="Run id (see `edgelab ps`).")],
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep streaming new lines.")] = False,
+    stderr: Annotated[bool, typer.Option("--stderr", help="The stderr log instead of stdout.")] = False,
+) -> None:
+    """A run's remote log (kept with the run once it ended)."""
+    import sys
+
+    from edgelab.deploy import lifecycle
+
+    try:
+        for line in lifecycle.log_lines(_engine(), run, follow=follow, stream="stderr" if stderr else "stdout"):
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        return
+    except EdgelabError as err:
+        fail_from(err)
+
+
+def stop(run: Annotated[str, typer.Argument(help="Run id (see `edgelab ps`).")], json_out: JsonOpt = False) -> None:
+    """Kill the run's remote process groups, verify they are gone, release its memory."""
+    from edgelab.deploy import lifecycle
+
+    try:
+        dep = lifecycle.stop(_engine(), run)
+    except EdgelabError as err:
+        fail_from(err)
+    if json_out:
+        print_json(_dep_dict(dep))
+        return
+    console.print(f"run {dep.run_id} is {dep.state}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("deploy")(deploy)
+    app.command("ps")(ps)
+    app.command("logs")(logs)
+    app.command("stop")(stop)
