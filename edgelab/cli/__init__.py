@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from edgelab import __version__
-from edgelab.cli import device, facts, probe, sim, tui
+from edgelab.cli import deploy, device, facts, probe, sim, tui
 from edgelab.cli.common import state
 
 app = typer.Typer(
@@ -19,6 +19,7 @@ app.add_typer(device.app, name="device")
 app.add_typer(sim.app, name="sim")
 app.add_typer(facts.app, name="facts")
 probe.register(app, facts.app)
+deploy.register(app)
 tui.register(app)
 
 
