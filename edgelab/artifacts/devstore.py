@@ -27,6 +27,15 @@ def hash_timeout(size: int) -> float:
     return 60.0 + size / 20e6
 
 
+class HashMismatch(TransportError):
+    """Bytes on the device do not hash to what was sent."""
+
+
+def _parse_stat(line: str) -> tuple[int, str] | None:
+    size, _, stamp = line.partition("|")
+    return (int(size), stamp) if size.isdigit() else None
+
+
 @dataclass(frozen=True)
 class StoreEntry:
     name: str
@@ -112,6 +121,40 @@ class DeviceStore:
         if paths:
             self._must(["rm", "-f", *paths], "rm")
 
+    # -- one round trip each (a command costs a round trip; a push makes two) ------------------
+    def inspect(self, sha: str) -> tuple[tuple[int, str] | None, tuple[int, str] | None]:
+        """Create the store if needed; (size, stamp) of the blob and of its ``.part``, None if absent."""
+        script = (
+            'mkdir -p "$1" || exit 1; shift; for f in "$@"; do '
+            'if [ -f "$f" ]; then stat -c "%s|%z|%i" "$f" || exit 1; else echo -; fi; done'
+        )
+        res = self._must(["sh", "-c", script, "edgelab-inspect", self.root, self.blob(sha), self.part(sha)], "inspect the store")
+        lines = [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
+        if len(lines) != 2:
+            raise TransportError(f"{self.t_name}: unexpected store listing {res.stdout[:120]!r}")
+        return _parse_stat(lines[0]), _parse_stat(lines[1])
+
+    def finalize(self, sha: str, size: int) -> tuple[int, str] | None:
+        """Hash ``.part`` on the device; if it is ``sha``, rename it into place and return its stat.
+
+        A wrong hash removes the ``.part`` and raises HashMismatch.
+        """
+        script = (
+            'got=$(sha256sum "$1") || exit 1; got=${got%% *}; '
+            'if [ "$got" != "$2" ]; then rm -f "$1"; echo "mismatch $got"; exit 3; fi; '
+            'mv -f "$1" "$3" || exit 1; stat -c "%s|%z|%i" "$3"'
+        )
+        argv = ["sh", "-c", script, "edgelab-finalize", self.part(sha), sha, self.blob(sha)]
+        res = self._run(argv, timeout=hash_timeout(size))
+        if res.exit_code == 3:
+            raise HashMismatch(
+                f"{self.t_name}: {sha[:12]} hashed {res.stdout.split()[-1][:12]} on the device after upload",
+                remedy="the local file changed during the push, or the device's storage is failing",
+            )
+        if not res.ok:
+            raise TransportError(f"{self.t_name}: verify/rename of {sha[:12]} failed: {res.stderr.strip()[:200]}")
+        return _parse_stat(res.stdout.strip().splitlines()[-1] if res.stdout.strip() else "-")
+
     def list(self) -> list[StoreEntry]:
         script = 'cd "$1" 2>/dev/null || exit 0; for f in *; do if [ -f "$f" ]; then stat -c "%s %n" "$f"; fi; done; true'
         res = self._must(["sh", "-c", script, "edgelab-ls", self.root], "list the store")
@@ -177,6 +220,18 @@ class WindowsStore(DeviceStore):
         if not _SHA.match(digest):
             raise TransportError(f"{self.t_name}: Get-FileHash printed {res.stdout[:80]!r}")
         return digest
+
+    def inspect(self, sha: str) -> tuple[tuple[int, str] | None, tuple[int, str] | None]:
+        self.ensure()
+        return self.stat(self.blob(sha)), self.stat(self.part(sha))
+
+    def finalize(self, sha: str, size: int) -> tuple[int, str] | None:
+        got = self.sha256(self.part(sha), size)
+        if got != sha:
+            self.remove([self.part(sha)])
+            raise HashMismatch(f"{self.t_name}: {sha[:12]} hashed {got[:12]} on the device after upload")
+        self.rename(self.part(sha), self.blob(sha))
+        return self.stat(self.blob(sha))
 
     def rename(self, src: str, dst: str) -> None:
         self._ps_must(f"Move-Item -Force -LiteralPath {quote_powershell(src)} -Destination {quote_powershell(dst)}", "rename")

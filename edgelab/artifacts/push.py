@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from edgelab.artifacts.devstore import DeviceStore, open_store
+from edgelab.artifacts.devstore import DeviceStore, HashMismatch, open_store
 from edgelab.artifacts.hashing import sha256_path
 from edgelab.artifacts.upload import ADB_SEGMENT, upload
 from edgelab.errors import EdgelabError, TransportError
@@ -78,20 +78,19 @@ class BlobSpec:
     size: int
 
 
-def _resume_offset(store: DeviceStore, local: Path, sha: str, total: int, notes: list[str]) -> int:
+def _resume_offset(
+    store: DeviceStore, local: Path, sha: str, total: int, part: tuple[int, str] | None, notes: list[str]
+) -> int:
     """Bytes of ``<sha>.part`` already on the device that match the local file's prefix (else 0)."""
-    st = store.stat(store.part(sha))
-    if st is None:
+    if part is None:
         return 0
-    have = st[0]
+    have = part[0]
     if have == 0 or have > total:
-        store.remove([store.part(sha)])
-        return 0
+        return 0  # rewritten from zero
     if store.sha256(store.part(sha), have, prefix=have) == sha256_path(local, prefix=have):
-        notes.append(f"resuming at {have} of {total} bytes")
+        notes.append(f"resumed at {have} of {total} bytes")
         return have
-    notes.append("partial upload did not match the local file; starting over")
-    store.remove([store.part(sha)])
+    notes.append("partial upload did not match the local file; started over")
     return 0
 
 
@@ -105,32 +104,35 @@ def push_blob(
     attempts: int = 3,
     segment: int = ADB_SEGMENT,
 ) -> BlobResult:
-    """Make ``store`` hold ``blob`` under its SHA-256, verified on the device."""
+    """Make ``store`` hold ``blob`` under its SHA-256, verified on the device.
+
+    A cut upload (TransportError) is retried up to ``attempts`` times, each resuming from the
+    verified prefix of ``.part`` left on the device.
+    """
     stamps = stamps or NoStamps()
     sha, total, local = blob.sha256, blob.size, blob.path
     start = time.monotonic()
     target = store.blob(sha)
     notes: list[str] = []
     status = "uploaded"
-    st = store.stat(target)
-    if st is not None:
-        size, stamp = st
-        known = stamps.get(sha)
-        if size == total and not verify and known is not None and known == (size, stamp):
-            return BlobResult(sha, total, "present", target, seconds=time.monotonic() - start)
-        if size == total and store.sha256(target, size) == sha:
-            stamps.put(sha, size, stamp)
-            return BlobResult(sha, total, "verified", target, seconds=time.monotonic() - start)
-        notes.append(f"store copy was corrupt (size {size}); replaced")
-        stamps.drop(sha)
-        store.remove([target])
-        status = "replaced"
     sent_total = 0
     for attempt in range(1, attempts + 1):
         try:
-            if attempt == 1:
-                store.ensure()
-            offset = _resume_offset(store, local, sha, total, notes)
+            have, part = store.inspect(sha)
+            if attempt == 1 and have is not None:
+                size, stamp = have
+                if size == total and not verify and stamps.get(sha) == (size, stamp):
+                    return BlobResult(sha, total, "present", target, seconds=time.monotonic() - start)
+                if size == total and store.sha256(target, size) == sha:
+                    stamps.put(sha, size, stamp)
+                    return BlobResult(sha, total, "verified", target, seconds=time.monotonic() - start)
+                notes.append(f"store copy was corrupt (size {size}, expected {total}); replaced")
+                stamps.drop(sha)
+                store.remove([target])
+                status = "replaced"
+            offset = _resume_offset(store, local, sha, total, part, notes)
+            if offset and status == "uploaded":
+                status = "resumed"
             done = offset
 
             def sent(n: int) -> None:
@@ -140,31 +142,21 @@ def push_blob(
                 if progress:
                     progress(sha, done, total)
 
-            if offset and status == "uploaded":
-                status = "resumed"
             upload(store, local, sha, offset, total, sent, segment=segment)
-            got = store.sha256(store.part(sha), total)
-            if got != sha:
-                store.remove([store.part(sha)])
-                raise TransportError(
-                    f"{store.t_name}: {sha[:12]} hashed {got[:12]} on the device after upload",
-                    remedy="the local file changed during the push, or the device's storage is failing",
-                )
-            store.rename(store.part(sha), target)
-            after = store.stat(target)
+            after = store.finalize(sha, total)
             if after is not None:
                 stamps.put(sha, after[0], after[1])
             return BlobResult(
                 sha, total, status, target, sent=sent_total, resumed_from=offset,
                 attempts=attempt, seconds=time.monotonic() - start, notes=notes,
             )
+        except HashMismatch:
+            raise
         except TransportError as e:
             if attempt == attempts:
                 raise
             notes.append(f"attempt {attempt} cut: {e}")
             log.info("%s: push of %s cut (%s); retrying", store.t_name, sha[:12], e)
-            if status == "uploaded":
-                status = "resumed"
             time.sleep(0.2 * attempt)
     raise AssertionError("unreachable")
 
