@@ -9,6 +9,8 @@ costs real control time, as it would on a robot.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -57,44 +59,71 @@ def run_vla(
         )
     )
     rid = f"{em.run or 'run'}-episode"
+    em.emit(RequestStart(t=time.time(), request=rid, phase="measured", input="synthetic observations"))
+    skipped = control_loop(
+        em,
+        policy.infer,
+        period_s=period,
+        steps=steps,
+        request=rid,
+        observe=lambda: synthetic_observation(rng),
+    )
+    em.emit(RequestEnd(t=time.time(), request=rid, ok=True))
+    em.emit(RunEnd(t=time.time(), state="finished"))
+    return skipped
+
+
+def control_loop(
+    em: Emitter,
+    infer: Callable[[dict[str, Any]], dict[str, Any]],
+    *,
+    period_s: float,
+    steps: int,
+    request: str,
+    observe: Callable[[], dict[str, Any]],
+) -> int:
+    """Tick every ``period_s``: observe, infer, emit the chunk; returns the ticks skipped by overruns.
+
+    ``infer`` may be a local policy or a remote endpoint's client: the timings are taken around
+    the call, so for a remote policy they include the network round trip, as the robot sees it.
+    """
     wall0, mono0 = time.time(), time.monotonic()
 
     def wall(m: float) -> float:
         return wall0 + (m - mono0)
 
-    em.emit(RequestStart(t=wall0, request=rid, phase="measured", input="synthetic observations"))
     skipped = 0
     tick = 0
     for k in range(steps):
-        t_tick = mono0 + tick * period
+        t_tick = mono0 + tick * period_s
         now = time.monotonic()
         if t_tick > now:
             time.sleep(t_tick - now)
         obs_m = time.monotonic()
-        obs = synthetic_observation(rng)
+        obs = observe()
         start_m = time.monotonic()
-        out = policy.infer(obs)
+        out = infer(obs)
         end_m = time.monotonic()
-        actions = out["actions"]
-        em.emit(StageTiming(t=wall(end_m), request=rid, stage="infer", start=wall(start_m), end=wall(end_m)))
+        actions = np.asarray(out["actions"])
+        em.emit(
+            StageTiming(t=wall(end_m), request=request, stage="infer", start=wall(start_m), end=wall(end_m))
+        )
         em.emit(
             ActionChunk(
                 t=wall(end_m),
-                request=rid,
+                request=request,
                 idx=k,
                 obs_t=wall(obs_m),
                 infer_start=wall(start_m),
                 infer_end=wall(end_m),
                 horizon=int(actions.shape[0]),
-                dims=int(actions.shape[1]),
+                dims=int(actions.shape[1]) if actions.ndim > 1 else 1,
             )
         )
         # next tick: the first one still ahead of us; ticks passed during inference are skipped
         nxt = tick + 1
-        while mono0 + nxt * period < time.monotonic():
+        while mono0 + nxt * period_s < time.monotonic():
             nxt += 1
         skipped += nxt - tick - 1
         tick = nxt
-    em.emit(RequestEnd(t=time.time(), request=rid, ok=True))
-    em.emit(RunEnd(t=time.time(), state="finished"))
     return skipped

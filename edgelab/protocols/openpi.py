@@ -1,0 +1,207 @@
+"""The OpenPI robot endpoint: the reference VLA served by ``openpi-server``, measured with ``openpi-client``.
+
+The wire format (WebSocket, msgpack with numpy arrays, metadata first) belongs to those
+packages; this module only adapts the reference policy to it, runs the server on a loopback
+port, and turns a client's control loop into action-chunk events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from typing import Any
+
+import numpy as np
+from openpi_client.base_policy import BasePolicy
+from openpi_client.websocket_client_policy import WebsocketClientPolicy
+from openpi_server import WebsocketPolicyServer
+
+from edgelab.errors import TransportError
+from edgelab.metrics.events import RequestEnd, RequestStart, RunEnd, RunStart
+from edgelab.protocols.serving import check_loopback
+from edgelab.reference import PROVENANCE
+from edgelab.reference.emit import Emitter
+from edgelab.reference.vla import ReferenceVLA, synthetic_observation
+from edgelab.reference.vla_run import control_loop
+
+
+class ReferencePolicy(BasePolicy):
+    """The reference VLA behind OpenPI's policy interface; ``{"endpoint": "reset"}`` resets it."""
+
+    def __init__(self, vla: ReferenceVLA | None = None):
+        self.vla = vla or ReferenceVLA()
+        self.resets = 0
+
+    def infer(self, obs: dict) -> dict:
+        if obs.get("endpoint") == "reset":
+            self.reset()
+            return {"reset": True, "actions": np.zeros((0, self.vla.head.dims), dtype=np.float32)}
+        return self.vla.infer(obs)
+
+    def reset(self) -> None:
+        self.resets += 1
+        self.vla.reset()
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class OpenPIServer:
+    """``openpi_server.WebsocketPolicyServer`` on a loopback port in a background thread."""
+
+    def __init__(self, policy: BasePolicy | None = None, *, host: str = "127.0.0.1", port: int | None = None):
+        check_loopback(host)
+        self.policy = policy or ReferencePolicy()
+        meta = getattr(getattr(self.policy, "vla", None), "metadata", None) or dict(PROVENANCE)
+        self.metadata: dict[str, Any] = meta
+        self.host = host
+        self.port = port
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task | None = None
+        self._error: BaseException | None = None
+
+    def start(self, timeout: float = 30.0) -> OpenPIServer:
+        fixed = self.port is not None
+        for _attempt in range(1 if fixed else 5):
+            if not fixed:
+                self.port = _free_port(self.host)  # the port might be taken again before bind: retried
+            self._error = None
+            started = threading.Event()
+            self._thread = threading.Thread(
+                target=self._main, args=(started,), name="openpi-server", daemon=True
+            )
+            self._thread.start()
+            started.wait(timeout)
+            if self._wait_listening(timeout):
+                return self
+            self.stop()
+        raise TransportError(
+            f"openpi server did not start on {self.host}:{self.port}: {self._error}",
+            remedy="check the port is free",
+        )
+
+    def _main(self, started: threading.Event) -> None:
+        async def go() -> None:
+            self._loop = asyncio.get_running_loop()
+            server = WebsocketPolicyServer(
+                self.policy, host=self.host, port=self.port, metadata=self.metadata
+            )
+            self._task = asyncio.current_task()
+            started.set()
+            await server.run()
+
+        try:
+            asyncio.run(go())
+        except asyncio.CancelledError:
+            pass
+        except BaseException as err:
+            self._error = err
+        finally:
+            started.set()
+
+    def _wait_listening(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._thread is None or not self._thread.is_alive():
+                return False
+            try:
+                with socket.create_connection((self.host, self.port), timeout=1.0):
+                    return True
+            except OSError:
+                time.sleep(0.02)
+        return False
+
+    @property
+    def url(self) -> str:
+        return f"ws://{self.host}:{self.port}"
+
+    def stop(self) -> None:
+        """Cancel the server task (closing the listener and connections) and join its thread."""
+        if self._loop is not None and self._task is not None and self._thread is not None:
+            if self._thread.is_alive():
+                self._loop.call_soon_threadsafe(self._task.cancel)
+            self._thread.join(30)
+
+    def __enter__(self) -> OpenPIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class OpenPIClient:
+    """``openpi_client.WebsocketClientPolicy`` with the lab's reset and close."""
+
+    def __init__(self, host: str, port: int | None = None):
+        try:
+            self._policy = WebsocketClientPolicy(host=host, port=port)
+        except OSError as err:
+            raise TransportError(
+                f"cannot reach the OpenPI endpoint {host}:{port}: {err}",
+                remedy="check the policy server is running",
+            ) from err
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self._policy.get_server_metadata()
+
+    def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
+        return self._policy.infer(obs)
+
+    def reset(self) -> None:
+        """OpenPI's ``endpoint: reset`` (the package's own reset() sends nothing)."""
+        self._policy.infer({"endpoint": "reset"})
+
+    def close(self) -> None:
+        ws = getattr(self._policy, "_ws", None)  # the package exposes no close()
+        if ws is not None:
+            ws.close()
+
+    def __enter__(self) -> OpenPIClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def run_openpi_loop(
+    em: Emitter,
+    client: OpenPIClient,
+    *,
+    control_hz: float = 10.0,
+    steps: int = 20,
+    seed: int = 0,
+    device: str | None = None,
+) -> int:
+    """A robot's control loop against an OpenPI endpoint, as action-chunk events measured here."""
+    period = 1.0 / control_hz
+    rng = np.random.default_rng(seed)
+    meta = client.metadata
+    em.emit(
+        RunStart(
+            t=time.time(),
+            pipeline=meta.get("pipeline"),
+            device=device,
+            runtime=meta.get("runtime"),
+            meta={"endpoint": "openpi", "server": meta, "control_hz": control_hz, "control_period_s": period},
+        )
+    )
+    rid = f"{em.run or 'run'}-episode"
+    em.emit(RequestStart(t=time.time(), request=rid, phase="measured", input="synthetic observations"))
+    skipped = control_loop(
+        em,
+        client.infer,
+        period_s=period,
+        steps=steps,
+        request=rid,
+        observe=lambda: synthetic_observation(rng),
+    )
+    em.emit(RequestEnd(t=time.time(), request=rid, ok=True))
+    em.emit(RunEnd(t=time.time(), state="finished"))
+    return skipped
