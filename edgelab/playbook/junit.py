@@ -1,0 +1,59 @@
+"""JUnit XML for CI: one testsuite per job (device x pipeline), one testcase per step.
+
+Each suite carries provenance properties (device, virtual flag, facts hash, artifact SHA-256s,
+run ids, edgelab version); each failure carries its class (infra / device / test) as the
+``type`` attribute, so CI dashboards can tell lab trouble from a real regression.
+"""
+
+from __future__ import annotations
+
+import socket
+import xml.etree.ElementTree as ET
+from datetime import UTC, datetime
+
+from edgelab.playbook.results import PlayResult
+
+
+def to_junit(result: PlayResult) -> str:
+    root = ET.Element("testsuites", name=result.playbook, tests="0", failures="0", errors="0",
+                      time=f"{result.duration_s:.3f}")
+    total = failures = errors = skipped_total = 0
+    stamp = datetime.now(UTC).replace(microsecond=0).isoformat()
+    for job in result.jobs:
+        tests = len(job.steps)
+        fails = sum(1 for s in job.steps if s.status == "failed" and s.category == "test")
+        errs = sum(1 for s in job.steps if s.status == "failed" and s.category != "test")
+        skips = sum(1 for s in job.steps if s.status == "skipped")
+        suite = ET.SubElement(root, "testsuite", name=f"{result.playbook}.{job.label}", tests=str(tests),
+                              failures=str(fails), errors=str(errs), skipped=str(skips),
+                              time=f"{job.duration_s:.3f}", timestamp=stamp, hostname=socket.gethostname())
+        props = ET.SubElement(suite, "properties")
+        pairs = [("device", job.device), ("pipeline", job.pipeline or ""), ("virtual", str(job.virtual).lower()),
+                 ("device_class", job.device_class or ""), ("catalog_entry", job.catalog_entry or ""),
+                 ("facts_hash", job.facts_hash or ""), ("edgelab_version", result.edgelab_version),
+                 ("playbook_file", result.file), ("runs", ",".join(job.run_ids))]
+        pairs += [(f"artifact_sha256:{name}", sha) for name, sha in sorted(job.artifacts.items())]
+        for name, value in pairs:
+            ET.SubElement(props, "property", name=name, value=value)
+        for step in job.steps:
+            case = ET.SubElement(suite, "testcase", classname=f"{result.playbook}.{job.label}",
+                                 name=("cleanup: " if step.cleanup else "") + step.name, time=f"{step.duration_s:.3f}")
+            if step.status == "failed":
+                # a test failure is <failure>; lab or device trouble is <error>, both typed by class
+                tag = "failure" if step.category == "test" else "error"
+                el = ET.SubElement(case, tag, type=step.category or "infra",
+                                   message=f"[{step.category or 'infra'}] {step.message}"[:1000])
+                el.text = step.message
+            elif step.status == "skipped":
+                ET.SubElement(case, "skipped", message=step.message)
+            out = step.message + (f"\nrun: {step.run_id}" if step.run_id else "")
+            ET.SubElement(case, "system-out").text = out
+        total += tests
+        failures += fails
+        errors += errs
+        skipped_total += skips
+    root.set("tests", str(total))
+    root.set("failures", str(failures))
+    root.set("errors", str(errors))
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -1,0 +1,198 @@
+"""Run a playbook: devices (by name, class or tag) x pipelines, in parallel, steps in order.
+
+Per job: steps run one after the other with their timeouts; the first failure skips the rest
+unless the step says ``continue_on_error``; ``cleanup`` steps always run. Failures are
+classified (infra / device / test). Every bench run is stored like any other run, so the
+results outlive this process; the matrix is updated when the playbook asks for it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine
+
+from edgelab import __version__
+from edgelab.errors import ConfigError, EdgelabError
+from edgelab.playbook.results import JobResult, PlayResult, StepFailure, StepResult
+from edgelab.playbook.schema import Playbook, Step, substitute
+from edgelab.playbook.steps import STEPS, JobContext, classify
+from edgelab.store.db import session_scope
+
+OnStep = Callable[[JobResult, StepResult], None]
+
+
+def select_devices(engine: Engine, selectors: list[str], limit: list[str] | None = None) -> list[Any]:
+    """Device rows matched by ``name``, ``class:X``, ``tag:Y`` or ``all``; ``limit`` narrows by name.
+
+    An unknown device name or a limit naming no selected device is a ConfigError (a typo must not
+    pass as an empty, green run).
+    """
+    from edgelab.store.devices import get_device, list_devices
+
+    with session_scope(engine, write=False) as s:
+        every = list_devices(s)
+        picked: dict[str, Any] = {}
+        for sel in selectors:
+            kind, _, value = sel.partition(":")
+            if sel == "all":
+                rows = every
+            elif kind == "class" and value:
+                rows = [d for d in every if d.device_class == value]
+            elif kind == "tag" and value:
+                rows = [d for d in every if value in (d.tags or [])]
+            else:
+                rows = [get_device(s, sel)]
+            for d in rows:
+                picked.setdefault(d.name, d)
+    if limit:
+        wanted = [n.strip() for n in limit if n.strip()]
+        unknown = [n for n in wanted if n not in picked]
+        if unknown:
+            raise ConfigError(f"--limit names device(s) the playbook does not select: {', '.join(unknown)}",
+                              remedy=f"selected: {', '.join(sorted(picked)) or 'none'}")
+        picked = {n: picked[n] for n in wanted}
+    return sorted(picked.values(), key=lambda d: d.name)
+
+
+def plan_jobs(engine: Engine, pb: Playbook, limit: list[str] | None = None) -> list[JobResult]:
+    """The jobs this playbook would run (device x pipeline), nothing touched."""
+    devices = select_devices(engine, pb.devices, limit)
+    if not devices:
+        raise ConfigError(f"playbook {pb.name!r} selects no device",
+                          remedy="check devices: (names, class:X, tag:Y, all) against `edgelab device ls`")
+    pipelines: list[str | None] = list(pb.pipelines) or [None]
+    return [JobResult(device=d.name, pipeline=p, virtual=bool(d.virtual), device_class=d.device_class)
+            for d in devices for p in pipelines]
+
+
+def run_playbook(
+    engine: Engine,
+    pb: Playbook,
+    *,
+    limit: list[str] | None = None,
+    variables: dict[str, Any] | None = None,
+    out_dir: Path | None = None,
+    on_step: OnStep | None = None,
+    stop_event: threading.Event | None = None,
+) -> PlayResult:
+    """Run every job (in parallel up to ``pb.parallel``); returns the results, never raises per job."""
+    start = time.monotonic()
+    jobs = plan_jobs(engine, pb, limit)
+    merged = {**pb.vars, **(variables or {})}
+    lock = threading.Lock()
+    stop_event = stop_event or threading.Event()
+
+    def report(job: JobResult, step: StepResult) -> None:
+        if on_step is not None:
+            with lock:
+                on_step(job, step)
+
+    def one(job: JobResult) -> JobResult:
+        ctx = JobContext(engine=engine, device=job.device, pipeline=job.pipeline, result=job, playbook=pb.name,
+                         out_dir=out_dir, stop_event=stop_event,
+                         variables={**merged, "device": job.device, "device_class": job.device_class or "",
+                                    "pipeline": job.pipeline or "", "playbook": pb.name})
+        t0 = time.monotonic()
+        try:
+            failed = False
+            for step in pb.steps:
+                if failed or stop_event.is_set():
+                    res = StepResult(step.name, step.kind, status="skipped",
+                                     message="skipped: an earlier step failed" if failed else "skipped: stopped")
+                    job.steps.append(res)
+                    report(job, res)
+                    continue
+                res = _run_step(ctx, step)
+                job.steps.append(res)
+                report(job, res)
+                if res.status == "failed" and not step.continue_on_error:
+                    failed = True
+            for step in pb.cleanup:
+                res = _run_step(ctx, step)
+                res.cleanup = True
+                job.steps.append(res)
+                report(job, res)
+            if pb.matrix_update:
+                _update_matrix(engine, pb, ctx)
+        finally:
+            ctx.close()
+            job.duration_s = time.monotonic() - t0
+        return job
+
+    with ThreadPoolExecutor(max_workers=max(1, min(pb.parallel, len(jobs))), thread_name_prefix="play") as pool:
+        done = list(pool.map(one, jobs))
+    return PlayResult(playbook=pb.name, file=pb.file, jobs=done, edgelab_version=__version__, variables=merged,
+                      duration_s=time.monotonic() - start)
+
+
+def _run_step(ctx: JobContext, step: Step) -> StepResult:
+    res = StepResult(step.name, step.kind)
+    t0 = time.monotonic()
+    deadline = None if step.timeout_s is None else t0 + step.timeout_s
+    try:
+        opts = substitute(step.options, ctx.variables)
+        STEPS[step.kind](ctx, step, opts, deadline, res)
+        if res.status == "pending":
+            res.status = "passed"
+        if deadline is not None and time.monotonic() > deadline and res.status == "passed":
+            res.status, res.category = "failed", "infra"
+            res.message = f"passed its timeout of {step.timeout_s:g} s ({res.message})"
+    except StepFailure as err:
+        res.status, res.category, res.message = "failed", err.category, str(err)
+        res.details.update(err.details)
+    except EdgelabError as err:
+        res.status, res.category = "failed", classify(err)
+        res.message = str(err) + (f" (-> {err.remedy})" if err.remedy else "")
+    except Exception as err:  # noqa: BLE001 - one job's surprise must not stop the others
+        res.status, res.category, res.message = "failed", "infra", f"{type(err).__name__}: {err}"
+    res.duration_s = time.monotonic() - t0
+    return res
+
+
+def _row_key(engine: Engine, ctx: JobContext) -> str | None:
+    """The matrix row of this device: its catalog entry (from the latest probe) when it has one."""
+    entry = ctx.result.catalog_entry
+    if entry is None:
+        from edgelab.errors import NotFound
+        from edgelab.store.snapshots import latest_snapshot
+
+        try:
+            with session_scope(engine, write=False) as s:
+                entry = latest_snapshot(s, ctx.device).catalog_entry
+        except NotFound:
+            return None
+    return entry
+
+
+def _update_matrix(engine: Engine, pb: Playbook, ctx: JobContext) -> None:
+    from edgelab.matrix.cells import record_outcome
+    from edgelab.matrix.layout import row_by
+    from edgelab.store.matrix import ensure_tables
+
+    row_key = _row_key(engine, ctx)
+    job = ctx.result
+    if row_key is None or row_by(row_key) is None:
+        job.matrix.append(f"{job.device}: no matrix row ({row_key or 'not probed'})")
+        return
+    ensure_tables(engine)
+    by_pipeline: dict[str, list[StepResult]] = {}
+    for s in job.steps:
+        if s.kind == "bench" and s.run_id and s.details.get("pipeline"):
+            by_pipeline.setdefault(s.details["pipeline"], []).append(s)
+    for pipeline, benches in by_pipeline.items():
+        gates = [s for s in job.steps if s.kind == "gate" and s.run_id in {b.run_id for b in benches}]
+        failed = [s for s in [*benches, *gates] if s.status == "failed"]
+        with session_scope(engine) as s:
+            note = record_outcome(
+                s, row_key=row_key, pipeline=pipeline, run_ids=[b.run_id for b in benches], passed=not failed,
+                gated=bool(gates), source=f"play:{pb.name}"[:64], qualify=pb.matrix_qualify,
+                failing_layer=("performance" if failed and failed[0].kind == "gate" else
+                               "runtime" if failed else None),
+                reason=failed[0].message[:500] if failed else None)
+        job.matrix.append(note)

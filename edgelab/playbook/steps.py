@@ -1,0 +1,382 @@
+"""The step kinds of a playbook job, each a function of (context, options, deadline).
+
+Each calls the domain layer (probe, artifacts, deploy, metrics); none imports the UI. A step
+that cannot be done raises StepFailure with its class (infra / device / test).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine
+
+from edgelab import __version__
+from edgelab.errors import DeviceStateError, EdgelabError, RemoteTimeout, TransportError
+from edgelab.playbook.gates import evaluate
+from edgelab.playbook.results import JobResult, StepFailure, StepResult
+from edgelab.playbook.schema import Step
+from edgelab.store.db import session_scope
+
+WORKLOAD_PIPELINE = {"tts": "qwen3-tts-0.6b", "vla": "internvla-a1"}
+PIPELINE_WORKLOAD = {"qwen3-tts-0.6b": "tts", "qwen3-tts": "tts", "qwen3-tts-1.7b": "tts", "internvla-a1": "vla"}
+
+
+@dataclass
+class JobContext:
+    engine: Engine
+    device: str
+    pipeline: str | None
+    variables: dict[str, Any]
+    result: JobResult
+    playbook: str
+    out_dir: Path | None = None
+    stop_event: threading.Event = field(default_factory=threading.Event)
+    _transport: Any = None
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)  # step id or "last" -> {run_id, summary}
+    deployments: list[int] = field(default_factory=list)
+
+    def transport(self):
+        if self._transport is None:
+            from edgelab.store.devices import get_device
+            from edgelab.transport import open_transport
+
+            with session_scope(self.engine, write=False) as s:
+                endpoint = get_device(s, self.device).endpoint()
+            try:
+                self._transport = open_transport(endpoint, **({} if endpoint.kind == "local" else {"timeout": 15}))
+            except EdgelabError as err:
+                raise StepFailure(f"cannot reach {self.device}: {err}", classify(err)) from err
+        return self._transport
+
+    def close(self) -> None:
+        if self._transport is not None:
+            try:
+                self._transport.close()
+            except Exception:  # noqa: BLE001
+                pass
+            self._transport = None
+
+
+def classify(err: BaseException) -> str:
+    """Whose fault: a device that is offline/unauthorized or hangs is ``device``; the rest of the
+    transport (connection refused, host key, auth) is the lab's, ``infra``."""
+    if isinstance(err, DeviceStateError | RemoteTimeout):
+        return "device"
+    if type(err).__name__ == "Refusal":
+        return "device"
+    if isinstance(err, TransportError):
+        return "infra"
+    return "infra"
+
+
+def _left(deadline: float | None, default: float) -> float:
+    return default if deadline is None else max(1.0, deadline - time.monotonic())
+
+
+# ---------------------------------------------------------------- probe
+
+
+def do_probe(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult) -> None:
+    from edgelab.probe import probe_device
+
+    snap = probe_device(ctx.engine, ctx.device, timeout=_left(deadline, 60.0))
+    ctx.result.facts_hash = snap.facts_hash or ctx.result.facts_hash
+    ctx.result.device_class = snap.device_class or ctx.result.device_class
+    ctx.result.catalog_entry = snap.catalog_entry or ctx.result.catalog_entry
+    if not snap.ok:
+        text = snap.error or "probe failed"
+        category = "device" if any(w in text.lower() for w in ("unauthorized", "offline", "absent")) else "infra"
+        raise StepFailure(f"probe failed: {text}", category)
+    out.message = f"{snap.catalog_entry or 'unclassified'} ({snap.device_class or '?'}), facts {snap.facts_hash[:12]}"
+    out.details = {"snapshot": snap.id, "facts_hash": snap.facts_hash, "catalog_entry": snap.catalog_entry}
+
+
+# ---------------------------------------------------------------- push
+
+
+def do_push(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult) -> None:
+    from edgelab.artifacts.push import BlobSpec, push_to_device
+    from edgelab.artifacts.registry import artifact_files, get_artifact
+    from edgelab.artifacts.stamps import DbStamps
+    from edgelab.store.devices import get_device
+
+    with session_scope(ctx.engine, write=False) as s:
+        art = get_artifact(s, str(opts["artifact"]))
+        files = artifact_files(s, art)
+        device_id = get_device(s, ctx.device).id
+    missing = [f.path for f in files if not f.source]
+    if missing:
+        raise StepFailure(f"artifact {art.name}: no local copy of {', '.join(missing)} on the lab host", "infra")
+    blobs = [BlobSpec(path=Path(f.source), sha256=f.sha256, size=f.size) for f in files]
+    for f in files:
+        ctx.result.artifacts[f"{art.name}:{f.path}"] = f.sha256
+    res = push_to_device(_factory(ctx), ctx.device, blobs, stamps=DbStamps(ctx.engine, device_id),
+                         verify=bool(opts.get("verify", False)))
+    if not res.ok:
+        raise StepFailure(f"push of {art.name} failed: {res.error}", "infra")
+    out.message = f"{art.name}: {len(blobs)} file(s) present on {ctx.device}"
+
+
+def _factory(ctx: JobContext):
+    def make():
+        from edgelab.store.devices import get_device
+        from edgelab.transport import open_transport
+
+        with session_scope(ctx.engine, write=False) as s:
+            endpoint = get_device(s, ctx.device).endpoint()
+        return open_transport(endpoint)
+
+    return make
+
+
+# ---------------------------------------------------------------- deploy / stop
+
+
+def do_deploy(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult) -> None:
+    try:
+        from edgelab.deploy.lifecycle import DeployRequest, Options, deploy
+    except ImportError as err:
+        raise StepFailure(f"deploy is not available in this build ({err})", "infra") from err
+    pipeline = opts.get("pipeline") or ctx.pipeline
+    if not pipeline:
+        raise StepFailure("deploy needs a pipeline (step option or the playbook's pipelines:)", "infra")
+    req = DeployRequest(device=ctx.device, pipeline=str(pipeline), strategy=opts.get("strategy"),
+                        runtime=opts.get("runtime"))
+    dep = deploy(ctx.engine, req, opts=Options(ready_timeout_s=_left(deadline, 300.0)))
+    ctx.deployments.append(dep.id)
+    out.run_id = dep.run_id
+    out.message = f"deployment {dep.id} {dep.state} ({dep.strategy}, {dep.runtime})"
+
+
+def do_stop(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult) -> None:
+    if not ctx.deployments:
+        out.message = "nothing of this job is running"
+        return
+    from edgelab.deploy.lifecycle import stop
+
+    stopped = []
+    while ctx.deployments:
+        dep_id = ctx.deployments.pop()
+        dep = stop(ctx.engine, dep_id)
+        stopped.append(f"{dep.id} {dep.state}")
+    out.message = "stopped " + ", ".join(stopped)
+
+
+# ---------------------------------------------------------------- bench (the reference workloads)
+
+
+def bench_argv(workload: str, opts: dict[str, Any], run_id: str, device: str) -> list[str]:
+    argv = [str(opts.get("python") or "python3"), "-m", "edgelab.reference", workload]
+    flags = {"tts": ("requests", "warmup", "band", "schedule", "frames", "frames_per_s", "seed"),
+             "vla": ("control_hz", "steps", "slow_every", "slow_ms", "seed")}[workload]
+    for key in flags:
+        if key in opts and opts[key] is not None:
+            argv += [f"--{key.replace('_', '-')}", str(opts[key])]
+    return argv + ["--run", run_id, "--device", device]
+
+
+def do_bench(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult) -> None:
+    from edgelab.metrics.events import EventError, decode
+    from edgelab.metrics.ingest import Ingestor
+    from edgelab.store.devices import get_device
+    from edgelab.store.runs import create_run, new_run_id
+
+    pipeline = opts.get("pipeline") or ctx.pipeline
+    workload = opts.get("workload") or PIPELINE_WORKLOAD.get(str(pipeline))
+    if workload not in WORKLOAD_PIPELINE:
+        raise StepFailure(f"no reference workload for pipeline {pipeline!r} in this build "
+                          "(tts: qwen3-tts, vla: internvla-a1)", "infra")
+    pipeline = pipeline or WORKLOAD_PIPELINE[workload]
+    run_id = new_run_id()
+    argv = bench_argv(workload, opts, run_id, ctx.device)
+    t = ctx.transport()
+    meta: dict[str, Any] = {"playbook": ctx.playbook, "step": step.name, "workload": workload}
+    if workload == "vla":
+        meta["control_period_s"] = 1.0 / float(opts.get("control_hz") or 10.0)
+    with session_scope(ctx.engine) as s:
+        dev = get_device(s, ctx.device)
+        virtual = bool(dev.virtual)
+        create_run(s, id=run_id, pipeline=str(pipeline), device_name=ctx.device, runtime="reference",
+                   kind="playbook", virtual=virtual, command=t.command_line(argv), meta=meta,
+                   provenance={"device": ctx.device, "facts_hash": ctx.result.facts_hash, "runtime": "reference",
+                               "weights": "random", "edgelab_version": __version__, "virtual": virtual,
+                               "playbook": ctx.playbook, "argv": argv,
+                               "artifacts": dict(ctx.result.artifacts)})
+    out.run_id = run_id
+    timed_out = threading.Event()
+    bad_lines = 0
+    try:
+        proc = t.stream(argv)
+    except EdgelabError as err:
+        with session_scope(ctx.engine) as s:
+            from edgelab.store.runs import get_run, set_state
+
+            set_state(s, get_run(s, run_id), "failed", error=str(err))
+        raise StepFailure(f"cannot start the workload: {err}", classify(err)) from err
+    watchdog = None
+    if deadline is not None:
+        def expire() -> None:
+            timed_out.set()
+            proc.cancel()
+
+        watchdog = threading.Timer(max(0.0, deadline - time.monotonic()), expire)
+        watchdog.daemon = True
+        watchdog.start()
+    ing = Ingestor(ctx.engine, run_id)
+    summary: dict[str, Any] = {}
+    try:
+        for line in proc.lines():
+            if not line.startswith("{"):
+                continue
+            try:
+                ing.feed(decode(line))
+            except EventError:
+                bad_lines += 1
+            if ctx.stop_event.is_set():
+                proc.cancel()
+        code = proc.wait(timeout=30)
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
+    if timed_out.is_set():
+        summary = ing.close(state="stopped", error="step timeout")
+        raise StepFailure(f"{workload} run {run_id} passed its step timeout and was stopped", "infra",
+                          {"summary": summary})
+    if code != 0:
+        tail = (proc.stderr or "").strip().splitlines()[-3:]
+        summary = ing.close(state="failed", error=f"exit {code}")
+        raise StepFailure(f"{workload} workload exited {code} on {ctx.device}: {' | '.join(tail)}", "device",
+                          {"summary": summary})
+    summary = ing.close()
+    ctx.runs["last"] = {"run_id": run_id, "summary": summary, "pipeline": pipeline}
+    if step.id:
+        ctx.runs[step.id] = ctx.runs["last"]
+    ctx.result.pipeline = ctx.result.pipeline
+    failed = (summary.get("requests") or {}).get("failed") or 0
+    out.details = {"summary": summary, "pipeline": pipeline, "virtual": virtual, "bad_lines": bad_lines}
+    if failed:
+        raise StepFailure(f"{failed} request(s) failed in run {run_id}", "test", out.details)
+    out.message = f"run {run_id} finished ({pipeline}, {_headline(summary)})"
+
+
+def _headline(summary: dict[str, Any]) -> str:
+    audio, action = summary.get("audio"), summary.get("action")
+    if audio:
+        return (f"ttfa p95 {audio['ttfa_ms']['p95']:.0f} ms, rtf_total p95 {audio['rtf_total']['p95']:.3f}, "
+                f"underruns {audio['underruns_at_ttfa']}")
+    if action:
+        misses = action.get("deadline_misses")
+        return f"{action['chunks']} chunks, latency p95 {action['latency_ms']['p95']:.1f} ms, misses {misses}"
+    return "no figures"
+
+
+# ---------------------------------------------------------------- gate
+
+
+def do_gate(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult) -> None:
+    ref = opts.get("run") or "last"
+    got = ctx.runs.get(ref)
+    if got is None:
+        raise StepFailure(f"gate has no run to judge ({'no bench step ran before it' if ref == 'last' else ref})",
+                          "infra")
+    results = [evaluate(g, got["summary"]) for g in step.gates]
+    out.run_id = got["run_id"]
+    out.details = {"gates": [{"check": r.gate.text, "ok": r.ok, "actual": r.actual} for r in results]}
+    failed = [r for r in results if not r.ok]
+    got["gated"] = True
+    got["gates_ok"] = not failed
+    if failed:
+        raise StepFailure("; ".join(r.message for r in failed), "test", out.details)
+    out.message = "; ".join(r.message for r in results)
+
+
+# ---------------------------------------------------------------- soak
+
+
+_SAMPLE_POSIX = ["sh", "-c", "grep -E '^(MemAvailable|MemTotal):' /proc/meminfo; cat /proc/loadavg"]
+
+
+def do_soak(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult) -> None:
+    """Hold the device for ``minutes`` and sample telemetry (memory, load) every ``interval_s``."""
+    from edgelab.store.runs import TelemetrySample
+
+    seconds = float(opts["minutes"]) * 60.0
+    interval = float(opts.get("interval_s") or 5.0)
+    t = ctx.transport()
+    if t.shell.value == "powershell":
+        argv = ["powershell", "-NoProfile", "-Command",
+                "(Get-CimInstance Win32_OperatingSystem).FreePhysicalMemory"]
+    else:
+        argv = _SAMPLE_POSIX
+    end = time.monotonic() + seconds
+    if deadline is not None and deadline < end:
+        raise StepFailure(f"soak of {seconds:.0f} s does not fit its step timeout", "infra")
+    run_id = (ctx.runs.get("last") or {}).get("run_id")
+    samples = 0
+    while True:
+        try:
+            res = t.run(argv, timeout=max(5.0, interval * 2))
+        except EdgelabError as err:
+            raise StepFailure(f"device stopped answering during the soak: {err}", classify(err)) from err
+        avail = _mem_available(res.stdout)
+        with session_scope(ctx.engine) as s:
+            s.add(TelemetrySample(run_id=run_id, device_name=ctx.device, t=time.time(), source="playbook-soak",
+                                  mem_available_bytes=avail))
+        samples += 1
+        if time.monotonic() + interval > end or ctx.stop_event.is_set():
+            break
+        time.sleep(interval)
+    out.message = f"{samples} telemetry samples over {seconds:.0f} s"
+    out.details = {"samples": samples}
+
+
+def _mem_available(text: str) -> int | None:
+    for line in text.splitlines():
+        if line.startswith("MemAvailable:"):
+            parts = line.split()
+            return int(parts[1]) * 1024 if len(parts) > 1 and parts[1].isdigit() else None
+    stripped = text.strip()
+    return int(stripped) * 1024 if stripped.isdigit() else None  # Windows: KiB free
+
+
+# ---------------------------------------------------------------- collect
+
+
+def do_collect(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult) -> None:
+    """Copy named device files (and the job's run logs) into ``<out>/<device>/``."""
+    if ctx.out_dir is None:
+        out.status = "skipped"
+        out.message = "no --collect directory given"
+        return
+    dest = ctx.out_dir / ctx.result.label.replace("/", "_")
+    dest.mkdir(parents=True, exist_ok=True)
+    got = []
+    for remote in opts.get("files") or []:
+        local = dest / Path(str(remote)).name
+        try:
+            sha = ctx.transport().get(str(remote), local)
+        except EdgelabError as err:
+            raise StepFailure(f"cannot collect {remote}: {err}", classify(err)) from err
+        ctx.result.artifacts[f"collected:{remote}"] = sha
+        got.append(str(local))
+    if opts.get("logs", True):
+        from sqlmodel import select
+
+        from edgelab.store.runs import RunLog
+
+        with session_scope(ctx.engine, write=False) as s:
+            for rid in ctx.result.run_ids:
+                rows = s.exec(select(RunLog).where(RunLog.run_id == rid).order_by(RunLog.id)).all()
+                path = dest / f"{rid}.log"
+                path.write_text("".join(f"{r.t:.3f} {r.kind} {r.level or ''} {r.message}\n" for r in rows))
+                got.append(str(path))
+    out.message = f"{len(got)} file(s) in {dest}"
+    out.details = {"files": got}
+
+
+STEPS = {"probe": do_probe, "push": do_push, "deploy": do_deploy, "bench": do_bench, "gate": do_gate,
+         "soak": do_soak, "collect": do_collect, "stop": do_stop}
