@@ -278,16 +278,33 @@ def _runs_section(engine: Engine, name: str) -> Section:
 
 
 def _artifacts_section(engine: Engine, name: str) -> Section:
-    store = optional_module("edgelab.artifacts.device_store") or optional_module("edgelab.artifacts.store")
-    fn = getattr(store, "list_device_artifacts", None) if store else None
-    if fn is None:
+    """Blobs verified in the device's store, named by the registered artifacts that hold them."""
+    store = optional_module("edgelab.store.artifacts")
+    if store is None or not hasattr(store, "DeviceStoreEntry"):
         return Section(False, note="artifacts: not available yet (the device store has not landed)")
-    try:
-        with session_scope(engine, write=False) as s:
-            rows = fn(s, name)
-        return Section(True, [r if isinstance(r, dict) else _as_dict(r) for r in rows])
-    except EdgelabError as err:
-        return Section(False, note=f"artifacts: {err}")
+    entry, afile, art = store.DeviceStoreEntry, store.ArtifactFile, store.Artifact
+    with session_scope(engine, write=False) as s:
+        device = get_device(s, name)
+        entries = s.exec(select(entry).where(entry.device_id == device.id).order_by(entry.verified_at.desc())).all()
+        names: dict[str, list[str]] = {}
+        shas = [e.sha256 for e in entries]
+        if shas:
+            for sha, a_name, path in s.exec(
+                select(afile.sha256, art.name, afile.path).join(art, art.id == afile.artifact_id)
+                .where(afile.sha256.in_(shas))
+            ).all():
+                names.setdefault(sha, []).append(f"{a_name}/{path}")
+        rows = [{"name": ", ".join(sorted(names.get(e.sha256, []))) or "(unregistered blob)",
+                 "sha256": e.sha256[:16], "size": _size(e.size), "pushed": e.verified_at.strftime("%Y-%m-%d %H:%M")}
+                for e in entries]
+    return Section(True, rows)
+
+
+def _size(n: int) -> str:
+    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
 
 
 def _as_dict(obj: Any) -> dict[str, Any]:

@@ -6,6 +6,8 @@ telemetry tables), read in a worker and refreshed every ``app.poll_s`` seconds.
 
 from __future__ import annotations
 
+import re
+
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -23,6 +25,9 @@ from edgelab.tui.widgets.fleet_table import state_text
 from edgelab.tui.widgets.info_panel import InfoPanel
 from edgelab.tui.widgets.status_line import StatusLine
 from edgelab.tui.widgets.telemetry import Telemetry
+
+
+_PATH = re.compile(r"/(?:[^\s/():]+/)+([^\s/():]+:\d+)")  # an absolute file:line -> its file name:line
 
 
 def _gib(n) -> str:
@@ -60,7 +65,7 @@ def reason_rows(profile: dict, limit: int = 12) -> list[tuple[str, str]]:
         if key in seen:
             continue
         seen.add(key)
-        out.append((str(r.get("name")), str(r.get("why"))))
+        out.append((str(r.get("name")), _PATH.sub(r"\1", str(r.get("why")))))
     return out[:limit]
 
 

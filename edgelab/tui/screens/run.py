@@ -136,7 +136,7 @@ class RunScreen(Screen):
                 alert=bool(n))
         level = v.buffer_ms[-1] if v.buffer_ms else None
         self.query_one("#t4", MetricTile).set_value(None if level is None else f"{level:.0f} ms",
-                                                    "latest request, player started at TTFA" if level is not None else "")
+                                                    "latest request, from TTFA" if level is not None else "")
         self.query_one("#gaps", Telemetry).set_values(v.chunk_gaps_ms)
         self.query_one("#buffer", Telemetry).set_values(v.buffer_ms)
 
