@@ -45,7 +45,7 @@ def test_decoder_makes_1920_samples_per_frame_and_uses_left_context():
     assert np.abs(full.astype(np.int32)).max() > 1000  # real signal, not silence
     # the last 10 frames decoded with their left context equal the same frames of the whole decode
     tail = dec.decode(codes[30:], context=codes[:30])
-    assert np.array_equal(tail, full[30 * SAMPLES_PER_FRAME :])
+    assert np.abs(tail.astype(np.int32) - full[30 * SAMPLES_PER_FRAME :]).max() <= 1  # float rounding only
     # without the context the convolutions see zeros: different audio
     assert not np.array_equal(dec.decode(codes[30:]), tail)
 

@@ -11,6 +11,7 @@ import asyncio
 import socket
 import threading
 import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -140,7 +141,9 @@ class OpenPIClient:
 
     def __init__(self, host: str, port: int | None = None):
         try:
-            self._policy = WebsocketClientPolicy(host=host, port=port)
+            with warnings.catch_warnings():  # the package connects without a context manager; we close it
+                warnings.simplefilter("ignore", DeprecationWarning)
+                self._policy = WebsocketClientPolicy(host=host, port=port)
         except OSError as err:
             raise TransportError(
                 f"cannot reach the OpenPI endpoint {host}:{port}: {err}",
