@@ -1,0 +1,133 @@
+"""`edgelab matrix`: the qualification matrix (12 device rows x 5 models); `matrix set` by hand."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from edgelab.cli.common import console, fail_from, print_json, state
+from edgelab.errors import ConfigError, EdgelabError
+
+app = typer.Typer(help="The qualification matrix: pipeline x device-configuration cells.", invoke_without_command=True,
+                  no_args_is_help=False)
+
+_STYLE = {"qualified": "bold green", "profiled": "green", "executes": "cyan", "correct": "cyan",
+          "artifact_ready": "blue", "blocked": "bold red", "rejected": "magenta", "none": "dim"}
+
+
+def _engine():
+    from edgelab.store.db import get_engine
+    from edgelab.store.matrix import ensure_tables
+
+    try:
+        engine = get_engine(state.db)
+    except ConfigError as err:
+        fail_from(err, code=2)
+    ensure_tables(engine)
+    return engine
+
+
+@app.callback()
+def show(
+    ctx: typer.Context,
+    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")] = False,
+    cell: Annotated[str | None, typer.Option("--cell", help="One cell: ROW/PIPELINE (e.g. galaxy-s25/qwen3-tts-0.6b or 9/2).")]
+    = None,
+) -> None:
+    """Show the 60 cells (or one, with its history)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from edgelab.matrix import cell_dict, matrix_rows, resolve_cell
+    from edgelab.store.db import session_scope
+    from edgelab.store.matrix import history
+
+    engine = _engine()
+    try:
+        with session_scope(engine) as s:
+            if cell:
+                c = resolve_cell(s, cell)
+                data = cell_dict(c)
+                data["history"] = [{"at": h.at.isoformat(), "source": h.source, "before": h.before,
+                                    "after": h.after, "evidence": h.evidence, "note": h.note}
+                                   for h in history(s, c.id)]
+                cells = None
+            else:
+                cells = [cell_dict(c) for c in matrix_rows(s)]
+    except EdgelabError as err:
+        fail_from(err, code=2 if isinstance(err, ConfigError) else 1)
+    if cell:
+        if json_out:
+            print_json(data)
+            return
+        for key in ("id", "row_label", "col_label", "stage", "functional", "performance", "failing_layer",
+                    "reason", "next_experiment", "evidence", "demo_evidence", "updated_at", "updated_by"):
+            console.print(f"[bold]{key:>16}[/] {escape(str(data[key]))}", highlight=False)
+        for h in data["history"]:
+            console.print(f"  {h['at']} {escape(str(h['source']))}: {h['before'].get('stage')} -> "
+                          f"{h['after'].get('stage')} {escape(str(h['note'] or ''))}", highlight=False)
+        return
+    if json_out:
+        print_json(cells)
+        return
+    from edgelab.matrix.layout import COLUMNS, ROWS
+
+    table = Table(title="qualification matrix (stage / functional / performance)", expand=False)
+    table.add_column("#", justify="right")
+    table.add_column("device configuration", no_wrap=True)
+    for col in COLUMNS:
+        table.add_column(col.label)
+    grid = {(c["row"], c["col"]): c for c in cells}
+    for row in ROWS:
+        out = []
+        for col in COLUMNS:
+            c = grid[(row.index, col.index)]
+            text = c["stage"] if c["stage"] != "none" else "-"
+            words = "/".join(w for w in (c["functional"], c["performance"]) if w)
+            demo = " (v)" if c["demo_evidence"] else ""
+            out.append(f"[{_STYLE.get(c['stage'], '')}]{text}[/]" + (f"\n{words}" if words else "") + demo)
+        table.add_row(str(row.index), escape(row.label), *out)
+    console.print(table)
+    console.print(f"{len(cells)} cells; (v) = virtual-device runs attached as demonstration only", highlight=False)
+
+
+@app.command("set")
+def set_(
+    cell: Annotated[str, typer.Argument(help="ROW/PIPELINE, e.g. galaxy-s25/qwen3-tts-0.6b or 9/2.")],
+    status: Annotated[str | None, typer.Option("--status", help="A functional status word (PASS, PARTIAL, "
+                                                "COMPONENT, PROFILE_ONLY, FAILED, REJECTED, BLOCKED) or a stage.")]
+    = None,
+    performance: Annotated[str | None, typer.Option("--performance", help="Performance status word.")] = None,
+    stage: Annotated[str | None, typer.Option("--stage", help="artifact_ready, correct, executes, profiled, "
+                                              "qualified, blocked, rejected.")] = None,
+    evidence: Annotated[list[str] | None, typer.Option("--evidence", help="A run id (repeatable).")] = None,
+    reason: Annotated[str | None, typer.Option("--reason", help="Why (required for blocked/rejected).")] = None,
+    layer: Annotated[str | None, typer.Option("--layer", help="Failing layer of a blocked cell.")] = None,
+    next_: Annotated[str | None, typer.Option("--next", help="Next experiment of a blocked cell.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")] = False,
+) -> None:
+    """Record evidence gathered by hand; qualifying from a virtual-device run is refused."""
+    from edgelab.matrix import VirtualEvidence, cell_dict, set_cell
+    from edgelab.store.db import session_scope
+
+    if not any((status, performance, stage, evidence, reason, layer, next_)):
+        fail_from(ConfigError("nothing to set", remedy="give --status, --stage, --performance or --evidence"), code=2)
+    engine = _engine()
+    try:
+        with session_scope(engine) as s:
+            c, notes = set_cell(s, cell, status=status, performance=performance, stage=stage,
+                                evidence=list(evidence or []), reason=reason, layer=layer, next_experiment=next_)
+            data = cell_dict(c)
+    except VirtualEvidence as err:
+        fail_from(err, code=1)
+    except EdgelabError as err:
+        fail_from(err, code=2 if isinstance(err, ConfigError) else 1)
+    if json_out:
+        print_json({**data, "notes": notes})
+        return
+    console.print(f"{escape(data['id'])}: {data['stage']} (functional {data['functional'] or '-'}, "
+                  f"performance {data['performance'] or '-'})", highlight=False)
+    for n in notes:
+        console.print(f"  note: {escape(n)}", highlight=False)

@@ -1,0 +1,82 @@
+"""`edgelab play FILE`: run a playbook; exit 0 pass, 1 failed, 2 invalid. Thin over edgelab.playbook."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from edgelab.cli.common import console, err_console, fail_from, print_json, state
+from edgelab.errors import ConfigError, EdgelabError
+
+_MARK = {"passed": "[green]ok[/]", "failed": "[bold red]FAILED[/]", "skipped": "[dim]skipped[/]"}
+
+
+def play(
+    file: Annotated[Path, typer.Argument(help="Playbook YAML (see playbooks/).")],
+    limit: Annotated[str | None, typer.Option("--limit", help="Only these devices (comma-separated names).")] = None,
+    var: Annotated[list[str] | None, typer.Option("--var", help="Override a variable: NAME=VALUE (repeatable).")]
+    = None,
+    junit: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable result on stdout.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate and list the jobs; touch nothing.")] = False,
+    collect: Annotated[Path | None, typer.Option("--collect", help="Directory for collect steps' files.")] = None,
+) -> None:
+    """Run a playbook over its devices in parallel; per-step output, JUnit for CI."""
+    from edgelab.playbook import load_playbook, parse_var_overrides, plan_jobs, run_playbook, to_junit
+    from edgelab.store.db import get_engine
+
+    try:
+        pb = load_playbook(file)
+        overrides = parse_var_overrides(list(var or []))
+        engine = get_engine(state.db)
+        limits = limit.split(",") if limit else None
+        jobs = plan_jobs(engine, pb, limits)
+    except EdgelabError as err:
+        fail_from(err, code=2)
+    if dry_run:
+        rows = [{"device": j.device, "pipeline": j.pipeline, "virtual": j.virtual,
+                 "steps": [s.name for s in pb.steps], "cleanup": [s.name for s in pb.cleanup]} for j in jobs]
+        if json_out:
+            print_json({"playbook": pb.name, "file": str(file), "jobs": rows, "variables": {**pb.vars, **overrides}})
+        else:
+            console.print(f"[bold]{escape(pb.name)}[/]: {len(jobs)} job(s), valid", highlight=False)
+            for r in rows:
+                label = r["device"] + (f"/{r['pipeline']}" if r["pipeline"] else "")
+                console.print(f"  {escape(label)}{' (virtual)' if r['virtual'] else ''}: "
+                              f"{escape(' -> '.join(r['steps']))}", highlight=False)
+        raise typer.Exit(0)
+
+    def on_step(job, step) -> None:
+        if json_out:
+            return
+        extra = f" [dim]({step.category})[/]" if step.status == "failed" else ""
+        err_console.print(f"[cyan]{escape(job.label)}[/] {escape(step.name)}: {_MARK.get(step.status, step.status)}"
+                          f"{extra} {escape(step.message)} [dim]{step.duration_s:.1f}s[/]", highlight=False)
+
+    try:
+        result = run_playbook(engine, pb, limit=limits, variables=overrides, out_dir=collect, on_step=on_step)
+    except ConfigError as err:
+        fail_from(err, code=2)
+    except EdgelabError as err:
+        fail_from(err, code=1)
+    if junit is not None:
+        junit.parent.mkdir(parents=True, exist_ok=True)
+        junit.write_text(to_junit(result), encoding="utf-8")
+    if json_out:
+        print_json(result.to_dict())
+    else:
+        f = result.failures()
+        word = "[green]passed[/]" if result.ok else "[bold red]FAILED[/]"
+        console.print(f"{escape(pb.name)}: {word}, {len(result.jobs)} job(s) in {result.duration_s:.1f}s; "
+                      f"failures infra {f['infra']}, device {f['device']}, test {f['test']}", highlight=False)
+        for job in result.jobs:
+            for note in job.matrix:
+                console.print(f"  matrix: {escape(note)}", highlight=False)
+    raise typer.Exit(0 if result.ok else 1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("play")(play)
