@@ -6,6 +6,8 @@ import typer
 
 from edgelab import __version__
 from edgelab.cli import deploy, device, facts, probe, sim, tui
+from edgelab.cli import matrix as matrix_cli
+from edgelab.cli import play as play_cli
 from edgelab.cli.common import state
 
 app = typer.Typer(
@@ -21,6 +23,8 @@ app.add_typer(facts.app, name="facts")
 probe.register(app, facts.app)
 deploy.register(app)
 tui.register(app)
+play_cli.register(app)
+app.add_typer(matrix_cli.app, name="matrix")
 
 
 def _version(value: bool) -> None:
