@@ -1,0 +1,46 @@
+"""Pilot test of the stop flow on a real deployment: the reference workload deployed on the
+virtual phone (a real process on the lab host), shown on the Run screen, stopped with `s`."""
+
+from __future__ import annotations
+
+import pytest
+from test_deploy_helpers import alive_on_host, deploy_lab, group_members  # noqa: F401 - fixture
+
+from edgelab.deploy import lifecycle
+from edgelab.deploy.lifecycle import DeployRequest
+from edgelab.store.db import session_scope
+from edgelab.store.deployments import get_deployment, processes
+from edgelab.tui.app import EdgelabApp
+from edgelab.tui.screens.run import RunScreen
+
+pytestmark = [pytest.mark.adb, pytest.mark.ssh, pytest.mark.slow]
+
+
+async def until(pilot, cond, steps: int = 3000) -> None:
+    for _ in range(steps):
+        if cond():
+            return
+        await pilot.pause(0.02)
+    raise AssertionError("condition never became true")
+
+
+async def test_stop_a_running_deployment_from_the_run_screen(deploy_lab) -> None:
+    _url, engine, opts = deploy_lab
+    dep = lifecycle.deploy(engine, DeployRequest("s25", "qwen3-tts"), opts=opts)
+    run_id = dep.run_id
+    with session_scope(engine, write=False) as s:
+        (pid,) = [p.pid for p in processes(s, get_deployment(s, run_id).id)]
+    try:
+        assert alive_on_host(pid)
+        app = EdgelabApp(engine, open_run=run_id, run_poll_s=0.5)
+        async with app.run_test(size=(150, 45)) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.view is not None)
+            screen = app.screen
+            assert screen.view.run["state"] == "running" and screen.view.run["device"] == "s25"
+            assert "VIRTUAL" in str(screen.query_one("#run-title").render())
+            await pilot.press("s")
+            await until(pilot, lambda: screen.view.run["state"] == "stopped")
+        assert not alive_on_host(pid) and group_members(pid) == []
+    finally:
+        if alive_on_host(pid):
+            lifecycle.stop(engine, run_id, opts=opts)
