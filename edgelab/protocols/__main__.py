@@ -1,0 +1,76 @@
+"""``python -m edgelab.protocols serve speech|http|openpi``: run a lab-side reference server.
+
+For demos and for S4 runs on a lab host: the speech stream (and codec-token) WebSocket server,
+the HTTP ``/v1/audio/speech`` server, or the OpenPI policy endpoint, on a loopback port.
+Prints one JSON line with the URL once listening, then serves until interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+
+from edgelab.errors import EdgelabError
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m edgelab.protocols", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("serve", help="serve a reference-backed protocol endpoint")
+    s.add_argument("protocol", choices=["speech", "http", "openpi"])
+    s.add_argument("--host", default="127.0.0.1", help="a loopback address")
+    s.add_argument("--port", type=int, default=0, help="0 = a free port")
+    s.add_argument("--frames-per-s", type=float, default=25.0, help="talker speed (0 = unpaced)")
+    s.add_argument("--schedule", default="server", help="'server' (1 then 25), 'ramp' or '2,4,8'")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--slow-every", type=int, default=0, help="openpi: inject a slow step every N inferences")
+    s.add_argument("--slow-ms", type=float, default=0.0)
+    args = p.parse_args(argv)
+    try:
+        if args.protocol == "openpi":
+            from edgelab.protocols.openpi import OpenPIServer, ReferencePolicy
+            from edgelab.reference.vla import ReferenceVLA
+
+            vla = ReferenceVLA(args.seed, slow_every=args.slow_every, slow_ms=args.slow_ms)
+            server = OpenPIServer(ReferencePolicy(vla), host=args.host, port=args.port or None).start()
+            url = server.url
+        else:
+            from edgelab.protocols.speech_ws import ServerOptions
+
+            opts = ServerOptions(
+                frames_per_s=args.frames_per_s or None, schedule=args.schedule, seed=args.seed
+            )
+            if args.protocol == "speech":
+                from edgelab.protocols.speech_ws import SpeechServer
+
+                server = SpeechServer(opts, host=args.host, port=args.port).start()
+                url = server.stream_url
+            else:
+                from edgelab.protocols.speech_http import PATH, SpeechHTTPServer
+
+                server = SpeechHTTPServer(opts, host=args.host, port=args.port).start()
+                url = server.url + PATH
+    except EdgelabError as err:
+        print(f"error: {err}", file=sys.stderr)
+        if err.remedy:
+            print(f"  -> {err.remedy}", file=sys.stderr)
+        return 2
+    print(
+        json.dumps({"protocol": args.protocol, "url": url, "runtime": "reference", "weights": "random"}),
+        flush=True,
+    )
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # SIGINT too: ignored in background jobs otherwise
+        signal.signal(sig, lambda *_: done.set())
+    try:
+        done.wait()
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
