@@ -188,6 +188,7 @@ def remove_artifact(session: Session, ref: str) -> Artifact:
     art = get_artifact(session, ref)
     for f in artifact_files(session, art):
         session.delete(f)
+    session.flush()
     session.delete(art)
     session.flush()
     return art

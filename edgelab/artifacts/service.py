@@ -1,0 +1,128 @@
+"""Push, list and collect device stores by name: artifacts and devices resolved from the database."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import Engine
+from sqlmodel import select
+
+from edgelab.artifacts.devstore import open_store
+from edgelab.artifacts.hashing import cached_sha256
+from edgelab.artifacts.push import BlobSpec, DeviceResult, push_parallel
+from edgelab.artifacts.registry import artifact_files, get_artifact, referenced_hashes
+from edgelab.artifacts.stamps import DbStamps
+from edgelab.errors import ConfigError
+from edgelab.store.artifacts import Artifact, ArtifactFile
+from edgelab.store.db import session_scope
+from edgelab.store.devices import get_device, list_devices
+from edgelab.store.models import Device
+from edgelab.transport import open_transport
+
+
+def blobs_for(engine: Engine, refs: Sequence[str]) -> list[BlobSpec]:
+    """The distinct files of the named artifacts, each re-checked against its registered hash."""
+    out: dict[str, BlobSpec] = {}
+    with session_scope(engine) as s:
+        for ref in refs:
+            art = get_artifact(s, ref)
+            for f in artifact_files(s, art):
+                if f.sha256 in out:
+                    continue
+                if not f.source or not Path(f.source).is_file():
+                    raise ConfigError(
+                        f"{art.name}: {f.path} is no longer at {f.source}",
+                        remedy="put the file back, or re-add the artifact from where it is now",
+                    )
+                digest, size, _ = cached_sha256(s, Path(f.source))
+                if digest != f.sha256:
+                    raise ConfigError(
+                        f"{art.name}: {f.source} changed since it was registered (sha256 {digest[:12]}, was {f.sha256[:12]})",
+                        remedy="re-add the artifact (`edgelab artifact add ... --replace`) or restore the file",
+                    )
+                out[f.sha256] = BlobSpec(Path(f.source), f.sha256, size)
+    return list(out.values())
+
+
+def resolve_devices(engine: Engine, names: Sequence[str], all_devices: bool = False) -> list[Device]:
+    with session_scope(engine, write=False) as s:
+        if all_devices:
+            return list(list_devices(s))
+        if not names:
+            raise ConfigError("no device named", remedy="give --device NAME (repeatable) or --all")
+        return [get_device(s, n) for n in names]
+
+
+def push_artifacts(
+    engine: Engine,
+    refs: Sequence[str],
+    devices: Sequence[Device],
+    *,
+    verify: bool = False,
+    progress: Callable[[str, str, int, int], None] | None = None,
+    workers: int = 8,
+) -> tuple[list[BlobSpec], list[DeviceResult]]:
+    """Push the artifacts' files to every device in parallel; per-device results, never raised."""
+    blobs = blobs_for(engine, refs)
+    jobs = []
+    for d in devices:
+        ep = d.endpoint()
+        jobs.append((d.name, (lambda ep=ep: open_transport(ep)), DbStamps(engine, d.id)))
+    return blobs, push_parallel(jobs, blobs, verify=verify, progress=progress, workers=workers)
+
+
+@dataclass
+class StoreRow:
+    name: str
+    size: int
+    artifacts: list[str]
+    verified_at: str | None
+
+    @property
+    def referenced(self) -> bool:
+        return bool(self.artifacts)
+
+
+def store_ls(engine: Engine, device_name: str) -> tuple[str, list[StoreRow]]:
+    """(store root, entries) of a device's store, each with the artifacts naming it."""
+    with session_scope(engine, write=False) as s:
+        dev = get_device(s, device_name)
+        names: dict[str, list[str]] = {}
+        for sha, art in s.exec(select(ArtifactFile.sha256, Artifact.name).join(Artifact)).all():
+            names.setdefault(sha, []).append(art)
+    records = DbStamps(engine, dev.id).all()
+    t = open_transport(dev.endpoint())
+    try:
+        store = open_store(t)
+        entries = store.list()
+    finally:
+        t.close()
+    rows = []
+    for e in entries:
+        sha = e.sha256 or e.name.split(".", 1)[0]
+        rec = records.get(e.name)
+        rows.append(StoreRow(e.name, e.size, sorted(names.get(sha, [])) if e.sha256 else [], rec.verified_at.isoformat() if rec else None))
+    return store.root, rows
+
+
+def gc_device(engine: Engine, device_name: str, *, dry_run: bool = False) -> list[StoreRow]:
+    """Remove blobs no registered artifact names, and leftover partial uploads."""
+    with session_scope(engine, write=False) as s:
+        dev = get_device(s, device_name)
+        keep = referenced_hashes(s)
+    t = open_transport(dev.endpoint())
+    try:
+        store = open_store(t)
+        doomed = [e for e in store.list() if e.sha256 not in keep]
+        if not dry_run and doomed:
+            store.remove([store.blob(e.name) for e in doomed])
+    finally:
+        t.close()
+    if not dry_run:
+        stamps = DbStamps(engine, dev.id)
+        for e in doomed:
+            if e.sha256:
+                stamps.drop(e.sha256)
+    return [StoreRow(e.name, e.size, [], None) for e in doomed]

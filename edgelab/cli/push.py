@@ -1,0 +1,129 @@
+"""`edgelab push`, `edgelab store ls DEVICE`, `edgelab gc DEVICE`: thin over edgelab.artifacts.service."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+from rich.table import Table
+
+from edgelab.cli.common import console, err_console, fail, fail_from, print_json, state
+from edgelab.errors import ConfigError, EdgelabError
+
+store_app = typer.Typer(help="Device content-addressed stores.", no_args_is_help=True)
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
+
+
+def _engine():
+    from edgelab.store.db import get_engine
+
+    try:
+        return get_engine(state.db)
+    except ConfigError as err:
+        fail_from(err, code=2)
+
+
+def push(
+    artifacts: Annotated[list[str], typer.Argument(help="Artifact names or digest prefixes.")],
+    device: Annotated[list[str] | None, typer.Option("--device", "-d", help="Target device (repeatable).")] = None,
+    all_devices: Annotated[bool, typer.Option("--all", help="Every device in the inventory.")] = False,
+    verify: Annotated[bool, typer.Option("--verify", help="Re-hash blobs already on the device even if recorded as verified.")] = False,
+    parallel: Annotated[int, typer.Option("--parallel", help="Devices pushed at once.")] = 8,
+    as_json: JsonOpt = False,
+) -> None:
+    """Push artifacts into device stores: skip verified blobs, resume cut uploads, verify SHA-256 on the device."""
+    from edgelab.artifacts.service import push_artifacts, resolve_devices
+
+    engine = _engine()
+    if device and all_devices:
+        fail("give --device or --all, not both", code=2)
+    try:
+        devices = resolve_devices(engine, device or [], all_devices)
+    except EdgelabError as err:
+        fail_from(err, code=2 if isinstance(err, ConfigError) else 1)
+    tasks: dict[tuple[str, str], int] = {}
+    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
+    with Progress(*columns, console=err_console, transient=as_json, disable=as_json) as bar:
+
+        def progress(dev: str, sha: str, done: int, total: int) -> None:
+            key = (dev, sha)
+            if key not in tasks:
+                tasks[key] = bar.add_task(f"{escape(dev)} {sha[:12]}", total=total)
+            bar.update(tasks[key], completed=done)
+
+        try:
+            blobs, results = push_artifacts(engine, artifacts, devices, verify=verify, progress=progress, workers=parallel)
+        except EdgelabError as err:
+            fail_from(err)
+    data = [
+        {
+            "device": r.device, "ok": r.ok, "error": r.error, "remedy": r.remedy,
+            "blobs": [
+                {"sha256": b.sha256, "size": b.size, "status": b.status, "remote_path": b.remote_path, "sent": b.sent,
+                 "resumed_from": b.resumed_from, "attempts": b.attempts, "seconds": round(b.seconds, 3),
+                 "bytes_per_s": round(b.throughput), "notes": b.notes}
+                for b in r.blobs
+            ],
+        }
+        for r in results
+    ]
+    if as_json:
+        print_json(data)
+    else:
+        for r in results:
+            if not r.ok:
+                console.print(f"[red]{escape(r.device)}: {escape(r.error or '')}[/]" + (f"\n  -> {escape(r.remedy)}" if r.remedy else ""))
+                continue
+            for b in r.blobs:
+                rate = f" {b.throughput / 1e6:.1f} MB/s" if b.sent else ""
+                console.print(f"{escape(r.device)}  {b.sha256[:16]}  {b.status:9} {b.sent:>12} B sent in {b.seconds:.2f}s{rate}")
+    if any(not r.ok for r in results):
+        raise typer.Exit(1)
+
+
+@store_app.command("ls")
+def store_ls(device: Annotated[str, typer.Argument()], as_json: JsonOpt = False) -> None:
+    """What a device's store holds, and which artifacts name each blob."""
+    from edgelab.artifacts.service import store_ls as do_ls
+
+    try:
+        root, rows = do_ls(_engine(), device)
+    except EdgelabError as err:
+        fail_from(err)
+    if as_json:
+        print_json({"root": root, "entries": [{"name": r.name, "size": r.size, "artifacts": r.artifacts, "verified_at": r.verified_at} for r in rows]})
+        return
+    console.print(f"{escape(device)}: {escape(root)}")
+    table = Table("blob", "size", "artifacts", "verified", box=None)
+    for r in rows:
+        table.add_row(r.name, str(r.size), escape(", ".join(r.artifacts)) or "[dim](unreferenced)[/]", r.verified_at or "-")
+    console.print(table if rows else "  (empty)")
+
+
+def gc(
+    device: Annotated[str, typer.Argument()],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only list what would be removed.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Remove blobs in a device's store that no registered artifact references (and stale partials)."""
+    from edgelab.artifacts.service import gc_device
+
+    try:
+        gone = gc_device(_engine(), device, dry_run=dry_run)
+    except EdgelabError as err:
+        fail_from(err)
+    if as_json:
+        print_json([{"name": r.name, "size": r.size} for r in gone])
+        return
+    verb = "would remove" if dry_run else "removed"
+    for r in gone:
+        console.print(f"{verb} {r.name} ({r.size} B)")
+    console.print(f"{verb} {len(gone)} file(s), {sum(r.size for r in gone)} B")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("push")(push)
+    app.command("gc")(gc)
+    app.add_typer(store_app, name="store")
