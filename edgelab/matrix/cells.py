@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sqlmodel import Session
+from sqlmodel import Session, select
 
 from edgelab.errors import ConfigError, EdgelabError, NotFound
 from edgelab.matrix import ladder
@@ -84,7 +84,7 @@ def _run_is_virtual(session: Session, run) -> tuple[bool, str]:
     if run.virtual:
         return True, run.device_name or "?"
     if run.device_name:
-        dev = session.query(Device).filter(Device.name == run.device_name).first()
+        dev = session.exec(select(Device).where(Device.name == run.device_name)).first()
         if dev is not None and dev.virtual:
             return True, dev.name
     return False, run.device_name or "?"

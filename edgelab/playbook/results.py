@@ -64,7 +64,7 @@ class JobResult:
 
     @property
     def run_ids(self) -> list[str]:
-        return [s.run_id for s in self.steps if s.run_id]
+        return list(dict.fromkeys(s.run_id for s in self.steps if s.run_id))
 
     def to_dict(self) -> dict[str, Any]:
         return {"device": self.device, "pipeline": self.pipeline, "ok": self.ok, "virtual": self.virtual,
