@@ -1,0 +1,168 @@
+"""`edgelab runs ...`: list, show, export and import runs. Thin over edgelab.store.runs / edgelab.metrics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from edgelab.cli.common import console, fail_from, print_json, state
+from edgelab.errors import ConfigError, EdgelabError
+
+app = typer.Typer(help="Runs and their results: list, show, export, import the study's records.",
+                  no_args_is_help=True)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
+STATE_STYLE = {"running": "cyan", "finished": "green", "failed": "red", "device-lost": "red",
+               "stopped": "yellow", "pending": "dim"}
+
+
+def _engine():
+    from edgelab.store.db import get_engine
+
+    try:
+        return get_engine(state.db)
+    except ConfigError as err:
+        fail_from(err, code=2)
+
+
+def _fmt(v: Any, unit: str = "") -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.3g}{unit}" if abs(v) < 10 else f"{v:.0f}{unit}"
+    return f"{v}{unit}"
+
+
+def _headline(summary: dict | None) -> str:
+    if not summary:
+        return "-"
+    parts = []
+    if a := summary.get("audio"):
+        parts.append(f"TTFA p50 {_fmt(a['ttfa_ms']['p50'], ' ms')} (n={a['ttfa_ms']['count']}), "
+                     f"underruns {a['underruns_at_ttfa']}, RTF p50 {_fmt(a['rtf_streamed']['p50'])}")
+    if act := summary.get("action"):
+        parts.append(f"latency p50/p95 {_fmt(act['latency_ms']['p50'])}/{_fmt(act['latency_ms']['p95'], ' ms')} "
+                     f"(n={act['latency_ms']['count']}), misses {_fmt(act['deadline_misses'])}")
+    if t := summary.get("text"):
+        parts.append(f"TTFT p50 {_fmt(t['ttft_ms']['p50'], ' ms')}, tok/s p50 {_fmt(t['decode_tok_s']['p50'])}")
+    return "; ".join(parts) or "-"
+
+
+@app.command("ls")
+def ls(
+    json_out: JsonOpt = False,
+    limit: Annotated[int, typer.Option("--limit", help="At most this many, newest first.")] = 50,
+    device: Annotated[str | None, typer.Option("--device", help="Only this device's runs.")] = None,
+    pipeline: Annotated[str | None, typer.Option("--pipeline", help="Only this pipeline's runs.")] = None,
+    run_state: Annotated[str | None, typer.Option("--state", help="Only runs in this state.")] = None,
+) -> None:
+    """List runs, newest first."""
+    from edgelab.store.db import session_scope
+    from edgelab.store.runs import get_summary, list_runs
+
+    with session_scope(_engine(), write=False) as s:
+        rows = []
+        for r in list_runs(s, limit=limit, device=device, pipeline=pipeline, state=run_state):
+            summ = get_summary(s, r.id, "final") or get_summary(s, r.id, "live")
+            rows.append({"id": r.id, "created_at": r.created_at, "pipeline": r.pipeline, "device": r.device_name,
+                         "runtime": r.runtime, "kind": r.kind, "state": r.state, "virtual": r.virtual,
+                         "summary": summ.metrics if summ else None})
+    if json_out:
+        print_json(rows)
+        return
+    table = Table(box=None, header_style="bold")
+    for col in ("id", "created", "pipeline", "device", "runtime", "kind", "state", "headline"):
+        table.add_column(col)
+    for r in rows:
+        st = r["state"]
+        table.add_row(r["id"], r["created_at"].strftime("%Y-%m-%d %H:%M"), r["pipeline"] or "-",
+                      (r["device"] or "-") + (" (virtual)" if r["virtual"] else ""), r["runtime"] or "-", r["kind"],
+                      f"[{STATE_STYLE.get(st, 'white')}]{st}[/]", _headline(r["summary"]))
+    console.print(table if rows else "[dim]no runs yet[/]")
+
+
+@app.command("show")
+def show(run: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")], json_out: JsonOpt = False) -> None:
+    """One run: state, provenance, summary and its requests."""
+    from edgelab.metrics.results import run_record
+    from edgelab.store.db import session_scope
+    from edgelab.store.runs import get_run
+
+    try:
+        with session_scope(_engine(), write=False) as s:
+            rec = run_record(s, get_run(s, run))
+    except EdgelabError as err:
+        fail_from(err)
+    if json_out:
+        print_json(rec)
+        return
+    console.print(f"[bold]{rec['id']}[/]  {rec['pipeline'] or '-'} on {rec['device'] or '-'}"
+                  f"{' (virtual)' if rec['virtual'] else ''}  runtime {rec['runtime'] or '-'}  "
+                  f"[{STATE_STYLE.get(rec['state'], 'white')}]{rec['state']}[/]")
+    if rec["error"]:
+        console.print(f"[red]error:[/] {rec['error']}")
+    summary = rec["summary"] or rec["live"]
+    console.print(f"summary: {_headline(summary)}" + ("" if rec["summary"] else " [dim](live)[/]"))
+    prov = rec["provenance"] or {}
+    console.print("provenance: " + ", ".join(f"{k}={v}" for k, v in prov.items() if v not in (None, {}, [])))
+    table = Table(box=None, header_style="bold")
+    for col in ("request", "phase", "band", "ok", "TTFA ms", "play start ms", "underruns", "stall ms", "RTF"):
+        table.add_column(col)
+    for q in rec["requests"]:
+        a = (q["metrics"] or {}).get("audio") or {}
+        table.add_row(q["request"], q["phase"], q["band"] or "-", _fmt(q["ok"]), _fmt(a.get("ttfa_ms")),
+                      _fmt(a.get("playback_start_ms")), _fmt(a.get("underruns_at_ttfa")),
+                      _fmt(a.get("stall_ms_at_ttfa")), _fmt(a.get("rtf_streamed")))
+    if rec["requests"]:
+        console.print(table)
+
+
+@app.command("export")
+def export(
+    run: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")],
+    json_out: Annotated[bool, typer.Option("--json", help="JSON on stdout (the only format so far).")] = True,
+    samples: Annotated[bool, typer.Option("--samples", help="Include every raw sample (chunks, actions).")] = False,
+) -> None:
+    """The whole run as JSON: provenance, summary, requests and (with --samples) raw samples."""
+    from edgelab.metrics.ingest import SAMPLE_COLS
+    from edgelab.metrics.results import run_record
+    from edgelab.store.db import session_scope
+    from edgelab.store.runs import get_run, samples_of
+
+    try:
+        with session_scope(_engine(), write=False) as s:
+            r = get_run(s, run)
+            rec = run_record(s, r)
+            if samples:
+                rec["samples"] = [{c: getattr(x, c) for c in SAMPLE_COLS if c != "run_id"} for x in samples_of(s, r.id)]
+    except EdgelabError as err:
+        fail_from(err)
+    print_json(rec)
+
+
+@app.command("import")
+def import_(
+    path: Annotated[Path, typer.Argument(help="The study's requests.jsonl, or the directory holding it (+ report.json).")],
+    device: Annotated[str | None, typer.Option("--device", help="Device name to record (default: from report.json).")] = None,
+    pipeline: Annotated[str | None, typer.Option("--pipeline", help="Pipeline to record (default: from report.json).")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Store a study run as an imported run, every metric recomputed from its raw chunks."""
+    from edgelab.metrics.results import import_study, run_record
+    from edgelab.store.db import session_scope
+    from edgelab.store.runs import get_run
+
+    engine = _engine()
+    try:
+        rid = import_study(engine, path, device=device, pipeline=pipeline)
+        with session_scope(engine, write=False) as s:
+            rec = run_record(s, get_run(s, rid))
+    except EdgelabError as err:
+        fail_from(err)
+    if json_out:
+        print_json({"id": rid, "summary": rec["summary"], "requests": len(rec["requests"])})
+        return
+    console.print(f"imported [bold]{rid}[/]: {len(rec['requests'])} requests; {_headline(rec['summary'])}")

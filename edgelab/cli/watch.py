@@ -1,0 +1,124 @@
+"""`edgelab watch RUN`: a Rich live view of one run, read from the database (works from any process).
+
+Shows the chunk-gap sparkline, TTFA, RTF, underruns, action p50/p95 and temperature; it
+polls the run's live summary and newest raw samples, so the run may be driven by another
+process or host.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+import typer
+from rich.console import Group
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from edgelab.cli.common import console, fail_from, state
+from edgelab.errors import ConfigError, EdgelabError
+
+BARS = "▁▂▃▄▅▆▇█"
+FINAL = {"finished", "failed", "stopped", "device-lost"}
+
+
+def sparkline(values: list[float], width: int = 60) -> str:
+    vals = values[-width:]
+    if not vals:
+        return ""
+    lo, hi = min(vals), max(vals)
+    if hi <= lo:
+        return BARS[0] * len(vals)
+    return "".join(BARS[min(len(BARS) - 1, int((v - lo) / (hi - lo) * (len(BARS) - 1) + 0.5))] for v in vals)
+
+
+def _f(v: Any, unit: str = "") -> str:
+    if v is None:
+        return "-"
+    return f"{v:.1f}{unit}" if isinstance(v, float) else f"{v}{unit}"
+
+
+def snapshot(engine, ref: str, *, gaps: int = 60) -> dict[str, Any]:
+    """What the view shows, as data: run, live/final summary, recent chunk gaps, latest temperatures."""
+    from sqlmodel import select
+
+    from edgelab.store.db import session_scope
+    from edgelab.store.runs import RunSample, get_run, get_summary, telemetry_of
+
+    with session_scope(engine, write=False) as s:
+        run = get_run(s, ref)
+        summ = get_summary(s, run.id, "final") or get_summary(s, run.id, "live")
+        rows = s.exec(select(RunSample.request, RunSample.t_ms).where(
+            RunSample.run_id == run.id, RunSample.kind == "audio", RunSample.n > 0)
+            .order_by(RunSample.id.desc()).limit(gaps + 1)).all()
+        tel = telemetry_of(s, run_id=run.id, limit=1) or (
+            telemetry_of(s, device=run.device_name, limit=1) if run.device_name else [])
+        rows = list(reversed(rows))
+        recent = [b[1] - a[1] for a, b in zip(rows, rows[1:], strict=False) if a[0] == b[0]]
+        return {"id": run.id, "pipeline": run.pipeline, "device": run.device_name, "virtual": run.virtual,
+                "state": run.state, "summary": summ.metrics if summ else None,
+                "summary_kind": summ.kind if summ else None, "recent_gaps_ms": recent,
+                "temps_c": dict(tel[-1].temps_c) if tel else {}}
+
+
+def render(snap: dict[str, Any]) -> Panel:
+    m = snap["summary"] or {}
+    t = Table.grid(padding=(0, 2))
+    t.add_column(style="bold")
+    t.add_column()
+    a = m.get("audio")
+    if a:
+        t.add_row("TTFA", f"p50 {_f(a['ttfa_ms']['p50'], ' ms')}  p95 {_f(a['ttfa_ms']['p95'], ' ms')}  "
+                          f"(n={a['ttfa_ms']['count']})")
+        t.add_row("RTF", f"streamed p50 {_f(a['rtf_streamed']['p50'])}  total p50 {_f(a['rtf_total']['p50'])}")
+        t.add_row("underruns", f"{a['underruns_at_ttfa']} in {a['requests_with_underrun']} requests "
+                               f"(stall p95 {_f(a['stall_ms_at_ttfa']['p95'], ' ms')})")
+        t.add_row("chunk gaps", f"p50 {_f(a['chunk_gaps_ms']['p50'], ' ms')}  p95 {_f(a['chunk_gaps_ms']['p95'], ' ms')}")
+    act = m.get("action")
+    if act:
+        t.add_row("action latency", f"p50 {_f(act['latency_ms']['p50'], ' ms')}  p95 {_f(act['latency_ms']['p95'], ' ms')}"
+                                    f"  (n={act['latency_ms']['count']})")
+        t.add_row("obs age", f"p50 {_f(act['age_ms']['p50'], ' ms')}  p95 {_f(act['age_ms']['p95'], ' ms')}")
+        t.add_row("deadline misses", f"{_f(act['deadline_misses'])} (period {_f(act['control_period_ms'], ' ms')})")
+    if snap["temps_c"]:
+        hot = sorted(snap["temps_c"].items(), key=lambda kv: -kv[1])[:4]
+        t.add_row("temperature", "  ".join(f"{k} {v:.1f}°C" for k, v in hot))
+    else:
+        t.add_row("temperature", "-")
+    req = m.get("requests") or {}
+    t.add_row("requests", f"{req.get('total', 0)} ({', '.join(f'{k} {v}' for k, v in (req.get('by_phase') or {}).items())})")
+    spark = Text(sparkline(snap["recent_gaps_ms"]) or "(no chunks yet)", style="cyan")
+    title = (f"{snap['id']}  {snap['pipeline'] or '-'} on {snap['device'] or '-'}"
+             f"{' (virtual)' if snap['virtual'] else ''}  [{snap['state']}]")
+    return Panel(Group(Text("chunk gaps "), spark, t), title=title,
+                 subtitle=f"{snap['summary_kind'] or 'no'} summary")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("watch")
+    def watch(
+        run: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")],
+        interval: Annotated[float, typer.Option("--interval", help="Seconds between refreshes.")] = 0.25,
+        once: Annotated[bool, typer.Option("--once", help="Print one frame and exit.")] = False,
+    ) -> None:
+        """Live view of a run (works from any process that reaches the database)."""
+        from edgelab.store.db import get_engine
+
+        try:
+            engine = get_engine(state.db)
+            snap = snapshot(engine, run)
+        except EdgelabError as err:
+            fail_from(err, code=2 if isinstance(err, ConfigError) else 1)
+        if once:
+            console.print(render(snap))
+            return
+        with Live(render(snap), console=console, refresh_per_second=max(1, int(1 / max(interval, 0.05)))) as live:
+            try:
+                while snap["state"] not in FINAL:
+                    time.sleep(interval)
+                    snap = snapshot(engine, run)
+                    live.update(render(snap))
+            except KeyboardInterrupt:
+                pass
