@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - the deploy_lab fixture imported from test_deploy_helpers is a parameter by design
 """Pilot test of the stop flow on a real deployment: the reference workload deployed on the
 virtual phone (a real process on the lab host), shown on the Run screen, stopped with `s`."""
 

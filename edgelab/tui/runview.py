@@ -79,7 +79,15 @@ class RunFollower:
     def poll(self) -> RunView:
         from edgelab.metrics.action import ActionSample, judge
         from edgelab.metrics.live import recompute
-        from edgelab.store.runs import RunLog, RunSample, get_run, get_summary, requests_of, samples_of, telemetry_of
+        from edgelab.store.runs import (
+            RunLog,
+            RunSample,
+            get_run,
+            get_summary,
+            requests_of,
+            samples_of,
+            telemetry_of,
+        )
 
         with session_scope(self.engine, write=False) as s:
             run = get_run(s, self.run_id)

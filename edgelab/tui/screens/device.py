@@ -26,7 +26,6 @@ from edgelab.tui.widgets.info_panel import InfoPanel
 from edgelab.tui.widgets.status_line import StatusLine
 from edgelab.tui.widgets.telemetry import Telemetry
 
-
 _PATH = re.compile(r"/(?:[^\s/():]+/)+([^\s/():]+:\d+)")  # an absolute file:line -> its file name:line
 
 
