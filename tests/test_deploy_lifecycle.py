@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - pytest fixtures imported from test_deploy_helpers are parameters by design
 """Real deployments of the reference workload on virtual devices: start, ps, logs, stop, SIGINT.
 
 Virtual devices run their commands as processes on the lab host, so every "gone" below is checked

@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - pytest fixtures imported from test_deploy_helpers are parameters by design
 """Dry runs and refusals on the virtual lab: strategy choice with reasons, early refusal, store untouched."""
 
 from __future__ import annotations
