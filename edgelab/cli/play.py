@@ -35,7 +35,7 @@ def play(
         limits = limit.split(",") if limit else None
         jobs = plan_jobs(engine, pb, limits)
     except EdgelabError as err:
-        fail_from(err, code=2)
+        _invalid(err)
     if dry_run:
         rows = [{"device": j.device, "pipeline": j.pipeline, "virtual": j.virtual,
                  "steps": [s.name for s in pb.steps], "cleanup": [s.name for s in pb.cleanup]} for j in jobs]
@@ -76,6 +76,14 @@ def play(
             for note in job.matrix:
                 console.print(f"  matrix: {escape(note)}", highlight=False)
     raise typer.Exit(0 if result.ok else 1)
+
+
+def _invalid(err: EdgelabError) -> None:
+    """Exit 2 with the error on one unwrapped line (file:line first), so CI logs can grep it."""
+    typer.echo(f"error: {err}", err=True)
+    if err.remedy:
+        typer.echo(f"  -> {err.remedy}", err=True)
+    raise typer.Exit(2)
 
 
 def register(app: typer.Typer) -> None:

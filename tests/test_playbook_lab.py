@@ -1,0 +1,117 @@
+"""`edgelab play` end to end on the virtual lab: real sshd and adb server, real workload processes."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+from typer.testing import CliRunner
+
+from edgelab.cli import app
+from edgelab.sim.lab import LabStatus, register
+from edgelab.store import db as dbmod
+
+runner = CliRunner()
+PLAYBOOKS = __import__("pathlib").Path(__file__).resolve().parents[1] / "playbooks"
+
+
+@pytest.fixture(scope="module")
+def lab_env(tmp_path_factory, ssh_lab, adb_lab):
+    url = f"sqlite:///{tmp_path_factory.mktemp('play') / 'lab.db'}"
+    register(url, LabStatus(ssh_lab.state_dir, ssh=ssh_lab, adb=adb_lab), check=False)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("EDGELAB_DB", url)
+    mp.setenv("EDGELAB_SIM_DIR", str(ssh_lab.state_dir))  # the lab's ssh_config, key, known_hosts
+    try:
+        yield url
+    finally:
+        mp.undo()
+        dbmod.dispose_engines()
+
+
+def test_smoke_runs_green_on_the_virtual_lab_and_writes_junit(lab_env, tmp_path):
+    out = tmp_path / "smoke.xml"
+    res = runner.invoke(app, ["play", str(PLAYBOOKS / "smoke.yaml"), "--limit", "s25,orin-agx",
+                              "--junit", str(out), "--json", "--var", "vla_steps=5"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["ok"] and {j["device"] for j in data["jobs"]} == {"s25", "orin-agx"}
+    for job in data["jobs"]:
+        assert job["virtual"] is True and job["facts_hash"]
+        kinds = [s["kind"] for s in job["steps"]]
+        assert kinds == ["probe", "bench", "gate", "bench", "gate", "stop"]
+        assert all(s["status"] == "passed" for s in job["steps"]), job["steps"]
+        assert len(job["runs"]) == 2  # the TTS and the VLA run, stored
+    root = ET.parse(out).getroot()
+    assert root.get("failures") == "0" and root.get("errors") == "0" and int(root.get("tests")) == 12
+    suite = root.find("testsuite")
+    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert len(props["facts_hash"]) == 64 and props["virtual"] == "true" and props["edgelab_version"]
+    # the runs are in the store, marked virtual, with real audio/action figures
+    from edgelab.store.db import get_engine, session_scope
+    from edgelab.store.runs import get_run, get_summary
+
+    with session_scope(get_engine(lab_env), write=False) as s:
+        for job in data["jobs"]:
+            tts, vla = job["runs"]
+            assert get_run(s, tts).virtual and get_run(s, tts).state == "finished"
+            assert get_summary(s, tts).metrics["audio"]["ttfa_ms"]["count"] == 2
+            assert get_summary(s, vla).metrics["action"]["chunks"] >= 5
+
+
+def test_a_failing_gate_exits_1_with_a_failing_junit_case(lab_env, tmp_path):
+    pb = tmp_path / "strict.yaml"
+    pb.write_text(
+        "name: strict\ndevices: [s24]\nsteps:\n"
+        "  - bench: {workload: tts, requests: 1, frames: 12, frames_per_s: 0}\n"
+        "  - gate: ['ttfa.p95 < 0.001ms']\n"
+        "  - probe: {}\n"
+        "cleanup:\n  - stop: {}\n"
+    )
+    out = tmp_path / "strict.xml"
+    res = runner.invoke(app, ["play", str(pb), "--junit", str(out)])
+    assert res.exit_code == 1, res.output
+    assert "test 1" in res.stdout
+    root = ET.parse(out).getroot()
+    cases = {c.get("name"): c for c in root.iter("testcase")}
+    failure = cases["gate"].find("failure")
+    assert failure is not None and failure.get("type") == "test" and "ttfa.p95" in failure.get("message")
+    assert cases["probe"].find("skipped") is not None  # steps after a failure are skipped
+    assert cases["cleanup: stop"].find("failure") is None  # cleanup still ran
+
+
+def test_unreachable_device_is_an_infra_error_not_a_test_failure(lab_env, tmp_path):
+    from edgelab.store.db import get_engine, session_scope
+    from edgelab.store.devices import add_device
+    from edgelab.store.models import Device
+
+    with session_scope(get_engine(lab_env)) as s:
+        add_device(s, Device(name="gone", transport="adb", adb_serial="127.0.0.1:1", adb_server="127.0.0.1:1",
+                             shell="toybox", virtual=True))
+    pb = tmp_path / "one.yaml"
+    pb.write_text("name: one\ndevices: [gone]\nsteps:\n  - bench: {workload: vla, steps: 2}\n")
+    out = tmp_path / "one.xml"
+    res = runner.invoke(app, ["play", str(pb), "--junit", str(out)])
+    assert res.exit_code == 1, res.output
+    err = next(ET.parse(out).getroot().iter("error"))
+    assert err.get("type") in ("infra", "device")
+
+
+def test_malformed_playbook_exits_2_naming_file_and_line(lab_env, tmp_path):
+    pb = tmp_path / "bad.yaml"
+    pb.write_text("name: bad\ndevices: [all]\nsteps:\n  - probe: {}\n  - bench:\n      wrkload: tts\n")
+    res = runner.invoke(app, ["play", str(pb)])
+    assert res.exit_code == 2
+    first = res.stderr.strip().splitlines()[0]
+    assert f"{pb}:6:" in first and "wrkload" in first
+
+
+def test_dry_run_lists_jobs_and_limit_must_name_selected_devices(lab_env):
+    res = runner.invoke(app, ["play", str(PLAYBOOKS / "qwen3-tts-qualification.yaml"), "--dry-run", "--json"])
+    assert res.exit_code == 0, res.output
+    jobs = json.loads(res.stdout)["jobs"]
+    assert {j["device"] for j in jobs} == {"s25", "s24", "s24-locked", "rb3g2", "sa8775p", "orin-agx", "orin-nano", "thor"}
+    assert all(j["pipeline"] == "qwen3-tts-0.6b" for j in jobs)
+    res = runner.invoke(app, ["play", str(PLAYBOOKS / "qwen3-tts-qualification.yaml"), "--limit", "xelite-pc"])
+    assert res.exit_code == 2 and "does not select" in res.stderr
