@@ -8,7 +8,7 @@ from edgelab import __version__
 from edgelab.cli import deploy, device, facts, probe, sim, tui
 from edgelab.cli import matrix as matrix_cli
 from edgelab.cli import play as play_cli
-from edgelab.cli import artifact, push  # noqa: I001 - issue 4 (artifacts, push)
+from edgelab.cli import artifact, push, runtime  # noqa: I001 - issue 4 (artifacts, push, runtimes)
 from edgelab.cli import metrics as metrics_cli  # noqa: I001 - issue 6 (runs, watch, metrics)
 from edgelab.cli import runs, watch
 from edgelab.cli.common import state
@@ -25,6 +25,7 @@ app.add_typer(sim.app, name="sim")
 app.add_typer(facts.app, name="facts")
 probe.register(app, facts.app)
 app.add_typer(artifact.app, name="artifact")
+app.add_typer(runtime.app, name="runtime")
 push.register(app)
 app.add_typer(runs.app, name="runs")
 app.add_typer(metrics_cli.app, name="metrics")
