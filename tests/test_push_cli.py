@@ -1,0 +1,86 @@
+"""`edgelab push`, `store ls`, `gc` end to end on a virtual phone registered in the inventory."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from fixtures.adb_lab import adb_endpoint
+from typer.testing import CliRunner
+
+from edgelab.artifacts.devstore import ANDROID_ROOT
+from edgelab.artifacts.hashing import sha256_path
+from edgelab.cli import app
+from edgelab.store import db as dbmod
+from edgelab.store.db import get_engine, session_scope
+from edgelab.store.devices import add_device
+from edgelab.store.models import Device
+from edgelab.transport.adb import ADBTransport
+
+runner = CliRunner()
+PERSONA = "sa8775p"
+
+
+@pytest.fixture
+def db(tmp_path, adb_lab):
+    dbmod.dispose_engines()
+    url = str(tmp_path / "push.db")
+    ep = adb_endpoint(adb_lab, PERSONA)
+    with session_scope(get_engine(url)) as s:
+        add_device(s, Device(name="phone", transport="adb", adb_serial=ep.adb_serial, adb_server=ep.adb_server, shell="toybox", virtual=True))
+    t = ADBTransport.connect(ep)
+    t.run(["rm", "-rf", ANDROID_ROOT])
+    try:
+        yield url
+    finally:
+        t.run(["rm", "-rf", ANDROID_ROOT])
+        t.close()
+        dbmod.dispose_engines()
+
+
+def cli(db, *args):
+    return runner.invoke(app, ["--db", db, *args])
+
+
+def test_push_skip_store_ls_and_gc(db, tmp_path):
+    a = tmp_path / "a.bin"
+    a.write_bytes(os.urandom(150_000))
+    b = tmp_path / "b.bin"
+    b.write_bytes(os.urandom(1000))
+    for f in (a, b):
+        res = cli(db, "artifact", "add", str(f), "--kind", "weights", "--target", "android-arm64", "--meta", "checkpoint_id=test/x")
+        assert res.exit_code == 0, res.output
+    res = cli(db, "push", "a.bin", "b.bin", "--device", "phone", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out[0]["ok"] and sorted(x["status"] for x in out[0]["blobs"]) == ["uploaded", "uploaded"]
+    res = cli(db, "push", "a.bin", "--device", "phone", "--json")
+    assert json.loads(res.stdout)[0]["blobs"][0]["status"] == "present"  # verified record + same stamp
+    res = cli(db, "push", "a.bin", "--device", "phone", "--verify", "--json")
+    assert json.loads(res.stdout)[0]["blobs"][0]["status"] == "verified"
+    res = cli(db, "store", "ls", "phone", "--json")
+    assert res.exit_code == 0, res.output
+    listing = json.loads(res.stdout)
+    assert listing["root"] == ANDROID_ROOT
+    assert {e["name"]: e["artifacts"] for e in listing["entries"]} == {sha256_path(a): ["a.bin"], sha256_path(b): ["b.bin"]}
+    assert cli(db, "artifact", "rm", "b.bin").exit_code == 0
+    res = cli(db, "gc", "phone", "--dry-run", "--json")
+    assert [e["name"] for e in json.loads(res.stdout)] == [sha256_path(b)]
+    res = cli(db, "gc", "phone", "--json")
+    assert [e["name"] for e in json.loads(res.stdout)] == [sha256_path(b)]
+    res = cli(db, "store", "ls", "phone", "--json")
+    assert [e["name"] for e in json.loads(res.stdout)["entries"]] == [sha256_path(a)]
+
+
+def test_push_errors(db, tmp_path):
+    res = cli(db, "push", "nothing", "--device", "phone")
+    assert res.exit_code == 1 and "no artifact" in " ".join(res.output.split())
+    res = cli(db, "push", "x", "--device", "ghost")
+    assert res.exit_code != 0
+    f = tmp_path / "c.bin"
+    f.write_bytes(b"abc")
+    assert cli(db, "artifact", "add", str(f), "--kind", "other", "--target", "any").exit_code == 0
+    f.write_bytes(b"abcd")  # changed after registration: refused, never pushed under the old hash
+    res = cli(db, "push", "c.bin", "--device", "phone")
+    assert res.exit_code == 1 and "changed since it was registered" in " ".join(res.output.split())
