@@ -157,8 +157,23 @@ def enter_namespace(hostname: str | None) -> None:
         _check(_libc.sethostname(name, len(name)), "sethostname")
 
 
+def own_mountpoint(path: str) -> None:
+    """Make (or accept) ``path`` only as a real directory of ours, mode 0700.
+
+    It lives in the shared /tmp under a predictable name, so another user could
+    plant it first (a symlink, or a directory they own) to steer our mounts.
+    """
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & 0o022:
+        raise OSError(f"{path} is not a directory owned by uid {os.getuid()} and writable only by it")
+
+
 def build_root(persona: str, device_root: str | None) -> str:
-    os.makedirs(NEWROOT, mode=0o700, exist_ok=True)
+    own_mountpoint(NEWROOT)
     mount("tmpfs", NEWROOT, "tmpfs", MS_NOSUID, "mode=755")
     mount(None, NEWROOT, None, MS_UNBINDABLE)  # recursive binds below must not copy the new root
     proot = os.path.join(persona, "root")

@@ -198,6 +198,12 @@ def lab_up(
     if clones < 0:
         raise ConfigError("--clones cannot be negative", remedy="use 0 or more")
     ssh_info = adb_info = None
+    if ssh or adb:
+        # Both kinds of device run their commands through the persona namespace.
+        from edgelab.sim.persona_exec import check_can_enter
+        from edgelab.sim.personas import PERSONAS_DIR
+
+        check_can_enter(PERSONAS_DIR / "orin-agx")
     if ssh:
         say("starting the SSH lab (one sshd, a loopback address per persona)")
         ssh_info = sshd.start_ssh_lab(sdir, port=ssh_port, clones=clones)

@@ -8,8 +8,10 @@ to run for every remote command).
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -47,6 +49,35 @@ def persona_argv(persona_dir: Path, argv: list[str], *, device_root: Path | None
     if device_root is not None:
         out += ["--device-root", str(Path(device_root).resolve())]
     return out + ["--", *[str(a) for a in argv]]
+
+
+@functools.cache
+def check_can_enter(persona_dir: Path) -> None:
+    """Enter ``persona_dir`` once with ``true``; raise ConfigError saying why not (cached per process).
+
+    As root this needs ``unshare -m``; as an ordinary user it needs user
+    namespaces. Without them every command on a virtual device would fail, so
+    the lab refuses to start rather than come up with every device broken.
+    """
+    try:
+        r = subprocess.run(
+            persona_argv(persona_dir, ["true"]), capture_output=True, text=True, timeout=30,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        r = subprocess.CompletedProcess([], 125, "", str(e))
+    if r.returncode == 0:
+        return
+    why = r.stderr.strip() or f"exit status {r.returncode}"
+    if os.geteuid() == 0:
+        remedy = "the lab host must allow unshare(CLONE_NEWNS); in a container, run it with CAP_SYS_ADMIN"
+    else:
+        remedy = (
+            "enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, "
+            "user.max_user_namespaces > 0; on Ubuntu 24.04 also "
+            "kernel.apparmor_restrict_unprivileged_userns=0), or run the lab as root"
+        )
+    raise ConfigError(f"cannot enter a virtual device's namespace as uid {os.geteuid()}: {why}", remedy=remedy)
 
 
 def ssh_force_command(persona_dir: Path, shell: str = "posix") -> str:
