@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from edgelab.errors import EdgelabError
+
+try:  # optional speed-up for ingest at 10^5 events/s; the stdlib gives the same results
+    import orjson as _fastjson
+except ImportError:  # pragma: no cover - depends on the environment
+    _fastjson = None
 
 SCHEMA_VERSION = 1
 
@@ -182,11 +187,13 @@ EVENT_TYPES: dict[str, type[Event]] = {
         TextToken, StageTiming, ResourceSample, LogLine, ErrorEvent,
     )
 }
-_FIELDS: dict[str, frozenset[str]] = {k: frozenset(f.name for f in fields(c)) for k, c in EVENT_TYPES.items()}
+_NAMES: dict[str, tuple[str, ...]] = {k: tuple(f.name for f in fields(c)) for k, c in EVENT_TYPES.items()}
+_FIELDS: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in _NAMES.items()}
 
 
 def to_dict(ev: Event) -> dict[str, Any]:
-    d = asdict(ev)
+    """Shallow: nested dicts (temperatures, meta) are shared with the event, not copied."""
+    d = {name: getattr(ev, name) for name in _NAMES[ev.kind]}
     d["kind"] = ev.kind
     return d
 
@@ -207,12 +214,14 @@ def from_dict(d: dict[str, Any]) -> Event:
 
 def encode(ev: Event) -> str:
     """One JSON line (no newline)."""
+    if _fastjson is not None:
+        return _fastjson.dumps(to_dict(ev)).decode("utf-8")
     return json.dumps(to_dict(ev), separators=(",", ":"))
 
 
 def decode(line: str | bytes) -> Event:
     try:
-        d = json.loads(line)
+        d = _fastjson.loads(line) if _fastjson is not None else json.loads(line)
     except ValueError as err:
         raise EventError(f"not JSON: {str(line)[:80]!r}") from err
     if not isinstance(d, dict):

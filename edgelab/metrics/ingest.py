@@ -14,7 +14,7 @@ from collections import namedtuple
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Engine, insert, select, update
+from sqlalchemy import Engine, bindparam, insert, select, update
 
 from edgelab.metrics import events as ev
 from edgelab.metrics.live import RunAggregator, recompute, request_metrics
@@ -26,6 +26,7 @@ from edgelab.store.runs import (
     RunLog,
     RunRequest,
     RunSample,
+    RunSummary,
     TelemetrySample,
     get_run,
     put_summary,
@@ -38,13 +39,16 @@ _REQ = RunRequest.__table__
 _TEL = TelemetrySample.__table__
 _LOG = RunLog.__table__
 _RUN = Run.__table__
+_SUM = RunSummary.__table__
+_REQ_END = (update(_REQ).where(_REQ.c.run_id == bindparam("rid"), _REQ.c.request == bindparam("rq"))
+            .values(finished=bindparam("fin"), ok=bindparam("ok"), error=bindparam("err"), metrics=bindparam("m")))
 
 
 class Ingestor:
     """Feed events of one run; call ``close()`` (or use ``with``) to finish it."""
 
-    def __init__(self, engine: Engine, run_id: str, *, batch: int = 5000, flush_s: float = 0.05,
-                 live_every_s: float = 0.25, period_s: float | None = None):
+    def __init__(self, engine: Engine, run_id: str, *, batch: int = 5000, flush_s: float = 0.02,
+                 live_every_s: float = 0.1, period_s: float | None = None):
         self.engine = engine
         self.run_id = run_id
         self.batch = batch
@@ -137,20 +141,24 @@ class Ingestor:
                 conn.execute(insert(_TEL), self._tel)
             if self._logs:
                 conn.execute(insert(_LOG), self._logs)
-            for e in self._ended:
-                view = self.agg.request_view(e.request)
-                conn.execute(update(_REQ).where(_REQ.c.run_id == self.run_id, _REQ.c.request == e.request)
-                             .values(finished=e.t, ok=e.ok, error=e.error, metrics=request_metrics(view)))
+            if self._ended:
+                conn.execute(_REQ_END, [{"rid": self.run_id, "rq": e.request, "fin": e.t, "ok": e.ok,
+                                         "err": e.error, "m": request_metrics(self.agg.request_view(e.request))}
+                                        for e in self._ended])
             upd = dict(self._run_update, heartbeat_at=utcnow())
             conn.execute(update(_RUN).where(_RUN.c.id == self.run_id).values(**upd))
+            if write_live:  # same transaction: one write lock per flush
+                values = {"metrics": self.agg.summary(), "computed_at": utcnow()}
+                res = conn.execute(update(_SUM).where(_SUM.c.run_id == self.run_id, _SUM.c.kind == "live")
+                                   .values(**values))
+                if res.rowcount == 0:
+                    conn.execute(insert(_SUM).values(run_id=self.run_id, kind="live", provenance={}, **values))
         self._new_reqs, self._samples, self._tel, self._logs, self._ended = [], [], [], [], []
         self._run_update = {}
         self._pending = 0
         self._last_flush = time.monotonic()
         if write_live:
-            with session_scope(self.engine) as s:
-                put_summary(s, self.run_id, "live", self.agg.summary())
-            self._last_live = time.monotonic()
+            self._last_live = self._last_flush
 
     def close(self, state: str | None = None, error: str | None = None) -> dict[str, Any]:
         """Flush, write the live and final summaries, and end the run; returns the final summary."""
