@@ -11,6 +11,7 @@ from edgelab.cli import play as play_cli
 from edgelab.cli import artifact, push, runtime  # noqa: I001 - issue 4 (artifacts, push, runtimes)
 from edgelab.cli import metrics as metrics_cli  # noqa: I001 - issue 6 (runs, watch, metrics)
 from edgelab.cli import runs, watch
+from edgelab.cli import bench as bench_cli  # issues 5+6: the measured-run protocol
 from edgelab.cli.common import state
 
 app = typer.Typer(
@@ -30,6 +31,7 @@ push.register(app)
 app.add_typer(runs.app, name="runs")
 app.add_typer(metrics_cli.app, name="metrics")
 watch.register(app)
+bench_cli.register(app)
 deploy.register(app)
 tui.register(app)
 play_cli.register(app)

@@ -1,0 +1,94 @@
+"""`edgelab bench PIPELINE --device D`: the study's measured-run protocol, thin over edgelab.bench."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from edgelab.cli.common import console, err_console, fail, fail_from, print_json, state
+from edgelab.errors import ConfigError, EdgelabError
+
+
+def _p(d: dict[str, Any] | None, unit: str = "") -> str:
+    if not d or d.get("p50") is None:
+        return "-"
+    return f"p50 {d['p50']:.1f}{unit}  p95 {d['p95']:.1f}{unit}  (n={d['count']})"
+
+
+def bench(
+    pipeline: Annotated[str, typer.Argument(help="Pipeline (qwen3-tts, internvla-a1, ...).")],
+    device: Annotated[str, typer.Option("--device", "-d", help="Device name.")],
+    runtime: Annotated[str | None, typer.Option("--runtime", help="Runtime (reference, ...).")] = None,
+    strategy: Annotated[str | None, typer.Option("--strategy", help="S1, S3, S4 or S5 (default: automatic).")]
+    = None,
+    warmup: Annotated[int, typer.Option("--warmup", help="Warm-up requests (not in the headline figures).")] = 1,
+    requests: Annotated[int, typer.Option("--requests", help="Measured requests (VLA: control ticks).")] = 20,
+    band: Annotated[str, typer.Option("--band", help="Length band: short, medium or long.")] = "short",
+    control_hz: Annotated[float, typer.Option("--control-hz", help="VLA control rate (deadline = 1/Hz).")] = 10.0,
+    frames: Annotated[int | None, typer.Option("--frames", help="Reference TTS: codec frames per request.")]
+    = None,
+    frames_per_s: Annotated[float | None, typer.Option("--frames-per-s", help="Reference TTS talker pace.")]
+    = None,
+    slow_every: Annotated[int, typer.Option("--slow-every", help="Reference VLA: a slow step every N.")] = 0,
+    slow_ms: Annotated[float, typer.Option("--slow-ms", help="Reference VLA: length of the slow step.")] = 0.0,
+    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")] = False,
+) -> None:
+    """Warm-up then measured requests, batch 1 (single_request_batch1_v1); raw records and summary stored."""
+    from edgelab.bench import BenchRequest, run_bench
+    from edgelab.deploy.refusal import Refusal
+    from edgelab.store.db import get_engine
+
+    try:
+        engine = get_engine(state.db)
+    except ConfigError as err:
+        fail_from(err, code=2)
+    req = BenchRequest(device, pipeline, runtime, strategy, warmup, requests, band, control_hz, frames_per_s,
+                       frames, slow_every, slow_ms)
+    if not json_out:
+        err_console.print(f"[dim]bench {escape(pipeline)} on {escape(device)}: {warmup} warm-up + {requests} "
+                          f"measured ...[/]", highlight=False)
+    try:
+        result = run_bench(engine, req)
+    except Refusal as r:
+        if json_out:
+            print_json({"device": device, "pipeline": pipeline, "refusal": r.to_dict()})
+            raise typer.Exit(1) from None
+        fail_from(r)
+    except ConfigError as err:
+        fail_from(err, code=2)
+    except KeyboardInterrupt:
+        fail("interrupted: the workload is stopped; what was measured is stored", code=130)
+    except EdgelabError as err:
+        fail_from(err)
+    rep = result.report()
+    if json_out:
+        print_json(rep)
+        return
+    virtual = "  [yellow]VIRTUAL device, reference runtime: machinery only, not a model figure[/]" \
+        if rep["virtual"] else ""
+    console.print(f"run [bold]{result.run_id}[/] {result.state} ({rep['protocol']}){virtual}")
+    t = Table.grid(padding=(0, 2))
+    t.add_column(style="bold")
+    t.add_column()
+    r = rep["requests"] or {}
+    t.add_row("requests", f"{r.get('total', 0)} ({', '.join(f'{k} {v}' for k, v in (r.get('by_phase') or {}).items())}"
+                          f"), failed {r.get('failed', 0)}")
+    if a := rep.get("audio"):
+        t.add_row("TTFA", _p(a["ttfa_ms"], " ms"))
+        t.add_row("playback start", _p(a["playback_start_ms"], " ms"))
+        t.add_row("underruns", f"{a['underruns_at_ttfa']} at TTFA, stall {_p(a['stall_ms_at_ttfa'], ' ms')}")
+        t.add_row("RTF streamed", _p(a["rtf_streamed"]))
+        t.add_row("RTF total", _p(a["rtf_total"]))
+        t.add_row("chunk gaps", _p(a["chunk_gaps_ms"], " ms"))
+    if a := rep.get("action"):
+        t.add_row("latency", _p(a["latency_ms"], " ms"))
+        t.add_row("obs age", _p(a["age_ms"], " ms"))
+        t.add_row("deadline misses", f"{a['deadline_misses']} of {a['chunks']} (period {a['control_period_ms']} ms)")
+    console.print(t)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bench")(bench)
