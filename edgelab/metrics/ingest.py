@@ -217,3 +217,15 @@ def finalize(engine: Engine, run_id: str, *, period_s: float | None = None,
             for (lvl,) in s.exec(select(RunLog.level).where(RunLog.run_id == run_id, RunLog.kind == "error")):
                 errors[lvl] = errors.get(lvl, 0) + 1
     return recompute(reqs, samples, period_s, errors=errors)
+
+
+def store_telemetry(engine: Engine, samples: Iterable[ev.ResourceSample], *, run_id: str | None = None) -> int:
+    """Device telemetry outside (or beside) a run, e.g. a sampler left running on a device."""
+    rows = [{"run_id": run_id or e.run, "device_name": e.device, "t": e.t, "source": e.source, "cpu_pct": e.cpu_pct,
+             "rss_bytes": e.rss_bytes, "mem_available_bytes": e.mem_available_bytes, "gpu_util_pct": e.gpu_util_pct,
+             "throttled": e.throttled, "temps_c": e.temps_c, "clocks_mhz": e.clocks_mhz, "power_w": e.power_w}
+            for e in samples]
+    if rows:
+        with engine.begin() as conn:
+            conn.execute(insert(_TEL), rows)
+    return len(rows)
