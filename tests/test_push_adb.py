@@ -93,8 +93,7 @@ def test_adb_connection_killed_mid_push_resumes(adb_lab, store, tmp_path):
     res = push_blob(store, blob, progress=progress, segment=1 << 20, attempts=5)
     assert killed
     assert res.status == "resumed" and res.attempts >= 2
-    assert res.resumed_from >= 1 << 20  # whole segments survived the cut
-    assert res.resumed_from % (1 << 20) == 0
+    assert res.resumed_from >= 1 << 20  # at least the first segment survived the cut
     assert res.sent < blob.size + killed[0]
     assert _pulled_sha(store.t, res.remote_path, tmp_path) == blob.sha256
     names = {e.name for e in store.list()}

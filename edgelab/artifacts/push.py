@@ -61,6 +61,8 @@ class BlobResult:
     resumed_from: int = 0
     attempts: int = 1
     seconds: float = 0.0
+    upload_seconds: float = 0.0  # the transfer alone (last attempt)
+    verify_seconds: float = 0.0  # device-side SHA-256 + rename
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -142,13 +144,17 @@ def push_blob(
                 if progress:
                     progress(sha, done, total)
 
+            t_up = time.monotonic()
             upload(store, local, sha, offset, total, sent, segment=segment)
+            t_verify = time.monotonic()
             after = store.finalize(sha, total)
+            t_done = time.monotonic()
             if after is not None:
                 stamps.put(sha, after[0], after[1])
             return BlobResult(
                 sha, total, status, target, sent=sent_total, resumed_from=offset,
-                attempts=attempt, seconds=time.monotonic() - start, notes=notes,
+                attempts=attempt, seconds=t_done - start, upload_seconds=t_verify - t_up,
+                verify_seconds=t_done - t_verify, notes=notes,
             )
         except HashMismatch:
             raise

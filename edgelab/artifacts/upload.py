@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from edgelab.artifacts.devstore import DeviceStore, WindowsStore
@@ -112,18 +113,36 @@ def _sync_send(t: Transport, local: Path, start: int, end: int, remote: str, sen
 
 
 def _adb_upload(store: DeviceStore, local: Path, sha: str, offset: int, total: int, sent: Sent, segment: int) -> None:
+    """First segment straight into ``.part``; later ones into two alternating ``.seg`` files, each
+    appended on the device by a second connection while the next one is sent (in order)."""
     part = store.part(sha)
     pos = offset
     if pos == 0:
         end = min(total, segment)
         _sync_send(store.t, local, 0, end, part, sent)
         pos = end
-    while pos < total:
-        end = min(total, pos + segment)
-        seg = store.seg(sha)
-        _sync_send(store.t, local, pos, end, seg, sent)
-        store.append(seg, part, end - pos)
-        pos = end
+    pending: dict[int, Future] = {}
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="edgelab-append") as appender:
+        try:
+            i = 0
+            while pos < total:
+                slot = i % 2
+                if slot in pending:
+                    _settle(pending.pop(slot))  # that .seg has been appended: reuse its name
+                end = min(total, pos + segment)
+                _sync_send(store.t, local, pos, end, store.seg(sha, slot), sent)
+                pending[slot] = appender.submit(store.append, store.seg(sha, slot), part, end - pos)
+                pos, i = end, i + 1
+        finally:
+            for fut in pending.values():
+                _settle(fut)  # a cut append leaves .part at some size; the retry resumes from there
+
+
+def _settle(fut: Future) -> None:
+    try:
+        fut.result()
+    except (OSError, EOFError) as e:  # a shell connection torn down under the append
+        raise TransportError(f"append on the device cut: {e}") from e
 
 
 # -- local (the lab host itself) ----------------------------------------------------------------
