@@ -6,7 +6,13 @@
 3. Floor: plain OpenSSH ``ssh`` run 16-wide in parallel with the same batched collection script.
 
 Measured on virtual devices (one real sshd, personas in mount namespaces) on this machine: the
-devices' sshd work shares the cores with the client, so compare ratios, not absolute times.
+devices' sshd work shares the cores with the client, so compare ratios, not absolute times. On a
+small shared host 16 parallel probes are CPU-bound, so each round also reports CPU seconds: the
+client's (edgelab's own process; the ssh / ansible children) and the devices' (everything sshd's
+session processes used, read from the lab sshd's reaped-children times in /proc).
+The floor's ssh uses the key exchange edgelab's paramiko negotiates (curve25519-sha256): OpenSSH's
+default post-quantum exchange costs the client ~60 ms CPU more per connection, which would make
+the floor slower than edgelab and the ratio flattering.
 Usage: python bench/probe_fleet.py [--devices 16] [--rounds 3] [--quick]
 """
 
@@ -22,29 +28,59 @@ import tempfile
 import time
 from pathlib import Path
 
+FLOOR_KEX = "curve25519-sha256"
+Round = tuple[float, int, float, float]  # wall s, devices ok, client CPU s, device-side CPU s
 
-def _edgelab_round(engine, names, ssh_config: str) -> tuple[float, int]:
+
+class _Cpu:
+    """CPU seconds used by the client (this process and reaped children) and by the lab's sshd tree."""
+
+    def __init__(self, sshd_pid: int) -> None:
+        self.sshd_pid = sshd_pid
+        self.tck = os.sysconf("SC_CLK_TCK")
+
+    def _server(self) -> float:
+        try:
+            fields = Path(f"/proc/{self.sshd_pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return float("nan")
+        return (int(fields[13]) + int(fields[14])) / self.tck  # cutime + cstime: reaped sessions
+
+    def snap(self) -> tuple[float, float]:
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system, self._server()
+
+    def since(self, before: tuple[float, float]) -> tuple[float, float]:
+        time.sleep(0.3)  # let sshd reap the last sessions
+        after = self.snap()
+        return after[0] - before[0], after[1] - before[1]
+
+
+def _edgelab_round(engine, names, ssh_config: str, cpu: _Cpu) -> Round:
     from edgelab.probe import probe_devices
     from edgelab.transport.ssh import close_all
 
     close_all()  # no pooled connection from the previous round: every probe connects afresh
+    before = cpu.snap()
     start = time.monotonic()
     outcomes = probe_devices(engine, names, parallel=16, timeout=60, ssh_config=ssh_config)
     took = time.monotonic() - start
     close_all()
-    return took, sum(o.ok for o in outcomes)
+    return (took, sum(o.ok for o in outcomes), *cpu.since(before))
 
 
-def _ssh_round(info, names) -> tuple[float, int]:
+def _ssh_round(info, names, cpu: _Cpu) -> Round:
     from edgelab.probe.collectors import COLLECTORS, split_sections
     from edgelab.probe.collectors.sections import new_nonce
     from edgelab.transport.quoting import join_posix
 
     nonce = new_nonce()
     line = join_posix(COLLECTORS["linux"].argv(nonce))
+    before = cpu.snap()
     start = time.monotonic()
     procs = [
-        subprocess.Popen(["ssh", "-F", str(info.ssh_config_path), "-o", "BatchMode=yes", n, line],
+        subprocess.Popen(["ssh", "-F", str(info.ssh_config_path), "-o", "BatchMode=yes",
+                          "-o", f"KexAlgorithms={FLOOR_KEX}", n, line],
                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for n in names
     ]
@@ -52,7 +88,7 @@ def _ssh_round(info, names) -> tuple[float, int]:
     took = time.monotonic() - start
     ok = sum(1 for p, (out, _e) in zip(procs, outs, strict=True)
              if p.returncode == 0 and split_sections(out.decode("utf-8", "replace"), nonce)[0])
-    return took, ok
+    return (took, ok, *cpu.since(before))
 
 
 def _ansible_files(info, names, work: Path) -> tuple[Path, dict[str, str]]:
@@ -74,7 +110,8 @@ def _ansible_files(info, names, work: Path) -> tuple[Path, dict[str, str]]:
     return inv, env
 
 
-def _ansible_round(inv: Path, env: dict[str, str], n: int) -> tuple[float, int]:
+def _ansible_round(inv: Path, env: dict[str, str], n: int, cpu: _Cpu) -> Round:
+    before = cpu.snap()
     start = time.monotonic()
     res = subprocess.run(["ansible", "all", "-i", str(inv), "-m", "setup", "-f", "16"],
                          capture_output=True, text=True, env=env, timeout=600)
@@ -82,7 +119,32 @@ def _ansible_round(inv: Path, env: dict[str, str], n: int) -> tuple[float, int]:
     ok = sum(1 for ln in res.stdout.splitlines() if "| SUCCESS" in ln)
     if ok < n:
         sys.stderr.write(res.stdout[-2000:] + res.stderr[-2000:])
-    return took, ok
+    return (took, ok, *cpu.since(before))
+
+
+LABELS = {"edgelab": "edgelab probe", "ansible": "ansible -m setup", "ssh": "parallel ssh floor"}
+
+
+def _report(results: dict[str, list[Round]], n: int, rounds: int) -> str:
+    """The final block: medians of wall and CPU per tool, then the two ratios the issue sets goals for."""
+    med = {k: [statistics.median(row[i] for row in v) for i in range(4)] for k, v in results.items()}
+    lines = [
+        f"== probe_fleet: virtual devices, loopback, {os.cpu_count()}-core lab host ==",
+        f"{n} virtual SSH devices (one real sshd, personas in mount namespaces, shared cores: the devices'",
+        f"work and the client's compete), parallel 16, median of {rounds} round(s); CPU in seconds per round",
+        f"  {'tool':20s} {'wall':>8s} {'cpu client':>11s} {'cpu devices':>12s}",
+    ]
+    for k, (wall, _ok, c_cli, c_dev) in med.items():
+        lines.append(f"  {LABELS[k]:20s} {wall:7.2f}s {c_cli:10.2f}s {c_dev:11.2f}s")
+    e = med["edgelab"]
+    if "ansible" in med:
+        a = med["ansible"]
+        lines.append(f"  ansible / edgelab    {a[0] / e[0]:7.2f} x wall, {(a[2] + a[3]) / (e[2] + e[3]):5.2f} x cpu"
+                     "   (goal >= 5)")
+    f = med["ssh"]
+    lines.append(f"  edgelab / ssh floor  {e[0] / f[0]:7.2f} x wall, {(e[2] + e[3]) / (f[2] + f[3]):5.2f} x cpu"
+                 "   (goal <= 1.2)")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,30 +175,23 @@ def main(argv: list[str] | None = None) -> int:
         register(url, LabStatus(state, ssh=info, adb=None), check=False)
         engine = get_engine(url)
         inv, env = _ansible_files(info, names, work) if use_ansible else (None, None)
-        results: dict[str, list[tuple[float, int]]] = {"edgelab": [], "ansible": [], "ssh": []}
+        cpu = _Cpu(info.pid)
+        results: dict[str, list[Round]] = {"edgelab": [], "ansible": [], "ssh": []}
         for r in range(args.rounds):
-            results["edgelab"].append(_edgelab_round(engine, names, str(info.ssh_config_path)))
-            results["ssh"].append(_ssh_round(info, names))
+            results["edgelab"].append(_edgelab_round(engine, names, str(info.ssh_config_path), cpu))
+            results["ssh"].append(_ssh_round(info, names, cpu))
             if use_ansible:
-                results["ansible"].append(_ansible_round(inv, env, len(names)))
-            print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1][0]:.2f}s ({v[-1][1]}/{len(names)} ok)"
-                                                 for k, v in results.items() if v), file=sys.stderr)
+                results["ansible"].append(_ansible_round(inv, env, len(names), cpu))
+            print(f"round {r + 1}: " + ", ".join(
+                f"{k} {v[-1][0]:.2f}s ({v[-1][1]}/{len(names)} ok, cpu client {v[-1][2]:.2f}s devices {v[-1][3]:.2f}s)"
+                for k, v in results.items() if v), file=sys.stderr)
     finally:
         stop_ssh_lab(state)
         shutil.rmtree(work, ignore_errors=True)
 
-    med = {k: statistics.median(t for t, _ in v) for k, v in results.items() if v}
     n = len(names)
-    print(f"probe_fleet: {n} virtual SSH devices (one real sshd, personas in mount namespaces), "
-          f"parallel 16, median of {args.rounds} round(s), measured on this {os.cpu_count()}-core machine")
-    print(f"  edgelab probe        {med['edgelab']:7.2f} s")
-    if "ansible" in med:
-        print(f"  ansible -m setup     {med['ansible']:7.2f} s")
-    print(f"  parallel ssh floor   {med['ssh']:7.2f} s")
-    if "ansible" in med:
-        print(f"  ansible / edgelab    {med['ansible'] / med['edgelab']:7.2f} x   (goal >= 5)")
-    print(f"  edgelab / ssh floor  {med['edgelab'] / med['ssh']:7.2f} x   (goal <= 1.2)")
-    failed = any(ok < n for v in results.values() for _t, ok in v)
+    print(_report({k: v for k, v in results.items() if v}, n, args.rounds))
+    failed = any(row[1] < n for v in results.values() for row in v)
     if failed:
         print("  some probes failed: see stderr", file=sys.stderr)
     return 1 if failed else 0
