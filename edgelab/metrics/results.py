@@ -77,6 +77,37 @@ def provenance(session: Session | None = None, *, device: str | None = None, vir
     }
 
 
+def start_run(engine: Engine, *, pipeline: str | None, device: str | None, runtime: str | None = None,
+              strategy: str | None = None, profile: str | None = None, kind: str = "bench",
+              command: Sequence[str] | str | None = None, virtual: bool | None = None,
+              runtime_build: str | None = None, runtime_sha256: str | None = None,
+              artifacts: dict[str, str] | None = None, cache: str | None = None, power: str | None = None,
+              meta: dict[str, Any] | None = None) -> str:
+    """Create a pending run with its provenance block filled from the device's latest probe;
+    returns the run id to stamp on events and hand to ``Ingestor``."""
+    with session_scope(engine) as s:
+        prov = provenance(s, device=device, virtual=virtual, runtime=runtime, runtime_build=runtime_build,
+                          runtime_sha256=runtime_sha256, artifacts=artifacts, strategy=strategy, profile=profile,
+                          command=command, cache=cache, power=power, source=kind)
+        run = create_run(s, pipeline=pipeline, device_name=device, runtime=runtime, strategy=strategy,
+                         profile=profile, kind=kind, virtual=bool(prov["virtual"]), command=prov["command"],
+                         provenance=prov, meta=dict(meta or {}))
+        return run.id
+
+
+def verify_recompute(engine: Engine, run_id: str) -> bool:
+    """True when the stored final summary equals a fresh recompute from the stored raw samples."""
+    from edgelab.store.runs import get_summary
+
+    with session_scope(engine, write=False) as s:
+        row = get_summary(s, run_id, "final")
+        if row is None:
+            raise NotFound(f"run {run_id} has no final summary", remedy="finish the run (Ingestor.close) first")
+        stored = {k: v for k, v in row.metrics.items() if k != "live_equals_final"}
+    fresh = json.loads(json.dumps(finalize(engine, run_id)))  # as the JSON column stores it
+    return fresh == stored
+
+
 # --- the study's requests.jsonl -------------------------------------------------------------------
 
 

@@ -201,6 +201,22 @@ def set_state(session: Session, run: Run, state: str, *, error: str | None = Non
     return run
 
 
+def mark_stale(session: Session, *, max_silence_s: float = 120.0) -> list[str]:
+    """Runs still 'running' whose ingest stopped beating for ``max_silence_s``: marked failed,
+    so no run stays running forever after its process died (the database is the truth)."""
+    from datetime import timedelta
+
+    cutoff = utcnow() - timedelta(seconds=max_silence_s)
+    stale = session.exec(select(Run).where(Run.state.in_(("running", "pending")))).all()
+    out = []
+    for run in stale:
+        beat = run.heartbeat_at or run.started_at or run.created_at
+        if beat < cutoff:
+            set_state(session, run, "failed", error=f"no heartbeat for over {max_silence_s:.0f} s (ingest died?)")
+            out.append(run.id)
+    return out
+
+
 def get_summary(session: Session, run_id: str, kind: str = "final") -> RunSummary | None:
     return session.exec(select(RunSummary).where(RunSummary.run_id == run_id, RunSummary.kind == kind)).first()
 
