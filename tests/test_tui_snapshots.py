@@ -13,6 +13,7 @@ from edgelab.tui.app import EdgelabApp
 from edgelab.tui.screens.deploy import DeployScreen
 from edgelab.tui.screens.device import DeviceScreen
 from edgelab.tui.screens.fleet import FleetScreen
+from edgelab.tui.screens.matrix import MatrixScreen
 from edgelab.tui.screens.run import RunScreen
 
 SIZE = (150, 45)
@@ -123,5 +124,6 @@ def test_matrix(engine, snap_compare) -> None:
     async def ready(pilot):
         await until(pilot, lambda: isinstance(app.screen, FleetScreen) and app.screen.loaded)
         await pilot.press("M")
+        await until(pilot, lambda: isinstance(app.screen, MatrixScreen) and app.screen.loaded)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=ready)
