@@ -6,20 +6,26 @@ import re
 
 from edgelab.probe.collectors import posix
 from edgelab.probe.collectors.base import Collector, Source
-from edgelab.probe.collectors.posix import Snippet, cat, readable
+from edgelab.probe.collectors.posix import Snippet, readable
 from edgelab.probe.facts import Facts
 from edgelab.transport.quoting import Shell
 
 DT = "/sys/firmware/devicetree/base"
 GPU_QUERY = "index,name,pci.bus_id,driver_version,memory.total,memory.used,temperature.gpu"
 
+TEGRASTATS = (
+    "sh -c 'echo $$; exec \"$@\"' sh ${T:+timeout} $F ${T:+$TO} tegrastats --interval 200"
+    " | { read -r pid; IFS= read -r line; rc=$?; kill \"$pid\" 2>/dev/null;"
+    " [ -n \"$line\" ] && printf '%s\\n' \"$line\"; exit $rc; }"
+)
+
 SNIPPETS = [
-    Snippet("nv_tegra_release", readable("/etc/nv_tegra_release"), cat("/etc/nv_tegra_release")),
-    Snippet("dt_model", readable(f"{DT}/model"), f"t $TO tr '\\000' '\\n' < {DT}/model"),
-    Snippet("dt_compatible", readable(f"{DT}/compatible"), f"t $TO tr '\\000' '\\n' < {DT}/compatible"),
+    posix.read_file("nv_tegra_release", "/etc/nv_tegra_release"),
+    Snippet("dt_model", readable(f"{DT}/model"), f"tr '\\000' '\\n' < {DT}/model", reads=True),
+    Snippet("dt_compatible", readable(f"{DT}/compatible"), f"tr '\\000' '\\n' < {DT}/compatible", reads=True),
     Snippet("jetson_release", "have jetson_release", "t 8 jetson_release -v"),
     Snippet("os_release", "[ -r /etc/os-release ] || [ -r /usr/lib/os-release ]",
-            "if [ -r /etc/os-release ]; then t $TO cat /etc/os-release; else t $TO cat /usr/lib/os-release; fi"),
+            "if [ -r /etc/os-release ]; then cat /etc/os-release; else cat /usr/lib/os-release; fi", reads=True),
     Snippet("hostnamectl", "have hostnamectl", "t $TO hostnamectl"),
     Snippet("uname", "", "t $TO uname -a"),
     posix.PROC_VERSION,
@@ -29,13 +35,16 @@ SNIPPETS = [
     posix.MEMINFO,
     posix.THERMAL,
     Snippet("nvpmodel", "have nvpmodel", "t $TO nvpmodel -q"),
-    # tegrastats never exits by itself: one sample, then head closes the pipe.
-    Snippet("tegrastats", "have tegrastats", "t $TO tegrastats --interval 500 | head -n 1"),
+    # tegrastats never exits by itself: take its first line as soon as it prints, then kill it
+    # (``sh -c 'echo $$; exec ...'`` hands over the pid); waiting for it to notice the closed
+    # pipe would cost one more interval.
+    Snippet("tegrastats", "have tegrastats", TEGRASTATS),
     Snippet("nvidia_smi_csv", "have nvidia-smi",
             f"t $TO nvidia-smi --query-gpu={GPU_QUERY},compute_cap --format=csv"
             f" || t $TO nvidia-smi --query-gpu={GPU_QUERY} --format=csv"),
     Snippet("nvidia_smi", "have nvidia-smi", "t $TO nvidia-smi"),
-    Snippet("wsl_lib", "[ -d /usr/lib/wsl ]", "ls -1 /usr/lib/wsl/lib; [ -e /dev/dxg ] && echo /dev/dxg; true"),
+    Snippet("wsl_lib", "[ -d /usr/lib/wsl ]", "ls -1 /usr/lib/wsl/lib; [ -e /dev/dxg ] && echo /dev/dxg; true",
+            reads=True),  # a drvfs/9p mount from Windows: a read that can hang
 ]
 
 

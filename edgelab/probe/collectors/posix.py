@@ -3,6 +3,11 @@
 Each source is ``GUARD`` (is it there at all?) and ``BODY`` (the command, under its own short
 ``timeout`` so a dead mount or a hung tool costs seconds, not the probe). A source whose guard
 fails prints no section at all: absent and failed stay distinguishable.
+
+Sources that only read files (``reads=True``: /proc, /sys, /etc) share ONE ``timeout`` and one
+``sh`` instead of a ``timeout`` each: on a small board (or a lab host running many virtual
+devices) every fork counts, and a hung read (a thermal sensor behind a stuck I2C bus) still
+costs at most one timeout; the source it hung in is kept as cut off (no end marker).
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from edgelab.probe.collectors.sections import begin_marker, end_marker_prefix
+from edgelab.transport.quoting import quote_posix
 
 PRELUDE = r"""LC_ALL=C; export LC_ALL; LANG=C; export LANG
 PATH="$PATH:/usr/sbin:/sbin:/usr/bin:/bin:/system/bin:/vendor/bin"
@@ -27,17 +33,31 @@ class Snippet:
     name: str
     guard: str  # sh condition; "" = always
     body: str  # sh command list; may use t SECONDS CMD... and $TO (the per-source timeout)
+    # True: the body only reads files (cat, tr, grep, ls), with no ``t``/``have``/``$TO`` of its
+    # own; it runs in the shared read group under one timeout (see the module docstring).
+    reads: bool = False
+
+
+def _block(nonce: str, s: Snippet) -> str:
+    begin = begin_marker(nonce, s.name)
+    end = end_marker_prefix(nonce, s.name)
+    block = f"printf '%s\\n' '{begin}'; {{ {s.body}\n}}; rc=$?; printf '\\n%s%s@@\\n' '{end}' \"$rc\""
+    return f"if {s.guard}; then {block}; fi" if s.guard else block
 
 
 def script(nonce: str, snippets: list[Snippet], per_source_timeout: float) -> str:
-    """One sh script printing every snippet between nonce markers, stdin closed for all."""
+    """One sh script printing every snippet between nonce markers, stdin closed for all.
+
+    The file reads run first, together in one ``sh`` under one timeout; then each tool under
+    its own. Section order does not matter: sections are parsed by name.
+    """
     to = max(1, int(round(per_source_timeout)))
     lines = [PRELUDE, f"TO={to}", "exec </dev/null"]
-    for s in snippets:
-        begin = begin_marker(nonce, s.name)
-        end = end_marker_prefix(nonce, s.name)
-        block = f"printf '%s\\n' '{begin}'; {{ {s.body}\n}}; rc=$?; printf '\\n%s%s@@\\n' '{end}' \"$rc\""
-        lines.append(f"if {s.guard}; then {block}; fi" if s.guard else block)
+    reads = [s for s in snippets if s.reads]
+    if reads:
+        group = "\n".join(_block(nonce, s) for s in reads)
+        lines.append(f"t $TO sh -c {quote_posix(group)}")
+    lines += [_block(nonce, s) for s in snippets if not s.reads]
     return "\n".join(lines) + "\nexit 0\n"
 
 
@@ -49,17 +69,24 @@ def cat(path: str) -> str:
     return f"t $TO cat {path}"
 
 
+def read_file(name: str, path: str) -> Snippet:
+    """``cat PATH`` when it is readable, in the shared read group."""
+    return Snippet(name, readable(path), f"cat {path}", reads=True)
+
+
 CPUFREQ = Snippet(
     "cpufreq",
     readable("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"),
-    "t $TO grep . /sys/devices/system/cpu/cpu*/cpufreq/cpuinfo_max_freq",
+    "grep . /sys/devices/system/cpu/cpu*/cpufreq/cpuinfo_max_freq",
+    reads=True,
 )
 THERMAL = Snippet(
     "thermal",
     readable("/sys/class/thermal/thermal_zone0/type"),
-    "t $TO grep . /sys/class/thermal/thermal_zone*/type /sys/class/thermal/thermal_zone*/temp",
+    "grep . /sys/class/thermal/thermal_zone*/type /sys/class/thermal/thermal_zone*/temp",
+    reads=True,
 )
-CPUINFO = Snippet("cpuinfo", readable("/proc/cpuinfo"), cat("/proc/cpuinfo"))
-MEMINFO = Snippet("meminfo", readable("/proc/meminfo"), cat("/proc/meminfo"))
-PROC_VERSION = Snippet("proc_version", readable("/proc/version"), cat("/proc/version"))
+CPUINFO = read_file("cpuinfo", "/proc/cpuinfo")
+MEMINFO = read_file("meminfo", "/proc/meminfo")
+PROC_VERSION = read_file("proc_version", "/proc/version")
 UNAME = Snippet("uname", "", "t $TO uname -a")
