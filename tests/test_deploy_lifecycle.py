@@ -82,6 +82,12 @@ def test_deploy_on_the_phone_shows_in_ps_streams_logs_and_stop_leaves_nothing(de
         assert get_run(s, run).state == "stopped"
         assert any(k.endswith("stdout.log") and "run.start" in v for k, v in get_deployment(s, run).logs.items())
     assert "run.start" in _cli(url, ssh_lab, "logs", run).stdout  # kept with the run after the stop
+    from edgelab.deploy.follow import lease_of  # the deploy's detached follower ended with the run
+    follower = lease_of(engine, run).get("pid")
+    deadline = time.monotonic() + 60
+    while follower and alive_on_host(follower) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not (follower and alive_on_host(follower))
 
 
 def test_ssh_jetson_s1_deploy_starts_and_stops(deploy_lab):
@@ -131,9 +137,25 @@ def test_a_process_that_dies_before_ready_fails_the_deploy_and_releases(deploy_l
     assert _open(engine, "s25") == []
 
 
+HOLD_AFTER_SPAWN = """
+import time
+from edgelab.cli import main
+from edgelab.deploy import lifecycle
+real = lifecycle._phase
+def held(cb, name, info):
+    real(cb, name, info)
+    if name == "spawned":
+        time.sleep(120)  # KeyboardInterrupt lands here, inside _launch, with the process spawned
+lifecycle._phase = held
+main()
+"""
+
+
 def test_sigint_during_deploy_leaves_no_process_and_no_reservation(deploy_lab, ssh_lab):
     url, engine, _opts = deploy_lab
-    proc = subprocess.Popen([sys.executable, "-c", "from edgelab.cli import main; main()", "--db", url, "deploy", "qwen3-tts", "--device", "s25"],
+    # The real CLI in a child; the hook only pins the timing: after the real "spawned" phase is printed
+    # the deploy waits (at most 120 s) for the SIGINT, so the workload can never become ready first.
+    proc = subprocess.Popen([sys.executable, "-c", HOLD_AFTER_SPAWN, "--db", url, "deploy", "qwen3-tts", "--device", "s25"],
                             env=cli_env(url, ssh_lab), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:

@@ -61,6 +61,8 @@ def deploy(
     endpoint: Annotated[str | None, typer.Option("--endpoint", help="S4 server endpoint (ws://host:port).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and admission; touch nothing.")]
     = False,
+    follow: Annotated[bool, typer.Option("--follow/--no-follow", help="Ingest its events into the store "
+                                         "(a detached follower that ends with the run).")] = True,
     json_out: JsonOpt = False,
 ) -> None:
     """Plan, admit, push and start PIPELINE on a device; refused early (with why) when it cannot run."""
@@ -102,6 +104,8 @@ def deploy(
         fail("interrupted: what was started is stopped and its memory released", code=130)
     except EdgelabError as err:
         fail_from(err)
+    if follow:
+        _start_follower(engine, dep.run_id)
     if json_out:
         print_json(_dep_dict(dep))
         return
@@ -111,6 +115,20 @@ def deploy(
         flag = " [red]FALLBACK[/]" if pl.get("fallback") else ""
         console.print(f"  {escape(pl['stage'])}: planned {escape(pl['planned'])}, observed "
                       f"{escape(str(pl['observed']))}{flag}", highlight=False)
+
+
+def _start_follower(engine, run_id: str) -> None:
+    """Live metrics without anyone watching: a detached follower (one per run, by lease)."""
+    import os
+
+    from edgelab.deploy import follow
+
+    env = {**os.environ, "EDGELAB_DB": engine.url.render_as_string(hide_password=False)}
+    try:
+        follow.spawn_detached(run_id, env)
+    except OSError as err:
+        err_console.print(f"[yellow]no follower started ({escape(str(err))}); `edgelab watch {run_id}` "
+                          "starts one[/]", highlight=False)
 
 
 def ps(

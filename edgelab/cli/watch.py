@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Group
 from rich.live import Live
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -90,8 +91,8 @@ def render(snap: dict[str, Any]) -> Panel:
     req = m.get("requests") or {}
     t.add_row("requests", f"{req.get('total', 0)} ({', '.join(f'{k} {v}' for k, v in (req.get('by_phase') or {}).items())})")
     spark = Text(sparkline(snap["recent_gaps_ms"]) or "(no chunks yet)", style="cyan")
-    title = (f"{snap['id']}  {snap['pipeline'] or '-'} on {snap['device'] or '-'}"
-             f"{' (virtual)' if snap['virtual'] else ''}  [{snap['state']}]")
+    title = escape(f"{snap['id']}  {snap['pipeline'] or '-'} on {snap['device'] or '-'}"
+                   f"{' (virtual)' if snap['virtual'] else ''}  [{snap['state']}]")
     return Panel(Group(Text("chunk gaps "), spark, t), title=title,
                  subtitle=f"{snap['summary_kind'] or 'no'} summary")
 
@@ -114,6 +115,9 @@ def register(app: typer.Typer) -> None:
         if once:
             console.print(render(snap))
             return
+        from edgelab.deploy.follow import ensure_follower
+
+        follower = ensure_follower(engine, snap["id"]) if snap["state"] not in FINAL else None  # none alive: ingest here
         with Live(render(snap), console=console, refresh_per_second=max(1, int(1 / max(interval, 0.05)))) as live:
             try:
                 while snap["state"] not in FINAL:
@@ -122,3 +126,6 @@ def register(app: typer.Typer) -> None:
                     live.update(render(snap))
             except KeyboardInterrupt:
                 pass
+            finally:
+                if follower is not None:
+                    follower.join(5) if snap["state"] in FINAL else follower.stop()

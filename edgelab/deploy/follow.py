@@ -1,0 +1,305 @@
+"""Follow a deployment's output into the metrics store: one follower per run, resumable.
+
+A deployed process writes edgelab events as JSON lines to ``stdout.log`` in its run directory on
+the device. A follower reads that file from a byte offset through the transport, corrects the
+device clock, feeds the metrics Ingestor (raw samples, live summary, log lines) and ends when
+the deployment ends, writing the final summary recomputed from the raw samples.
+
+Only one follower ingests a run: it holds a lease in ``run.meta["follower"]`` (owner, heartbeat,
+byte offset, clock offset). The offset is written in the same transaction as the samples it
+covers, so a follower that dies loses nothing and duplicates nothing: the next one (after the
+lease expires) replays the log up to the offset into its live aggregator only, and stores from
+there on. Any process may start one: the deploying CLI (detached), ``edgelab watch``, the TUI.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from typing import Any
+
+from sqlalchemy import Engine
+
+from edgelab.deploy import remote
+from edgelab.deploy.clock import measure_offset
+from edgelab.errors import EdgelabError, TransportError
+from edgelab.metrics import events as ev
+from edgelab.metrics.ingest import Ingestor
+from edgelab.store.db import session_scope
+from edgelab.store.deployments import ACTIVE_STATES, get_deployment, processes
+from edgelab.store.devices import get_device
+from edgelab.store.runs import get_run
+
+LEASE_S = 10.0  # a follower silent this long has lost its run to the next one
+POLL_S = 0.25
+READ_MAX = 4 << 20  # bytes read per poll (a slow reader catches up in steps)
+
+
+def owner_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def lease_of(engine: Engine, run_id: str) -> dict[str, Any]:
+    """The run's follower lease as stored (empty when none ever followed it)."""
+    with session_scope(engine, write=False) as s:
+        return dict(get_run(s, run_id).meta.get("follower") or {})
+
+
+def follower_alive(engine: Engine, run_id: str, lease_s: float = LEASE_S) -> bool:
+    f = lease_of(engine, run_id)
+    return bool(f.get("owner")) and not f.get("done") and time.time() - float(f.get("heartbeat", 0)) < lease_s
+
+
+class _LeasedIngestor(Ingestor):
+    """An Ingestor whose every flush also writes the lease (heartbeat + byte offset) in the same transaction."""
+
+    def __init__(self, engine: Engine, run_id: str, lease: dict[str, Any], base_meta: dict[str, Any]):
+        super().__init__(engine, run_id, flush_s=0.2)
+        self.lease = lease
+        self.base_meta = base_meta
+        self.offset = int(lease.get("offset", 0))
+
+    def flush(self, *, live: bool | None = None) -> None:
+        self.lease.update(heartbeat=time.time(), offset=self.offset)
+        self._run_update["meta"] = {**self.base_meta, "follower": dict(self.lease)}
+        super().flush(live=live)
+
+
+class Follower:
+    """Follows one run's deployment until it ends (or ``stop_event`` is set); see the module doc."""
+
+    def __init__(self, engine: Engine, run_id: str, *, transport: dict[str, Any] | None = None,
+                 lease_s: float = LEASE_S, poll_s: float = POLL_S):
+        self.engine = engine
+        self.run_id = run_id
+        self.transport = dict(transport or {})
+        self.lease_s = lease_s
+        self.poll_s = poll_s
+        self.owner = owner_id()
+        self.final: dict[str, Any] | None = None
+        self.error: str | None = None
+
+    # --- lease ------------------------------------------------------------------------------
+    def acquire(self) -> bool:
+        """Take the run's lease unless a live follower holds it (serialised by the write transaction)."""
+        with session_scope(self.engine) as s:
+            run = get_run(s, self.run_id)
+            self.run_id = run.id
+            f = dict(run.meta.get("follower") or {})
+            if f.get("done"):
+                return False
+            if f.get("owner") not in (None, self.owner) and time.time() - float(f.get("heartbeat", 0)) < self.lease_s:
+                return False
+            f.update(owner=self.owner, heartbeat=time.time(), offset=int(f.get("offset", 0)), pid=os.getpid())
+            run.meta = {**run.meta, "follower": f}
+            s.add(run)
+        return True
+
+    def _still_mine(self) -> bool:
+        return lease_of(self.engine, self.run_id).get("owner") == self.owner
+
+    # --- following --------------------------------------------------------------------------
+    def _target(self) -> tuple[Any, str, int | None, str]:
+        with session_scope(self.engine, write=False) as s:
+            dep = get_deployment(s, self.run_id)
+            rows = processes(s, dep.id)
+            endpoint = get_device(s, dep.device_name).endpoint()
+        if not rows:
+            raise EdgelabError(f"run {self.run_id} has no process to follow", remedy="deploy it first")
+        row = next((r for r in rows if "edgelab.reference" in (r.argv or [])), rows[0])
+        return endpoint, f"{row.workdir}/stdout.log", row.pid, dep.state
+
+    def _connect(self, endpoint):
+        from edgelab.transport import open_transport
+
+        return open_transport(endpoint, **(self.transport if endpoint.kind == "ssh" else {}))
+
+    def run(self, stop_event: threading.Event | None = None) -> dict[str, Any] | None:
+        """Ingest until the deployment is final; returns its final summary (None when stopped early)."""
+        stop_event = stop_event or threading.Event()
+        endpoint, path, pid, _state = self._target()
+        with session_scope(self.engine, write=False) as s:
+            run = get_run(s, self.run_id)
+            meta = {k: v for k, v in run.meta.items() if k != "follower"}
+            lease = dict(run.meta.get("follower") or {})
+        t = self._connect(endpoint)
+        try:
+            if "clock" not in lease:  # measured once per run, so replayed and new events agree
+                c = measure_offset(t)
+                lease["clock"] = {"offset_s": c.offset_s, "rtt_s": c.rtt_s}
+            clock = ev.ClockOffset(lease["clock"]["offset_s"], lease["clock"]["rtt_s"])
+            ing = _LeasedIngestor(self.engine, self.run_id, lease, meta)
+            if ing.offset:
+                self._replay(t, path, ing, clock)
+            return self._loop(t, endpoint, path, pid, ing, clock, stop_event)
+        finally:
+            try:
+                t.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def _read(self, t, path: str, offset: int) -> str:
+        cmd = 'tail -c +"$2" "$1" 2>/dev/null | head -c "$3"; true'
+        return t.run(["sh", "-c", cmd, "edgelab", path, str(offset + 1), str(READ_MAX)], timeout=30).stdout
+
+    def _replay(self, t, path: str, ing: _LeasedIngestor, clock: ev.ClockOffset) -> None:
+        """Rebuild the live aggregate from what an earlier follower already stored (bytes < offset)."""
+        got, pos = "", 0
+        while pos < ing.offset:
+            chunk = self._read(t, path, pos)
+            if not chunk:
+                break
+            got += chunk
+            pos += len(chunk.encode())
+        data = got.encode()[:ing.offset].decode("utf-8", "replace")
+        for e in ev.decode_lines(data.splitlines()):
+            self._note(e, ing)
+            ing.agg.feed(self._fix(e, clock))
+
+    def _fix(self, e: ev.Event, clock: ev.ClockOffset) -> ev.Event:
+        return e if isinstance(e, ev.LogLine) else clock.correct(e)
+
+    def _note(self, e: ev.Event, ing: _LeasedIngestor) -> None:
+        if isinstance(e, ev.RunStart) and e.meta.get("control_period_s") is not None:
+            ing.base_meta["control_period_s"] = e.meta["control_period_s"]
+
+    def _loop(self, t, endpoint, path: str, pid: int | None, ing: _LeasedIngestor, clock: ev.ClockOffset,
+              stop_event: threading.Event) -> dict[str, Any] | None:
+        from edgelab.deploy import lifecycle
+
+        last_beat = last_data = time.monotonic()
+        final_pass = False
+        while True:
+            try:
+                text = self._read(t, path, ing.offset)
+            except TransportError:
+                text = ""
+                if not final_pass:
+                    lifecycle.refresh(self.engine, self.run_id)  # an unreachable device marks the run lost
+            end = text.rfind("\n")
+            if end >= 0:
+                last_data = time.monotonic()
+                for line in text[:end].split("\n"):
+                    ing.offset += len(line.encode()) + 1  # counted before feed: a flush inside covers it
+                    if not line.strip():
+                        continue
+                    e = next(ev.decode_lines([line]))
+                    if isinstance(e, ev.LogLine):
+                        e.stream = "stdout"
+                    elif e.run is not None and e.run != self.run_id:
+                        continue
+                    self._note(e, ing)
+                    ing.feed(self._fix(e, clock))
+            if final_pass and (end < 0 or len(text.encode()) < READ_MAX):
+                break
+            with session_scope(self.engine, write=False) as s:
+                dep_state = get_deployment(s, self.run_id).state
+            if dep_state not in ACTIVE_STATES:
+                final_pass = True  # read what the process wrote before it ended, then close
+                continue
+            if time.monotonic() - last_beat >= self.lease_s / 4:
+                if not self._still_mine():
+                    self.error = "lease taken over by another follower"
+                    return None
+                ing.flush()
+                last_beat = time.monotonic()
+                if time.monotonic() - last_data > 2.0 and pid and not remote.alive(t, pid):
+                    lifecycle.refresh(self.engine, self.run_id)  # the process ended on its own
+            if stop_event.is_set():
+                ing.flush(live=True)  # hand over: offset stored, lease expires
+                return None
+            time.sleep(self.poll_s)
+        with session_scope(self.engine, write=False) as s:
+            dep = get_deployment(s, self.run_id)
+        ing.lease.update(done=True)
+        self.final = ing.close(state=dep.state, error=dep.error)
+        return self.final
+
+
+class FollowerThread(threading.Thread):
+    """A follower in a daemon thread (the deploying CLI, ``edgelab watch``, the TUI)."""
+
+    def __init__(self, follower: Follower):
+        super().__init__(name=f"follow-{follower.run_id}", daemon=True)
+        self.follower = follower
+        self.stop_event = threading.Event()
+        self.exc: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.follower.run(self.stop_event)
+        except BaseException as e:  # noqa: BLE001 - reported to whoever joins
+            self.exc = e
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self.stop_event.set()
+        self.join(timeout)
+
+
+def ensure_follower(engine: Engine, run_id: str, *, transport: dict[str, Any] | None = None,
+                    lease_s: float = LEASE_S) -> FollowerThread | None:
+    """Start a follower thread for an active deployment unless a live one holds the run; None otherwise."""
+    with session_scope(engine, write=False) as s:
+        run = get_run(s, run_id)
+        if run.kind != "deploy":
+            return None
+        try:
+            dep = get_deployment(s, run.id)
+        except EdgelabError:
+            return None
+    if dep.state not in ACTIVE_STATES and (run.meta.get("follower") or {}).get("done"):
+        return None
+    f = Follower(engine, run.id, transport=transport, lease_s=lease_s)
+    if not f.acquire():
+        return None
+    th = FollowerThread(f)
+    th.start()
+    return th
+
+
+def spawn_detached(run_id: str, env: dict[str, str] | None = None) -> int:
+    """A follower process that outlives the caller (the deploying CLI); returns its pid.
+
+    The database URL travels in the environment (EDGELAB_DB), never on the command line.
+    """
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "edgelab.deploy.follow", run_id], env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    return proc.pid
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import sys
+
+    from edgelab.store.db import get_engine
+
+    ap = argparse.ArgumentParser(prog="python -m edgelab.deploy.follow", description="Follow one run's events.")
+    ap.add_argument("run")
+    ap.add_argument("--lease-s", type=float, default=LEASE_S)
+    ap.add_argument("--ssh-config", default=None)
+    args = ap.parse_args(argv)
+    engine = get_engine(os.environ.get("EDGELAB_DB"))
+    f = Follower(engine, args.run, lease_s=args.lease_s,
+                 transport={"ssh_config": args.ssh_config} if args.ssh_config else None)
+    if not f.acquire():
+        print(f"run {args.run}: another follower holds it", file=sys.stderr)
+        return 0
+    try:
+        f.run()
+    except KeyboardInterrupt:
+        return 130
+    except EdgelabError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
