@@ -85,8 +85,13 @@ def main() -> int:
             cfg.write_text(client_config(info))
             dev = info.device("orin-agx")
             ep = Endpoint(
-                name=dev.name, kind="ssh", ssh_user=info.user, ssh_host=dev.address, ssh_port=dev.port,
-                host_key_fingerprint=info.host_key_fingerprint, shell=Shell(dev.shell),
+                name=dev.name,
+                kind="ssh",
+                ssh_user=info.user,
+                ssh_host=dev.address,
+                ssh_port=dev.port,
+                host_key_fingerprint=info.host_key_fingerprint,
+                shell=Shell(dev.shell),
                 extra={"identity_file": str(info.client_key_path), "known_hosts": str(info.known_hosts_path)},
             )
             remote_dir = work / "ssh-remote"  # the virtual device writes the lab host's disk
@@ -107,8 +112,18 @@ def main() -> int:
             t.close()
             close_all()
             ssh = ["-F", str(cfg)]
-            rows.append(("ssh", "rsync", timed(["rsync", "-e", f"ssh -F {cfg}", str(blob_path), f"orin-agx:{remote_dir}/rsync.bin"])))
-            rows.append(("ssh", "scp", timed(["scp", *ssh, str(blob_path), f"orin-agx:{remote_dir}/scp.bin"])))
+            rows.append(
+                (
+                    "ssh",
+                    "rsync",
+                    timed(
+                        ["rsync", "-e", f"ssh -F {cfg}", str(blob_path), f"orin-agx:{remote_dir}/rsync.bin"]
+                    ),
+                )
+            )
+            rows.append(
+                ("ssh", "scp", timed(["scp", *ssh, str(blob_path), f"orin-agx:{remote_dir}/scp.bin"]))
+            )
         finally:
             stop_ssh_lab(ssh_state)
 
@@ -118,7 +133,9 @@ def main() -> int:
         lab = start_adb_lab(adb_state, ["s25"], base_port=adb_free_port(None))
         try:
             d = lab.device("s25")
-            ep = Endpoint(name="s25", kind="adb", adb_serial=d.serial, adb_server=lab.adb_server, shell=Shell.TOYBOX)
+            ep = Endpoint(
+                name="s25", kind="adb", adb_serial=d.serial, adb_server=lab.adb_server, shell=Shell.TOYBOX
+            )
             t = ADBTransport.connect(ep)
             store = open_store(t)
             t.run(["rm", "-rf", store.root, "/data/local/tmp/bench"])
@@ -131,7 +148,26 @@ def main() -> int:
             r2 = push_blob(store, blob, stamps=stamps)
             rows.append(("adb", f"edgelab re-push unchanged ({r2.status})", time.monotonic() - t0))
             host, _, port = lab.adb_server.rpartition(":")
-            rows.append(("adb", "adb push", timed([adb_binary(), "-H", host, "-P", port, "-s", d.serial, "push", str(blob_path), "/data/local/tmp/bench/adb.bin"])))
+            rows.append(
+                (
+                    "adb",
+                    "adb push",
+                    timed(
+                        [
+                            adb_binary(),
+                            "-H",
+                            host,
+                            "-P",
+                            port,
+                            "-s",
+                            d.serial,
+                            "push",
+                            str(blob_path),
+                            "/data/local/tmp/bench/adb.bin",
+                        ]
+                    ),
+                )
+            )
             t0 = time.monotonic()
             r3 = push_blob(store, blob, stamps=stamps, verify=True)
             rows.append(("adb", f"edgelab re-push --verify ({r3.status})", time.monotonic() - t0))
@@ -150,11 +186,19 @@ def main() -> int:
     up_ssh, up_adb = get[("ssh", "of which upload")], get[("adb", "of which upload")]
     print("\nratios (throughput, edgelab / tool; goal >= 0.9):")
     print("                        end to end (with device sha256)   transfer alone")
-    print(f"  ssh  edgelab/rsync    {get[('ssh', 'rsync')] / ours_ssh:5.2f}x {'':26} {get[('ssh', 'rsync')] / up_ssh:5.2f}x")
-    print(f"  ssh  edgelab/scp      {get[('ssh', 'scp')] / ours_ssh:5.2f}x {'':26} {get[('ssh', 'scp')] / up_ssh:5.2f}x")
-    print(f"  adb  edgelab/adb push {get[('adb', 'adb push')] / ours_adb:5.2f}x {'':26} {get[('adb', 'adb push')] / up_adb:5.2f}x")
+    print(
+        f"  ssh  edgelab/rsync    {get[('ssh', 'rsync')] / ours_ssh:5.2f}x {'':26} {get[('ssh', 'rsync')] / up_ssh:5.2f}x"
+    )
+    print(
+        f"  ssh  edgelab/scp      {get[('ssh', 'scp')] / ours_ssh:5.2f}x {'':26} {get[('ssh', 'scp')] / up_ssh:5.2f}x"
+    )
+    print(
+        f"  adb  edgelab/adb push {get[('adb', 'adb push')] / ours_adb:5.2f}x {'':26} {get[('adb', 'adb push')] / up_adb:5.2f}x"
+    )
     print("unchanged re-push (goal <= 1 s):")
-    print(f"  ssh  {get[('ssh', 'edgelab re-push unchanged')]:.2f} s   adb  {get[('adb', 'edgelab re-push unchanged')]:.2f} s")
+    print(
+        f"  ssh  {get[('ssh', 'edgelab re-push unchanged')]:.2f} s   adb  {get[('adb', 'edgelab re-push unchanged')]:.2f} s"
+    )
     return 0
 
 

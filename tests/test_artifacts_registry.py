@@ -60,10 +60,20 @@ def test_hash_is_cached_by_path_size_and_mtime(engine, tmp_path):
 def test_add_show_ls_rm_with_provenance(engine, tmp_path):
     w = _file(tmp_path, "model.gguf", os.urandom(10_000))
     tok = _file(tmp_path, "tok/tokenizer.json", b"{}")
-    prov, meta = parse_meta(["source_commit=abc123", "toolchain=cmake 3.28", "quantization=q4_k_m", "note=first"])
+    prov, meta = parse_meta(
+        ["source_commit=abc123", "toolchain=cmake 3.28", "quantization=q4_k_m", "note=first"]
+    )
     assert prov == {"source_commit": "abc123", "toolchain": "cmake 3.28", "quantization": "q4_k_m"}
     with session_scope(engine) as s:
-        art = add_artifact(s, "qwen-q4", [w, tmp_path / "tok"], kind="weights", target="android-arm64", provenance=prov, meta=meta)
+        art = add_artifact(
+            s,
+            "qwen-q4",
+            [w, tmp_path / "tok"],
+            kind="weights",
+            target="android-arm64",
+            provenance=prov,
+            meta=meta,
+        )
         files = {f.path: f.sha256 for f in artifact_files(s, art)}
         assert files == {"model.gguf": sha256_path(w), "tok/tokenizer.json": sha256_path(tok)}
         assert art.digest == files_digest(files) and art.total_size == 10_002
@@ -84,8 +94,15 @@ def test_manifest_round_trip_and_tampered_file_refused(engine, tmp_path):
     src = tmp_path / "src"
     w = _file(src, "voice.bin", os.urandom(3000))
     with session_scope(engine) as s:
-        add_artifact(s, "voice-a", [w], kind="voice", target="any", component="qwen3-tts-speaker",
-                     provenance={"checkpoint_id": "Qwen/Qwen3-TTS", "checkpoint_revision": "r1"})
+        add_artifact(
+            s,
+            "voice-a",
+            [w],
+            kind="voice",
+            target="any",
+            component="qwen3-tts-speaker",
+            provenance={"checkpoint_id": "Qwen/Qwen3-TTS", "checkpoint_revision": "r1"},
+        )
         manifest = export_manifest(s, "voice-a")
     assert manifest["component"] == "qwen3-tts-speaker"
     assert manifest["files"] == {"voice.bin": sha256_path(w)}
@@ -106,9 +123,26 @@ def test_cli_artifact_show_prints_provenance(tmp_path):
     db = str(tmp_path / "cli.db")
     w = _file(tmp_path, "llama-cli", os.urandom(2000))
     try:
-        res = runner.invoke(app, ["--db", db, "artifact", "add", str(w), "--kind", "runtime", "--target",
-                                  "linux-aarch64-cuda-sm87", "--name", "llama-orin", "--meta", "source_commit=deadbeef",
-                                  "--meta", "build_flags=-DGGML_CUDA=ON"])
+        res = runner.invoke(
+            app,
+            [
+                "--db",
+                db,
+                "artifact",
+                "add",
+                str(w),
+                "--kind",
+                "runtime",
+                "--target",
+                "linux-aarch64-cuda-sm87",
+                "--name",
+                "llama-orin",
+                "--meta",
+                "source_commit=deadbeef",
+                "--meta",
+                "build_flags=-DGGML_CUDA=ON",
+            ],
+        )
         assert res.exit_code == 0, res.output
         res = runner.invoke(app, ["--db", db, "artifact", "show", "llama-orin"])
         assert res.exit_code == 0, res.output
@@ -117,7 +151,10 @@ def test_cli_artifact_show_prints_provenance(tmp_path):
         res = runner.invoke(app, ["--db", db, "artifact", "ls", "--json"])
         assert json.loads(res.stdout)[0]["name"] == "llama-orin"
         out = tmp_path / "m.json"
-        assert runner.invoke(app, ["--db", db, "artifact", "export", "llama-orin", "-o", str(out)]).exit_code == 0
+        assert (
+            runner.invoke(app, ["--db", db, "artifact", "export", "llama-orin", "-o", str(out)]).exit_code
+            == 0
+        )
         assert runner.invoke(app, ["--db", db, "artifact", "rm", "llama-orin"]).exit_code == 0
         res = runner.invoke(app, ["--db", db, "artifact", "show", "llama-orin"])
         assert res.exit_code == 1 and "no artifact" in res.output

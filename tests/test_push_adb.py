@@ -117,7 +117,9 @@ def test_corrupted_file_detected_and_replaced(store, tmp_path):
 
     first = push_blob(store, blob, stamps=Stamps())
     assert push_blob(store, blob, stamps=Stamps()).status == "present"
-    r = store.t.run(["sh", "-c", 'printf XXXX | dd of="$1" bs=1 seek=77 conv=notrunc 2>/dev/null', "x", first.remote_path])
+    r = store.t.run(
+        ["sh", "-c", 'printf XXXX | dd of="$1" bs=1 seek=77 conv=notrunc 2>/dev/null', "x", first.remote_path]
+    )
     assert r.ok
     assert _pulled_sha(store.t, first.remote_path, tmp_path) != blob.sha256
     res = push_blob(store, blob, stamps=Stamps())

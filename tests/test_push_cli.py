@@ -28,7 +28,17 @@ def db(tmp_path, adb_lab):
     url = str(tmp_path / "push.db")
     ep = adb_endpoint(adb_lab, PERSONA)
     with session_scope(get_engine(url)) as s:
-        add_device(s, Device(name="phone", transport="adb", adb_serial=ep.adb_serial, adb_server=ep.adb_server, shell="toybox", virtual=True))
+        add_device(
+            s,
+            Device(
+                name="phone",
+                transport="adb",
+                adb_serial=ep.adb_serial,
+                adb_server=ep.adb_server,
+                shell="toybox",
+                virtual=True,
+            ),
+        )
     t = ADBTransport.connect(ep)
     t.run(["rm", "-rf", ANDROID_ROOT])
     try:
@@ -49,7 +59,18 @@ def test_push_skip_store_ls_and_gc(db, tmp_path):
     b = tmp_path / "b.bin"
     b.write_bytes(os.urandom(1000))
     for f in (a, b):
-        res = cli(db, "artifact", "add", str(f), "--kind", "weights", "--target", "android-arm64", "--meta", "checkpoint_id=test/x")
+        res = cli(
+            db,
+            "artifact",
+            "add",
+            str(f),
+            "--kind",
+            "weights",
+            "--target",
+            "android-arm64",
+            "--meta",
+            "checkpoint_id=test/x",
+        )
         assert res.exit_code == 0, res.output
     res = cli(db, "push", "a.bin", "b.bin", "--device", "phone", "--json")
     assert res.exit_code == 0, res.output
@@ -63,7 +84,10 @@ def test_push_skip_store_ls_and_gc(db, tmp_path):
     assert res.exit_code == 0, res.output
     listing = json.loads(res.stdout)
     assert listing["root"] == ANDROID_ROOT
-    assert {e["name"]: e["artifacts"] for e in listing["entries"]} == {sha256_path(a): ["a.bin"], sha256_path(b): ["b.bin"]}
+    assert {e["name"]: e["artifacts"] for e in listing["entries"]} == {
+        sha256_path(a): ["a.bin"],
+        sha256_path(b): ["b.bin"],
+    }
     assert cli(db, "artifact", "rm", "b.bin").exit_code == 0
     res = cli(db, "gc", "phone", "--dry-run", "--json")
     assert [e["name"] for e in json.loads(res.stdout)] == [sha256_path(b)]

@@ -91,7 +91,15 @@ def test_corrupted_store_file_detected_and_replaced(store, tmp_path):
     stamps = MemStamps()
     first = push_blob(store, blob, stamps=stamps)
     # overwrite 4 bytes in place on the device (same size)
-    r = store.t.run(["sh", "-c", 'printf XXXX | dd of="$1" bs=1 seek=1000 conv=notrunc 2>/dev/null', "x", first.remote_path])
+    r = store.t.run(
+        [
+            "sh",
+            "-c",
+            'printf XXXX | dd of="$1" bs=1 seek=1000 conv=notrunc 2>/dev/null',
+            "x",
+            first.remote_path,
+        ]
+    )
     assert r.ok
     assert sha256_path(Path(first.remote_path)) != blob.sha256
     res = push_blob(store, blob, stamps=stamps)

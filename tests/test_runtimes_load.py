@@ -57,7 +57,10 @@ def test_missing_toolchain_is_named_exactly(monkeypatch, tmp_path):
     assert "no build/cmake/android.toolchain.cmake" in missing["android-ndk"].detail
     native = check_toolchain(specs["llama.cpp"].targets["linux-aarch64"], host=("linux", "x86_64"))
     assert any(m.tool == "host" and "aarch64 host" in m.detail for m in native)
-    assert not any(m.tool == "host" for m in check_toolchain(specs["llama.cpp"].targets["linux-aarch64"], host=("linux", "aarch64")))
+    assert not any(
+        m.tool == "host"
+        for m in check_toolchain(specs["llama.cpp"].targets["linux-aarch64"], host=("linux", "aarch64"))
+    )
 
 
 def test_build_refused_with_what_is_missing(monkeypatch, tmp_path):
@@ -66,7 +69,10 @@ def test_build_refused_with_what_is_missing(monkeypatch, tmp_path):
     dbmod.dispose_engines()
     engine = get_engine(str(tmp_path / "b.db"))
     try:
-        with session_scope(engine) as s, pytest.raises(BuildError, match="missing android-ndk: ANDROID_NDK_HOME is not set"):
+        with (
+            session_scope(engine) as s,
+            pytest.raises(BuildError, match="missing android-ndk: ANDROID_NDK_HOME is not set"),
+        ):
             build_runtime(s, load_runtimes()["ncnn"], "android-arm64", tmp_path / "wd")
         assert not (tmp_path / "wd").exists()  # nothing ran
     finally:
@@ -90,7 +96,10 @@ def test_reference_runtime_builds_reproducibly_and_runs(tmp_path):
         pyz = tmp_path / "wd1" / "out" / "edgelab-reference.pyz"
         assert sha256_path(pyz) == files[0].sha256
         env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(pyz)}
-        for argv in ([sys.executable, "-m", "edgelab.reference", "--help"], [sys.executable, str(pyz), "vla", "--help"]):
+        for argv in (
+            [sys.executable, "-m", "edgelab.reference", "--help"],
+            [sys.executable, str(pyz), "vla", "--help"],
+        ):
             res = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
             assert res.returncode == 0, res.stderr
             assert "edgelab.reference" in res.stdout or "--control-hz" in res.stdout

@@ -105,7 +105,9 @@ class DeviceStore:
         res = self._must(argv, f"sha256sum {path}", timeout=hash_timeout(size))
         digest = res.stdout.split()[0].lower() if res.stdout.split() else ""
         if not _SHA.match(digest):
-            raise TransportError(f"{self.t_name}: sha256sum printed {res.stdout[:80]!r}", remedy="the device needs sha256sum")
+            raise TransportError(
+                f"{self.t_name}: sha256sum printed {res.stdout[:80]!r}", remedy="the device needs sha256sum"
+            )
         return digest
 
     def rename(self, src: str, dst: str) -> None:
@@ -115,7 +117,9 @@ class DeviceStore:
     def append(self, src: str, dst: str, size: int) -> None:
         """Append ``src`` to ``dst`` and drop ``src`` (the ADB sync protocol cannot append)."""
         script = 'cat "$1" >> "$2" && rm -f "$1"'
-        self._must(["sh", "-c", script, "edgelab-append", src, dst], f"append to {dst}", timeout=hash_timeout(size))
+        self._must(
+            ["sh", "-c", script, "edgelab-append", src, dst], f"append to {dst}", timeout=hash_timeout(size)
+        )
 
     def remove(self, paths: list[str]) -> None:
         if paths:
@@ -128,7 +132,10 @@ class DeviceStore:
             'mkdir -p "$1" || exit 1; shift; for f in "$@"; do '
             'if [ -f "$f" ]; then stat -c "%s|%z|%i" "$f" || exit 1; else echo -; fi; done'
         )
-        res = self._must(["sh", "-c", script, "edgelab-inspect", self.root, self.blob(sha), self.part(sha)], "inspect the store")
+        res = self._must(
+            ["sh", "-c", script, "edgelab-inspect", self.root, self.blob(sha), self.part(sha)],
+            "inspect the store",
+        )
         lines = [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
         if len(lines) != 2:
             raise TransportError(f"{self.t_name}: unexpected store listing {res.stdout[:120]!r}")
@@ -152,7 +159,9 @@ class DeviceStore:
                 remedy="the local file changed during the push, or the device's storage is failing",
             )
         if not res.ok:
-            raise TransportError(f"{self.t_name}: verify/rename of {sha[:12]} failed: {res.stderr.strip()[:200]}")
+            raise TransportError(
+                f"{self.t_name}: verify/rename of {sha[:12]} failed: {res.stderr.strip()[:200]}"
+            )
         return _parse_stat(res.stdout.strip().splitlines()[-1] if res.stdout.strip() else "-")
 
     def list(self) -> list[StoreEntry]:
@@ -194,11 +203,13 @@ class WindowsStore(DeviceStore):
         return res
 
     def ensure(self) -> None:
-        self._ps_must(f"New-Item -ItemType Directory -Force -Path {quote_powershell(self.root)} | Out-Null", "mkdir")
+        self._ps_must(
+            f"New-Item -ItemType Directory -Force -Path {quote_powershell(self.root)} | Out-Null", "mkdir"
+        )
 
     def stat(self, path: str) -> tuple[int, str] | None:
         q = quote_powershell(path)
-        res = self._ps(f"$i = Get-Item -LiteralPath {q}; \"$($i.Length)|$($i.LastWriteTimeUtc.Ticks)\"")
+        res = self._ps(f'$i = Get-Item -LiteralPath {q}; "$($i.Length)|$($i.LastWriteTimeUtc.Ticks)"')
         if not res.ok:
             return None
         size, _, stamp = res.stdout.strip().partition("|")
@@ -234,7 +245,10 @@ class WindowsStore(DeviceStore):
         return self.stat(self.blob(sha))
 
     def rename(self, src: str, dst: str) -> None:
-        self._ps_must(f"Move-Item -Force -LiteralPath {quote_powershell(src)} -Destination {quote_powershell(dst)}", "rename")
+        self._ps_must(
+            f"Move-Item -Force -LiteralPath {quote_powershell(src)} -Destination {quote_powershell(dst)}",
+            "rename",
+        )
 
     def append(self, src: str, dst: str, size: int) -> None:  # pragma: no cover - SFTP appends in place
         raise TransportError("Windows stores append over SFTP")
@@ -248,7 +262,7 @@ class WindowsStore(DeviceStore):
         q = quote_powershell(self.root)
         res = self._ps_must(
             f"if (Test-Path -LiteralPath {q}) {{ Get-ChildItem -File -LiteralPath {q} | "
-            "ForEach-Object { \"$($_.Length) $($_.Name)\" } }",
+            'ForEach-Object { "$($_.Length) $($_.Name)" } }',
             "list the store",
         )
         out = []
@@ -279,5 +293,7 @@ def open_store(transport: Transport, root: str | None = None) -> DeviceStore:
     res = transport.run(["sh", "-c", 'printf "%s" "$HOME"'], timeout=30)
     home = res.stdout.strip()
     if not res.ok or not home.startswith("/"):
-        raise TransportError(f"{getattr(transport, 'name', 'device')}: cannot resolve $HOME", remedy="check the login shell")
+        raise TransportError(
+            f"{getattr(transport, 'name', 'device')}: cannot resolve $HOME", remedy="check the login shell"
+        )
     return DeviceStore(transport, posixpath.join(home, POSIX_ROOT[2:]))

@@ -44,7 +44,9 @@ def cached_sha256(session: Session, path: Path) -> tuple[str, int, bool]:
     except OSError as e:
         raise ConfigError(f"cannot read {path}: {e.strerror}", remedy="check the path") from e
     if not path.is_file():
-        raise ConfigError(f"{path} is not a regular file", remedy="give files (a directory: its files one by one)")
+        raise ConfigError(
+            f"{path} is not a regular file", remedy="give files (a directory: its files one by one)"
+        )
     key = str(path)
     row = session.get(HashCacheEntry, key)
     if row is not None and row.size == st.st_size and row.mtime_ns == st.st_mtime_ns:

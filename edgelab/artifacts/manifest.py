@@ -40,7 +40,9 @@ def export_manifest(session: Session, ref: str) -> dict[str, Any]:
     return to_manifest(session, get_artifact(session, ref))
 
 
-def import_manifest(session: Session, manifest_path: Path, *, base: Path | None = None, replace: bool = False) -> Artifact:
+def import_manifest(
+    session: Session, manifest_path: Path, *, base: Path | None = None, replace: bool = False
+) -> Artifact:
     """Register the artifact a manifest describes; every file must be here and hash as stated.
 
     Files are looked up relative to ``base`` (default: the manifest's directory).
@@ -49,7 +51,9 @@ def import_manifest(session: Session, manifest_path: Path, *, base: Path | None 
     try:
         data = json.loads(manifest_path.read_text())
     except (OSError, ValueError) as e:
-        raise ConfigError(f"{manifest_path}: not a readable JSON manifest: {e}", remedy="check the file") from e
+        raise ConfigError(
+            f"{manifest_path}: not a readable JSON manifest: {e}", remedy="check the file"
+        ) from e
     if not isinstance(data, dict) or not isinstance(data.get("files"), dict) or not data["files"]:
         raise ConfigError(f"{manifest_path}: a manifest needs a non-empty 'files' {{path: sha256}} map")
     base = Path(base) if base else manifest_path.parent

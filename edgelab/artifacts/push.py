@@ -152,9 +152,17 @@ def push_blob(
             if after is not None:
                 stamps.put(sha, after[0], after[1])
             return BlobResult(
-                sha, total, status, target, sent=sent_total, resumed_from=offset,
-                attempts=attempt, seconds=t_done - start, upload_seconds=t_verify - t_up,
-                verify_seconds=t_done - t_verify, notes=notes,
+                sha,
+                total,
+                status,
+                target,
+                sent=sent_total,
+                resumed_from=offset,
+                attempts=attempt,
+                seconds=t_done - start,
+                upload_seconds=t_verify - t_up,
+                verify_seconds=t_done - t_verify,
+                notes=notes,
             )
         except HashMismatch:
             raise
@@ -197,7 +205,9 @@ def push_to_device(
         store = open_store(transport)  # type: ignore[arg-type]
         for blob in blobs:
             cb = (lambda sha, d, t: progress(device, sha, d, t)) if progress else None
-            out.blobs.append(push_blob(store, blob, stamps=stamps, verify=verify, progress=cb, segment=segment))
+            out.blobs.append(
+                push_blob(store, blob, stamps=stamps, verify=verify, progress=cb, segment=segment)
+            )
     except EdgelabError as e:
         out.error, out.remedy = str(e), e.remedy
     finally:

@@ -84,7 +84,10 @@ def file_specs(paths: Iterable[Path | str]) -> list[FileSpec]:
     names = [s.path for s in specs]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise ConfigError(f"two files would share the name {dupes[0]!r} in one artifact", remedy="add them as separate artifacts")
+        raise ConfigError(
+            f"two files would share the name {dupes[0]!r} in one artifact",
+            remedy="add them as separate artifacts",
+        )
     if not specs:
         raise ConfigError("no files given", remedy="name at least one file")
     return specs
@@ -96,7 +99,9 @@ def _check(name: str, kind: str, target: str) -> None:
     if kind not in KINDS:
         raise ConfigError(f"unknown artifact kind {kind!r}", remedy=f"use one of: {', '.join(KINDS)}")
     if not _TARGET.match(target):
-        raise ConfigError(f"target {target!r} is not valid", remedy="e.g. android-arm64, linux-aarch64-cuda-sm87, any")
+        raise ConfigError(
+            f"target {target!r} is not valid", remedy="e.g. android-arm64, linux-aarch64-cuda-sm87, any"
+        )
 
 
 def add_artifact(
@@ -128,13 +133,17 @@ def add_artifact(
     existing = session.exec(select(Artifact).where(Artifact.name == name)).first()
     if existing is not None:
         if not replace:
-            raise ConfigError(f"artifact {name!r} already exists", remedy="choose another name, or remove it first")
+            raise ConfigError(
+                f"artifact {name!r} already exists", remedy="choose another name, or remove it first"
+            )
         session.delete(existing)
         session.flush()
     rows = []
     for spec in specs:
         digest, size, _cached = cached_sha256(session, spec.source)
-        rows.append(ArtifactFile(artifact_id=0, path=spec.path, size=size, sha256=digest, source=str(spec.source)))
+        rows.append(
+            ArtifactFile(artifact_id=0, path=spec.path, size=size, sha256=digest, source=str(spec.source))
+        )
     art = Artifact(
         name=name,
         digest=files_digest({r.path: r.sha256 for r in rows}),
@@ -165,13 +174,17 @@ def get_artifact(session: Session, ref: str) -> Artifact:
         if len(found) == 1:
             return found[0]
         if len(found) > 1:
-            raise ConfigError(f"digest prefix {ref} names {len(found)} artifacts", remedy="give more digits or the name")
+            raise ConfigError(
+                f"digest prefix {ref} names {len(found)} artifacts", remedy="give more digits or the name"
+            )
     raise NotFound(f"no artifact {ref!r}", remedy="see `edgelab artifact ls`")
 
 
 def artifact_files(session: Session, art: Artifact) -> list[ArtifactFile]:
     return list(
-        session.exec(select(ArtifactFile).where(ArtifactFile.artifact_id == art.id).order_by(ArtifactFile.path)).all()
+        session.exec(
+            select(ArtifactFile).where(ArtifactFile.artifact_id == art.id).order_by(ArtifactFile.path)
+        ).all()
     )
 
 

@@ -103,7 +103,14 @@ def store_ls(engine: Engine, device_name: str) -> tuple[str, list[StoreRow]]:
     for e in entries:
         sha = e.sha256 or e.name.split(".", 1)[0]
         rec = records.get(e.name)
-        rows.append(StoreRow(e.name, e.size, sorted(names.get(sha, [])) if e.sha256 else [], rec.verified_at.isoformat() if rec else None))
+        rows.append(
+            StoreRow(
+                e.name,
+                e.size,
+                sorted(names.get(sha, [])) if e.sha256 else [],
+                rec.verified_at.isoformat() if rec else None,
+            )
+        )
     return store.root, rows
 
 

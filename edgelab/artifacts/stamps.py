@@ -18,7 +18,9 @@ class DbStamps:
         self.device_id = device_id
 
     def _row(self, session, sha: str) -> DeviceStoreEntry | None:
-        q = select(DeviceStoreEntry).where(DeviceStoreEntry.device_id == self.device_id, DeviceStoreEntry.sha256 == sha)
+        q = select(DeviceStoreEntry).where(
+            DeviceStoreEntry.device_id == self.device_id, DeviceStoreEntry.sha256 == sha
+        )
         return session.exec(q).first()
 
     def get(self, sha: str) -> tuple[int, str | None] | None:

@@ -28,7 +28,14 @@ _SYNC = struct.Struct("<4sI")
 
 
 def upload(
-    store: DeviceStore, local: Path, sha: str, offset: int, total: int, sent: Sent, *, segment: int = ADB_SEGMENT
+    store: DeviceStore,
+    local: Path,
+    sha: str,
+    offset: int,
+    total: int,
+    sent: Sent,
+    *,
+    segment: int = ADB_SEGMENT,
 ) -> None:
     """Send bytes ``[offset, total)`` of ``local`` onto the end of ``store.part(sha)`` (size ``offset``)."""
     t = store.t
@@ -102,7 +109,9 @@ def _sync_send(t: Transport, local: Path, start: int, end: int, remote: str, sen
         sock.sendall(_SYNC.pack(b"DONE", int(os.stat(local).st_mtime)))
         ident, length = _SYNC.unpack(recv_exact(sock, _SYNC.size))
         if ident == b"FAIL":
-            raise TransportError(f"{name}: push to {remote} failed: {recv_exact(sock, length).decode('utf-8', 'replace')}")
+            raise TransportError(
+                f"{name}: push to {remote} failed: {recv_exact(sock, length).decode('utf-8', 'replace')}"
+            )
         if ident != b"OKAY":
             raise TransportError(f"{name}: push to {remote}: unexpected sync reply {ident!r}")
         sock.sendall(_SYNC.pack(b"QUIT", 0))
@@ -112,7 +121,9 @@ def _sync_send(t: Transport, local: Path, start: int, end: int, remote: str, sen
         sock.close()
 
 
-def _adb_upload(store: DeviceStore, local: Path, sha: str, offset: int, total: int, sent: Sent, segment: int) -> None:
+def _adb_upload(
+    store: DeviceStore, local: Path, sha: str, offset: int, total: int, sent: Sent, segment: int
+) -> None:
     """First segment straight into ``.part``; later ones into two alternating ``.seg`` files, each
     appended on the device by a second connection while the next one is sent (in order)."""
     part = store.part(sha)

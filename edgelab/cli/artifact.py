@@ -13,7 +13,9 @@ from rich.table import Table
 from edgelab.cli.common import console, fail_from, print_json, state
 from edgelab.errors import ConfigError, EdgelabError
 
-app = typer.Typer(help="Artifact registry: runtime builds, weights, graphs, tokenizers, voices.", no_args_is_help=True)
+app = typer.Typer(
+    help="Artifact registry: runtime builds, weights, graphs, tokenizers, voices.", no_args_is_help=True
+)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
 
 
@@ -46,12 +48,27 @@ def _as_dict(session, art) -> dict:
 @app.command("add")
 def add(
     paths: Annotated[list[Path], typer.Argument(help="Files (or directories) of the artifact.")],
-    kind: Annotated[str, typer.Option("--kind", help="runtime, weights, graph, tokenizer, voice, config, other")],
-    target: Annotated[str, typer.Option("--target", help="Target ABI, e.g. android-arm64, linux-aarch64-cuda-sm87, any")],
-    name: Annotated[str | None, typer.Option("--name", help="Artifact name (default: the first file's name).")] = None,
-    component: Annotated[str | None, typer.Option("--component", help="Component it provides (default: the name).")] = None,
-    meta: Annotated[list[str] | None, typer.Option("--meta", help="KEY=VALUE; provenance keys (source_commit, toolchain, ...) go to provenance.")] = None,
-    replace: Annotated[bool, typer.Option("--replace", help="Overwrite an artifact of the same name.")] = False,
+    kind: Annotated[
+        str, typer.Option("--kind", help="runtime, weights, graph, tokenizer, voice, config, other")
+    ],
+    target: Annotated[
+        str, typer.Option("--target", help="Target ABI, e.g. android-arm64, linux-aarch64-cuda-sm87, any")
+    ],
+    name: Annotated[
+        str | None, typer.Option("--name", help="Artifact name (default: the first file's name).")
+    ] = None,
+    component: Annotated[
+        str | None, typer.Option("--component", help="Component it provides (default: the name).")
+    ] = None,
+    meta: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--meta", help="KEY=VALUE; provenance keys (source_commit, toolchain, ...) go to provenance."
+        ),
+    ] = None,
+    replace: Annotated[
+        bool, typer.Option("--replace", help="Overwrite an artifact of the same name.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Register files as one artifact; each file is hashed once (cached by path, size and mtime)."""
@@ -61,8 +78,15 @@ def add(
         prov, extra = parse_meta(meta or [])
         with _session() as s:
             art = add_artifact(
-                s, name or paths[0].name, paths, kind=kind, target=target, component=component,
-                provenance=prov, meta=extra, replace=replace,
+                s,
+                name or paths[0].name,
+                paths,
+                kind=kind,
+                target=target,
+                component=component,
+                provenance=prov,
+                meta=extra,
+                replace=replace,
             )
             data = _as_dict(s, art)
     except EdgelabError as err:
@@ -70,7 +94,9 @@ def add(
     if as_json:
         print_json(data)
     else:
-        console.print(f"added [bold]{escape(data['name'])}[/] {data['digest'][:16]} ({len(data['files'])} files, {_human(data['total_size'])})")
+        console.print(
+            f"added [bold]{escape(data['name'])}[/] {data['digest'][:16]} ({len(data['files'])} files, {_human(data['total_size'])})"
+        )
 
 
 @app.command("ls")
@@ -90,12 +116,21 @@ def ls(
         return
     table = Table("name", "kind", "target", "files", "size", "digest", box=None)
     for r in rows:
-        table.add_row(escape(r["name"]), r["kind"], r["target"], str(len(r["files"])), _human(r["total_size"]), r["digest"][:16])
+        table.add_row(
+            escape(r["name"]),
+            r["kind"],
+            r["target"],
+            str(len(r["files"])),
+            _human(r["total_size"]),
+            r["digest"][:16],
+        )
     console.print(table if rows else "no artifacts (add one with `edgelab artifact add`)")
 
 
 @app.command("show")
-def show(ref: Annotated[str, typer.Argument(help="Name or digest prefix.")], as_json: JsonOpt = False) -> None:
+def show(
+    ref: Annotated[str, typer.Argument(help="Name or digest prefix.")], as_json: JsonOpt = False
+) -> None:
     """One artifact: files with SHA-256, provenance, metadata, validation records."""
     from edgelab.artifacts.registry import get_artifact
 
@@ -107,14 +142,21 @@ def show(ref: Annotated[str, typer.Argument(help="Name or digest prefix.")], as_
     if as_json:
         print_json(data)
         return
-    console.print(f"[bold]{escape(data['name'])}[/]  kind={data['kind']} target={data['target']} component={escape(str(data['component']))}")
-    console.print(f"digest  {data['digest']}   size {_human(data['total_size'])}   added {data['created_at']}")
+    console.print(
+        f"[bold]{escape(data['name'])}[/]  kind={data['kind']} target={data['target']} component={escape(str(data['component']))}"
+    )
+    console.print(
+        f"digest  {data['digest']}   size {_human(data['total_size'])}   added {data['created_at']}"
+    )
     console.print("[bold]files[/]")
     for path, sha in data["files"].items():
         console.print(f"  {sha}  {_human(data['sizes'][path]):>10}  {escape(path)}")
     meta = dict(data["metadata"])
     prov = meta.pop("provenance", {})
-    console.print("[bold]provenance[/]" + ("" if prov else "  (none recorded: add --meta source_commit=... toolchain=...)"))
+    console.print(
+        "[bold]provenance[/]"
+        + ("" if prov else "  (none recorded: add --meta source_commit=... toolchain=...)")
+    )
     for k, v in prov.items():
         console.print(f"  {k}: {escape(str(v))}")
     if meta:
@@ -142,7 +184,9 @@ def rm(ref: Annotated[str, typer.Argument(help="Name or digest prefix.")]) -> No
 @app.command("export")
 def export(
     ref: Annotated[str, typer.Argument(help="Name or digest prefix.")],
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write here instead of stdout.")] = None,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Write here instead of stdout.")
+    ] = None,
 ) -> None:
     """The artifact's JSON manifest (component, files {path: sha256}, metadata)."""
     from edgelab.artifacts.manifest import export_manifest
@@ -162,7 +206,9 @@ def export(
 @app.command("import")
 def import_(
     manifest: Annotated[Path, typer.Argument(help="A JSON manifest.")],
-    base: Annotated[Path | None, typer.Option("--base", help="Where its files lie (default: the manifest's folder).")] = None,
+    base: Annotated[
+        Path | None, typer.Option("--base", help="Where its files lie (default: the manifest's folder).")
+    ] = None,
     replace: Annotated[bool, typer.Option("--replace")] = False,
 ) -> None:
     """Register the artifact a manifest describes; every file must hash as the manifest says."""

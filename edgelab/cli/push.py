@@ -27,9 +27,14 @@ def _engine():
 
 def push(
     artifacts: Annotated[list[str], typer.Argument(help="Artifact names or digest prefixes.")],
-    device: Annotated[list[str] | None, typer.Option("--device", "-d", help="Target device (repeatable).")] = None,
+    device: Annotated[
+        list[str] | None, typer.Option("--device", "-d", help="Target device (repeatable).")
+    ] = None,
     all_devices: Annotated[bool, typer.Option("--all", help="Every device in the inventory.")] = False,
-    verify: Annotated[bool, typer.Option("--verify", help="Re-hash blobs already on the device even if recorded as verified.")] = False,
+    verify: Annotated[
+        bool,
+        typer.Option("--verify", help="Re-hash blobs already on the device even if recorded as verified."),
+    ] = False,
     parallel: Annotated[int, typer.Option("--parallel", help="Devices pushed at once.")] = 8,
     as_json: JsonOpt = False,
 ) -> None:
@@ -54,16 +59,30 @@ def push(
             bar.update(tasks[key], completed=done)
 
         try:
-            blobs, results = push_artifacts(engine, artifacts, devices, verify=verify, progress=progress, workers=parallel)
+            blobs, results = push_artifacts(
+                engine, artifacts, devices, verify=verify, progress=progress, workers=parallel
+            )
         except EdgelabError as err:
             fail_from(err)
     data = [
         {
-            "device": r.device, "ok": r.ok, "error": r.error, "remedy": r.remedy,
+            "device": r.device,
+            "ok": r.ok,
+            "error": r.error,
+            "remedy": r.remedy,
             "blobs": [
-                {"sha256": b.sha256, "size": b.size, "status": b.status, "remote_path": b.remote_path, "sent": b.sent,
-                 "resumed_from": b.resumed_from, "attempts": b.attempts, "seconds": round(b.seconds, 3),
-                 "bytes_per_s": round(b.throughput), "notes": b.notes}
+                {
+                    "sha256": b.sha256,
+                    "size": b.size,
+                    "status": b.status,
+                    "remote_path": b.remote_path,
+                    "sent": b.sent,
+                    "resumed_from": b.resumed_from,
+                    "attempts": b.attempts,
+                    "seconds": round(b.seconds, 3),
+                    "bytes_per_s": round(b.throughput),
+                    "notes": b.notes,
+                }
                 for b in r.blobs
             ],
         }
@@ -74,11 +93,16 @@ def push(
     else:
         for r in results:
             if not r.ok:
-                console.print(f"[red]{escape(r.device)}: {escape(r.error or '')}[/]" + (f"\n  -> {escape(r.remedy)}" if r.remedy else ""))
+                console.print(
+                    f"[red]{escape(r.device)}: {escape(r.error or '')}[/]"
+                    + (f"\n  -> {escape(r.remedy)}" if r.remedy else "")
+                )
                 continue
             for b in r.blobs:
                 rate = f" {b.throughput / 1e6:.1f} MB/s" if b.sent else ""
-                console.print(f"{escape(r.device)}  {b.sha256[:16]}  {b.status:9} {b.sent:>12} B sent in {b.seconds:.2f}s{rate}")
+                console.print(
+                    f"{escape(r.device)}  {b.sha256[:16]}  {b.status:9} {b.sent:>12} B sent in {b.seconds:.2f}s{rate}"
+                )
     if any(not r.ok for r in results):
         raise typer.Exit(1)
 
@@ -93,12 +117,25 @@ def store_ls(device: Annotated[str, typer.Argument()], as_json: JsonOpt = False)
     except EdgelabError as err:
         fail_from(err)
     if as_json:
-        print_json({"root": root, "entries": [{"name": r.name, "size": r.size, "artifacts": r.artifacts, "verified_at": r.verified_at} for r in rows]})
+        print_json(
+            {
+                "root": root,
+                "entries": [
+                    {"name": r.name, "size": r.size, "artifacts": r.artifacts, "verified_at": r.verified_at}
+                    for r in rows
+                ],
+            }
+        )
         return
     console.print(f"{escape(device)}: {escape(root)}")
     table = Table("blob", "size", "artifacts", "verified", box=None)
     for r in rows:
-        table.add_row(r.name, str(r.size), escape(", ".join(r.artifacts)) or "[dim](unreferenced)[/]", r.verified_at or "-")
+        table.add_row(
+            r.name,
+            str(r.size),
+            escape(", ".join(r.artifacts)) or "[dim](unreferenced)[/]",
+            r.verified_at or "-",
+        )
     console.print(table if rows else "  (empty)")
 
 

@@ -12,9 +12,13 @@ from rich.table import Table
 from edgelab.cli.common import console, err_console, fail_from, print_json, state
 from edgelab.errors import ConfigError, EdgelabError
 
-app = typer.Typer(help="Runtimes (runtimes/*.yaml): builds per target and launch templates.", no_args_is_help=True)
+app = typer.Typer(
+    help="Runtimes (runtimes/*.yaml): builds per target and launch templates.", no_args_is_help=True
+)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
-DirOpt = Annotated[Path | None, typer.Option("--dir", help="Runtime files folder (default: runtimes/ of this edgelab).")]
+DirOpt = Annotated[
+    Path | None, typer.Option("--dir", help="Runtime files folder (default: runtimes/ of this edgelab).")
+]
 
 
 def _load(folder: Path | None):
@@ -36,8 +40,11 @@ def _dict(spec) -> dict:
         "file": spec.file,
         "targets": {
             t: {
-                "toolchain": list(r.toolchain), "flags": list(r.flags), "steps": [list(s) for s in r.steps],
-                "produces": list(r.produces), "missing": [str(m) for m in check_toolchain(r)],
+                "toolchain": list(r.toolchain),
+                "flags": list(r.flags),
+                "steps": [list(s) for s in r.steps],
+                "produces": list(r.produces),
+                "missing": [str(m) for m in check_toolchain(r)],
             }
             for t, r in spec.targets.items()
         },
@@ -56,7 +63,9 @@ def ls(folder: DirOpt = None, as_json: JsonOpt = False) -> None:
     table = Table("runtime", "source", "targets (buildable here marked *)", box=None)
     for r in rows:
         src = r["source"]
-        where = f"{src['repo']}@{src['ref']}" if src.get("repo") else (src.get("pip") or src.get("local") or "")
+        where = (
+            f"{src['repo']}@{src['ref']}" if src.get("repo") else (src.get("pip") or src.get("local") or "")
+        )
         targets = ", ".join(t + ("*" if not v["missing"] else "") for t, v in r["targets"].items())
         table.add_row(escape(r["name"]), escape(where), escape(targets))
     console.print(table)
@@ -75,7 +84,11 @@ def show(name: str, folder: DirOpt = None, as_json: JsonOpt = False) -> None:
     console.print(f"[bold]{escape(d['name'])}[/]  {escape(d['description'])}\n  file {escape(d['file'])}")
     console.print(f"  source {escape(str({k: v for k, v in d['source'].items() if v}))}")
     for t, r in d["targets"].items():
-        state_text = "[green]buildable here[/]" if not r["missing"] else "[yellow]missing: " + escape("; ".join(r["missing"])) + "[/]"
+        state_text = (
+            "[green]buildable here[/]"
+            if not r["missing"]
+            else "[yellow]missing: " + escape("; ".join(r["missing"])) + "[/]"
+        )
         console.print(f"[bold]target {t}[/]  {state_text}")
         console.print(f"  toolchain {', '.join(r['toolchain'])}")
         if r["flags"]:
@@ -93,8 +106,12 @@ def show(name: str, folder: DirOpt = None, as_json: JsonOpt = False) -> None:
 def build(
     name: str,
     target: Annotated[str, typer.Option("--target", help="e.g. android-arm64, linux-aarch64-cuda-sm87")],
-    artifact_name: Annotated[str | None, typer.Option("--name", help="Artifact name (default NAME-TARGET).")] = None,
-    workdir: Annotated[Path | None, typer.Option("--workdir", help="Build folder (default ~/.edgelab/builds/NAME/TARGET).")] = None,
+    artifact_name: Annotated[
+        str | None, typer.Option("--name", help="Artifact name (default NAME-TARGET).")
+    ] = None,
+    workdir: Annotated[
+        Path | None, typer.Option("--workdir", help="Build folder (default ~/.edgelab/builds/NAME/TARGET).")
+    ] = None,
     folder: DirOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -111,13 +128,22 @@ def build(
     try:
         engine = get_engine(state.db)
         with session_scope(engine) as s:
-            art = build_runtime(s, specs[name], target, wd, name=artifact_name, log=lambda line: err_console.print(f"[dim]$ {escape(line)}[/]"))
+            art = build_runtime(
+                s,
+                specs[name],
+                target,
+                wd,
+                name=artifact_name,
+                log=lambda line: err_console.print(f"[dim]$ {escape(line)}[/]"),
+            )
             data = to_manifest(s, art)
     except EdgelabError as err:
         fail_from(err)
     if as_json:
         print_json(data)
     else:
-        console.print(f"built and registered [bold]{escape(data['name'])}[/] {data['digest'][:16]} ({len(data['files'])} files)")
+        console.print(
+            f"built and registered [bold]{escape(data['name'])}[/] {data['digest'][:16]} ({len(data['files'])} files)"
+        )
         for k, v in data["metadata"]["provenance"].items():
             console.print(f"  {k}: {escape(str(v))}")

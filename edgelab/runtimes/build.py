@@ -88,7 +88,8 @@ def check_toolchain(recipe: TargetRecipe, host: tuple[str, str] | None = None) -
     if need is not None and need != here:
         missing.append(
             Missing(
-                "host", f"{recipe.target} builds natively on a {need[0]} {need[1]} host; this one is {here[0]} {here[1]}",
+                "host",
+                f"{recipe.target} builds natively on a {need[0]} {need[1]} host; this one is {here[0]} {here[1]}",
                 "run the build on such a host (e.g. the device itself), or add a cross toolchain file to the recipe",
             )
         )
@@ -98,7 +99,10 @@ def check_toolchain(recipe: TargetRecipe, host: tuple[str, str] | None = None) -
             if home is None:
                 missing.append(Missing(tool, why, REMEDIES[tool]))
         elif tool == "pip":
-            ok = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True).returncode == 0
+            ok = (
+                subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True).returncode
+                == 0
+            )
             if not ok:
                 missing.append(Missing(tool, f"{sys.executable} -m pip does not run", REMEDIES[tool]))
         elif tool == "python3":
@@ -130,10 +134,17 @@ def _version(tool: str) -> str:
 
 def _git_state(path: Path) -> str | None:
     try:
-        head = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30)
+        head = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30
+        )
         if head.returncode != 0:
             return None
-        dirty = subprocess.run(["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=30)
+        dirty = subprocess.run(
+            ["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -145,7 +156,10 @@ def build_runtime(
     """Run ``spec``'s recipe for ``target`` in ``workdir`` and register its output as a runtime artifact."""
     recipe = spec.targets.get(target)
     if recipe is None:
-        raise NotFound(f"runtime {spec.name} has no recipe for {target}", remedy=f"targets: {', '.join(sorted(spec.targets))}")
+        raise NotFound(
+            f"runtime {spec.name} has no recipe for {target}",
+            remedy=f"targets: {', '.join(sorted(spec.targets))}",
+        )
     missing = check_toolchain(recipe)
     if missing:
         raise BuildError(
@@ -158,8 +172,14 @@ def build_runtime(
         shutil.rmtree(d, ignore_errors=True)
         d.mkdir(parents=True)
     values = {
-        "src": str(src), "build": str(build), "out": str(out), "python": sys.executable,
-        "ndk": _ndk()[0] or "", "repo": spec.repo or "", "ref": spec.ref or "", "flags": " ".join(recipe.flags),
+        "src": str(src),
+        "build": str(build),
+        "out": str(out),
+        "python": sys.executable,
+        "ndk": _ndk()[0] or "",
+        "repo": spec.repo or "",
+        "ref": spec.ref or "",
+        "flags": " ".join(recipe.flags),
     }
     logfile = workdir / "build.log"
     with open(logfile, "w") as logf:
@@ -171,7 +191,13 @@ def build_runtime(
                 log(" ".join(expanded))
             logf.write("$ " + " ".join(expanded) + "\n")
             logf.flush()
-            res = subprocess.run(expanded, cwd=workdir, stdout=logf, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": _pythonpath()})
+            res = subprocess.run(
+                expanded,
+                cwd=workdir,
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONPATH": _pythonpath()},
+            )
             if res.returncode != 0:
                 raise BuildError(
                     f"{spec.name} {target}: step `{' '.join(expanded)[:200]}` exited {res.returncode}",
@@ -181,7 +207,9 @@ def build_runtime(
     for rel in recipe.produces:
         p = out / rel.format(**values)
         if not p.is_file():
-            raise BuildError(f"{spec.name} {target}: the build did not produce {rel}", remedy=f"see {logfile}")
+            raise BuildError(
+                f"{spec.name} {target}: the build did not produce {rel}", remedy=f"see {logfile}"
+            )
         produced.append(p)
     commit = _git_state(src) if (src / ".git").exists() else None
     if spec.extra.get("local"):
@@ -195,8 +223,15 @@ def build_runtime(
         "built_on": f"{platform.node()} {platform.system()} {platform.machine()}",
     }
     return add_artifact(
-        session, name or f"{spec.name}-{target}", produced, kind="runtime", target=target, component=spec.name,
-        provenance=provenance, meta={"runtime": spec.name}, replace=True,
+        session,
+        name or f"{spec.name}-{target}",
+        produced,
+        kind="runtime",
+        target=target,
+        component=spec.name,
+        provenance=provenance,
+        meta={"runtime": spec.name},
+        replace=True,
     )
 
 

@@ -1,16 +1,16 @@
 """The runtime file schema and its loader; every error names the file and line to fix.
 
-    name: llama.cpp
-    description: ...
-    source: {repo: URL, ref: TAG-OR-COMMIT}     # or pip: "vllm-omni==X" for pip-installed runtimes
-    targets:
-      <target>:                                 # e.g. linux-aarch64-cuda-sm87, android-arm64
-        toolchain: [cmake, ninja, nvcc | android-ndk | pip | python3 | git]
-        flags: [-DGGML_CUDA=ON, ...]            # recorded as provenance build_flags
-        steps: [[argv...], ...]                 # placeholders {src} {build} {out} {ndk} {python} {repo} {ref} {flags}
-        produces: [path relative to {out}, ...]
-    launch:
-      <pipeline>: {<strategy>: [argv...]}       # placeholders {bin} {model} {port} ... filled at deploy time
+name: llama.cpp
+description: ...
+source: {repo: URL, ref: TAG-OR-COMMIT}     # or pip: "vllm-omni==X" for pip-installed runtimes
+targets:
+  <target>:                                 # e.g. linux-aarch64-cuda-sm87, android-arm64
+    toolchain: [cmake, ninja, nvcc | android-ndk | pip | python3 | git]
+    flags: [-DGGML_CUDA=ON, ...]            # recorded as provenance build_flags
+    steps: [[argv...], ...]                 # placeholders {src} {build} {out} {ndk} {python} {repo} {ref} {flags}
+    produces: [path relative to {out}, ...]
+launch:
+  <pipeline>: {<strategy>: [argv...]}       # placeholders {bin} {model} {port} ... filled at deploy time
 """
 
 from __future__ import annotations
@@ -78,7 +78,9 @@ def _argv(value: Any, where: str, what: str, errors: list[str], allowed: set[str
         for a in argv:
             for ph in _PLACEHOLDER.findall(a):
                 if ph not in allowed:
-                    errors.append(f"{where}: {what} uses unknown placeholder {{{ph}}} (known: {', '.join(sorted(allowed))})")
+                    errors.append(
+                        f"{where}: {what} uses unknown placeholder {{{ph}}} (known: {', '.join(sorted(allowed))})"
+                    )
     return argv
 
 
@@ -129,10 +131,17 @@ def parse_runtime(data: Any, file: str) -> RuntimeSpec:
                 steps.append(_argv(step, raw.where("steps"), f"step {i + 1}", errors, BUILD_PLACEHOLDERS))
         produces = _strs(raw.get("produces"), raw.where("produces"), "produces", errors)
         if not produces:
-            errors.append(f"{raw.where('produces')}: 'produces' must list the files the build leaves in {{out}}")
+            errors.append(
+                f"{raw.where('produces')}: 'produces' must list the files the build leaves in {{out}}"
+            )
         targets[str(tname)] = TargetRecipe(
-            str(tname), tools, _strs(raw.get("flags"), raw.where("flags"), "flags", errors), tuple(steps), produces,
-            where, _strs(raw.get("include"), raw.where("include"), "include", errors),
+            str(tname),
+            tools,
+            _strs(raw.get("flags"), raw.where("flags"), "flags", errors),
+            tuple(steps),
+            produces,
+            where,
+            _strs(raw.get("include"), raw.where("include"), "include", errors),
         )
     launch: dict[str, dict[str, tuple[str, ...]]] = {}
     raw_launch = data.get("launch") or SrcDict()
@@ -141,18 +150,29 @@ def parse_runtime(data: Any, file: str) -> RuntimeSpec:
         raw_launch = SrcDict()
     for pipe, strategies in raw_launch.items():
         if not isinstance(strategies, SrcDict):
-            errors.append(f"{raw_launch.where(pipe)}: launch.{pipe} maps strategies (S1, S3, S4, S5) to commands")
+            errors.append(
+                f"{raw_launch.where(pipe)}: launch.{pipe} maps strategies (S1, S3, S4, S5) to commands"
+            )
             continue
         launch[str(pipe)] = {}
         for strat, argv in strategies.items():
             if strat not in STRATEGIES:
                 errors.append(f"{strategies.where(strat)}: unknown strategy {strat!r} (S2 is never launched)")
-            launch[str(pipe)][str(strat)] = _argv(argv, strategies.where(strat), f"launch {pipe} {strat}", errors, None)
+            launch[str(pipe)][str(strat)] = _argv(
+                argv, strategies.where(strat), f"launch {pipe} {strat}", errors, None
+            )
     if errors:
         raise RuntimeError_("\n".join(errors))
     return RuntimeSpec(
-        name=str(name), description=str(data.get("description") or ""), repo=repo, ref=None if ref is None else str(ref),
-        pip=pip, targets=targets, launch=launch, file=file, notes=str(data.get("notes") or ""),
+        name=str(name),
+        description=str(data.get("description") or ""),
+        repo=repo,
+        ref=None if ref is None else str(ref),
+        pip=pip,
+        targets=targets,
+        launch=launch,
+        file=file,
+        notes=str(data.get("notes") or ""),
         extra={"local": source.get("local")} if isinstance(source, SrcDict) and source.get("local") else {},
     )
 

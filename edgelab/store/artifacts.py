@@ -80,7 +80,9 @@ class DeviceStoreEntry(SQLModel, table=True):
     )
 
     id: int | None = Field(default=None, primary_key=True)
-    device_id: int = Field(sa_column=Column(Integer, ForeignKey("device.id", ondelete="CASCADE"), nullable=False))
+    device_id: int = Field(
+        sa_column=Column(Integer, ForeignKey("device.id", ondelete="CASCADE"), nullable=False)
+    )
     sha256: str = Field(max_length=64)
     size: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
     stamp: str | None = Field(default=None, max_length=128)
