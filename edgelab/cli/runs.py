@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from edgelab.cli.common import console, fail_from, print_json, state
@@ -78,8 +79,9 @@ def ls(
         table.add_column(col)
     for r in rows:
         st = r["state"]
-        table.add_row(r["id"], r["created_at"].strftime("%Y-%m-%d %H:%M"), r["pipeline"] or "-",
-                      (r["device"] or "-") + (" (virtual)" if r["virtual"] else ""), r["runtime"] or "-", r["kind"],
+        table.add_row(r["id"], r["created_at"].strftime("%Y-%m-%d %H:%M"), escape(r["pipeline"] or "-"),
+                      escape(r["device"] or "-") + (" (virtual)" if r["virtual"] else ""), escape(r["runtime"] or "-"),
+                      r["kind"],
                       f"[{STATE_STYLE.get(st, 'white')}]{st}[/]", _headline(r["summary"]))
     console.print(table if rows else "[dim]no runs yet[/]")
 
@@ -99,21 +101,21 @@ def show(run: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")
     if json_out:
         print_json(rec)
         return
-    console.print(f"[bold]{rec['id']}[/]  {rec['pipeline'] or '-'} on {rec['device'] or '-'}"
-                  f"{' (virtual)' if rec['virtual'] else ''}  runtime {rec['runtime'] or '-'}  "
+    console.print(f"[bold]{rec['id']}[/]  " + escape(f"{rec['pipeline'] or '-'} on {rec['device'] or '-'}"
+                  f"{' (virtual)' if rec['virtual'] else ''}  runtime {rec['runtime'] or '-'}  ") +
                   f"[{STATE_STYLE.get(rec['state'], 'white')}]{rec['state']}[/]")
     if rec["error"]:
-        console.print(f"[red]error:[/] {rec['error']}")
+        console.print(f"[red]error:[/] {escape(rec['error'])}")
     summary = rec["summary"] or rec["live"]
     console.print(f"summary: {_headline(summary)}" + ("" if rec["summary"] else " [dim](live)[/]"))
     prov = rec["provenance"] or {}
-    console.print("provenance: " + ", ".join(f"{k}={v}" for k, v in prov.items() if v not in (None, {}, [])))
+    console.print("provenance: " + escape(", ".join(f"{k}={v}" for k, v in prov.items() if v not in (None, {}, []))))
     table = Table(box=None, header_style="bold")
     for col in ("request", "phase", "band", "ok", "TTFA ms", "play start ms", "underruns", "stall ms", "RTF"):
         table.add_column(col)
     for q in rec["requests"]:
         a = (q["metrics"] or {}).get("audio") or {}
-        table.add_row(q["request"], q["phase"], q["band"] or "-", _fmt(q["ok"]), _fmt(a.get("ttfa_ms")),
+        table.add_row(escape(q["request"]), q["phase"], escape(q["band"] or "-"), _fmt(q["ok"]), _fmt(a.get("ttfa_ms")),
                       _fmt(a.get("playback_start_ms")), _fmt(a.get("underruns_at_ttfa")),
                       _fmt(a.get("stall_ms_at_ttfa")), _fmt(a.get("rtf_streamed")))
     if rec["requests"]:
