@@ -190,7 +190,9 @@ class WindowsStore(DeviceStore):
         return "/" + path.replace("\\", "/")
 
     def _ps(self, script: str, timeout: float = 60.0) -> RunResult:
-        line = " ".join(encode_powershell("$ErrorActionPreference = 'Stop'; " + script))
+        if ";" in script:  # several statements: stop at the first error (one statement fails alone)
+            script = "$ErrorActionPreference = 'Stop'; " + script
+        line = " ".join(encode_powershell(script))
         run_line = getattr(self.t, "run_line", None)
         if run_line is None:
             raise TransportError(f"{self.t_name}: a Windows store needs an SSH transport")
