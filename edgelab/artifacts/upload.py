@@ -61,18 +61,26 @@ def _sftp_upload(store: DeviceStore, local: Path, sha: str, offset: int, total: 
         part = store.sftp_path(part)
     try:
         sftp = t.sftp()  # type: ignore[attr-defined]
-        with open(local, "rb") as fin, sftp.open(part, "r+b" if offset else "wb", bufsize=SFTP_CHUNK) as fout:
-            fout.set_pipelined(True)
-            fin.seek(offset)
-            fout.seek(offset)
-            left = total - offset
-            while left > 0:
-                block = fin.read(min(SFTP_CHUNK, left))
-                if not block:
-                    raise TransportError(f"{local} shrank while it was being pushed", remedy="push again")
-                fout.write(block)
-                left -= len(block)
-                sent(len(block))
+        with open(local, "rb") as fin:
+            fout = sftp.open(part, "r+b" if offset else "wb", bufsize=SFTP_CHUNK)
+            try:
+                fout.set_pipelined(True)
+                fin.seek(offset)
+                fout.seek(offset)
+                left = total - offset
+                while left > 0:
+                    block = fin.read(min(SFTP_CHUNK, left))
+                    if not block:
+                        raise TransportError(f"{local} shrank while it was being pushed", remedy="push again")
+                    fout.write(block)
+                    left -= len(block)
+                    sent(len(block))
+            finally:
+                try:
+                    fout.close()  # waits for every pipelined write's status
+                except (OSError, EOFError, paramiko.SSHException):
+                    fout._closed = True  # connection gone: nothing left to close, not even in __del__
+                    raise
     except (OSError, EOFError, paramiko.SSHException) as e:
         if isinstance(e, TransportError):
             raise
