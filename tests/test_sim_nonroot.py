@@ -148,7 +148,7 @@ class LabUser:
             "PATH": f"{self.venv / 'bin'}:/usr/local/bin:/usr/bin:/bin",
             "LANG": "C.UTF-8",
             "COLUMNS": "200",
-            "EDGELAB_HOME": str(self.home / "lab"),
+            "EDGELAB_HOME": str(self.home / "edgelab lab"),  # a space: config files must quote paths
             "EDGELAB_DB": str(self.home / "edgelab.db"),
         }
 

@@ -304,14 +304,31 @@ def _stage_personas(
     return plan
 
 
+def conf_path(path: Path | str) -> str:
+    """``path`` as one argument of an sshd_config / ssh_config line.
+
+    Double quotes keep spaces in one argument. OpenSSH has no escape for ``"``
+    or a newline there, and ``%`` would be read as a token (paramiko does not
+    read ``%%`` back), so paths with those are refused.
+    """
+    text = str(path)
+    bad = [c for c in ('"', "%", "\n", "\r") if c in text]
+    if bad:
+        raise ConfigError(
+            f"the lab's state path {text!r} cannot be written into an OpenSSH config (it holds {bad[0]!r})",
+            remedy="choose a state dir without double quotes, %, or newlines (--state-dir / EDGELAB_SIM_DIR)",
+        )
+    return f'"{text}"'
+
+
 def _sshd_config(state_dir: Path, port: int, user: str, plan: list[tuple[str, str, Persona, Path]]) -> str:
     d = _ssh_dir(state_dir)
     lines = [
         "# written by edgelab.sim.sshd: the virtual SSH lab (loopback only)",
         *(f"ListenAddress {addr}:{port}" for _n, addr, _p, _d in plan),
-        f"HostKey {d / 'ssh_host_ed25519_key'}",
-        f"PidFile {d / 'sshd.pid'}",
-        f"AuthorizedKeysFile {d / 'authorized_keys'}",
+        f"HostKey {conf_path(d / 'ssh_host_ed25519_key')}",
+        f"PidFile {conf_path(d / 'sshd.pid')}",
+        f"AuthorizedKeysFile {conf_path(d / 'authorized_keys')}",
         f"AllowUsers {user}",
         "StrictModes no",
         "PubkeyAuthentication yes",
@@ -345,10 +362,10 @@ def _client_config(info: SshLabInfo) -> str:
                     f"    HostName {dev.address}",
                     f"    Port {dev.port}",
                     f"    User {info.user}",
-                    f"    IdentityFile {info.client_key_path}",
+                    f"    IdentityFile {conf_path(info.client_key_path)}",
                     "    IdentitiesOnly yes",
                     "    StrictHostKeyChecking yes",
-                    f"    UserKnownHostsFile {info.known_hosts_path}",
+                    f"    UserKnownHostsFile {conf_path(info.known_hosts_path)}",
                     "    LogLevel ERROR",
                 ]
             )
