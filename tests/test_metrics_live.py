@@ -95,6 +95,29 @@ def test_ingest_stores_raw_samples_and_final_equals_live(engine):
     assert finalize(engine, rid) == {k: v for k, v in final.items() if k != "live_equals_final"}
 
 
+def test_run_summary_keeps_stages_resources_and_errors(engine):
+    rid = _run(engine)
+    with Ingestor(engine, rid) as ing:
+        ing.feed_all([
+            ev.RunStart(t=0.0),
+            ev.StageTiming(t=1.0, stage="spawn", start=0.0, end=0.25),
+            ev.StageTiming(t=9.0, stage="load", start=1.0, end=9.0),
+            ev.ResourceSample(t=2.0, device="orin", temps_c={"CPU": 45.0, "GPU": 40.0}, rss_bytes=100,
+                              mem_available_bytes=5000, clocks_mhz={"cpu": 2200.0}),
+            ev.ResourceSample(t=3.0, device="orin", temps_c={"CPU": 61.5}, rss_bytes=300, mem_available_bytes=4000,
+                              clocks_mhz={"cpu": 1400.0}, throttled=True),
+            ev.ErrorEvent(t=4.0, cls="device", message="thermal throttling"),
+        ])
+    with session_scope(engine, write=False) as s:
+        m = get_summary(s, rid, "final").metrics
+    assert m["stages_ms"]["spawn"]["p50"] == 250.0 and m["stages_ms"]["load"]["p50"] == 8000.0
+    r = m["resources"]
+    assert (r["samples"], r["peak_rss_bytes"], r["min_mem_available_bytes"]) == (2, 300, 4000)
+    assert r["max_temp_c"] == {"CPU": 61.5, "GPU": 40.0} and r["min_clock_mhz"] == {"cpu": 1400.0}
+    assert r["throttled"] is True and r["max_cpu_pct"] is None  # never sampled: null, not 0
+    assert m["errors"] == {"device": 1} and m["live_equals_final"] is True
+
+
 def test_vla_slow_step_shows_as_deadline_miss(engine):
     rid = _run(engine, control_period_s=0.1)
     evs = [ev.RunStart(t=0.0, run=rid, meta={"control_hz": 10})]
@@ -122,9 +145,20 @@ request_st = st.lists(
 )
 
 
+extras_st = st.lists(st.one_of(
+    st.builds(lambda d, temp, rss: ev.ResourceSample(t=50.0 + d, device="virt", temps_c={"CPU": temp}, rss_bytes=rss,
+                                                     power_w={"VDD_IN": temp / 10}),
+              st.floats(0, 10), st.floats(20, 95), st.one_of(st.none(), st.integers(0, 1 << 34))),
+    st.builds(lambda d, dur, name: ev.StageTiming(t=60.0 + d, stage=name, start=60.0 + d, end=60.0 + d + dur),
+              st.floats(0, 10), st.floats(0, 3), st.sampled_from(["spawn", "load", "first_output"])),
+    st.builds(lambda d, cls: ev.ErrorEvent(t=70.0 + d, cls=cls, message="x"),
+              st.floats(0, 1), st.sampled_from(["infra", "device", "workload"])),
+), max_size=8)
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(request_st)
-def test_live_aggregates_equal_batch_recompute(engine, reqs):
+@given(request_st, extras_st)
+def test_live_aggregates_equal_batch_recompute(engine, reqs, extras):
     rid = _run(engine)
     spec = []
     for i, (phase, gaps, end) in enumerate(reqs):
@@ -133,7 +167,7 @@ def test_live_aggregates_equal_batch_recompute(engine, reqs):
             t += gap
             chunks.append((t, n))
         spec.append((f"q{i}", phase, 100.0 * (i + 1), chunks, None if end is None else t + end))
-    evs = _tts_events(rid, spec)
+    evs = _tts_events(rid, spec) + extras
     live = RunAggregator().feed_all(evs).summary()
     with Ingestor(engine, rid, batch=7) as ing:
         ing.feed_all(evs)

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import Engine, bindparam, insert, select, update
+from sqlmodel import select as sm_select
 
 from edgelab.metrics import events as ev
 from edgelab.metrics.live import RunAggregator, recompute, request_metrics
@@ -166,7 +167,7 @@ class Ingestor:
             raise RuntimeError("ingestor already closed")
         self.flush(live=True)
         live = self.agg.summary()
-        final = finalize(self.engine, self.run_id, period_s=self.agg.period_s, errors=self.agg.errors)
+        final = finalize(self.engine, self.run_id, period_s=self.agg.period_s)
         final["live_equals_final"] = _strip(final) == _strip(live)
         with session_scope(self.engine) as s:
             run = get_run(s, self.run_id)
@@ -202,21 +203,32 @@ def _strip(summary: dict[str, Any]) -> dict[str, Any]:
 
 def finalize(engine: Engine, run_id: str, *, period_s: float | None = None,
              errors: dict[str, int] | None = None) -> dict[str, Any]:
-    """The run's summary recomputed from its stored requests and raw samples."""
+    """The run's summary recomputed from what is stored: requests, raw samples, error and stage
+    lines, telemetry. ``errors`` is accepted for older callers and ignored: the stored error lines count."""
+    del errors
     with session_scope(engine, write=False) as s:
         run = get_run(s, run_id)
         if period_s is None and run.meta.get("control_period_s"):
             period_s = float(run.meta["control_period_s"])
         reqs = requests_of(s, run_id)
-        rows = s.connection().execute(
+        conn = s.connection()
+        rows = conn.execute(
             select(*[_SAMPLE.c[c] for c in SAMPLE_COLS]).where(_SAMPLE.c.run_id == run_id).order_by(_SAMPLE.c.id)
         ).all()
         samples = [SampleRow._make(r) for r in rows]
-        if errors is None:
-            errors = {}
-            for (lvl,) in s.exec(select(RunLog.level).where(RunLog.run_id == run_id, RunLog.kind == "error")):
-                errors[lvl] = errors.get(lvl, 0) + 1
-    return recompute(reqs, samples, period_s, errors=errors)
+        stored_errors: dict[str, int] = {}
+        stages = []
+        for kind, level, message, data in conn.execute(
+            select(_LOG.c.kind, _LOG.c.level, _LOG.c.message, _LOG.c.data)
+            .where(_LOG.c.run_id == run_id, _LOG.c.kind.in_(("error", "stage"))).order_by(_LOG.c.id)
+        ):
+            if kind == "error":
+                stored_errors[level] = stored_errors.get(level, 0) + 1
+            else:
+                stages.append((message, (data or {}).get("start"), (data or {}).get("end")))
+        telemetry = s.exec(sm_select(TelemetrySample).where(TelemetrySample.run_id == run_id)
+                           .order_by(TelemetrySample.id)).all()
+    return recompute(reqs, samples, period_s, errors=stored_errors, stages=stages, telemetry=telemetry)
 
 
 def store_telemetry(engine: Engine, samples: Iterable[ev.ResourceSample], *, run_id: str | None = None) -> int:

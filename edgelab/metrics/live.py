@@ -95,8 +95,58 @@ def request_metrics(view: RequestView) -> dict[str, Any]:
     }
 
 
+class ResourceAgg:
+    """Peaks and troughs of a run's telemetry: what the figures were measured under."""
+
+    __slots__ = ("n", "peak_rss", "min_avail", "max_cpu", "max_gpu", "temps", "power", "clocks_min", "throttled")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.peak_rss: int | None = None
+        self.min_avail: int | None = None
+        self.max_cpu: float | None = None
+        self.max_gpu: float | None = None
+        self.temps: dict[str, float] = {}
+        self.power: dict[str, float] = {}
+        self.clocks_min: dict[str, float] = {}
+        self.throttled: bool | None = None
+
+    def add(self, rss: int | None, avail: int | None, cpu: float | None, gpu: float | None,
+            temps: dict[str, float] | None, power: dict[str, float] | None, clocks: dict[str, float] | None,
+            throttled: bool | None) -> None:
+        self.n += 1
+        if rss is not None and (self.peak_rss is None or rss > self.peak_rss):
+            self.peak_rss = rss
+        if avail is not None and (self.min_avail is None or avail < self.min_avail):
+            self.min_avail = avail
+        if cpu is not None and (self.max_cpu is None or cpu > self.max_cpu):
+            self.max_cpu = cpu
+        if gpu is not None and (self.max_gpu is None or gpu > self.max_gpu):
+            self.max_gpu = gpu
+        for k, v in (temps or {}).items():
+            if k not in self.temps or v > self.temps[k]:
+                self.temps[k] = v
+        for k, v in (power or {}).items():
+            if k not in self.power or v > self.power[k]:
+                self.power[k] = v
+        for k, v in (clocks or {}).items():
+            if k not in self.clocks_min or v < self.clocks_min[k]:
+                self.clocks_min[k] = v
+        if throttled is not None:
+            self.throttled = bool(self.throttled) or throttled
+
+    def summary(self) -> dict[str, Any] | None:
+        if not self.n:
+            return None
+        return {"samples": self.n, "peak_rss_bytes": self.peak_rss, "min_mem_available_bytes": self.min_avail,
+                "max_cpu_pct": self.max_cpu, "max_gpu_util_pct": self.max_gpu,
+                "max_temp_c": dict(sorted(self.temps.items())), "max_power_w": dict(sorted(self.power.items())),
+                "min_clock_mhz": dict(sorted(self.clocks_min.items())), "throttled": self.throttled}
+
+
 def run_summary(requests: list[RequestView], verdicts: list[ActionVerdict], period_s: float | None,
-                errors: dict[str, int]) -> dict[str, Any]:
+                errors: dict[str, int], stages: dict[str, list[float]] | None = None,
+                resources: ResourceAgg | None = None) -> dict[str, Any]:
     """The run's figures. Headline figures use measured requests (all, if none is marked measured)."""
     phases: dict[str, int] = {}
     for r in requests:
@@ -112,6 +162,8 @@ def run_summary(requests: list[RequestView], verdicts: list[ActionVerdict], peri
         "audio": None,
         "action": None,
         "text": None,
+        "stages_ms": {k: summarize(v) for k, v in sorted((stages or {}).items())} or None,
+        "resources": resources.summary() if resources is not None else None,
     }
     if audio:
         gaps = [g for a in audio for g in a.chunk_gaps_ms]
@@ -166,12 +218,15 @@ class RunAggregator:
         self.verdicts: list[ActionVerdict] = []
         self.errors: dict[str, int] = {}
         self.last_resource: dict[str | None, ev.ResourceSample] = {}
+        self.stages: dict[str, list[float]] = {}
+        self.resources = ResourceAgg()
         self.state = "pending"
         self.events = 0
         self._dispatch = {
             ev.AudioChunk: self._audio, ev.RequestStart: self._req_start, ev.RequestEnd: self._req_end,
             ev.ActionChunk: self._action, ev.TextToken: self._token, ev.ResourceSample: self._resource,
             ev.ErrorEvent: self._error, ev.RunStart: self._run_start, ev.RunEnd: self._run_end,
+            ev.StageTiming: self._stage,
         }
 
     def feed(self, e: ev.Event) -> None:
@@ -228,6 +283,12 @@ class RunAggregator:
 
     def _resource(self, e: ev.ResourceSample) -> None:
         self.last_resource[e.device] = e
+        self.resources.add(e.rss_bytes, e.mem_available_bytes, e.cpu_pct, e.gpu_util_pct, e.temps_c, e.power_w,
+                           e.clocks_mhz, e.throttled)
+
+    def _stage(self, e: ev.StageTiming) -> None:
+        if e.start is not None and e.end is not None:
+            self.stages.setdefault(e.stage, []).append((e.end - e.start) * 1000.0)
 
     def _error(self, e: ev.ErrorEvent) -> None:
         self.errors[e.cls] = self.errors.get(e.cls, 0) + 1
@@ -239,7 +300,7 @@ class RunAggregator:
 
     def summary(self) -> dict[str, Any]:
         views = [self.request_view(n) for n in self.requests]
-        return run_summary(views, self.verdicts, self.period_s, self.errors)
+        return run_summary(views, self.verdicts, self.period_s, self.errors, self.stages, self.resources)
 
 
 def _lat(s: ActionSample) -> float | None:
@@ -251,9 +312,12 @@ def _age(s: ActionSample) -> float | None:
 
 
 def recompute(requests: Iterable[Any], samples: Iterable[Any], period_s: float | None,
-              staleness_s: float | None = None, errors: dict[str, int] | None = None) -> dict[str, Any]:
+              staleness_s: float | None = None, errors: dict[str, int] | None = None,
+              stages: Iterable[tuple[str, float | None, float | None]] = (),
+              telemetry: Iterable[Any] = ()) -> dict[str, Any]:
     """The batch path: the run's figures from stored rows (RunRequest-like and RunSample-like
-    objects with the same attribute names), using the plain definitions, not the live state."""
+    objects with the same attribute names; stage (name, start, end) triples; TelemetrySample-like
+    rows), using the plain definitions, not the live state."""
     reqs = list(requests)
     phase = {r.request: r.phase for r in reqs}
     chunks: dict[str, list[Chunk]] = {r.request: [] for r in reqs}
@@ -276,4 +340,12 @@ def recompute(requests: Iterable[Any], samples: Iterable[Any], period_s: float |
         views.append(RequestView(r.request, r.phase, r.band, r.ok,
                                  audio_metrics(chunks.get(r.request, []), wall_ms(r.submitted, r.finished)),
                                  text_metrics(toks, r.submitted) if toks else None))
-    return run_summary(views, verdicts, period_s, errors or {})
+    durations: dict[str, list[float]] = {}
+    for name, start, end in stages:
+        if start is not None and end is not None:
+            durations.setdefault(name, []).append((end - start) * 1000.0)
+    res = ResourceAgg()
+    for r in telemetry:
+        res.add(r.rss_bytes, r.mem_available_bytes, r.cpu_pct, r.gpu_util_pct, r.temps_c, r.power_w, r.clocks_mhz,
+                r.throttled)
+    return run_summary(views, verdicts, period_s, errors or {}, durations, res)
