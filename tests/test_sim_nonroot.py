@@ -143,8 +143,10 @@ class LabUser:
     def env(self) -> dict[str, str]:
         return {
             "HOME": str(self.home),
-            "USER": self.name,
-            "LOGNAME": self.name,
+            # Deliberately not the account's name (as after `docker run -u` or a kept env):
+            # the lab must log in the account it runs as, never trust $USER.
+            "USER": "someone-else",
+            "LOGNAME": "someone-else",
             "PATH": f"{self.venv / 'bin'}:/usr/local/bin:/usr/bin:/bin",
             "LANG": "C.UTF-8",
             "COLUMNS": "200",

@@ -15,10 +15,10 @@ Host block per device) and ``known_hosts`` (the lab's host key per address).
 from __future__ import annotations
 
 import base64
-import getpass
 import hashlib
 import json
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -397,6 +397,21 @@ def _load_info(state_dir: Path) -> SshLabInfo | None:
     return SshLabInfo(**data)
 
 
+def lab_user() -> str:
+    """The account the lab's sshd runs as, from the passwd database (never $USER).
+
+    As an ordinary user sshd can only authenticate itself, so the login name
+    must be that of the effective uid even when $USER/$LOGNAME say otherwise.
+    """
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        raise ConfigError(
+            f"uid {os.geteuid()} has no passwd entry, and sshd cannot log in an account it cannot look up",
+            remedy="run the lab as a user listed in /etc/passwd (in a container: add one with useradd)",
+        ) from None
+
+
 # ---------------------------------------------------------------- public API
 
 
@@ -416,7 +431,7 @@ def start_ssh_lab(
     d = _ssh_dir(state_dir)
     d.mkdir(parents=True, exist_ok=True)
     os.chmod(d, 0o700)
-    user = getpass.getuser()
+    user = lab_user()
     chosen = _select_personas(personas)
     addresses = [p.address for p in chosen if p.address] + [clone_address(i) for i in range(1, clones + 1)]
 
@@ -428,7 +443,7 @@ def start_ssh_lab(
             if old
             else (DEFAULT_PORT if _port_free(addresses, DEFAULT_PORT) else free_port(addresses))
         )
-    if old and old.port == port and [dev.address for dev in old.devices] == addresses:
+    if old and old.port == port and old.user == user and [dev.address for dev in old.devices] == addresses:
         want = [p.name for p in chosen] + [f"{CLONE_OF}-c{i:02d}" for i in range(1, clones + 1)]
         if [dev.name for dev in old.devices] == want:
             return old
