@@ -118,6 +118,26 @@ def test_run_summary_keeps_stages_resources_and_errors(engine):
     assert m["errors"] == {"device": 1} and m["live_equals_final"] is True
 
 
+def test_codec_token_stream_first_frame_and_rate(engine):
+    rid = _run(engine)
+    with Ingestor(engine, rid) as ing:
+        ing.feed_all([
+            ev.RequestStart(t=10.0, request="s4"),
+            # 2, 4, 8 frames at 10.20, 10.36, 10.68 s: first frame 200 ms; 12 frames over 0.48 s = 25 frames/s
+            ev.CodecFrames(t=10.20, request="s4", seq=0, n_frames=2, codebooks=16),
+            ev.CodecFrames(t=10.36, request="s4", seq=1, n_frames=4, codebooks=16),
+            ev.CodecFrames(t=10.68, request="s4", seq=2, n_frames=8, flags=0x1, codebooks=16),
+            ev.RequestEnd(t=10.7, request="s4"),
+        ])
+    with session_scope(engine, write=False) as s:
+        m = get_summary(s, rid, "final").metrics
+        per = requests_of(s, rid)[0].metrics["codec"]
+    assert per["frames"] == 14 and per["first_frame_ms"] == pytest.approx(200)
+    assert per["frames_per_s"] == pytest.approx(25.0)  # RTF 12.5 / 25 = 0.5
+    assert m["codec"]["frames_per_s"]["p50"] == pytest.approx(25.0) and m["live_equals_final"] is True
+    assert m["audio"] is None  # no PCM in an S4 codec stream: unknown, not zero
+
+
 def test_vla_slow_step_shows_as_deadline_miss(engine):
     rid = _run(engine, control_period_s=0.1)
     evs = [ev.RunStart(t=0.0, run=rid, meta={"control_hz": 10})]

@@ -94,7 +94,8 @@ class Ingestor:
             self._samples.append((rid, req, "text", None, e.t, (e.t - r.submitted) * 1000.0, e.n,
                                   None, None, None, None, None, None, None, None))
         elif k is ev.CodecFrames:
-            self._samples.append((rid, req, "codec", e.seq, e.t, None, e.n_frames, None, None,
+            r = self.agg.requests[req]
+            self._samples.append((rid, req, "codec", e.seq, e.t, (e.t - r.submitted) * 1000.0, e.n_frames, None, None,
                                   bool(e.flags & 0x1), None, None, None, None, None))
         elif k is ev.RequestStart:
             self._new_reqs.append({"run_id": rid, "request": e.request, "phase": e.phase, "band": e.band,

@@ -71,6 +71,19 @@ class LiveAudio:
         return m
 
 
+def codec_metrics(frames: list[tuple[float, int]]) -> dict[str, Any] | None:
+    """(t_ms since the request was sent, frames) per codec message, in arrival order: time to the first
+    frame, frames, and production rate after the first message (frames/s; RTF = 12.5 / rate for Qwen3-TTS)."""
+    got = [(t, n) for t, n in frames if n > 0]
+    if not got:
+        return None
+    total = sum(n for _, n in got)
+    span_ms = got[-1][0] - got[0][0]
+    after = total - got[0][1]
+    return {"frames": total, "first_frame_ms": got[0][0],
+            "frames_per_s": after / (span_ms / 1000.0) if span_ms > 0 and after > 0 else None}
+
+
 @dataclass
 class RequestView:
     """What run_summary needs of one request, from either path."""
@@ -81,6 +94,7 @@ class RequestView:
     ok: bool | None
     audio: AudioMetrics | None
     text: dict[str, Any] | None
+    codec: dict[str, Any] | None = None
 
 
 def wall_ms(submitted: float, finished: float | None) -> float | None:
@@ -92,6 +106,7 @@ def request_metrics(view: RequestView) -> dict[str, Any]:
     return {
         "audio": view.audio.as_dict() if view.audio is not None else None,
         "text": view.text,
+        "codec": view.codec,
     }
 
 
@@ -154,6 +169,7 @@ def run_summary(requests: list[RequestView], verdicts: list[ActionVerdict], peri
     head = [r for r in requests if r.phase in HEADLINE_PHASES] or [r for r in requests if r.phase != "warmup"]
     audio = [r.audio for r in head if r.audio is not None and r.audio.chunks]
     texts = [r.text for r in head if r.text is not None and r.text["tokens"]]
+    codecs = [r.codec for r in head if r.codec is not None]
     out: dict[str, Any] = {
         "requests": {"total": len(requests), "by_phase": phases,
                      "failed": sum(1 for r in requests if r.ok is False),
@@ -162,6 +178,7 @@ def run_summary(requests: list[RequestView], verdicts: list[ActionVerdict], peri
         "audio": None,
         "action": None,
         "text": None,
+        "codec": None,
         "stages_ms": {k: summarize(v) for k, v in sorted((stages or {}).items())} or None,
         "resources": resources.summary() if resources is not None else None,
     }
@@ -187,6 +204,12 @@ def run_summary(requests: list[RequestView], verdicts: list[ActionVerdict], peri
                              "latency_ms": summarize(v.latency_ms for v in verdicts),
                              "age_ms": summarize(v.age_ms for v in verdicts),
                              "deadline_misses": None, "stale_aligned": None, "stale_dropped": None}
+    if codecs:
+        out["codec"] = {
+            "requests": len(codecs),
+            "first_frame_ms": summarize(c["first_frame_ms"] for c in codecs),
+            "frames_per_s": summarize(c["frames_per_s"] for c in codecs),
+        }
     if texts:
         out["text"] = {
             "requests": len(texts),
@@ -206,6 +229,7 @@ class _Req:
     ok: bool | None = None
     audio: LiveAudio = field(default_factory=LiveAudio)
     tokens: list[tuple[float, int]] = field(default_factory=list)
+    codec: list[tuple[float, int]] = field(default_factory=list)
 
 
 class RunAggregator:
@@ -226,7 +250,7 @@ class RunAggregator:
             ev.AudioChunk: self._audio, ev.RequestStart: self._req_start, ev.RequestEnd: self._req_end,
             ev.ActionChunk: self._action, ev.TextToken: self._token, ev.ResourceSample: self._resource,
             ev.ErrorEvent: self._error, ev.RunStart: self._run_start, ev.RunEnd: self._run_end,
-            ev.StageTiming: self._stage,
+            ev.StageTiming: self._stage, ev.CodecFrames: self._codec,
         }
 
     def feed(self, e: ev.Event) -> None:
@@ -270,6 +294,10 @@ class RunAggregator:
         r = self._req(e.request, e.t)
         r.audio.add((e.t - r.submitted) * 1000.0, e.samples, e.sample_rate)
 
+    def _codec(self, e: ev.CodecFrames) -> None:
+        r = self._req(e.request, e.t)
+        r.codec.append(((e.t - r.submitted) * 1000.0, e.n_frames))
+
     def _token(self, e: ev.TextToken) -> None:
         self._req(e.request, e.t).tokens.append((e.t, e.n))
 
@@ -296,7 +324,7 @@ class RunAggregator:
     def request_view(self, name: str) -> RequestView:
         r = self.requests[name]
         return RequestView(name, r.phase, r.band, r.ok, r.audio.metrics(wall_ms(r.submitted, r.finished)),
-                           text_metrics(r.tokens, r.submitted) if r.tokens else None)
+                           text_metrics(r.tokens, r.submitted) if r.tokens else None, codec_metrics(r.codec))
 
     def summary(self) -> dict[str, Any]:
         views = [self.request_view(n) for n in self.requests]
@@ -322,10 +350,13 @@ def recompute(requests: Iterable[Any], samples: Iterable[Any], period_s: float |
     phase = {r.request: r.phase for r in reqs}
     chunks: dict[str, list[Chunk]] = {r.request: [] for r in reqs}
     tokens: dict[str, list[tuple[float, int]]] = {r.request: [] for r in reqs}
+    codec: dict[str, list[tuple[float, int]]] = {r.request: [] for r in reqs}
     verdicts: list[ActionVerdict] = []
     for s in samples:
         if s.kind == "audio":
             chunks.setdefault(s.request, []).append(Chunk(s.t_ms, s.n or 0, s.sample_rate or 24000))
+        elif s.kind == "codec":
+            codec.setdefault(s.request, []).append((s.t_ms, s.n or 0))
         elif s.kind == "text":
             tokens.setdefault(s.request, []).append((s.t, s.n or 1))
         elif s.kind == "action":
@@ -339,7 +370,8 @@ def recompute(requests: Iterable[Any], samples: Iterable[Any], period_s: float |
         toks = tokens.get(r.request) or []
         views.append(RequestView(r.request, r.phase, r.band, r.ok,
                                  audio_metrics(chunks.get(r.request, []), wall_ms(r.submitted, r.finished)),
-                                 text_metrics(toks, r.submitted) if toks else None))
+                                 text_metrics(toks, r.submitted) if toks else None,
+                                 codec_metrics(codec.get(r.request, []))))
     durations: dict[str, list[float]] = {}
     for name, start, end in stages:
         if start is not None and end is not None:

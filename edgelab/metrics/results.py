@@ -211,7 +211,7 @@ def _store_request_metrics(engine: Engine, run_id: str) -> None:
             by_req.setdefault(r.request, []).append(Chunk(r.t_ms, r.n or 0, r.sample_rate or 24000))
         for rq in s.exec(select(RunRequest).where(RunRequest.run_id == run_id)).all():
             m = audio_metrics(by_req.get(rq.request, []), wall_ms(rq.submitted, rq.finished))
-            rq.metrics = {"audio": m.as_dict(), "text": None}
+            rq.metrics = {"audio": m.as_dict(), "text": None, "codec": None}
             s.add(rq)
 
 
