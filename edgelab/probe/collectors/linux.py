@@ -24,8 +24,8 @@ SNIPPETS = [
     Snippet("dt_model", readable(f"{DT}/model"), f"tr '\\000' '\\n' < {DT}/model", reads=True),
     Snippet("dt_compatible", readable(f"{DT}/compatible"), f"tr '\\000' '\\n' < {DT}/compatible", reads=True),
     Snippet("jetson_release", "have jetson_release", "t 8 jetson_release -v"),
-    Snippet("os_release", "[ -r /etc/os-release ] || [ -r /usr/lib/os-release ]",
-            "if [ -r /etc/os-release ]; then cat /etc/os-release; else cat /usr/lib/os-release; fi", reads=True),
+    Snippet("os_release", "{ OSR=/etc/os-release; [ -r $OSR ] || OSR=/usr/lib/os-release; [ -r $OSR ]; }",
+            "cat $OSR", reads=True),
     Snippet("hostnamectl", "have hostnamectl", "t $TO hostnamectl"),
     Snippet("uname", "", "t $TO uname -a"),
     posix.PROC_VERSION,
@@ -43,8 +43,7 @@ SNIPPETS = [
             f"t $TO nvidia-smi --query-gpu={GPU_QUERY},compute_cap --format=csv"
             f" || t $TO nvidia-smi --query-gpu={GPU_QUERY} --format=csv"),
     Snippet("nvidia_smi", "have nvidia-smi", "t $TO nvidia-smi"),
-    Snippet("wsl_lib", "[ -d /usr/lib/wsl ]", "ls -1 /usr/lib/wsl/lib; [ -e /dev/dxg ] && echo /dev/dxg; true",
-            reads=True),  # a drvfs/9p mount from Windows: a read that can hang
+    Snippet("wsl_lib", "[ -d /usr/lib/wsl ]", "ls -1 /usr/lib/wsl/lib; [ -e /dev/dxg ] && echo /dev/dxg; true"),
 ]
 
 

@@ -7,7 +7,9 @@ fails prints no section at all: absent and failed stay distinguishable.
 Sources that only read files (``reads=True``: /proc, /sys, /etc) share ONE ``timeout`` and one
 ``sh`` instead of a ``timeout`` each: on a small board (or a lab host running many virtual
 devices) every fork counts, and a hung read (a thermal sensor behind a stuck I2C bus) still
-costs at most one timeout; the source it hung in is kept as cut off (no end marker).
+costs at most one timeout; the source it hung in is kept as cut off (no end marker). Each read
+runs in the background and is waited for, so the group's TERM trap can kill the reader itself:
+``timeout --foreground`` (and toybox's) signal the group's ``sh`` only.
 """
 
 from __future__ import annotations
@@ -33,15 +35,20 @@ class Snippet:
     name: str
     guard: str  # sh condition; "" = always
     body: str  # sh command list; may use t SECONDS CMD... and $TO (the per-source timeout)
-    # True: the body only reads files (cat, tr, grep, ls), with no ``t``/``have``/``$TO`` of its
-    # own; it runs in the shared read group under one timeout (see the module docstring).
+    # True: the body is ONE simple command reading files (cat, tr, grep), with no ``t``/``have``/
+    # ``$TO``; it runs in the shared read group under one timeout (see the module docstring).
     reads: bool = False
+
+
+# The read group's sh: on the group timeout's TERM, kill the read in progress, then stop.
+READ_GROUP_TRAP = "trap 'kill $! 2>/dev/null; exit 143' TERM"
 
 
 def _block(nonce: str, s: Snippet) -> str:
     begin = begin_marker(nonce, s.name)
     end = end_marker_prefix(nonce, s.name)
-    block = f"printf '%s\\n' '{begin}'; {{ {s.body}\n}}; rc=$?; printf '\\n%s%s@@\\n' '{end}' \"$rc\""
+    run = f"{{ {s.body}\n}} & wait $!" if s.reads else f"{{ {s.body}\n}}"
+    block = f"printf '%s\\n' '{begin}'; {run}; rc=$?; printf '\\n%s%s@@\\n' '{end}' \"$rc\""
     return f"if {s.guard}; then {block}; fi" if s.guard else block
 
 
@@ -55,7 +62,7 @@ def script(nonce: str, snippets: list[Snippet], per_source_timeout: float) -> st
     lines = [PRELUDE, f"TO={to}", "exec </dev/null"]
     reads = [s for s in snippets if s.reads]
     if reads:
-        group = "\n".join(_block(nonce, s) for s in reads)
+        group = "\n".join([READ_GROUP_TRAP] + [_block(nonce, s) for s in reads])
         lines.append(f"t $TO sh -c {quote_posix(group)}")
     lines += [_block(nonce, s) for s in snippets if not s.reads]
     return "\n".join(lines) + "\nexit 0\n"
