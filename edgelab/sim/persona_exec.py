@@ -61,7 +61,10 @@ def check_can_enter(persona_dir: Path) -> None:
     """
     try:
         r = subprocess.run(
-            persona_argv(persona_dir, ["true"]), capture_output=True, text=True, timeout=30,
+            persona_argv(persona_dir, ["true"]),
+            capture_output=True,
+            text=True,
+            timeout=30,
             stdin=subprocess.DEVNULL,
         )
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -69,7 +72,9 @@ def check_can_enter(persona_dir: Path) -> None:
     if r.returncode == 0:
         return
     why = r.stderr.strip() or f"exit status {r.returncode}"
-    if os.geteuid() == 0:
+    if ".edgelab-persona-root-" in why:  # _enter.py refused a mountpoint it does not own
+        remedy = "remove that directory (another account made it) and run `edgelab sim up` again"
+    elif os.geteuid() == 0:
         remedy = "the lab host must allow unshare(CLONE_NEWNS); in a container, run it with CAP_SYS_ADMIN"
     else:
         remedy = (
@@ -77,7 +82,9 @@ def check_can_enter(persona_dir: Path) -> None:
             "user.max_user_namespaces > 0; on Ubuntu 24.04 also "
             "kernel.apparmor_restrict_unprivileged_userns=0), or run the lab as root"
         )
-    raise ConfigError(f"cannot enter a virtual device's namespace as uid {os.geteuid()}: {why}", remedy=remedy)
+    raise ConfigError(
+        f"cannot enter a virtual device's namespace as uid {os.geteuid()}: {why}", remedy=remedy
+    )
 
 
 def ssh_force_command(persona_dir: Path, shell: str = "posix") -> str:
