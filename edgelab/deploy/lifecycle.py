@@ -22,6 +22,7 @@ from sqlalchemy import Engine
 from edgelab.catalog.devices import load_devices
 from edgelab.catalog.pipelines import load_pipelines
 from edgelab.deploy import admission, placement, remote
+from edgelab.deploy import artifacts as plan_artifacts
 from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.refusal import Refusal
 from edgelab.deploy.strategies import PlanContext, build_plan
@@ -118,6 +119,7 @@ def plan(engine: Engine, req: DeployRequest, *, run_id: str | None = None) -> Pl
                           run_id=run, remote_dir=f"{remote_root}/{run}", virtual=bool(device.virtual),
                           runtime=req.runtime, endpoint=req.endpoint)
         the_plan = build_plan(ctx, req.strategy)
+        plan_artifacts.resolve(s, the_plan, list(profile.runtime_targets or []))
         planned = Planned(req, the_plan, profile, [], snap.facts_hash, bool(device.virtual))
         try:
             planned.admission = [line.to_dict() for line in admission.check(s, device, profile, the_plan)]
@@ -145,14 +147,7 @@ def _check_artifacts(p: ExecutionPlan) -> None:
             raise Refusal("no_exported_graph", f"the reference runtime has no {bad.split(':', 1)[1]} workload "
                           f"(it has {', '.join(REFERENCE_KINDS)})", device=p.device, strategy=p.strategy,
                           remedy="deploy a tts or vla pipeline on a virtual device, or a real runtime on a real one")
-    if not p.artifacts:
-        return
-    try:
-        from edgelab.artifacts import resolve_artifacts  # type: ignore[attr-defined]
-    except ImportError:
-        resolve_artifacts = None
-    missing = [a["role"] for a in p.artifacts] if resolve_artifacts is None else \
-        [a["role"] for a in resolve_artifacts(p) if not a.get("present")]
+    missing = plan_artifacts.missing(p)
     if missing:
         raise Refusal("no_exported_graph", f"{p.runtime} needs artifacts that are not registered: "
                       f"{', '.join(missing)}", device=p.device, strategy=p.strategy,
@@ -256,13 +251,16 @@ def _launch(engine: Engine, dep_id: int, p: ExecutionPlan, opts: Options, on_pha
         _update(engine, dep_id, lambda s, d: (setattr(d, "remote_dir", run_dir), setattr(d, "state", "starting"),
                                               add_phase(d, "connected", seconds=round(time.monotonic() - t0, 3))))
         _phase(on_phase, "connected", {"remote_dir": run_dir})
-        _push(t, p)
-        _update(engine, dep_id, lambda s, d: add_phase(d, "pushed", artifacts=len(p.artifacts)))
+        with session_scope(engine, write=False) as s:
+            device_id = s.get(Deployment, dep_id).device_id
+        blob_paths, pushed = plan_artifacts.push(engine, t, device_id, p)
+        _update(engine, dep_id, lambda s, d: add_phase(d, "pushed", artifacts=len(p.artifacts), blobs=pushed))
+        _phase(on_phase, "pushed", {"blobs": pushed})
         for proc in p.processes:
             wd = f"{run_dir}/{proc.name}"
             workdirs[proc.name] = wd
             ts = time.monotonic()
-            pid = remote.launch(t, wd, proc.argv, proc.env)
+            pid = remote.launch(t, wd, proc.argv, plan_artifacts.fill(proc.env, blob_paths))
             with session_scope(engine) as s:
                 s.add(DeploymentProcess(deployment_id=dep_id, name=proc.name, argv=list(proc.argv), workdir=wd,
                                         pid=pid, state="running", started_at=utcnow()))
@@ -295,15 +293,6 @@ def _launch(engine: Engine, dep_id: int, p: ExecutionPlan, opts: Options, on_pha
                 t.close()
             except Exception:  # noqa: BLE001
                 pass
-
-
-def _push(t: Transport, p: ExecutionPlan) -> None:
-    """Push the plan's artifacts through the artifacts layer (content-addressed, verified)."""
-    if not p.artifacts:
-        return
-    from edgelab.artifacts import push_plan_artifacts  # type: ignore[attr-defined]
-
-    push_plan_artifacts(t, p)
 
 
 def _wait_ready(t: Transport, p: ExecutionPlan, workdirs: dict[str, str], dep_id: int, engine: Engine,
