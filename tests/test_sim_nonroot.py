@@ -305,3 +305,18 @@ def test_lab_runs_as_an_ordinary_user(tester: LabUser):
         assert str(tester.home) not in f.read()
     listed = json.loads(tester.edgelab("device", "ls", "--json").stdout)
     assert {d["state"] for d in listed if d["virtual"]} == {"offline"}
+
+
+def test_planted_persona_mountpoint_is_refused(tester: LabUser):
+    """Another account that plants the user's /tmp mountpoint cannot steer its mounts: sim up refuses."""
+    mountpoint = Path(f"/tmp/.edgelab-persona-root-{tester.uid}")
+    shutil.rmtree(mountpoint, ignore_errors=True)
+    mountpoint.mkdir(mode=0o755)  # made by root, not by the user
+    try:
+        r = tester.run([str(tester.venv / "bin" / "edgelab"), "sim", "up"], timeout=120)
+        assert r.returncode != 0
+        assert f"{mountpoint} is not a directory owned by uid {tester.uid}" in " ".join(r.stderr.split())
+        assert "remove that directory" in " ".join(r.stderr.split())
+        assert _settled_processes_of(tester.uid) == []  # refused before any server started
+    finally:
+        mountpoint.rmdir()
