@@ -174,14 +174,22 @@ def logs(
 
     from edgelab.deploy import lifecycle
 
+    from edgelab.deploy.follow import ensure_follower
+
+    ingest = None
     try:
-        for line in lifecycle.log_lines(_engine(), run, follow=follow, stream="stderr" if stderr else "stdout"):
+        engine = _engine()
+        ingest = ensure_follower(engine, run) if follow else None  # nobody ingests it: do it while we follow
+        for line in lifecycle.log_lines(engine, run, follow=follow, stream="stderr" if stderr else "stdout"):
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
     except KeyboardInterrupt:
         return
     except EdgelabError as err:
         fail_from(err)
+    finally:
+        if ingest is not None:
+            ingest.stop()
 
 
 def stop(run: Annotated[str, typer.Argument(help="Run id (see `edgelab ps`).")], json_out: JsonOpt = False) -> None:

@@ -85,8 +85,24 @@ class RunScreen(Screen):
 
     def on_mount(self) -> None:
         self.follower = RunFollower(self.app.engine, self.run_id)
+        self.ingest = None
+        self._start_ingest()
         self._poll()
         self.set_interval(self.app.run_poll_s, self._poll)
+
+    @work(thread=True, group="run-ingest")
+    def _start_ingest(self) -> None:
+        """A deployment nobody ingests gets a follower here (edgelab.deploy.follow; one per run by lease)."""
+        from edgelab.deploy.follow import ensure_follower
+
+        try:
+            self.ingest = ensure_follower(self.app.engine, self.run_id)
+        except EdgelabError:
+            self.ingest = None
+
+    def on_unmount(self) -> None:
+        if getattr(self, "ingest", None) is not None:
+            self.ingest.stop_event.set()  # hands over: offset stored, the lease expires
 
     def _poll(self) -> None:
         self._read()
