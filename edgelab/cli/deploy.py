@@ -173,7 +173,6 @@ def logs(
     import sys
 
     from edgelab.deploy import lifecycle
-
     from edgelab.deploy.follow import ensure_follower
 
     ingest = None
