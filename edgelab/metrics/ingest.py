@@ -70,6 +70,7 @@ class Ingestor:
         self._pending = 0
         self._last_flush = time.monotonic()
         self._last_live = 0.0
+        self._live_gap = live_every_s
         self.closed = False
 
     # --- feeding ------------------------------------------------------------------------------
@@ -133,7 +134,7 @@ class Ingestor:
     # --- writing ------------------------------------------------------------------------------
     def flush(self, *, live: bool | None = None) -> None:
         now = time.monotonic()
-        write_live = live if live is not None else now - self._last_live >= self.live_every_s
+        write_live = live if live is not None else now - self._last_live >= self._live_gap
         with self.engine.begin() as conn:
             if self._new_reqs:
                 conn.execute(insert(_REQ), self._new_reqs)
@@ -150,7 +151,10 @@ class Ingestor:
             upd = dict(self._run_update, heartbeat_at=utcnow())
             conn.execute(update(_RUN).where(_RUN.c.id == self.run_id).values(**upd))
             if write_live:  # same transaction: one write lock per flush
+                t_sum = time.perf_counter()
                 values = {"metrics": self.agg.summary(), "computed_at": utcnow()}
+                # a big run's summary costs more: keep it under ~10 % of the ingest time
+                self._live_gap = max(self.live_every_s, 10 * (time.perf_counter() - t_sum))
                 res = conn.execute(update(_SUM).where(_SUM.c.run_id == self.run_id, _SUM.c.kind == "live")
                                    .values(**values))
                 if res.rowcount == 0:

@@ -230,6 +230,7 @@ class _Req:
     audio: LiveAudio = field(default_factory=LiveAudio)
     tokens: list[tuple[float, int]] = field(default_factory=list)
     codec: list[tuple[float, int]] = field(default_factory=list)
+    view: RequestView | None = None  # cached until the request's next event
 
 
 class RunAggregator:
@@ -288,18 +289,22 @@ class RunAggregator:
 
     def _req_end(self, e: ev.RequestEnd) -> None:
         r = self._req(e.request, e.t)
-        r.finished, r.ok = e.t, e.ok
+        r.finished, r.ok, r.view = e.t, e.ok, None
 
     def _audio(self, e: ev.AudioChunk) -> None:
         r = self._req(e.request, e.t)
+        r.view = None
         r.audio.add((e.t - r.submitted) * 1000.0, e.samples, e.sample_rate)
 
     def _codec(self, e: ev.CodecFrames) -> None:
         r = self._req(e.request, e.t)
+        r.view = None
         r.codec.append(((e.t - r.submitted) * 1000.0, e.n_frames))
 
     def _token(self, e: ev.TextToken) -> None:
-        self._req(e.request, e.t).tokens.append((e.t, e.n))
+        r = self._req(e.request, e.t)
+        r.view = None
+        r.tokens.append((e.t, e.n))
 
     def _action(self, e: ev.ActionChunk) -> None:
         r = self.requests.get(e.request) if e.request else None
@@ -323,8 +328,10 @@ class RunAggregator:
 
     def request_view(self, name: str) -> RequestView:
         r = self.requests[name]
-        return RequestView(name, r.phase, r.band, r.ok, r.audio.metrics(wall_ms(r.submitted, r.finished)),
-                           text_metrics(r.tokens, r.submitted) if r.tokens else None, codec_metrics(r.codec))
+        if r.view is None:
+            r.view = RequestView(name, r.phase, r.band, r.ok, r.audio.metrics(wall_ms(r.submitted, r.finished)),
+                                 text_metrics(r.tokens, r.submitted) if r.tokens else None, codec_metrics(r.codec))
+        return r.view
 
     def summary(self) -> dict[str, Any]:
         views = [self.request_view(n) for n in self.requests]
