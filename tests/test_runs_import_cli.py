@@ -70,6 +70,9 @@ def test_import_recomputes_every_metric_from_raw_chunks(dbpath):
     assert a["chunk_gaps_ms"]["count"] == 4
     assert (a["chunk_gaps_ms"]["p50"], a["chunk_gaps_ms"]["p95"]) == (pytest.approx(1220), pytest.approx(1250))
     assert final["requests"]["by_phase"] == {"warmup": 1, "measured": 3}
+    short = a["by_band"]["short"]  # the study's length bands are reported apart
+    assert list(a["by_band"]) == ["short"] and short["requests"] == 3 and short["underruns_at_ttfa"] == 2
+    assert short["ttfa_ms"] == a["ttfa_ms"]
 
 
 def test_imported_and_live_runs_sit_in_one_table(dbpath, tmp_path):
@@ -79,7 +82,7 @@ def test_imported_and_live_runs_sit_in_one_table(dbpath, tmp_path):
     res = cli(dbpath, "runs", "import", str(only / "requests.jsonl"), "--device", "s25", "--pipeline", "qwen3-tts",
               "--json")
     assert res.exit_code == 0, res.output
-    imported = json.loads(res.stdout)["id"]
+    imported = json.loads(res.stdout)[0]["id"]
     engine = get_engine(str(dbpath))
     with session_scope(engine) as s:
         live = create_run(s, pipeline="qwen3-tts", device_name="virt-orin", runtime="reference", virtual=True,
@@ -102,6 +105,21 @@ def test_imported_and_live_runs_sit_in_one_table(dbpath, tmp_path):
     assert frame.exit_code == 0 and "TTFA" in frame.stdout and "51.5" in frame.stdout
     missing = cli(dbpath, "runs", "show", "rnope")
     assert missing.exit_code == 1 and "runs ls" in missing.output
+
+
+def test_import_a_results_directory_of_several_runs(dbpath, tmp_path):
+    for name in ("s25-short", "orin-long"):
+        shutil.copytree(STUDY, tmp_path / "results" / name)
+    res = cli(dbpath, "runs", "import", str(tmp_path / "results"), "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert [Path(r["source"]).parent.name for r in out] == ["orin-long", "s25-short"]
+    assert all(r["requests"] == 4 and r["summary"]["audio"]["underruns_at_ttfa"] == 2 for r in out)
+    assert len({r["id"] for r in out}) == 2
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = cli(dbpath, "runs", "import", str(empty))
+    assert res.exit_code == 1 and "no requests.jsonl" in res.output
 
 
 def test_import_errors_name_file_and_line(dbpath, tmp_path):

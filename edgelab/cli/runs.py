@@ -152,19 +152,24 @@ def import_(
     pipeline: Annotated[str | None, typer.Option("--pipeline", help="Pipeline to record (default: from report.json).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Store a study run as an imported run, every metric recomputed from its raw chunks."""
-    from edgelab.metrics.results import import_study, run_record
+    """Store a study run (or every run under a results directory) as imported runs, every metric
+    recomputed from the raw chunks."""
+    from edgelab.metrics.results import import_tree, run_record
     from edgelab.store.db import session_scope
     from edgelab.store.runs import get_run
 
     engine = _engine()
     try:
-        rid = import_study(engine, path, device=device, pipeline=pipeline)
+        ids = import_tree(engine, path, device=device, pipeline=pipeline)
         with session_scope(engine, write=False) as s:
-            rec = run_record(s, get_run(s, rid))
+            recs = [run_record(s, get_run(s, rid)) for rid in ids]
     except EdgelabError as err:
         fail_from(err)
     if json_out:
-        print_json({"id": rid, "summary": rec["summary"], "requests": len(rec["requests"])})
+        out = [{"id": r["id"], "source": r["meta"].get("imported_from"), "requests": len(r["requests"]),
+                "summary": r["summary"]} for r in recs]
+        print_json(out)  # always a list: a results directory may hold many runs
         return
-    console.print(f"imported [bold]{rid}[/]: {len(rec['requests'])} requests; {_headline(rec['summary'])}")
+    for r in recs:
+        console.print(f"imported [bold]{r['id']}[/]: {len(r['requests'])} requests; {escape(_headline(r['summary']))}"
+                      f"  [dim]{escape(str(r['meta'].get('imported_from')))}[/]")

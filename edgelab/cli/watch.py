@@ -83,9 +83,21 @@ def render(snap: dict[str, Any]) -> Panel:
                                     f"  (n={act['latency_ms']['count']})")
         t.add_row("obs age", f"p50 {_f(act['age_ms']['p50'], ' ms')}  p95 {_f(act['age_ms']['p95'], ' ms')}")
         t.add_row("deadline misses", f"{_f(act['deadline_misses'])} (period {_f(act['control_period_ms'], ' ms')})")
+    cod = m.get("codec")
+    if cod:
+        t.add_row("codec frames", f"first p50 {_f(cod['first_frame_ms']['p50'], ' ms')}  "
+                                  f"rate p50 {_f(cod['frames_per_s']['p50'], ' frames/s')}")
+    for name, st in (m.get("stages_ms") or {}).items():
+        t.add_row(f"stage {escape(name)}", f"p50 {_f(st['p50'], ' ms')}  (n={st['count']})")
+    res = m.get("resources")
+    if res:
+        hot = max((res["max_temp_c"] or {}).values(), default=None)
+        rss = res["peak_rss_bytes"]
+        t.add_row("peaks", f"temp max {_f(hot, '°C')}  RSS {_f(rss / 2**20 if rss is not None else None, ' MiB')}  "
+                           f"throttled {_f(res['throttled'])}")
     if snap["temps_c"]:
         hot = sorted(snap["temps_c"].items(), key=lambda kv: -kv[1])[:4]
-        t.add_row("temperature", "  ".join(f"{k} {v:.1f}°C" for k, v in hot))
+        t.add_row("temperature", escape("  ".join(f"{k} {v:.1f}°C" for k, v in hot)))
     else:
         t.add_row("temperature", "-")
     req = m.get("requests") or {}

@@ -184,6 +184,10 @@ def run_summary(requests: list[RequestView], verdicts: list[ActionVerdict], peri
     }
     if audio:
         gaps = [g for a in audio for g in a.chunk_gaps_ms]
+        bands: dict[str, list[AudioMetrics]] = {}
+        for r in head:
+            if r.band is not None and r.audio is not None and r.audio.chunks:
+                bands.setdefault(r.band, []).append(r.audio)
         out["audio"] = {
             "requests": len(audio),
             "ttfa_ms": summarize(a.ttfa_ms for a in audio),
@@ -195,6 +199,11 @@ def run_summary(requests: list[RequestView], verdicts: list[ActionVerdict], peri
             "rtf_total": summarize(a.rtf_total for a in audio),
             "chunk_gaps_ms": summarize(gaps),
             "audio_s": sum(a.audio_ms for a in audio) / 1000.0,
+            "by_band": {b: {"requests": len(xs), "ttfa_ms": summarize(a.ttfa_ms for a in xs),
+                            "playback_start_ms": summarize(a.playback_start_ms for a in xs),
+                            "underruns_at_ttfa": sum(a.underruns_at_ttfa for a in xs),
+                            "rtf_streamed": summarize(a.rtf_streamed for a in xs)}
+                        for b, xs in sorted(bands.items())} or None,
         }
     if verdicts:
         if period_s:

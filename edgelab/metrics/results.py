@@ -195,6 +195,18 @@ def import_study(engine: Engine, path: str | Path, *, device: str | None = None,
     return rid
 
 
+def import_tree(engine: Engine, path: str | Path, **kwargs: Any) -> list[str]:
+    """Import ``path`` (a requests.jsonl or a directory holding one) or, for a directory of study
+    runs, every ``requests.jsonl`` below it, each as its own run; returns the run ids in path order."""
+    root = Path(path)
+    if root.is_dir() and not (root / "requests.jsonl").is_file():
+        found = sorted(root.rglob("requests.jsonl"))
+        if not found:
+            raise ConfigError(f"no requests.jsonl under {root}", remedy="point at the study's results directory")
+        return [import_study(engine, f, **kwargs) for f in found]
+    return [import_study(engine, root, **kwargs)]
+
+
 def _store_request_metrics(engine: Engine, run_id: str) -> None:
     """Per-request audio figures recomputed from each request's chunks."""
     from sqlmodel import select
