@@ -27,6 +27,17 @@ def hash_timeout(size: int) -> float:
     return 60.0 + size / 20e6
 
 
+# `h FILE...` prints "<sha256> ..." per file. OpenSSL's digest uses the CPU's SHA extensions
+# (ARMv8 SHA2 on Jetsons, SHA-NI on x86) and runs ~3x faster than coreutils' portable sha256sum,
+# so it goes first where the device has it; sha256sum (coreutils, busybox) is the fallback.
+_HASH_FN_POSIX = (
+    'h() { if command -v openssl >/dev/null 2>&1; then openssl dgst -sha256 -r "$@"; '
+    'else sha256sum "$@"; fi; }; '
+)
+# Android has no openssl binary; toybox's sha256sum is built on the platform's libcrypto.
+_HASH_FN_TOYBOX = 'h() { sha256sum "$@"; }; '
+
+
 class HashMismatch(TransportError):
     """Bytes on the device do not hash to what was sent."""
 
@@ -79,6 +90,10 @@ class DeviceStore:
         return res
 
     @property
+    def _hash_fn(self) -> str:
+        return _HASH_FN_TOYBOX if self.t.kind == "adb" else _HASH_FN_POSIX
+
+    @property
     def t_name(self) -> str:
         return getattr(self.t, "name", "device")
 
@@ -97,11 +112,12 @@ class DeviceStore:
             return None
 
     def sha256(self, path: str, size: int, prefix: int | None = None) -> str:
-        """SHA-256 computed on the device (sha256sum; toybox has it too), of a prefix if given."""
+        """SHA-256 computed on the device (openssl or sha256sum, see ``_hash_fn``), of a prefix if given."""
         if prefix is None:
-            argv = ["sha256sum", path]
+            argv = ["sh", "-c", self._hash_fn + 'h "$1"', "edgelab-sha256", path]
         else:
-            argv = ["sh", "-c", 'head -c "$1" "$2" | sha256sum', "edgelab-prefix", str(prefix), path]
+            script = self._hash_fn + 'head -c "$1" "$2" | h'
+            argv = ["sh", "-c", script, "edgelab-prefix", str(prefix), path]
         res = self._must(argv, f"sha256sum {path}", timeout=hash_timeout(size))
         digest = res.stdout.split()[0].lower() if res.stdout.split() else ""
         if not _SHA.match(digest):
@@ -146,8 +162,8 @@ class DeviceStore:
 
         A wrong hash removes the ``.part`` and raises HashMismatch.
         """
-        script = (
-            'got=$(sha256sum "$1") || exit 1; got=${got%% *}; '
+        script = self._hash_fn + (
+            'got=$(h "$1") || exit 1; got=${got%% *}; '
             'if [ "$got" != "$2" ]; then rm -f "$1"; echo "mismatch $got"; exit 3; fi; '
             'mv -f "$1" "$3" || exit 1; stat -c "%s|%z|%i" "$3"'
         )

@@ -1,6 +1,8 @@
 """Resumable uploads of one local file into a device's ``<sha>.part``, from a byte offset.
 
-SSH: SFTP with pipelined writes at explicit offsets, so a cut upload continues in place.
+SSH: SFTP with pipelined writes at explicit offsets, so a cut upload continues in place. Each
+WRITE request is sized to fit one SSH channel packet (paramiko's default 32 KiB request needs two
+against OpenSSH's 32 KiB max packet, doubling the per-packet Python cost) and goes out unbuffered.
 ADB: the sync protocol cannot append, and adbd deletes a file whose SEND was cut; so bytes go in
 segments: the first straight into ``.part``, each later one into ``.seg`` and appended on the
 device (``cat >>``). A cut loses at most the segment in flight.
@@ -22,6 +24,7 @@ Sent = Callable[[int], None]
 """Called with the number of bytes just sent."""
 
 SFTP_CHUNK = 1 << 20
+SFTP_WRITE_HEADER = 4 + 1 + 4 + 4 + 8 + 4  # length, type, request id, handle length, offset, data length
 SYNC_DATA_MAX = 64 * 1024
 ADB_SEGMENT = 64 << 20
 _SYNC = struct.Struct("<4sI")
@@ -62,9 +65,10 @@ def _sftp_upload(store: DeviceStore, local: Path, sha: str, offset: int, total: 
     try:
         sftp = t.sftp()  # type: ignore[attr-defined]
         with open(local, "rb") as fin:
-            fout = sftp.open(part, "r+b" if offset else "wb", bufsize=SFTP_CHUNK)
+            fout = sftp.open(part, "r+b" if offset else "wb", bufsize=0)
             try:
                 fout.set_pipelined(True)
+                fout.MAX_REQUEST_SIZE = _write_request_size(sftp, fout)
                 fin.seek(offset)
                 fout.seek(offset)
                 left = total - offset
@@ -85,6 +89,14 @@ def _sftp_upload(store: DeviceStore, local: Path, sha: str, offset: int, total: 
         if isinstance(e, TransportError):
             raise
         raise TransportError(f"{getattr(t, 'name', 'device')}: upload to {part} cut: {e}") from e
+
+
+def _write_request_size(sftp, fout) -> int:
+    """Largest WRITE payload whose SFTP message fits one channel packet (paramiko sends at most
+    the peer's max packet minus 64 bytes per packet)."""
+    per_packet = sftp.get_channel().out_max_packet_size - 64
+    fits = per_packet - SFTP_WRITE_HEADER - len(fout.handle)
+    return max(4096, min(fits, fout.MAX_REQUEST_SIZE))
 
 
 # -- ADB ----------------------------------------------------------------------------------------

@@ -234,10 +234,19 @@ def handshake(
     *,
     timeout: float,
     key_types: list[str] | None = None,
+    ciphers: list[str] | None = None,
     **transport_kw,
 ) -> paramiko.Transport:
-    """Start an SSH client session on ``sock`` up to key exchange (no auth yet)."""
+    """Start an SSH client session on ``sock`` up to key exchange (no auth yet).
+
+    ``ciphers`` moves those (that paramiko knows) to the front of its preference; the rest stay
+    offered, so a server without them still negotiates."""
     t = paramiko.Transport(sock, **transport_kw)
+    if ciphers:
+        opts = t.get_security_options()
+        have = list(opts.ciphers)
+        first = [c for c in ciphers if c in have]
+        opts.ciphers = tuple(first + [c for c in have if c not in first])
     t.banner_timeout = timeout
     t.handshake_timeout = timeout
     t.auth_timeout = timeout
