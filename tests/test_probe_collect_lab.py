@@ -106,9 +106,14 @@ def test_a_device_whose_sshd_is_down_fails_alone(fleet, lab_db):
         assert orin.state == "online" and orin.last_seen is not None
 
 
-def test_probe_past_its_timeout_is_killed_over_ssh(lab_db, ssh_lab):
+def test_probe_past_its_timeout_is_killed_over_ssh(lab_db, ssh_lab, monkeypatch):
+    from edgelab.probe.collectors import linux
+    from edgelab.probe.collectors.posix import Snippet
+
+    # A source that outlasts the probe (a whole probe now takes less than any short timeout).
+    monkeypatch.setattr(linux, "SNIPPETS", [*linux.SNIPPETS, Snippet("slow", "", "sleep 60")])
     _url, engine = lab_db
-    snap = probe_device(engine, "orin-agx", timeout=0.3, ssh_config=str(ssh_lab.ssh_config_path))
+    snap = probe_device(engine, "orin-agx", timeout=3, ssh_config=str(ssh_lab.ssh_config_path))
     assert not snap.ok
     assert "ran past" in snap.error
 

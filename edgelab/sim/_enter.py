@@ -263,6 +263,13 @@ def main(args: list[str]) -> None:
     path = [os.path.join(persona, "bin")]
     if device_root or os.path.isdir(os.path.join(persona, "root", "system", "bin")):
         path += ["/system/bin", "/system/xbin"]
+    if ssh_shell == "posix":
+        # bash sources ~/.bashrc for every command sshd hands it: the LAB HOST's start-up file,
+        # which a device would not run (a pyenv init there costs ~0.2 s CPU per command, more
+        # than half a probe). SHLVL=1 makes bash skip it; the lab's Python stays on PATH as
+        # that init would have put it (playbooks run ``python3 -m edgelab.reference``).
+        env["SHLVL"] = "1"
+        path.append(os.path.dirname(sys.executable))
     env["PATH"] = ":".join(path + [env.get("PATH") or "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"])
     env["EDGELAB_PERSONA"] = os.path.basename(persona)
     env["EDGELAB_PERSONA_DIR"] = persona
