@@ -331,6 +331,9 @@ def _sshd_config(state_dir: Path, port: int, user: str, plan: list[tuple[str, st
         f"AuthorizedKeysFile {conf_path(d / 'authorized_keys')}",
         f"AllowUsers {user}",
         "StrictModes no",
+        # bash sources ~/.bashrc for every ssh command (SSH_CLIENT set): the lab host's start-up
+        # file, not the device's (a pyenv init: ~0.1 s CPU per exec). SHLVL=1 makes bash skip it.
+        "SetEnv SHLVL=1",
         "PubkeyAuthentication yes",
         "PasswordAuthentication no",
         "KbdInteractiveAuthentication no",
