@@ -13,6 +13,11 @@ session processes used, read from the lab sshd's reaped-children times in /proc)
 The floor's ssh uses the key exchange edgelab's paramiko negotiates (curve25519-sha256): OpenSSH's
 default post-quantum exchange costs the client ~60 ms CPU more per connection, which would make
 the floor slower than edgelab and the ratio flattering.
+
+Where a virtual probe's time went (measured 2026-11-29, 2-core shared host): the device side was
+~0.8 s CPU per probe, of which ~0.5 s Python shims started through a pyenv wrapper (now POSIX sh)
+and ~0.25 s the lab host's ~/.bashrc (pyenv init) sourced twice per ssh exec (now skipped via
+SHLVL=1); what is left is sshd, the namespace entry and ~30 processes of the script (~0.07 s).
 Usage: python bench/probe_fleet.py [--devices 16] [--rounds 3] [--quick]
 """
 
