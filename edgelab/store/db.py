@@ -7,7 +7,9 @@ timeout instead of failing half-way, and no row is lost.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -111,6 +113,25 @@ def _create(url: str) -> Engine:
     return engine
 
 
+def _ensure_wal(cur) -> None:
+    """Switch the file to WAL once; racing first openers retry instead of failing.
+
+    Changing the journal mode needs an exclusive lock, and SQLite may answer
+    SQLITE_BUSY at once, without its busy handler, while another process
+    migrates a fresh file. Once the file is in WAL the switch is a read.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            if cur.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                cur.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as err:
+            if "locked" not in str(err) and "busy" not in str(err) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def _sqlite_events(engine: Engine, *, wal: bool) -> None:
     """Pragmas per connection, and explicit BEGIN so transactions (and DDL) behave as documented."""
 
@@ -120,7 +141,7 @@ def _sqlite_events(engine: Engine, *, wal: bool) -> None:
         cur = dbapi_conn.cursor()
         cur.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         if wal:
-            cur.execute("PRAGMA journal_mode = WAL")
+            _ensure_wal(cur)
             cur.execute("PRAGMA synchronous = NORMAL")
         cur.execute("PRAGMA foreign_keys = ON")
         cur.close()
