@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from edgelab.errors import TransportError
-from edgelab.transport.base import RunResult, Transport
+from edgelab.transport.base import RemoteProcess, RunResult, Transport
 from edgelab.transport.quoting import Shell, encode_powershell, quote_powershell
 
 ANDROID_ROOT = "/data/local/tmp/edgelab/store"
@@ -36,6 +36,43 @@ _HASH_FN_POSIX = (
 )
 # Android has no openssl binary; toybox's sha256sum is built on the platform's libcrypto.
 _HASH_FN_TOYBOX = 'h() { sha256sum "$@"; }; '
+
+
+FOLLOW_STEP = 16 << 20  # the follower hashes .part in steps of this many bytes (whole MiB)
+FOLLOW_STALL_S = 120.0  # a follower whose .part stops growing this long gives up
+_FOLLOW_TICK_S = 0.05
+
+# Hash ``.part`` WHILE it is written, as rsync checks what it received: wait until the file holds
+# the next step, read that step with dd (skip seeks: each step is read once), pipe all steps into
+# one hash. The device hashes the bytes it stored, not the bytes we sent; on a match the script
+# renames into place. A mismatch (or a stall) exits 3 and leaves .part alone: the caller decides.
+# While it waits it prints a "." about once a second: once its connection is gone (a cut upload)
+# that write fails and the follower dies instead of lingering beside the retry's own follower.
+_FOLLOW_SCRIPT = r"""
+part=$1 total=$2 step=$3 sha=$4 blob=$5 stall=$6 mib=1048576
+exec 3>&1
+follow() {
+  off=0 idle=0
+  while [ "$off" -lt "$total" ]; do
+    end=$((off + step)); if [ "$end" -gt "$total" ]; then end=$total; fi
+    while :; do
+      have=$(stat -c %s "$part" 2>/dev/null) || have=0
+      if [ "$have" -ge "$end" ]; then break; fi
+      idle=$((idle + 1)); if [ "$idle" -gt "$stall" ]; then echo "stalled at $have" >&2; return 4; fi
+      if [ $((idle % 20)) -eq 0 ]; then echo . >&3 || exit 5; fi
+      sleep 0.05 2>/dev/null || sleep 1
+    done
+    idle=0
+    dd if="$part" bs=$mib skip=$((off / mib)) count=$(((end - off + mib - 1) / mib)) 2>/dev/null || return 1
+    off=$end
+  done
+}
+got=$(follow | h) || exit 1
+got=${got%% *}
+if [ "$got" != "$sha" ]; then echo "mismatch $got"; exit 3; fi
+mv -f "$part" "$blob" || exit 1
+stat -c "%s|%z|%i" "$blob"
+"""
 
 
 class HashMismatch(TransportError):
@@ -180,6 +217,32 @@ class DeviceStore:
             )
         return _parse_stat(res.stdout.strip().splitlines()[-1] if res.stdout.strip() else "-")
 
+    # -- hash while receiving ------------------------------------------------------------------
+    follows = True
+    """Whether ``follow`` works here (POSIX sh with stat, dd, sleep); else ``finalize`` after upload."""
+
+    def follow(self, sha: str, size: int) -> RemoteProcess:
+        """Start the device-side hash of ``.part`` as it grows to ``size`` (see ``_FOLLOW_SCRIPT``).
+
+        Start it only once ``.part`` holds no stale bytes beyond the verified prefix; then upload.
+        """
+        ticks = int(FOLLOW_STALL_S / _FOLLOW_TICK_S)
+        script = self._hash_fn + _FOLLOW_SCRIPT
+        argv = ["sh", "-c", script, "edgelab-follow", self.part(sha), str(size), str(FOLLOW_STEP), sha]
+        return self.t.stream([*argv, self.blob(sha), str(ticks)])
+
+    def finish_follow(self, proc: RemoteProcess, sha: str, size: int) -> tuple[int, str] | None | bool:
+        """Wait for the follower after the upload: the blob's stat once renamed into place, or
+        False when it did not confirm the hash (mismatch, stall, error): then ``finalize`` decides."""
+        lines = [ln.strip() for ln in proc.lines() if ln.strip() not in ("", ".")]
+        code = proc.wait(timeout=hash_timeout(size))
+        if code is None:
+            proc.cancel()
+            return False
+        if code != 0 or not lines:
+            return False
+        return _parse_stat(lines[-1])
+
     def list(self) -> list[StoreEntry]:
         script = 'cd "$1" 2>/dev/null || exit 0; for f in *; do if [ -f "$f" ]; then stat -c "%s %n" "$f"; fi; done; true'
         res = self._must(["sh", "-c", script, "edgelab-ls", self.root], "list the store")
@@ -198,6 +261,7 @@ class WindowsStore(DeviceStore):
     """
 
     os_family = "windows"
+    follows = False
 
     def blob(self, sha: str) -> str:
         return self.root.rstrip("\\") + "\\" + sha

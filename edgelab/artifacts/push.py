@@ -96,6 +96,53 @@ def _resume_offset(
     return 0
 
 
+def _stop(store: DeviceStore, follower) -> None:
+    """Cancel a follower; after a cut its channel is already gone, so also kill it by pid over the
+    (reconnected) transport, lest it rename ``.part`` under the retry's feet."""
+    follower.cancel()
+    kill = getattr(store.t, "kill_remote", None)
+    pid = getattr(follower, "pid", None)
+    if kill is not None and pid:
+        try:
+            kill(pid, "KILL")
+        except EdgelabError as e:
+            log.info("%s: could not kill follower %s: %s", store.t_name, pid, e)
+
+
+def _upload_and_verify(
+    store: DeviceStore,
+    local: Path,
+    sha: str,
+    offset: int,
+    total: int,
+    part: tuple[int, str] | None,
+    sent: Callable[[int], None],
+    segment: int,
+) -> tuple[tuple[int, str] | None, float]:
+    """Upload, with the device hashing ``.part`` while it arrives (``store.follow``) where it can;
+    the blob's stat after the rename, and when the upload itself finished."""
+    if not store.follows:
+        upload(store, local, sha, offset, total, sent, segment=segment)
+        return store.finalize(sha, total), time.monotonic()
+    if offset == 0 and part is not None:
+        store.remove([store.part(sha)])  # stale bytes: the follower must not hash them
+    follower = store.follow(sha, total)
+    try:
+        upload(store, local, sha, offset, total, sent, segment=segment)
+    except BaseException:
+        _stop(store, follower)
+        raise
+    uploaded = time.monotonic()
+    try:
+        after = store.finish_follow(follower, sha, total)
+    finally:
+        follower.cancel()
+    if after is False:  # not confirmed: hash it all again, which also handles a real mismatch
+        log.info("%s: follower did not confirm %s; hashing again", store.t_name, sha[:12])
+        after = store.finalize(sha, total)
+    return after, uploaded  # type: ignore[return-value]
+
+
 def push_blob(
     store: DeviceStore,
     blob: BlobSpec,
@@ -145,10 +192,9 @@ def push_blob(
                     progress(sha, done, total)
 
             t_up = time.monotonic()
-            upload(store, local, sha, offset, total, sent, segment=segment)
-            t_verify = time.monotonic()
-            after = store.finalize(sha, total)
-            t_done = time.monotonic()
+            after = _upload_and_verify(store, local, sha, offset, total, part, sent, segment)
+            t_verify, t_done = after[1], time.monotonic()
+            after = after[0]
             if after is not None:
                 stamps.put(sha, after[0], after[1])
             return BlobResult(
