@@ -1,13 +1,13 @@
 """Shared test fixtures. Virtual devices are real server processes (sshd, the adb server)."""
 
+import pytest
+
+from edgelab.transport.local import LocalTransport
+
 pytest_plugins = [
     "fixtures.ssh_lab",
     "fixtures.adb_lab",
 ]
-
-import pytest
-
-from edgelab.transport.local import LocalTransport
 
 
 @pytest.fixture(scope="session")

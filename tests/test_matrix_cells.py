@@ -13,7 +13,7 @@ from edgelab.matrix import COLUMNS, ROWS, VirtualEvidence, record_outcome, resol
 from edgelab.store import db as dbmod
 from edgelab.store.db import get_engine, session_scope
 from edgelab.store.devices import add_device
-from edgelab.store.matrix import ensure_tables, history
+from edgelab.store.matrix import history
 from edgelab.store.models import Device
 from edgelab.store.runs import create_run
 
@@ -24,7 +24,6 @@ runner = CliRunner()
 def engine(tmp_path):
     url = f"sqlite:///{tmp_path / 'm.db'}"
     eng = get_engine(url)
-    ensure_tables(eng)
     with session_scope(eng) as s:
         add_device(s, Device(name="s25", transport="adb", adb_serial="x", virtual=True))
         add_device(s, Device(name="lab-s25", transport="adb", adb_serial="R5CX1"))

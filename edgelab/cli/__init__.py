@@ -5,13 +5,11 @@ from __future__ import annotations
 import typer
 
 from edgelab import __version__
-from edgelab.cli import deploy, device, facts, probe, sim, tui
-from edgelab.cli import matrix as matrix_cli
-from edgelab.cli import play as play_cli
-from edgelab.cli import artifact, push, runtime  # noqa: I001 - issue 4 (artifacts, push, runtimes)
-from edgelab.cli import metrics as metrics_cli  # noqa: I001 - issue 6 (runs, watch, metrics)
-from edgelab.cli import runs, watch
+from edgelab.cli import artifact, deploy, device, facts, probe, push, runs, runtime, sim, tui, watch  # noqa: I001 - issue 4 (artifacts, push, runtimes)
 from edgelab.cli import bench as bench_cli  # issues 5+6: the measured-run protocol
+from edgelab.cli import matrix as matrix_cli
+from edgelab.cli import metrics as metrics_cli  # noqa: I001 - issue 6 (runs, watch, metrics)
+from edgelab.cli import play as play_cli
 from edgelab.cli.common import state
 
 app = typer.Typer(

@@ -10,22 +10,12 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from edgelab.cli.common import console, fail_from, print_json, state
-from edgelab.errors import ConfigError, EdgelabError
+from edgelab.cli.common import JsonOpt, console, fail_from, open_session, print_json
+from edgelab.errors import EdgelabError
 
 app = typer.Typer(
     help="Artifact registry: runtime builds, weights, graphs, tokenizers, voices.", no_args_is_help=True
 )
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
-
-
-def _session(write: bool = True):
-    from edgelab.store.db import get_engine, session_scope
-
-    try:
-        return session_scope(get_engine(state.db), write=write)
-    except ConfigError as err:
-        fail_from(err, code=2)
 
 
 def _human(n: int) -> str:
@@ -76,7 +66,7 @@ def add(
 
     try:
         prov, extra = parse_meta(meta or [])
-        with _session() as s:
+        with open_session() as s:
             art = add_artifact(
                 s,
                 name or paths[0].name,
@@ -108,7 +98,7 @@ def ls(
     """Registered artifacts."""
     from edgelab.artifacts.registry import list_artifacts
 
-    with _session(write=False) as s:
+    with open_session(write=False) as s:
         arts = list_artifacts(s, kind=kind, target=target)
         rows = [_as_dict(s, a) for a in arts]
     if as_json:
@@ -135,7 +125,7 @@ def show(
     from edgelab.artifacts.registry import get_artifact
 
     try:
-        with _session(write=False) as s:
+        with open_session(write=False) as s:
             data = _as_dict(s, get_artifact(s, ref))
     except EdgelabError as err:
         fail_from(err)
@@ -174,7 +164,7 @@ def rm(ref: Annotated[str, typer.Argument(help="Name or digest prefix.")]) -> No
     from edgelab.artifacts.registry import remove_artifact
 
     try:
-        with _session() as s:
+        with open_session() as s:
             art = remove_artifact(s, ref)
     except EdgelabError as err:
         fail_from(err)
@@ -192,7 +182,7 @@ def export(
     from edgelab.artifacts.manifest import export_manifest
 
     try:
-        with _session(write=False) as s:
+        with open_session(write=False) as s:
             data = export_manifest(s, ref)
     except EdgelabError as err:
         fail_from(err)
@@ -215,7 +205,7 @@ def import_(
     from edgelab.artifacts.manifest import import_manifest
 
     try:
-        with _session() as s:
+        with open_session() as s:
             art = import_manifest(s, manifest, base=base, replace=replace)
     except EdgelabError as err:
         fail_from(err)

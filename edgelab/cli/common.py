@@ -6,12 +6,13 @@ import json
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 
-from edgelab.errors import EdgelabError
+from edgelab.errors import ConfigError, EdgelabError
+
 
 def _pipe_width() -> int | None:
     """A pipe has no width to respect: give tables room so grep and awk see whole lines.
@@ -50,3 +51,23 @@ def fail(message: str, remedy: str | None = None, code: int = 1) -> NoReturn:
 
 def fail_from(err: EdgelabError, code: int = 1) -> NoReturn:
     fail(str(err), getattr(err, "remedy", None), code)
+
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
+
+
+def open_engine():
+    """The database this command works on, migrated; an unusable ``--db`` is a usage error (exit 2)."""
+    from edgelab.store.db import get_engine
+
+    try:
+        return get_engine(state.db)
+    except ConfigError as err:
+        fail_from(err, code=2)
+
+
+def open_session(write: bool = True):
+    """A session on :func:`open_engine` that commits on success."""
+    from edgelab.store.db import session_scope
+
+    return session_scope(open_engine(), write=write)

@@ -8,19 +8,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from edgelab.cli.common import console, err_console, fail, fail_from, print_json, state
-from edgelab.errors import ConfigError, EdgelabError
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
-
-
-def _engine():
-    from edgelab.store.db import get_engine
-
-    try:
-        return get_engine(state.db)
-    except ConfigError as err:
-        fail_from(err, code=2)
+from edgelab.cli.common import JsonOpt, console, err_console, fail, fail_from, open_engine, print_json
+from edgelab.errors import EdgelabError
 
 
 def _dep_dict(d) -> dict[str, Any]:
@@ -69,7 +58,7 @@ def deploy(
     from edgelab.deploy import lifecycle
     from edgelab.deploy.refusal import Refusal
 
-    engine = _engine()
+    engine = open_engine()
     req = lifecycle.DeployRequest(device, pipeline, strategy, runtime, endpoint)
     if dry_run:
         try:
@@ -140,7 +129,7 @@ def ps(
     from edgelab.store.db import session_scope
     from edgelab.store.deployments import list_deployments
 
-    engine = _engine()
+    engine = open_engine()
     with session_scope(engine, write=False) as s:
         deps = list_deployments(s, active_only=not all_)
     out = []
@@ -177,7 +166,7 @@ def logs(
 
     ingest = None
     try:
-        engine = _engine()
+        engine = open_engine()
         ingest = ensure_follower(engine, run) if follow else None  # nobody ingests it: do it while we follow
         for line in lifecycle.log_lines(engine, run, follow=follow, stream="stderr" if stderr else "stdout"):
             sys.stdout.write(line + "\n")
@@ -196,7 +185,7 @@ def stop(run: Annotated[str, typer.Argument(help="Run id (see `edgelab ps`).")],
     from edgelab.deploy import lifecycle
 
     try:
-        dep = lifecycle.stop(_engine(), run)
+        dep = lifecycle.stop(open_engine(), run)
     except EdgelabError as err:
         fail_from(err)
     if json_out:

@@ -9,7 +9,16 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from edgelab.cli.common import console, err_console, fail, fail_from, print_json, state
+from edgelab.cli.common import (
+    JsonOpt,
+    console,
+    err_console,
+    fail,
+    fail_from,
+    open_engine,
+    open_session,
+    print_json,
+)
 from edgelab.errors import ConfigError, EdgelabError, NotFound
 
 app = typer.Typer(help="The device inventory: add, list, check, trust, import.", no_args_is_help=True)
@@ -17,23 +26,6 @@ import_app = typer.Typer(help="Bring devices in from an ssh config or an adb ser
 app.add_typer(import_app, name="import")
 
 STATE_STYLE = {"online": "green", "offline": "red", "unknown": "dim", "untrusted": "yellow"}
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
-
-
-def _engine():
-    from edgelab.store.db import get_engine
-
-    try:
-        return get_engine(state.db)
-    except ConfigError as err:
-        fail_from(err, code=2)
-
-
-def _session(write: bool = True):
-    from edgelab.store.db import session_scope
-
-    return session_scope(_engine(), write=write)
 
 
 def _state_text(s: str) -> str:
@@ -86,7 +78,7 @@ def add(
     except ConfigError as err:
         fail_from(err, code=2)
     try:
-        with _session() as s:
+        with open_session() as s:
             device = add_device(s, device)
     except EdgelabError as err:
         fail_from(err)
@@ -103,7 +95,7 @@ def ls(
     from edgelab.inventory.view import address_of, ago, device_record
     from edgelab.store.devices import list_devices
 
-    with _session(write=False) as s:
+    with open_session(write=False) as s:
         devices = list_devices(s, tag=tag, device_class=device_class)
     if as_json:
         print_json([device_record(d) for d in devices])
@@ -180,7 +172,7 @@ def show(name: str, as_json: JsonOpt = False) -> None:
     from edgelab.store.devices import get_device
 
     try:
-        with _session(write=False) as s:
+        with open_session(write=False) as s:
             device = get_device(s, name)
     except NotFound as err:
         fail_from(err)
@@ -196,14 +188,14 @@ def rm(
     from edgelab.store.devices import get_device, remove_device
 
     try:
-        with _session(write=False) as s:
+        with open_session(write=False) as s:
             get_device(s, name)
     except NotFound as err:
         fail_from(err)
     if not yes and not typer.confirm(f"remove {name} from the inventory?", default=False, err=True):
         fail(f"{name} not removed", "pass --yes to remove without asking")
     try:
-        with _session() as s:
+        with open_session() as s:
             remove_device(s, name)
     except NotFound as err:
         fail_from(err)
@@ -223,9 +215,9 @@ def check(
 
     if bool(names) == all_:
         fail("name the devices to check, or pass --all (not both)", "e.g. edgelab device check --all", 2)
-    engine = _engine()
+    engine = open_engine()
     try:
-        with _session(write=False) as s:
+        with open_session(write=False) as s:
             targets = [d.name for d in list_devices(s)] if all_ else [get_device(s, n).name for n in names]
     except NotFound as err:
         fail_from(err)
@@ -283,7 +275,7 @@ def trust(
     """Show an SSH device's host key fingerprint and, once confirmed, record it as trusted."""
     from edgelab.inventory.trust import accept_offer, fetch_offer
 
-    engine = _engine()
+    engine = open_engine()
     try:
         offer = fetch_offer(engine, name, timeout=timeout)
     except ConfigError as err:
@@ -353,7 +345,7 @@ def import_ssh_config(
 
     path = file.expanduser()
     try:
-        with _session() as s:
+        with open_session() as s:
             report = importers.import_ssh_config(s, path, pattern)
     except ConfigError as err:
         fail_from(err, code=2 if not path.is_file() else 1)
@@ -373,7 +365,7 @@ def import_adb(
     from edgelab.inventory import importers
 
     try:
-        with _session() as s:
+        with open_session() as s:
             report = importers.import_adb(s, adb_server)
     except EdgelabError as err:
         fail_from(err)

@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from edgelab.cli.common import console, fail_from, print_json, state
+from edgelab.cli.common import console, fail_from, open_engine, print_json
 from edgelab.errors import ConfigError, EdgelabError
 
 app = typer.Typer(help="The qualification matrix: pipeline x device-configuration cells.", invoke_without_command=True,
@@ -16,18 +16,6 @@ app = typer.Typer(help="The qualification matrix: pipeline x device-configuratio
 
 _STYLE = {"qualified": "bold green", "profiled": "green", "executes": "cyan", "correct": "cyan",
           "artifact_ready": "blue", "blocked": "bold red", "rejected": "magenta", "none": "dim"}
-
-
-def _engine():
-    from edgelab.store.db import get_engine
-    from edgelab.store.matrix import ensure_tables
-
-    try:
-        engine = get_engine(state.db)
-    except ConfigError as err:
-        fail_from(err, code=2)
-    ensure_tables(engine)
-    return engine
 
 
 @app.callback()
@@ -44,7 +32,7 @@ def show(
     from edgelab.store.db import session_scope
     from edgelab.store.matrix import history
 
-    engine = _engine()
+    engine = open_engine()
     try:
         with session_scope(engine) as s:
             if cell:
@@ -114,7 +102,7 @@ def set_(
 
     if not any((status, performance, stage, evidence, reason, layer, next_)):
         fail_from(ConfigError("nothing to set", remedy="give --status, --stage, --performance or --evidence"), code=2)
-    engine = _engine()
+    engine = open_engine()
     try:
         with session_scope(engine) as s:
             c, notes = set_cell(s, cell, status=status, performance=performance, stage=stage,

@@ -11,20 +11,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from typer.core import TyperGroup
 
-from edgelab.cli.common import console, err_console, fail, fail_from, print_json, state
-from edgelab.errors import ConfigError, EdgelabError
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
-
-
-def _engine():
-    from edgelab.store.db import get_engine
-
-    try:
-        return get_engine(state.db)
-    except ConfigError as err:
-        fail_from(err, code=2)
-
+from edgelab.cli.common import JsonOpt, console, err_console, fail, fail_from, open_engine, print_json
+from edgelab.errors import EdgelabError
 
 # ---------------------------------------------------------------- edgelab probe
 
@@ -66,7 +54,7 @@ def probe(
         fail("name the devices to probe, or give --all", "e.g. `edgelab probe orin-agx s25` or `edgelab probe --all`", 2)
     if devices and all_:
         fail("give device names or --all, not both", code=2)
-    engine = _engine()
+    engine = open_engine()
     progress = Progress(
         TextColumn("probing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}"),
         console=err_console, transient=True, disable=json_out or not err_console.is_terminal,
@@ -126,7 +114,7 @@ def _latest(name: str):
     from edgelab.store.snapshots import latest_snapshot
 
     try:
-        with session_scope(_engine(), write=False) as s:
+        with session_scope(open_engine(), write=False) as s:
             return latest_snapshot(s, name)
     except EdgelabError as err:
         fail_from(err)

@@ -9,20 +9,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
-from edgelab.cli.common import console, err_console, fail, fail_from, print_json, state
+from edgelab.cli.common import JsonOpt, console, err_console, fail, fail_from, open_engine, print_json
 from edgelab.errors import ConfigError, EdgelabError
 
 store_app = typer.Typer(help="Device content-addressed stores.", no_args_is_help=True)
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
-
-
-def _engine():
-    from edgelab.store.db import get_engine
-
-    try:
-        return get_engine(state.db)
-    except ConfigError as err:
-        fail_from(err, code=2)
 
 
 def push(
@@ -41,7 +31,7 @@ def push(
     """Push artifacts into device stores: skip verified blobs, resume cut uploads, verify SHA-256 on the device."""
     from edgelab.artifacts.service import push_artifacts, resolve_devices
 
-    engine = _engine()
+    engine = open_engine()
     if device and all_devices:
         fail("give --device or --all, not both", code=2)
     try:
@@ -113,7 +103,7 @@ def store_ls(device: Annotated[str, typer.Argument()], as_json: JsonOpt = False)
     from edgelab.artifacts.service import store_ls as do_ls
 
     try:
-        root, rows = do_ls(_engine(), device)
+        root, rows = do_ls(open_engine(), device)
     except EdgelabError as err:
         fail_from(err)
     if as_json:
@@ -148,7 +138,7 @@ def gc(
     from edgelab.artifacts.service import gc_device
 
     try:
-        gone = gc_device(_engine(), device, dry_run=dry_run)
+        gone = gc_device(open_engine(), device, dry_run=dry_run)
     except EdgelabError as err:
         fail_from(err)
     if as_json:

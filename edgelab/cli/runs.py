@@ -9,24 +9,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from edgelab.cli.common import console, fail_from, print_json, state
-from edgelab.errors import ConfigError, EdgelabError
+from edgelab.cli.common import JsonOpt, console, fail_from, open_engine, print_json
+from edgelab.errors import EdgelabError
 
 app = typer.Typer(help="Runs and their results: list, show, export, import the study's records.",
                   no_args_is_help=True)
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
 STATE_STYLE = {"running": "cyan", "finished": "green", "failed": "red", "device-lost": "red",
                "stopped": "yellow", "pending": "dim"}
-
-
-def _engine():
-    from edgelab.store.db import get_engine
-
-    try:
-        return get_engine(state.db)
-    except ConfigError as err:
-        fail_from(err, code=2)
 
 
 def _fmt(v: Any, unit: str = "") -> str:
@@ -64,7 +54,7 @@ def ls(
     from edgelab.store.db import session_scope
     from edgelab.store.runs import get_summary, list_runs
 
-    with session_scope(_engine(), write=False) as s:
+    with session_scope(open_engine(), write=False) as s:
         rows = []
         for r in list_runs(s, limit=limit, device=device, pipeline=pipeline, state=run_state):
             summ = get_summary(s, r.id, "final") or get_summary(s, r.id, "live")
@@ -94,7 +84,7 @@ def show(run: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")
     from edgelab.store.runs import get_run
 
     try:
-        with session_scope(_engine(), write=False) as s:
+        with session_scope(open_engine(), write=False) as s:
             rec = run_record(s, get_run(s, run))
     except EdgelabError as err:
         fail_from(err)
@@ -135,7 +125,7 @@ def export(
     from edgelab.store.runs import get_run, samples_of
 
     try:
-        with session_scope(_engine(), write=False) as s:
+        with session_scope(open_engine(), write=False) as s:
             r = get_run(s, run)
             rec = run_record(s, r)
             if samples:
@@ -158,7 +148,7 @@ def import_(
     from edgelab.store.db import session_scope
     from edgelab.store.runs import get_run
 
-    engine = _engine()
+    engine = open_engine()
     try:
         ids = import_tree(engine, path, device=device, pipeline=pipeline)
         with session_scope(engine, write=False) as s:

@@ -9,13 +9,12 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from edgelab.cli.common import console, err_console, fail_from, print_json, state
+from edgelab.cli.common import JsonOpt, console, err_console, fail_from, print_json, state
 from edgelab.errors import ConfigError, EdgelabError
 
 app = typer.Typer(
     help="Runtimes (runtimes/*.yaml): builds per target and launch templates.", no_args_is_help=True
 )
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
 DirOpt = Annotated[
     Path | None, typer.Option("--dir", help="Runtime files folder (default: runtimes/ of this edgelab).")
 ]

@@ -173,14 +173,12 @@ def _row_key(engine: Engine, ctx: JobContext) -> str | None:
 def _update_matrix(engine: Engine, pb: Playbook, ctx: JobContext) -> None:
     from edgelab.matrix.cells import record_outcome
     from edgelab.matrix.layout import row_by
-    from edgelab.store.matrix import ensure_tables
 
     row_key = _row_key(engine, ctx)
     job = ctx.result
     if row_key is None or row_by(row_key) is None:
         job.matrix.append(f"{job.device}: no matrix row ({row_key or 'not probed'})")
         return
-    ensure_tables(engine)
     by_pipeline: dict[str, list[StepResult]] = {}
     for s in job.steps:
         if s.kind == "bench" and s.run_id and s.details.get("pipeline"):

@@ -2,7 +2,7 @@
 
 The cell row holds the current state; every change is also appended to ``matrix_change`` with
 who/what made it and the evidence (run ids), so the ledger the study kept by hand is auditable.
-Owned by edgelab.matrix; migration 0007 creates the tables (``ensure_tables`` until it is in place).
+Owned by edgelab.matrix; migration 0007 creates the tables.
 """
 
 from __future__ import annotations
@@ -60,11 +60,6 @@ class MatrixChange(SQLModel, table=True):
 
 
 TABLES = [MatrixCell.__table__, MatrixChange.__table__]
-
-
-def ensure_tables(engine) -> None:
-    """Create the matrix tables when the migration chain does not yet hold them (idempotent)."""
-    SQLModel.metadata.create_all(engine, tables=TABLES)
 
 
 def list_cells(session: Session) -> list[MatrixCell]:

@@ -9,12 +9,12 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Sequence
-from enum import Enum
+from enum import StrEnum
 
 _SAFE_POSIX = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
 
 
-class Shell(str, Enum):
+class Shell(StrEnum):
     """The shell that parses the command line on the far side."""
 
     POSIX = "posix"  # sh, bash, dash (Linux, WSL, Jetson)
