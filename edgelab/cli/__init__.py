@@ -5,11 +5,23 @@ from __future__ import annotations
 import typer
 
 from edgelab import __version__
-from edgelab.cli import artifact, deploy, device, facts, probe, push, runs, runtime, sim, tui, watch  # noqa: I001 - issue 4 (artifacts, push, runtimes)
-from edgelab.cli import bench as bench_cli  # issues 5+6: the measured-run protocol
-from edgelab.cli import matrix as matrix_cli
-from edgelab.cli import metrics as metrics_cli  # noqa: I001 - issue 6 (runs, watch, metrics)
-from edgelab.cli import play as play_cli
+from edgelab.cli import (
+    artifact,
+    bench,
+    deploy,
+    device,
+    facts,
+    matrix,
+    metrics,
+    play,
+    probe,
+    push,
+    runs,
+    runtime,
+    sim,
+    tui,
+    watch,
+)
 from edgelab.cli.common import state
 
 app = typer.Typer(
@@ -19,22 +31,23 @@ app = typer.Typer(
     rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-app.add_typer(device.app, name="device")
+# In the order an operator meets them: the lab, its devices, what they are, what goes on them,
+# what runs there, what it measured, and the CI and qualification work on top.
 app.add_typer(sim.app, name="sim")
+app.add_typer(device.app, name="device")
 app.add_typer(facts.app, name="facts")
 probe.register(app, facts.app)
 app.add_typer(artifact.app, name="artifact")
 app.add_typer(runtime.app, name="runtime")
 push.register(app)
-app.add_typer(runs.app, name="runs")
-app.add_typer(metrics_cli.app, name="metrics")
-watch.register(app)
-bench_cli.register(app)
 deploy.register(app)
+bench.register(app)
+app.add_typer(runs.app, name="runs")
+watch.register(app)
+app.add_typer(metrics.app, name="metrics")
+play.register(app)
+app.add_typer(matrix.app, name="matrix")
 tui.register(app)
-play_cli.register(app)
-app.add_typer(matrix_cli.app, name="matrix")
-
 
 def _version(value: bool) -> None:
     if value:
