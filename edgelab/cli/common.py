@@ -21,7 +21,7 @@ def _pipe_width() -> int | None:
     """
     if sys.stdout.isatty() or os.environ.get("COLUMNS"):
         return None
-    return 240
+    return 160
 
 
 console = Console(width=_pipe_width())

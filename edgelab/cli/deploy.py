@@ -79,8 +79,10 @@ def deploy(
         raise typer.Exit(1 if planned.refusal else 0)
 
     def phase(name: str, info: dict[str, Any]) -> None:
+        # One short line per start-up phase; the placement table is printed once the run is up.
         if not json_out:
-            err_console.print(f"[dim]{name}[/] {escape(str(info))}", highlight=False)
+            fields = " ".join(f"{k}={v}" for k, v in info.items() if k != "placement" and v not in ({}, [], None))
+            err_console.print(f"[dim]{name:<10}[/] {escape(fields)}", highlight=False)
 
     try:
         dep = lifecycle.deploy(engine, req, on_phase=phase)
