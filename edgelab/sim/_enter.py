@@ -14,9 +14,12 @@ Layout built inside the namespace (under a tmpfs used as the new root):
   persona are bind-mounted over the host's, directories the host lacks are
   made by turning that level into a tmpfs with binds of the host's entries;
 - ``/data`` and ``/sdcard`` come from ``--device-root`` when given (writable);
-- ``bin/`` of the persona is first on PATH, the hostname is the persona's.
+- ``bin/`` of the persona is first on PATH, the hostname is the persona's;
+- ``--home DIR`` (the SSH lab gives each persona one) becomes ``$HOME`` and an ssh session's
+  working directory, so ``~/.edgelab/store`` on a virtual device is that device's own, not the
+  lab host's real home (which stays mounted: the lab's Python may live under it).
 
-Usage: _enter.py --persona DIR [--device-root DIR] [--hostname NAME]
+Usage: _enter.py --persona DIR [--device-root DIR] [--hostname NAME] [--home DIR]
                  [--ssh posix|powershell] -- ARGV...
 With ``--ssh`` the command comes from ``SSH_ORIGINAL_COMMAND`` as sshd's
 ForceCommand gives it (sftp mapped to the real sftp-server).
@@ -225,7 +228,7 @@ def ssh_argv(shell_kind: str) -> list[str]:
 
 
 def main(args: list[str]) -> None:
-    persona = device_root = hostname = ssh_shell = None
+    persona = device_root = hostname = ssh_shell = home = None
     while args and args[0] != "--":
         opt = args.pop(0)
         if not args:
@@ -237,6 +240,8 @@ def main(args: list[str]) -> None:
             device_root = os.path.abspath(val)
         elif opt == "--hostname":
             hostname = val
+        elif opt == "--home":
+            home = os.path.abspath(val)
         elif opt == "--ssh":
             ssh_shell = val
         else:
@@ -255,11 +260,13 @@ def main(args: list[str]) -> None:
         os.chroot(root)
     except OSError as e:
         die(f"cannot enter persona {os.path.basename(persona)}: {e}")
-    try:
-        os.chdir(cwd)
-    except OSError:
-        os.chdir(os.environ.get("HOME", "/"))
     env = dict(os.environ)
+    if home:
+        env["HOME"] = home
+    try:
+        os.chdir(home if home and ssh_shell else cwd)  # sshd starts a session in the home
+    except OSError:
+        os.chdir(env.get("HOME", "/"))
     path = [os.path.join(persona, "bin")]
     if device_root or os.path.isdir(os.path.join(persona, "root", "system", "bin")):
         path += ["/system/bin", "/system/xbin"]

@@ -87,12 +87,13 @@ def check_can_enter(persona_dir: Path) -> None:
     )
 
 
-def ssh_force_command(persona_dir: Path, shell: str = "posix") -> str:
+def ssh_force_command(persona_dir: Path, shell: str = "posix", home: Path | None = None) -> str:
     """The sshd ``ForceCommand`` line that enters the persona and runs ``$SSH_ORIGINAL_COMMAND``.
 
     sftp requests are mapped to the real sftp-server inside the persona; a
     ``powershell`` persona hands the command to its PowerShell shim, as Windows
-    OpenSSH does with a PowerShell default shell.
+    OpenSSH does with a PowerShell default shell. ``home`` (writable) becomes the session's
+    ``$HOME`` and working directory.
     """
     persona_dir = _check_dir(persona_dir)
     if shell not in ("posix", "powershell"):
@@ -101,4 +102,6 @@ def ssh_force_command(persona_dir: Path, shell: str = "posix") -> str:
         )
     argv = [_python(), "-I", "-S", str(ENTER_SCRIPT), "--persona", str(persona_dir)]
     argv += ["--hostname", persona_dir.name, "--ssh", shell]
+    if home is not None:
+        argv[-2:-2] = ["--home", str(Path(home).resolve())]
     return "exec " + shlex.join(argv)

@@ -83,6 +83,11 @@ def _ssh_dir(state_dir: Path) -> Path:
     return Path(state_dir).resolve() / "ssh"
 
 
+def persona_home(state_dir: Path, device: str) -> Path:
+    """The virtual device's own $HOME (its ``~/.edgelab/store`` lives there, not in the lab host's)."""
+    return _ssh_dir(state_dir) / "homes" / device
+
+
 def _pid_file(state_dir: Path) -> Path:
     return _ssh_dir(state_dir) / "sshd.pid"
 
@@ -350,8 +355,9 @@ def _sshd_config(state_dir: Path, port: int, user: str, plan: list[tuple[str, st
         "AcceptEnv LANG LC_*",
         f"Subsystem sftp {SFTP_SERVER}",
     ]
-    for _name, addr, p, staged in plan:
-        lines += [f"Match LocalAddress {addr}", f"    ForceCommand {ssh_force_command(staged, p.shell)}"]
+    for name, addr, p, staged in plan:
+        force = ssh_force_command(staged, p.shell, home=persona_home(state_dir, name))
+        lines += [f"Match LocalAddress {addr}", f"    ForceCommand {force}"]
     return "\n".join(lines) + "\n"
 
 
@@ -467,6 +473,8 @@ def start_ssh_lab(
     host_pub_line = " ".join(host_pub.split()[:2])
 
     plan = _stage_personas(state_dir, chosen, clones)
+    for name, _addr, _p, _staged in plan:
+        persona_home(state_dir, name).mkdir(parents=True, exist_ok=True, mode=0o700)
     config = _config_file(state_dir)
     config.write_text(_sshd_config(state_dir, port, user, plan))
     if os.geteuid() == 0:
