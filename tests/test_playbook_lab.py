@@ -33,7 +33,7 @@ def lab_env(tmp_path_factory, ssh_lab, adb_lab):
 def test_smoke_runs_green_on_the_virtual_lab_and_writes_junit(lab_env, tmp_path):
     out = tmp_path / "smoke.xml"
     res = runner.invoke(app, ["play", str(PLAYBOOKS / "smoke.yaml"), "--limit", "s25,orin-agx",
-                              "--junit", str(out), "--json", "--var", "vla_steps=5"])
+                              "--junit", str(out), "--json", "--var", "vla_requests=5"])
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     assert data["ok"] and {j["device"] for j in data["jobs"]} == {"s25", "orin-agx"}
@@ -64,9 +64,10 @@ def test_a_failing_gate_exits_1_with_a_failing_junit_case(lab_env, tmp_path):
     pb = tmp_path / "strict.yaml"
     pb.write_text(
         "name: strict\ndevices: [s24]\nsteps:\n"
+        "  - probe: {}\n"
         "  - bench: {workload: tts, requests: 1, frames: 12, frames_per_s: 0}\n"
         "  - gate: ['ttfa.p95 < 0.001ms']\n"
-        "  - probe: {}\n"
+        "  - {probe: {}, name: after}\n"
         "cleanup:\n  - stop: {}\n"
     )
     out = tmp_path / "strict.xml"
@@ -77,7 +78,7 @@ def test_a_failing_gate_exits_1_with_a_failing_junit_case(lab_env, tmp_path):
     cases = {c.get("name"): c for c in root.iter("testcase")}
     failure = cases["gate"].find("failure")
     assert failure is not None and failure.get("type") == "test" and "ttfa.p95" in failure.get("message")
-    assert cases["probe"].find("skipped") is not None  # steps after a failure are skipped
+    assert cases["probe"].find("skipped") is None and cases["after"].find("skipped") is not None  # steps after a failure are skipped
     assert cases["cleanup: stop"].find("failure") is None  # cleanup still ran
 
 
@@ -90,7 +91,7 @@ def test_unreachable_device_is_an_infra_error_not_a_test_failure(lab_env, tmp_pa
         add_device(s, Device(name="gone", transport="adb", adb_serial="127.0.0.1:1", adb_server="127.0.0.1:1",
                              shell="toybox", virtual=True))
     pb = tmp_path / "one.yaml"
-    pb.write_text("name: one\ndevices: [gone]\nsteps:\n  - bench: {workload: vla, steps: 2}\n")
+    pb.write_text("name: one\ndevices: [gone]\nsteps:\n  - bench: {workload: vla, requests: 2}\n")
     out = tmp_path / "one.xml"
     res = runner.invoke(app, ["play", str(pb), "--junit", str(out)])
     assert res.exit_code == 1, res.output
@@ -115,3 +116,55 @@ def test_dry_run_lists_jobs_and_limit_must_name_selected_devices(lab_env):
     assert all(j["pipeline"] == "qwen3-tts-0.6b" for j in jobs)
     res = runner.invoke(app, ["play", str(PLAYBOOKS / "qwen3-tts-qualification.yaml"), "--limit", "xelite-pc"])
     assert res.exit_code == 2 and "does not select" in res.stderr
+
+
+def test_bench_step_goes_through_the_protocol_and_records_its_provenance(lab_env, tmp_path):
+    """The step is edgelab.bench's single_request_batch1_v1: warm-up + measured requests, VLA ticks."""
+    pb = tmp_path / "proto.yaml"
+    pb.write_text(
+        "name: proto\ndevices: [orin-nano]\nsteps:\n  - probe: {}\n"
+        "  - bench: {workload: tts, warmup: 1, requests: 2, band: short, frames: 6, frames_per_s: 0}\n"
+        "    id: t\n"
+        "  - bench: {workload: vla, warmup: 1, requests: 4, control_hz: 20, slow_every: 2, slow_ms: 80}\n"
+        "    id: v\n"
+        "  - gate: {run: v, checks: ['deadline_misses >= 1', 'action_chunks == 5']}\n"
+    )
+    res = runner.invoke(app, ["play", str(pb), "--json"])
+    assert res.exit_code == 0, res.output
+    job = json.loads(res.stdout)["jobs"][0]
+    tts, vla = job["steps"][1], job["steps"][2]
+    assert tts["details"]["protocol"] == "single_request_batch1_v1"
+    prov = tts["details"]["provenance"]
+    assert prov["virtual"] is True and prov["runtime"] == "reference" and prov["facts_hash"] == job["facts_hash"]
+    assert "--warmup 1 --requests 2" in prov["command"]
+    assert tts["details"]["summary"]["requests"]["by_phase"] == {"warmup": 1, "measured": 2}
+    assert "--control-hz 20 --steps 5 --slow-every 2 --slow-ms 80" in vla["details"]["provenance"]["command"]
+    from edgelab.store.db import get_engine, session_scope
+    from edgelab.store.runs import get_run
+
+    with session_scope(get_engine(lab_env), write=False) as s:
+        assert get_run(s, tts["run_id"]).kind == "bench" and get_run(s, tts["run_id"]).meta["clock"]
+
+
+def test_bench_step_timeout_stops_the_run_as_an_infra_failure(lab_env, tmp_path):
+    pb = tmp_path / "slow.yaml"
+    pb.write_text("name: slow\ndevices: [orin-agx]\nsteps:\n  - probe: {}\n"
+                  "  - bench: {workload: vla, warmup: 0, requests: 10000, control_hz: 10}\n    timeout: 3\n")
+    res = runner.invoke(app, ["play", str(pb), "--json"])
+    assert res.exit_code == 1, res.output
+    step = json.loads(res.stdout)["jobs"][0]["steps"][1]
+    assert step["status"] == "failed" and step["category"] == "infra" and "timeout" in step["message"]
+    from edgelab.store.db import get_engine, session_scope
+    from edgelab.store.runs import get_run
+
+    with session_scope(get_engine(lab_env), write=False) as s:
+        assert get_run(s, step["run_id"]).state == "stopped"
+
+
+def test_bench_without_a_probe_snapshot_says_to_probe_first(lab_env, tmp_path):
+    pb = tmp_path / "noprobe.yaml"
+    pb.write_text("name: noprobe\ndevices: [sa8775p]\nsteps:\n  - bench: {workload: tts, requests: 1}\n")
+    res = runner.invoke(app, ["play", str(pb), "--json"])
+    assert res.exit_code == 1, res.output
+    step = json.loads(res.stdout)["jobs"][0]["steps"][0]
+    assert step["category"] == "infra" and "probe" in step["message"]

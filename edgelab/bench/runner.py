@@ -10,6 +10,7 @@ count is finite. Today the ``reference`` runtime is the one whose output has an 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,6 +78,14 @@ class BenchResult:
         return out
 
 
+class BenchFailed(EdgelabError):
+    """The workload started but did not finish; its run (``run_id``) is stored as failed."""
+
+    def __init__(self, message: str, *, run_id: str, remedy: str):
+        super().__init__(message, remedy=remedy)
+        self.run_id = run_id
+
+
 def _validate(req: BenchRequest) -> None:
     if req.band not in BANDS:
         raise ConfigError(f"unknown band {req.band!r}", remedy=f"use one of {', '.join(BANDS)}")
@@ -120,11 +129,13 @@ def _reference_process(planned: lifecycle.Planned) -> list[str]:
 
 
 def run_bench(engine: Engine, req: BenchRequest, *, opts: Options | None = None,
-              on_event: Callable[[ev.Event], None] | None = None) -> BenchResult:
+              on_event: Callable[[ev.Event], None] | None = None,
+              cancel: threading.Event | None = None) -> BenchResult:
     """Plan, start the workload, ingest its events until it ends; returns the stored result.
 
     Refused (Refusal) before anything starts when the plan cannot run; Ctrl-C stops the remote
-    process and leaves the run ``stopped`` with what was measured so far.
+    process and leaves the run ``stopped`` with what was measured so far. Setting ``cancel`` (a
+    caller's timeout or stop) does the same without an exception: the result's state is ``stopped``.
     """
     _validate(req)
     opts = opts or Options()
@@ -167,7 +178,7 @@ def run_bench(engine: Engine, req: BenchRequest, *, opts: Options | None = None,
             run = get_run(s, run_id)
             run.meta = dict(meta)
             s.add(run)
-        final, state = _stream(engine, t, argv, run_id, offset, on_event)
+        final, state = _stream(engine, t, argv, run_id, offset, on_event, cancel)
     finally:
         t.close()
     with session_scope(engine, write=False) as s:
@@ -177,10 +188,20 @@ def run_bench(engine: Engine, req: BenchRequest, *, opts: Options | None = None,
 
 
 def _stream(engine: Engine, t, argv: list[str], run_id: str, offset: ev.ClockOffset,
-            on_event: Callable[[ev.Event], None] | None) -> tuple[dict[str, Any], str]:
+            on_event: Callable[[ev.Event], None] | None,
+            cancel: threading.Event | None = None) -> tuple[dict[str, Any], str]:
     ing = Ingestor(engine, run_id)
     proc = t.stream(argv)
     state, error = None, None
+    done = threading.Event()
+    if cancel is not None:
+        def watch() -> None:  # a silent workload yields no event to check on, so a thread watches
+            while not done.wait(0.2):
+                if cancel.is_set():
+                    proc.cancel()
+                    return
+
+        threading.Thread(target=watch, name=f"bench-cancel-{run_id}", daemon=True).start()
     try:
         for e in ev.decode_lines(proc.lines()):
             if e.run is not None and e.run != run_id:
@@ -191,7 +212,9 @@ def _stream(engine: Engine, t, argv: list[str], run_id: str, offset: ev.ClockOff
             if on_event:
                 on_event(e)
         code = proc.wait(timeout=30)
-        if code not in (0, None):
+        if cancel is not None and cancel.is_set():
+            state, error = "stopped", "cancelled by the caller (timeout or stop)"
+        elif code not in (0, None):
             state, error = "failed", f"workload exited {code}: {proc.stderr.strip()[-300:]}"
     except KeyboardInterrupt:
         proc.cancel()
@@ -202,6 +225,8 @@ def _stream(engine: Engine, t, argv: list[str], run_id: str, offset: ev.ClockOff
         proc.cancel()
         ing.close(state="failed", error=f"{type(exc).__name__}: {exc}"[:2000])
         raise
+    finally:
+        done.set()
     err_text = proc.stderr.strip()
     if err_text:
         import time
@@ -210,7 +235,8 @@ def _stream(engine: Engine, t, argv: list[str], run_id: str, offset: ev.ClockOff
             ing.feed(ev.LogLine(t=time.time(), stream="stderr", line=line))
     final = ing.close(state=state, error=error)
     if state == "failed":
-        raise EdgelabError(f"bench run {run_id} failed: {error}", remedy=f"see `edgelab runs show {run_id}`")
+        raise BenchFailed(f"bench run {run_id} failed: {error}", run_id=run_id,
+                          remedy=f"see `edgelab runs show {run_id}`")
     return final, state or "finished"
 
 

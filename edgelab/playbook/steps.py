@@ -14,15 +14,13 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from edgelab import __version__
 from edgelab.errors import DeviceStateError, EdgelabError, RemoteTimeout, TransportError
 from edgelab.playbook.gates import evaluate
 from edgelab.playbook.results import JobResult, StepFailure, StepResult
 from edgelab.playbook.schema import Step
 from edgelab.store.db import session_scope
 
-WORKLOAD_PIPELINE = {"tts": "qwen3-tts-0.6b", "vla": "internvla-a1"}
-PIPELINE_WORKLOAD = {"qwen3-tts-0.6b": "tts", "qwen3-tts": "tts", "qwen3-tts-1.7b": "tts", "internvla-a1": "vla"}
+WORKLOAD_PIPELINE = {"tts": "qwen3-tts-0.6b", "vla": "internvla-a1"}  # reference workload -> its pipeline
 
 
 @dataclass
@@ -166,101 +164,100 @@ def do_stop(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float |
     out.message = "stopped " + ", ".join(stopped)
 
 
-# ---------------------------------------------------------------- bench (the reference workloads)
+# ---------------------------------------------------------------- bench (edgelab.bench's protocol)
 
 
-def bench_argv(workload: str, opts: dict[str, Any], run_id: str, device: str) -> list[str]:
-    argv = [str(opts.get("python") or "python3"), "-m", "edgelab.reference", workload]
-    flags = {"tts": ("requests", "warmup", "band", "schedule", "frames", "frames_per_s", "seed"),
-             "vla": ("control_hz", "steps", "slow_every", "slow_ms", "seed")}[workload]
-    for key in flags:
-        if key in opts and opts[key] is not None:
-            argv += [f"--{key.replace('_', '-')}", str(opts[key])]
-    return argv + ["--run", run_id, "--device", device]
+def bench_request(ctx: JobContext, opts: dict[str, Any]) -> Any:
+    """The step's options as an edgelab.bench request: ``workload: tts|vla`` names the reference
+    workload (runtime ``reference``); ``pipeline`` alone lets the planner choose the runtime."""
+    from edgelab.bench import BenchRequest
+
+    pipeline = opts.get("pipeline") or ctx.pipeline
+    workload = opts.get("workload")
+    if workload is None and pipeline is None:
+        raise StepFailure("bench needs a workload (tts|vla) or a pipeline (step option or the playbook's "
+                          "pipelines:)", "infra")
+    pipeline = str(pipeline or WORKLOAD_PIPELINE[str(workload)])
+    runtime = opts.get("runtime") or ("reference" if workload else None)
+    req = BenchRequest(device=ctx.device, pipeline=pipeline, runtime=runtime, strategy=opts.get("strategy"))
+    for key, cast in (("requests", int), ("warmup", int), ("band", str), ("control_hz", float),
+                      ("frames_per_s", float), ("frames", int), ("slow_every", int), ("slow_ms", float)):
+        if opts.get(key) is not None:
+            try:
+                setattr(req, key, cast(opts[key]))
+            except (TypeError, ValueError) as err:
+                raise StepFailure(f"bench option {key}: {opts[key]!r} is not a {cast.__name__}", "infra") from err
+    return req
+
+
+def _refusal_category(code: str) -> str:
+    """An unreachable device is the lab's trouble; any other refusal is the device saying it cannot."""
+    return "infra" if code == "device_unreachable" else "device"
 
 
 def do_bench(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult) -> None:
-    from edgelab.metrics.events import EventError, decode
-    from edgelab.metrics.ingest import Ingestor
-    from edgelab.store.devices import get_device
-    from edgelab.store.runs import create_run, new_run_id
+    from edgelab.bench import BenchFailed, run_bench
+    from edgelab.deploy.lifecycle import Options
+    from edgelab.deploy.refusal import Refusal
+    from edgelab.errors import NotFound
+    from edgelab.store.snapshots import latest_snapshot
 
-    pipeline = opts.get("pipeline") or ctx.pipeline
-    workload = opts.get("workload") or PIPELINE_WORKLOAD.get(str(pipeline))
-    if workload not in WORKLOAD_PIPELINE:
-        raise StepFailure(f"no reference workload for pipeline {pipeline!r} in this build "
-                          "(tts: qwen3-tts, vla: internvla-a1)", "infra")
-    pipeline = pipeline or WORKLOAD_PIPELINE[workload]
-    run_id = new_run_id()
-    argv = bench_argv(workload, opts, run_id, ctx.device)
-    t = ctx.transport()
-    meta: dict[str, Any] = {"playbook": ctx.playbook, "step": step.name, "workload": workload}
-    if workload == "vla":
-        meta["control_period_s"] = 1.0 / float(opts.get("control_hz") or 10.0)
-    with session_scope(ctx.engine) as s:
-        dev = get_device(s, ctx.device)
-        virtual = bool(dev.virtual)
-        create_run(s, id=run_id, pipeline=str(pipeline), device_name=ctx.device, runtime="reference",
-                   kind="playbook", virtual=virtual, command=t.command_line(argv), meta=meta,
-                   provenance={"device": ctx.device, "facts_hash": ctx.result.facts_hash, "runtime": "reference",
-                               "weights": "random", "edgelab_version": __version__, "virtual": virtual,
-                               "playbook": ctx.playbook, "argv": argv,
-                               "artifacts": dict(ctx.result.artifacts)})
-    out.run_id = run_id
-    timed_out = threading.Event()
-    bad_lines = 0
+    req = bench_request(ctx, opts)
     try:
-        proc = t.stream(argv)
-    except EdgelabError as err:
-        with session_scope(ctx.engine) as s:
-            from edgelab.store.runs import get_run, set_state
+        with session_scope(ctx.engine, write=False) as s:
+            latest_snapshot(s, ctx.device)
+    except NotFound as err:
+        raise StepFailure(f"{ctx.device} has no probe snapshot: bench plans from the device's facts "
+                          "(put a `probe: {}` step before it)", "infra") from err
+    cancel = threading.Event()
+    timed_out = threading.Event()
 
-            set_state(s, get_run(s, run_id), "failed", error=str(err))
-        raise StepFailure(f"cannot start the workload: {err}", classify(err)) from err
-    watchdog = None
-    if deadline is not None:
-        def expire() -> None:
-            timed_out.set()
-            proc.cancel()
+    def expire() -> None:
+        timed_out.set()
+        cancel.set()
 
-        watchdog = threading.Timer(max(0.0, deadline - time.monotonic()), expire)
+    watchdog = threading.Timer(max(0.0, deadline - time.monotonic()), expire) if deadline is not None else None
+
+    def relay_stop() -> None:  # the play's Ctrl-C stops this run too; ends once the run is over
+        while not cancel.wait(0.2):
+            if ctx.stop_event.is_set():
+                cancel.set()
+
+    relay = threading.Thread(target=relay_stop, name=f"play-stop-{ctx.device}", daemon=True)
+    if watchdog is not None:
         watchdog.daemon = True
         watchdog.start()
-    ing = Ingestor(ctx.engine, run_id)
-    summary: dict[str, Any] = {}
+    relay.start()
     try:
-        for line in proc.lines():
-            if not line.startswith("{"):
-                continue
-            try:
-                ing.feed(decode(line))
-            except EventError:
-                bad_lines += 1
-            if ctx.stop_event.is_set():
-                proc.cancel()
-        code = proc.wait(timeout=30)
+        res = run_bench(ctx.engine, req, opts=Options(transport={"timeout": 15}), cancel=cancel)
+    except Refusal as r:
+        out.details = {"refusal": r.to_dict(), "pipeline": req.pipeline}
+        raise StepFailure(f"refused: {r}" + (f" (-> {r.remedy})" if r.remedy else ""),
+                          _refusal_category(r.code), out.details) from r
+    except BenchFailed as err:
+        out.run_id = err.run_id
+        raise StepFailure(f"{err} on {ctx.device}", "device", {"pipeline": req.pipeline}) from err
     finally:
         if watchdog is not None:
             watchdog.cancel()
-    if timed_out.is_set():
-        summary = ing.close(state="stopped", error="step timeout")
-        raise StepFailure(f"{workload} run {run_id} passed its step timeout and was stopped", "infra",
-                          {"summary": summary})
-    if code != 0:
-        tail = (proc.stderr or "").strip().splitlines()[-3:]
-        summary = ing.close(state="failed", error=f"exit {code}")
-        raise StepFailure(f"{workload} workload exited {code} on {ctx.device}: {' | '.join(tail)}", "device",
-                          {"summary": summary})
-    summary = ing.close()
-    ctx.runs["last"] = {"run_id": run_id, "summary": summary, "pipeline": pipeline}
+        cancel.set()  # run_bench has returned: this ends the relay thread
+    out.run_id = res.run_id
+    summary = res.summary
+    prov = res.provenance
+    ctx.result.facts_hash = ctx.result.facts_hash or prov.get("facts_hash")
+    ctx.runs["last"] = {"run_id": res.run_id, "summary": summary, "pipeline": req.pipeline}
     if step.id:
         ctx.runs[step.id] = ctx.runs["last"]
-    ctx.result.pipeline = ctx.result.pipeline
+    out.details = {"summary": summary, "pipeline": req.pipeline, "kind": res.kind, "virtual": prov.get("virtual"),
+                   "provenance": prov, "protocol": res.meta.get("protocol"),
+                   "live_equals_final": res.live_equals_final}
+    if res.state != "finished":
+        why = "passed its step timeout" if timed_out.is_set() else "was stopped"
+        raise StepFailure(f"{res.kind} run {res.run_id} {why} and was stopped", "infra", out.details)
     failed = (summary.get("requests") or {}).get("failed") or 0
-    out.details = {"summary": summary, "pipeline": pipeline, "virtual": virtual, "bad_lines": bad_lines}
     if failed:
-        raise StepFailure(f"{failed} request(s) failed in run {run_id}", "test", out.details)
-    out.message = f"run {run_id} finished ({pipeline}, {_headline(summary)})"
+        raise StepFailure(f"{failed} request(s) failed in run {res.run_id}", "test", out.details)
+    out.message = f"run {res.run_id} finished ({req.pipeline}, {_headline(summary)})"
 
 
 def _headline(summary: dict[str, Any]) -> str:
