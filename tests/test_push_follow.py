@@ -107,3 +107,16 @@ def test_gcm_negotiated_and_sftp_writes_fit_one_packet(ssh_endpoint, tmp_path):
             assert 4096 <= size and size + SFTP_WRITE_HEADER + len(f.handle) <= per_packet
     finally:
         t.close()
+
+
+def test_two_followers_of_one_blob_both_confirm(local_store):
+    """A follower left over from a cut attempt that renames first does not stall the retry's."""
+    data = os.urandom(3 << 20)
+    sha = hashlib.sha256(data).hexdigest()
+    local_store.ensure()
+    first, second = local_store.follow(sha, len(data)), local_store.follow(sha, len(data))
+    _write_slowly(Path(local_store.part(sha)), data, 3)
+    a = local_store.finish_follow(first, sha, len(data))
+    b = local_store.finish_follow(second, sha, len(data))
+    assert a and b and a[0] == b[0] == len(data)
+    assert sha256_path(Path(local_store.blob(sha))) == sha

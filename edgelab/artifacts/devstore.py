@@ -48,6 +48,8 @@ _FOLLOW_TICK_S = 0.05
 # renames into place. A mismatch (or a stall) exits 3 and leaves .part alone: the caller decides.
 # While it waits it prints a "." about once a second: once its connection is gone (a cut upload)
 # that write fails and the follower dies instead of lingering beside the retry's own follower.
+# Should one still win the race and rename first, the blob (only ever renamed after a verified
+# hash) is taken as done.
 _FOLLOW_SCRIPT = r"""
 part=$1 total=$2 step=$3 sha=$4 blob=$5 stall=$6 mib=1048576
 exec 3>&1
@@ -58,6 +60,7 @@ follow() {
     while :; do
       have=$(stat -c %s "$part" 2>/dev/null) || have=0
       if [ "$have" -ge "$end" ]; then break; fi
+      if [ ! -e "$part" ] && [ -f "$blob" ]; then return 6; fi
       idle=$((idle + 1)); if [ "$idle" -gt "$stall" ]; then echo "stalled at $have" >&2; return 4; fi
       if [ $((idle % 20)) -eq 0 ]; then echo . >&3 || exit 5; fi
       sleep 0.05 2>/dev/null || sleep 1
@@ -68,6 +71,7 @@ follow() {
   done
 }
 got=$(follow | h) || exit 1
+if [ ! -e "$part" ] && [ -f "$blob" ]; then stat -c "%s|%z|%i" "$blob"; exit 0; fi
 got=${got%% *}
 if [ "$got" != "$sha" ]; then echo "mismatch $got"; exit 3; fi
 mv -f "$part" "$blob" || exit 1

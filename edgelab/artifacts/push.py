@@ -123,7 +123,8 @@ def _upload_and_verify(
     the blob's stat after the rename, and when the upload itself finished."""
     if not store.follows:
         upload(store, local, sha, offset, total, sent, segment=segment)
-        return store.finalize(sha, total), time.monotonic()
+        uploaded = time.monotonic()
+        return store.finalize(sha, total), uploaded
     if offset == 0 and part is not None:
         store.remove([store.part(sha)])  # stale bytes: the follower must not hash them
     follower = store.follow(sha, total)
