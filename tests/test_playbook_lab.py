@@ -168,3 +168,20 @@ def test_bench_without_a_probe_snapshot_says_to_probe_first(lab_env, tmp_path):
     assert res.exit_code == 1, res.output
     step = json.loads(res.stdout)["jobs"][0]["steps"][0]
     assert step["category"] == "infra" and "probe" in step["message"]
+
+
+def test_a_device_without_the_interpreter_is_a_device_failure_with_the_reason(lab_env, tmp_path, monkeypatch):
+    """The reference plan names the lab's interpreter; a device lacking it (here: a path that exists
+    nowhere) cannot start the workload: a `device` failure that says so, POSIX and PowerShell alike."""
+    import sys
+
+    pb = tmp_path / "nopy.yaml"
+    pb.write_text("name: nopy\ndevices: [orin-agx, xelite-pc]\nsteps:\n  - probe: {}\n"
+                  "  - bench: {workload: vla, requests: 2}\n")
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-such-python3"))
+    res = runner.invoke(app, ["play", str(pb), "--json"])
+    assert res.exit_code == 1, res.output
+    for job in json.loads(res.stdout)["jobs"]:
+        step = job["steps"][1]
+        assert step["status"] == "failed" and step["category"] == "device", step
+        assert "could not start" in step["message"] and "no-such-python3" in step["message"] and step["run_id"]

@@ -81,9 +81,12 @@ class BenchResult:
 class BenchFailed(EdgelabError):
     """The workload started but did not finish; its run (``run_id``) is stored as failed."""
 
-    def __init__(self, message: str, *, run_id: str, remedy: str):
+    def __init__(self, message: str, *, run_id: str, remedy: str, exit_code: int | None = None,
+                 stderr: str = ""):
         super().__init__(message, remedy=remedy)
         self.run_id = run_id
+        self.exit_code = exit_code
+        self.stderr = stderr
 
 
 def _validate(req: BenchRequest) -> None:
@@ -192,7 +195,7 @@ def _stream(engine: Engine, t, argv: list[str], run_id: str, offset: ev.ClockOff
             cancel: threading.Event | None = None) -> tuple[dict[str, Any], str]:
     ing = Ingestor(engine, run_id)
     proc = t.stream(argv)
-    state, error = None, None
+    state, error, code = None, None, None
     done = threading.Event()
     if cancel is not None:
         def watch() -> None:  # a silent workload yields no event to check on, so a thread watches
@@ -236,7 +239,7 @@ def _stream(engine: Engine, t, argv: list[str], run_id: str, offset: ev.ClockOff
     final = ing.close(state=state, error=error)
     if state == "failed":
         raise BenchFailed(f"bench run {run_id} failed: {error}", run_id=run_id,
-                          remedy=f"see `edgelab runs show {run_id}`")
+                          remedy=f"see `edgelab runs show {run_id}`", exit_code=code, stderr=err_text)
     return final, state or "finished"
 
 

@@ -190,6 +190,21 @@ def bench_request(ctx: JobContext, opts: dict[str, Any]) -> Any:
     return req
 
 
+_NOT_STARTED = ("not recognized as the name of", "CommandNotFoundException", ": not found", "No such file")
+
+
+def _failed_text(err: Any, device: str) -> str:
+    """One clear line: a workload that could not even start (no interpreter on the device: exit 127,
+    PowerShell's CommandNotFoundException) is said so, with the device's own first error line."""
+    lines = [ln.strip() for ln in (err.stderr or "").splitlines() if ln.strip()]
+    if err.exit_code == 127 or any(m in (err.stderr or "") for m in _NOT_STARTED):
+        first = next((ln for ln in lines if any(m in ln for m in _NOT_STARTED)), lines[0] if lines else "")
+        return (f"the workload could not start on {device} (exit {err.exit_code}): {first[:240]} - the reference "
+                f"runtime needs its Python interpreter with edgelab on the device (run {err.run_id} failed)")
+    tail = " | ".join(lines[-3:])[:400]
+    return f"workload of run {err.run_id} exited {err.exit_code} on {device}: {tail}"
+
+
 def _refusal_category(code: str) -> str:
     """An unreachable device is the lab's trouble; any other refusal is the device saying it cannot."""
     return "infra" if code == "device_unreachable" else "device"
@@ -236,7 +251,7 @@ def do_bench(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float 
                           _refusal_category(r.code), out.details) from r
     except BenchFailed as err:
         out.run_id = err.run_id
-        raise StepFailure(f"{err} on {ctx.device}", "device", {"pipeline": req.pipeline}) from err
+        raise StepFailure(_failed_text(err, ctx.device), "device", {"pipeline": req.pipeline}) from err
     finally:
         if watchdog is not None:
             watchdog.cancel()
