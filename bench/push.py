@@ -6,6 +6,9 @@ then an unchanged re-push. Numbers are loopback figures against virtual devices 
 the real adb server in front of edgelab's Python adbd emulator): they compare the tools on the
 same path, they say nothing about a real device's link. Not part of the test suite.
 
+edgelab's device-side SHA-256 runs while the bytes arrive (it follows ``.part``), so "sha256 tail"
+is only what is left of it once the upload ends; the upload row includes the overlapped hashing.
+
 Each full push is repeated (``--repeat``, interleaved edgelab / rsync / scp and edgelab / adb push)
 and the best and the median of the rounds are printed: on a shared 2-core box a single round can be
 off by 2x either way, for any tool.
@@ -112,7 +115,7 @@ def main() -> int:
                 r = push_blob(store, blob, stamps=stamps)
                 rows.append(("ssh", "edgelab push (upload+device sha256+rename)", r.seconds))
                 rows.append(("ssh", "  of which upload (SFTP, pipelined)", r.upload_seconds))
-                rows.append(("ssh", "  of which device sha256 + rename", r.verify_seconds))
+                rows.append(("ssh", "  of which sha256 tail + rename (after upload)", r.verify_seconds))
                 if i == rounds - 1:
                     t0 = time.monotonic()
                     r2 = push_blob(store, blob, stamps=stamps)
@@ -155,7 +158,7 @@ def main() -> int:
                 r = push_blob(store, blob, stamps=stamps)
                 rows.append(("adb", "edgelab push (upload+device sha256+rename)", r.seconds))
                 rows.append(("adb", "  of which upload (sync, 64 KiB DATA, segments)", r.upload_seconds))
-                rows.append(("adb", "  of which device sha256 + rename", r.verify_seconds))
+                rows.append(("adb", "  of which sha256 tail + rename (after upload)", r.verify_seconds))
                 if i == rounds - 1:
                     t0 = time.monotonic()
                     r2 = push_blob(store, blob, stamps=stamps)
