@@ -7,7 +7,7 @@ weights on the CPU (``python -m edgelab.reference``); it never claims an acceler
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from edgelab.catalog.pipelines import PipelineSpec
@@ -45,7 +45,13 @@ class PlanContext:
     virtual: bool = False
     runtime: str | None = None  # operator override
     endpoint: str | None = None  # S4 server URL
-    python: str = field(default_factory=lambda: sys.executable)  # for the reference runtime on a virtual device
+    python: str | None = None  # the reference runtime's interpreter; see __post_init__
+
+    def __post_init__(self) -> None:
+        # A virtual device's commands are processes on the lab host, so they use this interpreter;
+        # a real device runs the reference zipapp with its own python3.
+        if self.python is None:
+            self.python = sys.executable if self.virtual else "python3"
 
 
 def runtime_and_backend(ctx: PlanContext) -> tuple[str, str]:
