@@ -20,12 +20,12 @@ from openpi_client.websocket_client_policy import WebsocketClientPolicy
 from openpi_server import WebsocketPolicyServer
 
 from edgelab.errors import TransportError
-from edgelab.metrics.events import RequestEnd, RequestStart, RunEnd, RunStart
+from edgelab.metrics.events import RunStart
 from edgelab.protocols.serving import check_loopback
 from edgelab.reference import PROVENANCE
 from edgelab.reference.emit import Emitter
-from edgelab.reference.vla import ReferenceVLA, synthetic_observation
-from edgelab.reference.vla_run import control_loop
+from edgelab.reference.vla import ReferenceVLA
+from edgelab.reference.vla_run import episode
 
 
 class ReferencePolicy(BasePolicy):
@@ -195,16 +195,4 @@ def run_openpi_loop(
             meta={"endpoint": "openpi", "server": meta, "control_hz": control_hz, "control_period_s": period},
         )
     )
-    rid = f"{em.run or 'run'}-episode"
-    em.emit(RequestStart(t=time.time(), request=rid, phase="measured", input="synthetic observations"))
-    skipped = control_loop(
-        em,
-        client.infer,
-        period_s=period,
-        steps=steps,
-        request=rid,
-        observe=lambda: synthetic_observation(rng),
-    )
-    em.emit(RequestEnd(t=time.time(), request=rid, ok=True))
-    em.emit(RunEnd(t=time.time(), state="finished"))
-    return skipped
+    return episode(em, client.infer, period_s=period, steps=steps, rng=rng)

@@ -58,15 +58,22 @@ def run_vla(
             },
         )
     )
+    return episode(em, policy.infer, period_s=period, steps=steps, rng=rng)
+
+
+def episode(
+    em: Emitter,
+    infer: Callable[[dict[str, Any]], dict[str, Any]],
+    *,
+    period_s: float,
+    steps: int,
+    rng: np.random.Generator,
+) -> int:
+    """One measured episode of synthetic observations at the control rate, then the run's end."""
     rid = f"{em.run or 'run'}-episode"
     em.emit(RequestStart(t=time.time(), request=rid, phase="measured", input="synthetic observations"))
     skipped = control_loop(
-        em,
-        policy.infer,
-        period_s=period,
-        steps=steps,
-        request=rid,
-        observe=lambda: synthetic_observation(rng),
+        em, infer, period_s=period_s, steps=steps, request=rid, observe=lambda: synthetic_observation(rng)
     )
     em.emit(RequestEnd(t=time.time(), request=rid, ok=True))
     em.emit(RunEnd(t=time.time(), state="finished"))
