@@ -33,6 +33,7 @@ from edgelab.artifacts.hashing import sha256_path
 from edgelab.artifacts.push import BlobSpec, push_blob
 from edgelab.sim.adb_lab import adb_binary, start_adb_lab, stop_adb_lab
 from edgelab.sim.adb_lab import free_port as adb_free_port
+from edgelab.sim.lab import ssh_endpoint
 from edgelab.sim.sshd import client_config, free_port, start_ssh_lab, stop_ssh_lab
 from edgelab.transport.base import Endpoint
 from edgelab.transport.quoting import Shell
@@ -93,17 +94,7 @@ def main() -> int:
         try:
             cfg = work / "ssh_config"
             cfg.write_text(client_config(info))
-            dev = info.device("orin-agx")
-            ep = Endpoint(
-                name=dev.name,
-                kind="ssh",
-                ssh_user=info.user,
-                ssh_host=dev.address,
-                ssh_port=dev.port,
-                host_key_fingerprint=info.host_key_fingerprint,
-                shell=Shell(dev.shell),
-                extra={"identity_file": str(info.client_key_path), "known_hosts": str(info.known_hosts_path)},
-            )
+            ep = ssh_endpoint(info, "orin-agx")
             remote_dir = work / "ssh-remote"  # the virtual device writes the lab host's disk
             remote_dir.mkdir()
             ssh = ["-F", str(cfg)]
