@@ -2,6 +2,7 @@
 
 import pytest
 
+from edgelab.store import db as dbmod
 from edgelab.transport.local import LocalTransport
 
 pytest_plugins = [
@@ -13,3 +14,13 @@ pytest_plugins = [
 @pytest.fixture(scope="session")
 def local_transport() -> LocalTransport:
     return LocalTransport("lab-host")
+
+
+@pytest.fixture
+def dbpath(tmp_path, monkeypatch):
+    """A fresh SQLite path for one test, with edgelab's home and engine cache isolated."""
+    monkeypatch.setenv("EDGELAB_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("EDGELAB_DB", raising=False)
+    dbmod.dispose_engines()
+    yield tmp_path / "lab.db"
+    dbmod.dispose_engines()

@@ -20,15 +20,6 @@ from edgelab.store.models import Device
 runner = CliRunner()
 
 
-@pytest.fixture
-def dbpath(tmp_path, monkeypatch):
-    monkeypatch.setenv("EDGELAB_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("EDGELAB_DB", raising=False)
-    dbmod.dispose_engines()
-    yield tmp_path / "lab.db"
-    dbmod.dispose_engines()
-
-
 def cli(db, *args, input=None):
     return runner.invoke(app, ["--db", str(db), *args], input=input)
 

@@ -8,21 +8,11 @@ import pytest
 from typer.testing import CliRunner
 
 from edgelab.cli import app
-from edgelab.store import db as dbmod
 from edgelab.store.db import get_engine, session_scope
 from edgelab.store.devices import get_device, list_devices, normalize_name
 
 pytestmark = pytest.mark.adb
 runner = CliRunner()
-
-
-@pytest.fixture
-def dbpath(tmp_path, monkeypatch):
-    monkeypatch.setenv("EDGELAB_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("EDGELAB_DB", raising=False)
-    dbmod.dispose_engines()
-    yield tmp_path / "lab.db"
-    dbmod.dispose_engines()
 
 
 def cli(db, *args):

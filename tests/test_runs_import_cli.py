@@ -13,21 +13,11 @@ from edgelab.cli import app
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
 from edgelab.metrics.results import import_study, provenance
-from edgelab.store import db as dbmod
 from edgelab.store.db import get_engine, session_scope
 from edgelab.store.runs import create_run, get_run, get_summary, requests_of, samples_of
 
 STUDY = Path(__file__).parent / "fixtures" / "study_run"
 runner = CliRunner()
-
-
-@pytest.fixture
-def dbpath(tmp_path, monkeypatch):
-    monkeypatch.setenv("EDGELAB_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("EDGELAB_DB", raising=False)
-    dbmod.dispose_engines()
-    yield tmp_path / "lab.db"
-    dbmod.dispose_engines()
 
 
 def cli(db, *args):
