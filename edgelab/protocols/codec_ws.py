@@ -21,8 +21,7 @@ from typing import Any
 
 import numpy as np
 from websockets.asyncio.server import ServerConnection
-from websockets.exceptions import ConnectionClosed, WebSocketException
-from websockets.sync.client import connect
+from websockets.exceptions import ConnectionClosed
 
 from edgelab.errors import TransportError
 from edgelab.metrics.events import (
@@ -34,6 +33,7 @@ from edgelab.metrics.events import (
     RequestStart,
     StageTiming,
 )
+from edgelab.protocols.speech_ws import Recorder, open_ws, stream_url
 from edgelab.reference import PROVENANCE
 from edgelab.reference.tts import (
     CODEBOOK_SIZE,
@@ -131,8 +131,6 @@ class CodecStreamClient:
         decode: bool = True,
         timeout: float = 120.0,
     ):
-        from edgelab.protocols.speech_ws import stream_url
-
         self.url = stream_url(url)
         self.config = {"model": "qwen3-tts", **(config or {}), "output_mode": "codec_tokens"}
         self.run, self.on_event, self.timeout = run, on_event, timeout
@@ -151,20 +149,9 @@ class CodecStreamClient:
         segments = [text] if isinstance(text, str) else list(text)
         self._n += 1
         rid = request or f"{self.run or 'codec'}-r{self._n:03d}"
-        try:
-            ws = connect(self.url, open_timeout=self.timeout, max_size=None, compression=None)
-        except (OSError, WebSocketException) as err:
-            raise TransportError(
-                f"cannot open {self.url}: {err}", remedy="check the server is running"
-            ) from err
+        ws = open_ws(self.url, self.timeout)
         res = CodecResult(request=rid, submit_t=time.time())
-
-        def rec(ev: Event) -> None:
-            ev.run = self.run
-            res.events.append(ev)
-            if self.on_event is not None:
-                self.on_event(ev)
-
+        rec = Recorder(res, self.run, self.on_event)
         rec(RequestStart(t=res.submit_t, request=rid, phase=phase, band=band, input=" | ".join(segments)))
         context: np.ndarray | None = None
         codebooks = CODEBOOKS

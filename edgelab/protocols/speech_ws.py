@@ -74,8 +74,18 @@ class SpeechResult:
         return audio_metrics(self.chunks(), wall_ms=wall)
 
 
-class _Recorder:
-    def __init__(self, result: SpeechResult, run: str | None, sink: EventSink | None):
+def open_ws(url: str, timeout: float):
+    """A client WebSocket to a streaming endpoint; an unreachable server is a TransportError."""
+    try:
+        return connect(url, open_timeout=timeout, max_size=None, compression=None)
+    except (OSError, WebSocketException) as err:
+        raise TransportError(f"cannot open {url}: {err}", remedy="check the server is running and the URL/port") from err
+
+
+class Recorder:
+    """Tags each event with the run, keeps it on the result and hands it to the caller's sink."""
+
+    def __init__(self, result: Any, run: str | None, sink: EventSink | None):  # any result with .events
         self.result, self.run, self.sink = result, run, sink
 
     def __call__(self, ev: Event) -> None:
@@ -108,14 +118,9 @@ class SpeechStreamClient:
         self._n += 1
         rid = request or f"{self.run or 'speech'}-r{self._n:03d}"
         t_conn = time.time()
-        try:
-            ws = connect(self.url, open_timeout=self.timeout, max_size=None, compression=None)
-        except (OSError, WebSocketException) as err:
-            raise TransportError(
-                f"cannot open {self.url}: {err}", remedy="check the server is running and the URL/port"
-            ) from err
+        ws = open_ws(self.url, self.timeout)
         res = SpeechResult(request=rid, submit_t=time.time())
-        rec = _Recorder(res, self.run, self.on_event)
+        rec = Recorder(res, self.run, self.on_event)
         rec(StageTiming(t=res.submit_t, request=rid, stage="connect", start=t_conn, end=res.submit_t))
         rec(RequestStart(t=res.submit_t, request=rid, phase=phase, band=band, input=text))
         idx = 0
