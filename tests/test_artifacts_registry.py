@@ -162,3 +162,13 @@ def test_cli_artifact_show_prints_provenance(tmp_path):
         assert res.exit_code == 0, res.output
     finally:
         dbmod.dispose_engines()
+
+
+@pytest.mark.parametrize("name,target", [("model\n", "any"), ("model", "android-arm64\n")])
+def test_a_trailing_newline_is_not_a_valid_name_or_target(engine, tmp_path, name, target):
+    from edgelab.artifacts.registry import add_artifact
+
+    f = tmp_path / "w.bin"
+    f.write_bytes(b"x")
+    with session_scope(engine) as s, pytest.raises(ConfigError):
+        add_artifact(s, name, [f], kind="weights", target=target)

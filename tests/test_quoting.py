@@ -39,6 +39,7 @@ NASTY = [
     "!event",
     "{a,b}",
     "ünïcødé ✓",
+    "0\n",  # a safe word with a trailing newline: `$` in a regex matches before it
 ]
 
 # Text the shells can carry: anything but NUL (and lone surrogates, which are not text).
@@ -74,6 +75,10 @@ def test_mksh_is_tested_when_present() -> None:
     if not shutil.which("mksh"):
         pytest.skip("mksh not installed (apt-get install mksh)")
     assert "mksh" in SHELLS
+
+
+def test_a_trailing_newline_is_quoted() -> None:
+    assert quote_posix("0\n") == "'0\n'"
 
 
 def test_safe_words_stay_bare() -> None:

@@ -19,7 +19,7 @@ from edgelab.transport.quoting import Shell, encode_powershell, quote_powershell
 ANDROID_ROOT = "/data/local/tmp/edgelab/store"
 POSIX_ROOT = "~/.edgelab/store"  # resolved against $HOME on the device
 WINDOWS_ROOT = r"%LOCALAPPDATA%\edgelab\store"
-_SHA = re.compile(r"^[0-9a-f]{64}$")
+_SHA = re.compile(r"[0-9a-f]{64}")
 
 
 def hash_timeout(size: int) -> float:
@@ -95,7 +95,7 @@ class StoreEntry:
 
     @property
     def sha256(self) -> str | None:
-        return self.name if _SHA.match(self.name) else None
+        return self.name if _SHA.fullmatch(self.name) else None
 
 
 class DeviceStore:
@@ -161,7 +161,7 @@ class DeviceStore:
             argv = ["sh", "-c", script, "edgelab-prefix", str(prefix), path]
         res = self._must(argv, f"sha256sum {path}", timeout=hash_timeout(size))
         digest = res.stdout.split()[0].lower() if res.stdout.split() else ""
-        if not _SHA.match(digest):
+        if not _SHA.fullmatch(digest):
             raise TransportError(
                 f"{self.t_name}: sha256sum printed {res.stdout[:80]!r}", remedy="the device needs sha256sum"
             )
@@ -314,7 +314,7 @@ class WindowsStore(DeviceStore):
             )
         res = self._ps_must(script, f"Get-FileHash {path}", timeout=hash_timeout(size))
         digest = res.stdout.strip().lower()
-        if not _SHA.match(digest):
+        if not _SHA.fullmatch(digest):
             raise TransportError(f"{self.t_name}: Get-FileHash printed {res.stdout[:80]!r}")
         return digest
 

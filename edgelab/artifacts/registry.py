@@ -38,8 +38,8 @@ PROVENANCE_KEYS = (
 )
 """Well-known provenance fields; ``--meta k=v`` with one of these keys lands in provenance."""
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
-_TARGET = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
+_TARGET = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
 
 
 @dataclass(frozen=True)
@@ -94,11 +94,11 @@ def file_specs(paths: Iterable[Path | str]) -> list[FileSpec]:
 
 
 def _check(name: str, kind: str, target: str) -> None:
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise ConfigError(f"artifact name {name!r} is not valid", remedy="letters, digits, . _ + - (max 128)")
     if kind not in KINDS:
         raise ConfigError(f"unknown artifact kind {kind!r}", remedy=f"use one of: {', '.join(KINDS)}")
-    if not _TARGET.match(target):
+    if not _TARGET.fullmatch(target):
         raise ConfigError(
             f"target {target!r} is not valid", remedy="e.g. android-arm64, linux-aarch64-cuda-sm87, any"
         )

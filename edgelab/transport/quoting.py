@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from enum import StrEnum
 
-_SAFE_POSIX = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
+_SAFE_POSIX = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
 
 
 class Shell(StrEnum):
@@ -30,7 +30,7 @@ def quote_posix(arg: str) -> str:
     """
     if "\x00" in arg:
         raise ValueError("an argument cannot contain a NUL byte")
-    if arg and _SAFE_POSIX.match(arg):
+    if arg and _SAFE_POSIX.fullmatch(arg):
         return arg
     return "'" + arg.replace("'", "'\"'\"'") + "'"
 
