@@ -8,7 +8,6 @@ With ``stream: true`` the body is either raw s16le PCM (chunked transfer) or, wi
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import threading
 import time
@@ -21,7 +20,7 @@ import httpx
 from edgelab.errors import TransportError
 from edgelab.metrics.events import AudioChunk, ErrorEvent, Event, RequestEnd, RequestStart
 from edgelab.protocols.serving import check_loopback
-from edgelab.protocols.speech_ws import ServerOptions, SpeechResult, loaded_models
+from edgelab.protocols.speech_ws import ServerOptions, SpeechResult, loaded_models, pcm_chunk
 from edgelab.reference import PROVENANCE
 from edgelab.reference.tts import SAMPLE_RATE, ReferenceTTS
 
@@ -85,17 +84,7 @@ class SpeechHTTPClient:
 
         def audio(data: bytes, now: float) -> None:
             nonlocal idx
-            res.pcm += data
-            rec(
-                AudioChunk(
-                    t=now,
-                    request=rid,
-                    idx=idx,
-                    samples=len(data) // 2,
-                    sample_rate=res.sample_rate,
-                    sha256=hashlib.sha256(data).hexdigest(),
-                )
-            )
+            rec(pcm_chunk(res, rid, idx, data, now))
             idx += 1
 
         try:

@@ -82,6 +82,19 @@ def open_ws(url: str, timeout: float):
         raise TransportError(f"cannot open {url}: {err}", remedy="check the server is running and the URL/port") from err
 
 
+def pcm_chunk(res: SpeechResult, rid: str, idx: int, data: bytes, now: float) -> AudioChunk:
+    """Keep a piece of s16le PCM on the result and describe it as an audio-chunk event."""
+    res.pcm += data
+    return AudioChunk(
+        t=now,
+        request=rid,
+        idx=idx,
+        samples=len(data) // 2,
+        sample_rate=res.sample_rate,
+        sha256=hashlib.sha256(data).hexdigest(),
+    )
+
+
 class Recorder:
     """Tags each event with the run, keeps it on the result and hands it to the caller's sink."""
 
@@ -136,17 +149,7 @@ class SpeechStreamClient:
                     msg = ws.recv(timeout=self.timeout)
                     now = time.time()
                     if isinstance(msg, bytes):
-                        res.pcm += msg
-                        rec(
-                            AudioChunk(
-                                t=now,
-                                request=rid,
-                                idx=idx,
-                                samples=len(msg) // 2,
-                                sample_rate=res.sample_rate,
-                                sha256=hashlib.sha256(msg).hexdigest(),
-                            )
-                        )
+                        rec(pcm_chunk(res, rid, idx, msg, now))
                         idx += 1
                         continue
                     d = json.loads(msg)
