@@ -109,7 +109,9 @@ class Follower:
             endpoint = get_device(s, dep.device_name).endpoint()
         if not rows:
             raise EdgelabError(f"run {self.run_id} has no process to follow", remedy="deploy it first")
-        row = next((r for r in rows if "edgelab.reference" in (r.argv or [])), rows[0])
+        adapters = {pr.get("name"): pr.get("adapter") for pr in (dep.plan or {}).get("processes", [])}
+        row = next((r for r in rows if adapters.get(r.name) == "edgelab-events"), None) or \
+            next((r for r in rows if "edgelab.reference" in (r.argv or [])), rows[0])
         return endpoint, f"{row.workdir}/stdout.log", row.pid, dep.state
 
     def _connect(self, endpoint):

@@ -22,6 +22,7 @@ _PATTERNS: list[tuple[re.Pattern[str], Any]] = [
     (re.compile(r"ggml_cuda_init|using CUDA|CUDA0", re.I), "gpu"),
     (re.compile(r"ggml_vulkan|using Vulkan", re.I), "gpu"),
     (re.compile(r"falling back to CPU|using CPU backend|CPU only", re.I), "cpu"),
+    (re.compile(r"\bCPU_Mapped model buffer size|CPU_REPACK model buffer size|CPU model buffer size"), "cpu"),
 ]
 
 
