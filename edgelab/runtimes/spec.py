@@ -5,10 +5,15 @@ description: ...
 source: {repo: URL, ref: TAG-OR-COMMIT}     # or pip: "vllm-omni==X" for pip-installed runtimes
 targets:
   <target>:                                 # e.g. linux-aarch64-cuda-sm87, android-arm64
-    toolchain: [cmake, ninja, nvcc | android-ndk | pip | python3 | git]
-    flags: [-DGGML_CUDA=ON, ...]            # recorded as provenance build_flags
-    steps: [[argv...], ...]                 # placeholders {src} {build} {out} {ndk} {python} {repo} {ref} {flags}
+    toolchain: [cmake, ninja, g++, nvcc | android-ndk | pip | python3 | git]
+    isa: x86-64-v3                          # instruction-set level the products need (edgelab.runtimes.isa)
+    flags: [-DGGML_CUDA=ON, ...]            # part of the build-cache key; recorded as provenance build_flags
+    steps: [[argv...], ...]                 # placeholders {src} {build} {out} {ndk} {python} {repo} {ref}
+                                            # {flags} {launcher} (ccache as compiler launcher, when on PATH)
     produces: [path relative to {out}, ...]
+
+A recipe whose steps use {src} without cloning it gets its source from edgelab.runtimes.source
+(the recipe's repo@ref, or --source) and is built once per key into edgelab.runtimes.cache.
 launch:                                     # how deploy starts it (edgelab/runtimes/launch.py renders it)
   <pipeline kind or pipeline id>:           # text_lm, tts, vla, omni; a pipeline id overrides its kind
     <strategy>:                             # S1 S3 S4 S5; a bare [argv...] is short for {argv: [...]}
@@ -37,11 +42,11 @@ from typing import Any
 from edgelab.catalog.yamlsrc import CatalogError, SrcDict, load_file
 
 RUNTIMES_DIR = Path(__file__).resolve().parents[2] / "runtimes"
-TOOLS = ("cmake", "ninja", "nvcc", "android-ndk", "pip", "python3", "git", "make")
+TOOLS = ("cmake", "ninja", "g++", "nvcc", "android-ndk", "pip", "python3", "git", "make")
 STRATEGIES = ("S1", "S3", "S4", "S5")
 _TARGET = re.compile(r"^(linux|android|windows)-[a-z0-9_.-]+$")
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
-BUILD_PLACEHOLDERS = {"src", "build", "out", "ndk", "python", "repo", "ref", "flags"}
+BUILD_PLACEHOLDERS = {"src", "build", "out", "ndk", "python", "repo", "ref", "flags", "launcher"}
 # What a launch template may ask for; launch.py fills them from the plan (see its module doc).
 LAUNCH_PLACEHOLDERS = {
     "bin", "python", "run", "device", "model", "port", "host", "bind", "threads", "gpu_layers", "ctx",
@@ -71,6 +76,14 @@ class TargetRecipe:
     produces: tuple[str, ...]
     where: str
     include: tuple[str, ...] = ()  # for pack steps: package paths to ship
+    isa: str | None = None  # instruction-set level the products need, e.g. x86-64-v3
+
+    @property
+    def fetches_source(self) -> bool:
+        """True when the steps build {src} but leave fetching it to edgelab (no clone step)."""
+        uses = any("{src}" in a for step in self.steps for a in step)
+        clones = any(step[:2] == ("git", "clone") for step in self.steps)
+        return uses and not clones
 
 
 @dataclass(frozen=True)
@@ -90,9 +103,6 @@ class ArtifactNeed:
     kind: str  # model | weights | graph | tokenizer | voice | config | runtime | other
     ext: str | None = None
     role: str | None = None  # an artifact role (meta.role); default: any artifact of the pipeline
-
-
-
 
 
 @dataclass(frozen=True)
@@ -166,6 +176,18 @@ def _argv(value: Any, where: str, what: str, errors: list[str], allowed: set[str
     return argv
 
 
+def _isa(raw: SrcDict, errors: list[str]) -> str | None:
+    value = raw.get("isa")
+    if value is None:
+        return None
+    from edgelab.runtimes.isa import LEVELS
+
+    level = str(value).split("+")[0].lower()
+    if level not in LEVELS:
+        errors.append(f"{raw.where('isa')}: unknown instruction-set level {value!r} (known: {', '.join(LEVELS)})")
+    return str(value)
+
+
 def parse_runtime(data: Any, file: str) -> RuntimeSpec:
     errors: list[str] = []
     if not isinstance(data, SrcDict):
@@ -198,7 +220,7 @@ def parse_runtime(data: Any, file: str) -> RuntimeSpec:
             errors.append(f"{where}: the recipe for {tname} must be a mapping")
             continue
         for key in raw:
-            if key not in ("toolchain", "flags", "steps", "produces", "include"):
+            if key not in ("toolchain", "flags", "steps", "produces", "include", "isa"):
                 errors.append(f"{raw.where(key)}: unknown key {key!r}")
         tools = _strs(raw.get("toolchain"), raw.where("toolchain"), "toolchain", errors)
         for tool in tools:
@@ -224,6 +246,7 @@ def parse_runtime(data: Any, file: str) -> RuntimeSpec:
             produces,
             where,
             _strs(raw.get("include"), raw.where("include"), "include", errors),
+            _isa(raw, errors),
         )
     launch = _parse_launch(data, str(name or "?"), list(targets), errors)
     if errors:
