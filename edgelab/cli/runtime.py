@@ -157,7 +157,7 @@ def build(
                               remedy="drop --source"), code=2)
 
     def progress(line: str) -> None:
-        err_console.print(f"[dim]{escape(line)}[/]")
+        err_console.print(f"[dim]{escape(line)}[/]", soft_wrap=True)
 
     try:
         engine = get_engine(state.db)
