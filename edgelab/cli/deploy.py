@@ -38,6 +38,8 @@ def _render_plan(planned) -> None:
         if "text" in line:
             console.print(f"  admission: {escape(line['text'])}", highlight=False)
     console.print(f"  ready timeout {p.ready_timeout_s:g}s, outputs: {', '.join(p.expected_outputs)}", highlight=False)
+    for note in p.notes:
+        console.print(f"  note: {escape(note)}", highlight=False)
 
 
 def deploy(

@@ -41,9 +41,25 @@ def _files(session: Session, art: Artifact) -> list[ArtifactFile]:
     return list(session.exec(select(ArtifactFile).where(ArtifactFile.artifact_id == art.id)).all())
 
 
-def _runtime_build(cands: list[Artifact], runtime: str) -> Artifact | None:
-    return next((a for a in cands if a.kind == "runtime" and
-                 (a.component == runtime or (a.meta or {}).get("runtime") == runtime)), None)
+def _runtime_build(cands: list[Artifact], runtime: str, programs: set[str]) -> list[Artifact]:
+    """The build's artifacts: one with every file, or (``edgelab runtime build``) one per product,
+    all from the build that made the first program the template runs."""
+    mine = [a for a in cands if a.kind == "runtime" and
+            (a.component == runtime or (a.meta or {}).get("runtime") == runtime)]
+    per_product = [a for a in mine if (a.meta or {}).get("product")]
+    if not per_product:
+        return mine[:1]
+    first = next((a for p in sorted(programs) for a in per_product if a.meta["product"] == p), None)
+    if first is None:
+        return []
+    key = first.meta.get("build_key")
+    out: dict[str, Artifact] = {}
+    for a in per_product:
+        if a.meta.get("build_key") == key and a.target == first.target:
+            out.setdefault(a.meta["product"], a)
+    if not programs <= set(out):
+        return []
+    return [first, *[a for p, a in sorted(out.items()) if a is not first]]
 
 
 def _model(cands: list[Artifact], entry: dict[str, Any], name: str | None) -> Artifact | None:
@@ -75,8 +91,15 @@ def _resolve_template_need(session: Session, p: ExecutionPlan, entry: dict[str, 
     want = [entry["target"], *([t for t in targets if t != entry["target"]]
                                if entry.get("runtime") == REFERENCE else [])]
     cands = _candidates(session, want)
-    art = _runtime_build(cands, entry["runtime"]) if entry["kind"] == "runtime" else _model(cands, entry, model)
-    files = _files(session, art) if art is not None else []
+    group: list[Artifact] = []
+    if entry["kind"] == "runtime":
+        from edgelab.deploy.start import programs
+
+        group = _runtime_build(cands, entry["runtime"], programs(proc))
+        art = group[0] if group else None
+    else:
+        art = _model(cands, entry, model)
+    files = [f for a in (group or ([art] if art is not None else [])) for f in _files(session, a)]
     f = _file(files, entry.get("ext")) if "placeholder" in entry else None
     present = art is not None and ("placeholder" not in entry or f is not None)
     entry["present"] = present
@@ -95,6 +118,13 @@ def _resolve_template_need(session: Session, p: ExecutionPlan, entry: dict[str, 
     if "placeholder" not in entry:  # the build itself: every file linked into {bin} by its name
         proc.links = {posixpath.basename(x.path): x.sha256 for x in files}
         entry["files"] = {x.path: x.sha256 for x in files}
+        entry["names"] = [a.name for a in group]
+        isa = (art.meta or {}).get("isa")
+        if isa:
+            entry["isa"] = isa
+        for k in ("source_commit", "build_key"):
+            if (art.meta or {}).get(k):
+                entry[k] = art.meta[k]
         return
     entry["sha256"] = f.sha256
     entry["file"] = f.path
@@ -154,7 +184,8 @@ def push(engine: Engine, t: Transport, device_id: int, p: ExecutionPlan) -> tupl
     from edgelab.artifacts.service import blobs_for
     from edgelab.artifacts.stamps import DbStamps
 
-    names = sorted({a["name"] for a in p.artifacts if a.get("present") and a.get("name")})
+    names = sorted({n for a in p.artifacts if a.get("present") and a.get("name")
+                    for n in (a.get("names") or [a["name"]])})
     if not names:
         return {}, {}
     store = open_store(t)

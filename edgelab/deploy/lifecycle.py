@@ -62,6 +62,8 @@ class DeployRequest:
     runtime: str | None = None
     endpoint: str | None = None
     model: str | None = None  # a model artifact by name (default: the newest registered for the pipeline)
+    values: dict[str, Any] = field(default_factory=dict)  # launch template values that override the plan's
+    threads: int | None = None  # override the profile's thread count
 
 
 @dataclass
@@ -117,9 +119,11 @@ def plan(engine: Engine, req: DeployRequest, *, run_id: str | None = None) -> Pl
         remote_root = "/data/local/tmp/edgelab/runs" if device.shell == "toybox" else "~/.edgelab/runs"
         ctx = PlanContext(device=device.name, spec=spec, profile=profile, pipeline_profile=profile.pipeline(spec.id),
                           run_id=run, remote_dir=f"{remote_root}/{run}", virtual=bool(device.virtual),
-                          runtime=req.runtime, endpoint=req.endpoint)
+                          runtime=req.runtime, endpoint=req.endpoint, values=dict(req.values),
+                          threads=req.threads)
         the_plan = build_plan(ctx, req.strategy)
         plan_artifacts.resolve(s, the_plan, list(profile.runtime_targets or []), model=req.model)
+        _check_isa(the_plan, Facts.from_dict(snap.facts or {}), bool(device.virtual))
         planned = Planned(req, the_plan, profile, [], snap.facts_hash, bool(device.virtual))
         try:
             planned.admission = [line.to_dict() for line in admission.check(s, device, profile, the_plan)]
@@ -154,6 +158,36 @@ def _check_artifacts(p: ExecutionPlan) -> None:
                           strategy=p.strategy,
                           remedy="choose a runtime and strategy with a launch template for this pipeline "
                                  "(`edgelab runtime show RUNTIME`), or add one to runtimes/*.yaml")
+
+
+def _host_cpu_flags() -> list[str]:
+    try:
+        text = open("/proc/cpuinfo", encoding="utf-8", errors="replace").read()
+    except OSError:
+        return []
+    for line in text.splitlines():
+        if line.startswith(("flags", "Features")):
+            return line.split(":", 1)[1].split()
+    return []
+
+
+def _check_isa(p: ExecutionPlan, facts: Facts, virtual: bool) -> None:
+    """A build that needs an instruction set the CPU lacks is not launchable (it would die of SIGILL).
+
+    A virtual device runs the lab host's build on the lab host: the host's flags decide there.
+    """
+    from edgelab.runtimes.isa import isa_supported, missing_flags
+
+    for e in p.artifacts:
+        if not (e.get("present") and e.get("isa") and e.get("kind") == "runtime"):
+            continue
+        flags = _host_cpu_flags() if virtual else list(facts.cpu.raw_flags or facts.cpu.features or [])
+        if isa_supported(e["isa"], flags):
+            continue
+        proc = next(pr for pr in p.processes if pr.name == e["process"])
+        why = f"missing {', '.join(missing_flags(e['isa'], flags))}" if flags else "the CPU's flags are unknown"
+        proc.unavailable = (f"{e['name']} needs instruction set {e['isa']}, which "
+                            f"{'the lab host' if virtual else p.device} cannot run ({why})")
 
 
 def _describe(e: dict[str, Any]) -> str:

@@ -37,6 +37,8 @@ def choose(ctx: PlanContext, requested: str | None = None) -> tuple[str, str]:
                           remedy=_remedy(sid, d.code, pp.eligible), numbers={"profile_code": d.code})
         return sid, f"{sid} requested: {d.reason}"
     order = (["S4"] if ctx.endpoint else []) + ["S1", "S3", "S5"]
+    if ctx.runtime and ctx.runtime not in ("vllm-omni", REFERENCE):
+        order.remove("S1")  # S1 is vLLM-Omni itself: another runtime starts at S3
     for sid in order:
         d = pp.strategy(sid)
         if d.eligible:

@@ -50,6 +50,8 @@ class PlanContext:
     runtime: str | None = None  # operator override
     endpoint: str | None = None  # S4 server URL
     python: str | None = None  # the reference runtime's interpreter; see __post_init__
+    values: dict[str, Any] | None = None  # template values that override what the strategy chose (bench)
+    threads: int | None = None  # operator override of the profile's thread count
 
     def __post_init__(self) -> None:
         # A virtual device's commands are processes on the lab host, so they use this interpreter;
@@ -60,7 +62,9 @@ class PlanContext:
 
 def runtime_and_backend(ctx: PlanContext) -> tuple[str, str]:
     """The runtime for a local strategy: the override, the reference on a virtual device, else by backend."""
-    backends = ctx.profile.backends or ["cpu"]
+    backends = [b.lower() for b in (ctx.profile.backends or ["cpu"])]
+    if ctx.runtime and ctx.virtual:
+        return ctx.runtime, "cpu"  # the lab host's build runs on the lab host's CPU
     if ctx.runtime:
         for b in backends:
             if BACKEND_RUNTIME.get(b) == ctx.runtime:
@@ -73,7 +77,7 @@ def runtime_and_backend(ctx: PlanContext) -> tuple[str, str]:
 
 
 def placement_of(runtime: str, backend: str) -> str:
-    return REFERENCE_PLACEMENT if runtime == REFERENCE else PLACEMENT.get(backend, backend)
+    return REFERENCE_PLACEMENT if runtime == REFERENCE else PLACEMENT.get(backend.lower(), backend)
 
 
 def memory_request(ctx: PlanContext, stages: list[str] | None = None) -> tuple[dict[str, int], dict[str, Any]]:
@@ -100,6 +104,14 @@ def memory_request(ctx: PlanContext, stages: list[str] | None = None) -> tuple[d
     return {pool.name: weights + act + kv}, detail
 
 
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def launch_targets(ctx: PlanContext) -> list[str]:
     """Build targets a launch may use, most specific first: the lab host's on a virtual device."""
     if ctx.virtual:
@@ -109,6 +121,8 @@ def launch_targets(ctx: PlanContext) -> list[str]:
 
 def threads(ctx: PlanContext) -> int:
     """The profile's thread count; on a virtual device capped at the lab host's cores (it runs there)."""
+    if ctx.threads:
+        return max(1, int(ctx.threads))
     n = ctx.profile.threads or 1
     if ctx.virtual:
         n = min(n, os.cpu_count() or 1)
@@ -143,8 +157,11 @@ def template_process(ctx: PlanContext, name: str, runtime: str, strategy: str, b
         proc.target = targets[0] if targets else None
         return proc, []
     base: dict[str, Any] = {"python": ctx.python, "run": ctx.run_id, "device": ctx.device, "threads": threads(ctx),
-                            "gpu_layers": 999 if PLACEMENT.get(backend) == "gpu" else None}
+                            "gpu_layers": 999 if PLACEMENT.get(backend.lower()) == "gpu" else None}
+    if ctx.virtual and tpl.port is not None:
+        base["port"] = free_port()  # a virtual device's loopback is the lab host's, shared by every device
     base.update(values or {})
+    base.update(ctx.values or {})
     r = render(tpl, base)
     proc.argv, proc.env, proc.library_path = r.argv, r.env, r.library_path
     proc.target, proc.adapter, proc.placement, proc.ready = target, tpl.adapter, tpl.placement, r.ready
