@@ -79,7 +79,10 @@ def drive(t: Transport, port: int, pid: int, *, run: str, device: str, feed: Cal
                 if pause_s and cancel is not None:
                     if cancel.wait(pause_s):
                         break
-            out.metrics_scrape = llama_server.scrape_metrics(client, base)
+            try:
+                out.metrics_scrape = llama_server.scrape_metrics(client, base)
+            except httpx.HTTPError:
+                out.metrics_scrape = None  # the server is gone (a deployment was stopped): nothing to scrape
     return out
 
 
