@@ -84,6 +84,8 @@ class ListenerForward(Forward):
                 client, peer = self._sock.accept()
             except OSError:
                 return
+            with contextlib.suppress(OSError):  # small SSE writes must not wait for Nagle
+                client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             try:
                 remote = self._open_remote(peer)
             except Exception as e:  # noqa: BLE001 - the device refused: this one connection fails
