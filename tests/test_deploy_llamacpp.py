@@ -128,6 +128,11 @@ def test_s5_llama_completion_runs_once_and_finishes(llama_lab):
 
         perf = parse_perf(err)
         assert perf is not None and perf.eval.tokens >= 15
+        from edgelab.store.runs import get_run
+
+        with session_scope(engine, write=False) as s:
+            res = get_run(s, dep.run_id).meta["results"]["native"]
+        assert res["perf"]["eval"]["tokens"] == perf.eval.tokens and res["placement"] == "cpu"
     finally:
         lifecycle.stop(engine, dep.run_id, opts=opts)
 

@@ -513,7 +513,31 @@ def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> D
             row.state, row.exit_code, row.stopped_at = "exited", codes.get(row.name), utcnow()
             s.add(row)
         add_phase(d, "ended", exit_codes=codes)
+        results = adapter_results(d.plan or {}, logs or {})
+        run = s.get(Run, d.run_id)
+        if results and run is not None:
+            run.meta = {**(run.meta or {}), "results": results}
+            s.add(run)
     return _update(engine, dep.id, ended)
+
+
+def adapter_results(plan: dict[str, Any], logs: dict[str, str]) -> dict[str, Any]:
+    """What a one-shot runtime reported, read by its template's adapter from the logs it left.
+
+    llama-completion: the ``common_perf_print`` / ``llama_perf_context_print`` lines (load, prompt
+    eval, eval: ms, tokens, tokens/s) and the placement its load log shows.
+    """
+    out: dict[str, Any] = {}
+    for pr in plan.get("processes", []):
+        err = logs.get(f"{pr.get('name')}/stderr.log") or ""
+        if pr.get("adapter") == "llama-completion" and err:
+            from edgelab.adapters.llama_perf import parse_perf
+            from edgelab.adapters.llama_placement import parse_placement
+
+            perf = parse_perf(err)
+            out[pr["name"]] = {"adapter": "llama-completion", "perf": perf.to_dict() if perf else None,
+                               "placement": parse_placement(err).observed or "unobserved"}
+    return out
 
 
 def log_lines(engine: Engine, ref: str | int, *, follow: bool = False, stream: str = "stdout",
