@@ -90,6 +90,14 @@ class BenchResult:
                 out["note"] = self.meta["virtual_note"]
         elif s.get("text"):
             out["text"] = s["text"]
+        if self.meta.get("llama_bench") is not None:
+            out["llama_bench"] = {r["test"]: {k: r.get(k) for k in ("avg_ts", "stddev_ts", "n_threads", "backends",
+                                                                    "build_commit")}
+                                  for r in self.meta["llama_bench"]}
+            out["provenance"] = {k: self.provenance.get(k) for k in ("runtime_build", "runtime_sha256", "artifacts",
+                                                                     "command", "threads", "weights")}
+            if self.meta.get("virtual_note"):
+                out["note"] = self.meta["virtual_note"]
         if s.get("action"):
             a = s["action"]
             out["action"] = {k: a.get(k) for k in ("chunks", "control_period_ms", "latency_ms", "age_ms",
@@ -128,14 +136,14 @@ def template_values(kind: str, req: BenchRequest) -> dict[str, Any]:
     if kind == "vla":
         return {"control_hz": f"{req.control_hz:g}", "steps": req.warmup + req.requests,
                 "slow_every": req.slow_every or None, "slow_ms": f"{req.slow_ms:g}" if req.slow_every else None}
-    return {"seed": 0}
+    return {"seed": 0, "reps": req.requests}  # llama-bench: one repetition per measured request
 
 
 def _adapter(planned: lifecycle.Planned) -> str:
     p = planned.plan
     lifecycle._check_artifacts(p)  # refused (with the remedy) before anything starts
     proc = p.processes[0]
-    if proc.adapter not in ("edgelab-events", "llama-server"):
+    if proc.adapter not in ("edgelab-events", "llama-server", "llama-bench"):
         raise Refusal("no_exported_graph", f"{p.pipeline} on {p.runtime} ({proc.template}) has no bench adapter: "
                       f"its output is read by {proc.adapter!r}", device=p.device, strategy=p.strategy,
                       remedy="bench with a runtime whose template emits edgelab events (reference) or serves "
@@ -175,7 +183,7 @@ def run_bench(engine: Engine, req: BenchRequest, *, opts: Options | None = None,
     kind = lifecycle.load_pipelines()[lifecycle.resolve_pipeline(req.pipeline)].kind
     planned = lifecycle.plan(engine, DeployRequest(req.device, req.pipeline, req.strategy, req.runtime,
                                                    model=req.model, values=template_values(kind, req),
-                                                   threads=req.threads), run_id=run_id)
+                                                   threads=req.threads, purpose="bench"), run_id=run_id)
     if planned.refusal:
         raise planned.refusal
     adapter = _adapter(planned)
@@ -226,6 +234,10 @@ def run_bench(engine: Engine, req: BenchRequest, *, opts: Options | None = None,
         _set_meta(engine, run_id, meta, command)
         if adapter == "llama-server":
             final, state = _bench_llama(engine, t, proc, workdir, blob_paths, run_id, req, meta, on_event, cancel)
+        elif adapter == "llama-bench":
+            start.layout(t, bin_dir, proc.links, blob_paths, start.programs(proc))
+            full = (["env", *[f"{k}={v}" for k, v in env.items()]] if env else []) + argv
+            final, state = _llama_bench(engine, t, full, run_id, meta)
         else:
             start.layout(t, bin_dir, proc.links, blob_paths, start.programs(proc))
             full = (["env", *[f"{k}={v}" for k, v in env.items()]] if env else []) + argv
@@ -247,6 +259,35 @@ def _set_meta(engine: Engine, run_id: str, meta: dict[str, Any], command: str) -
         run.provenance = prov
         run.command = command[:4000]
         s.add(run)
+
+
+def _llama_bench(engine: Engine, t, argv: list[str], run_id: str, meta: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """llama-bench's own tests (prompt processing, generation) read from its JSON output and stored."""
+    from edgelab.adapters.llama_bench import BenchOutputError, parse_bench
+    from edgelab.adapters.llama_placement import parse_placement
+
+    ing = Ingestor(engine, run_id)
+    res = t.run(argv, timeout=1800)
+    state, error = None, None
+    try:
+        records = parse_bench(res.stdout) if res.ok else []
+        if not res.ok:
+            state, error = "failed", f"llama-bench exited {res.exit_code}: {res.stderr.strip()[-300:]}"
+    except BenchOutputError as e:
+        records, state, error = [], "failed", str(e)
+    meta["llama_bench"] = [r.to_dict() for r in records]
+    meta["placement"] = {"observed": parse_placement(res.stderr).observed or "unobserved"}
+    with session_scope(engine) as s:
+        run = get_run(s, run_id)
+        run.meta = {**run.meta, **meta}
+        s.add(run)
+    for line in res.stderr.splitlines()[-50:]:
+        ing.feed(ev.LogLine(t=time.time(), stream="stderr", line=line))
+    final = ing.close(state=state or "finished", error=error)
+    if state == "failed":
+        raise BenchFailed(f"bench run {run_id} failed: {error}", run_id=run_id,
+                          remedy=f"see `edgelab runs show {run_id}`", exit_code=res.exit_code, stderr=res.stderr)
+    return final, "finished"
 
 
 def _bench_llama(engine: Engine, t, proc, workdir: str, blob_paths: dict[str, str], run_id: str,

@@ -95,6 +95,10 @@ def bench(
         t.add_row("latency", _p(a["latency_ms"], " ms"))
         t.add_row("obs age", _p(a["age_ms"], " ms"))
         t.add_row("deadline misses", f"{a['deadline_misses']} of {a['chunks']} (period {a['control_period_ms']} ms)")
+    for test, b in (rep.get("llama_bench") or {}).items():
+        sd = f" +- {b['stddev_ts']:.1f}" if b.get("stddev_ts") is not None else ""
+        t.add_row(f"llama-bench {test}", f"{b['avg_ts']:.1f}{sd} tok/s  (threads {b.get('n_threads')}, "
+                                         f"{b.get('backends')}, build {str(b.get('build_commit'))[:9]})")
     if x := rep.get("text"):
         t.add_row("TTFT", _p(x.get("ttft_ms"), " ms"))
         t.add_row("inter-token", _p(x.get("itl_ms"), " ms"))

@@ -64,6 +64,7 @@ class DeployRequest:
     model: str | None = None  # a model artifact by name (default: the newest registered for the pipeline)
     values: dict[str, Any] = field(default_factory=dict)  # launch template values that override the plan's
     threads: int | None = None  # override the profile's thread count
+    purpose: str = "deploy"  # bench: a template's bench variant (e.g. llama-bench for S5)
 
 
 @dataclass
@@ -120,7 +121,7 @@ def plan(engine: Engine, req: DeployRequest, *, run_id: str | None = None) -> Pl
         ctx = PlanContext(device=device.name, spec=spec, profile=profile, pipeline_profile=profile.pipeline(spec.id),
                           run_id=run, remote_dir=f"{remote_root}/{run}", virtual=bool(device.virtual),
                           runtime=req.runtime, endpoint=req.endpoint, values=dict(req.values),
-                          threads=req.threads)
+                          threads=req.threads, purpose=req.purpose)
         the_plan = build_plan(ctx, req.strategy)
         plan_artifacts.resolve(s, the_plan, list(profile.runtime_targets or []), model=req.model)
         _check_isa(the_plan, Facts.from_dict(snap.facts or {}), bool(device.virtual))

@@ -51,6 +51,7 @@ class PlanContext:
     endpoint: str | None = None  # S4 server URL
     python: str | None = None  # the reference runtime's interpreter; see __post_init__
     values: dict[str, Any] | None = None  # template values that override what the strategy chose (bench)
+    purpose: str = "deploy"  # deploy | bench: a template's bench variant is what a bench runs
     threads: int | None = None  # operator override of the profile's thread count
 
     def __post_init__(self) -> None:
@@ -149,6 +150,8 @@ def template_process(ctx: PlanContext, name: str, runtime: str, strategy: str, b
         proc.unavailable = (f"{runtime} has no {strategy} launch template for {ctx.spec.id} (kind {ctx.spec.kind}); "
                             f"its templates: {', '.join(have) or 'none'}")
         return proc, []
+    if ctx.purpose == "bench" and tpl.bench is not None:
+        tpl = tpl.bench
     target = pick_target(tpl, targets)
     proc.template = tpl.ref
     if target is None:
