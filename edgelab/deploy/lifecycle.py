@@ -145,20 +145,25 @@ def _attempt(engine: Engine, req: DeployRequest, refusal: Refusal | None, deploy
 
 
 def _check_artifacts(p: ExecutionPlan) -> None:
-    """Every artifact registered and every process launchable here; refused before anything is reserved."""
+    """Every process launchable here and every artifact registered; refused before anything is reserved.
+
+    A process with no template for this pipeline, strategy or target says so first; the artifacts
+    it would need are named beside it, so one refusal lists everything that is missing.
+    """
     missing = plan_artifacts.missing_entries(p)
+    what = ", ".join(_describe(e) for e in missing)
+    remedies = list(dict.fromkeys(plan_artifacts.remedy_for(e) for e in missing))
+    blocked = [f"{proc.name}: {proc.unavailable}" for proc in p.processes if proc.unavailable]
+    if blocked:
+        detail = "; ".join(blocked) + (f"; it also needs artifacts that are not registered: {what}" if missing else "")
+        raise Refusal("no_exported_graph", detail, device=p.device, strategy=p.strategy,
+                      remedy="; ".join(["choose a runtime and strategy with a launch template for this pipeline "
+                                        "(`edgelab runtime show RUNTIME`), or add one to runtimes/*.yaml",
+                                        *remedies]))
     if missing:
-        what = ", ".join(_describe(e) for e in missing)
-        remedies = list(dict.fromkeys(plan_artifacts.remedy_for(e) for e in missing))
         raise Refusal("no_exported_graph", f"{p.runtime} needs artifacts that are not registered: {what}",
                       device=p.device, strategy=p.strategy, remedy="; ".join(remedies)
                       + ("" if p.virtual else "; or deploy on a virtual device with --runtime reference"))
-    for proc in p.processes:
-        if proc.unavailable:
-            raise Refusal("no_exported_graph", f"{proc.name}: {proc.unavailable}", device=p.device,
-                          strategy=p.strategy,
-                          remedy="choose a runtime and strategy with a launch template for this pipeline "
-                                 "(`edgelab runtime show RUNTIME`), or add one to runtimes/*.yaml")
 
 
 def _host_cpu_flags() -> list[str]:
