@@ -65,6 +65,7 @@ class DeployRequest:
     values: dict[str, Any] = field(default_factory=dict)  # launch template values that override the plan's
     threads: int | None = None  # override the profile's thread count
     purpose: str = "deploy"  # bench: a template's bench variant (e.g. llama-bench for S5)
+    ready_timeout: float | None = None  # start-up limit in seconds (default: the profile's load estimate)
 
 
 @dataclass
@@ -123,6 +124,8 @@ def plan(engine: Engine, req: DeployRequest, *, run_id: str | None = None) -> Pl
                           runtime=req.runtime, endpoint=req.endpoint, values=dict(req.values),
                           threads=req.threads, purpose=req.purpose)
         the_plan = build_plan(ctx, req.strategy)
+        if req.ready_timeout:
+            the_plan.ready_timeout_s = float(req.ready_timeout)
         plan_artifacts.resolve(s, the_plan, list(profile.runtime_targets or []), model=req.model)
         _check_isa(the_plan, Facts.from_dict(snap.facts or {}), bool(device.virtual))
         planned = Planned(req, the_plan, profile, [], snap.facts_hash, bool(device.virtual))
