@@ -46,6 +46,7 @@ from edgelab.store.models import utcnow
 from edgelab.store.runs import Run, create_run, new_run_id, set_state
 from edgelab.store.snapshots import latest_snapshot
 from edgelab.transport import Transport, open_transport
+from edgelab.transport.quoting import Shell
 
 ALIASES = {"qwen3-tts": "qwen3-tts-0.6b"}
 POLL_S = 0.5
@@ -309,6 +310,10 @@ def _launch(engine: Engine, dep_id: int, p: ExecutionPlan, opts: Options, on_pha
         _update(engine, dep_id, lambda s, d: add_phase(d, "pushed", artifacts=len(p.artifacts), blobs=pushed))
         _phase(on_phase, "pushed", {"blobs": pushed})
         for proc in p.processes:
+            if proc.port and t.shell is not Shell.POWERSHELL and ready.listening(t, proc.port):
+                # another server answering on the port would pass this one's readiness check
+                raise EdgelabError(f"port {proc.port} is already in use on {p.device}",
+                                   remedy="stop what listens there (`edgelab ps`), or deploy again")
             wd = f"{run_dir}/{proc.name}"
             workdirs[proc.name] = wd
             ts = time.monotonic()
