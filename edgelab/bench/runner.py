@@ -230,18 +230,16 @@ def run_bench(engine: Engine, req: BenchRequest, *, opts: Options | None = None,
         blob_paths, _pushed = plan_artifacts.push(engine, t, device_id, p)
         workdir = f"{remote.run_root(t)}/{run_id}/{proc.name}"
         argv, env, bin_dir = start.bound(proc, workdir, blob_paths)
-        command = join((["env", *[f"{k}={v}" for k, v in env.items()]] if env else []) + argv, shell)
-        _set_meta(engine, run_id, meta, command)
-        if adapter == "llama-server":
+        full = (["env", *[f"{k}={v}" for k, v in env.items()]] if env else []) + argv  # store paths bound
+        _set_meta(engine, run_id, meta, join(full, shell))
+        if adapter == "llama-server":  # started detached, measured from the lab through a forwarded port
             final, state = _bench_llama(engine, t, proc, workdir, blob_paths, run_id, req, meta, on_event, cancel)
-        elif adapter == "llama-bench":
+        else:  # streamed: its stdout is the output its adapter reads
             start.layout(t, bin_dir, proc.links, blob_paths, start.programs(proc))
-            full = (["env", *[f"{k}={v}" for k, v in env.items()]] if env else []) + argv
-            final, state = _llama_bench(engine, t, full, run_id, meta)
-        else:
-            start.layout(t, bin_dir, proc.links, blob_paths, start.programs(proc))
-            full = (["env", *[f"{k}={v}" for k, v in env.items()]] if env else []) + argv
-            final, state = _stream(engine, t, full, run_id, offset, on_event, cancel)
+            if adapter == "llama-bench":
+                final, state = _llama_bench(engine, t, full, run_id, meta)
+            else:
+                final, state = _stream(engine, t, full, run_id, offset, on_event, cancel)
     finally:
         t.close()
     with session_scope(engine, write=False) as s:
