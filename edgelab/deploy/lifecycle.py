@@ -202,7 +202,8 @@ def _check_isa(p: ExecutionPlan, facts: Facts, virtual: bool) -> None:
 
 def _describe(e: dict[str, Any]) -> str:
     if e.get("kind") == "runtime":
-        return f"a {e.get('runtime')} build for {e.get('target')}" + (f" with a {e['ext']} file" if e.get("ext") else "")
+        progs = f" with {', '.join(e['programs'])}" if e.get("programs") else ""
+        return f"a {e.get('runtime')} build for {e.get('target')}{progs}" + (f" with a {e['ext']} file" if e.get("ext") else "")
     if e.get("kind") in ("model", "weights"):
         return f"a {e.get('ext') or ''} model for {e.get('pipeline')} ({e.get('role')})"
     return str(e.get("role"))
