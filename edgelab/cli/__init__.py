@@ -11,6 +11,7 @@ from edgelab.cli import (
     deploy,
     device,
     facts,
+    lease,
     matrix,
     metrics,
     play,
@@ -37,6 +38,7 @@ app.add_typer(sim.app, name="sim")
 app.add_typer(device.app, name="device")
 app.add_typer(facts.app, name="facts")
 probe.register(app, facts.app)
+lease.register(app)
 app.add_typer(artifact.app, name="artifact")
 app.add_typer(runtime.app, name="runtime")
 push.register(app)

@@ -47,6 +47,7 @@ class Deployment(SQLModel, table=True):
     facts_hash: str | None = Field(default=None, max_length=64)
     virtual: bool = False
     owner: str | None = Field(default=None, max_length=64)  # user@host that started it
+    lease_id: str | None = Field(default=None, max_length=24)  # the lease it keeps while it runs
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts(nullable=False))
     started_at: datetime | None = Field(default=None, sa_column=_ts())
     ended_at: datetime | None = Field(default=None, sa_column=_ts())
