@@ -21,7 +21,7 @@ from sqlmodel import Session, select
 from edgelab.errors import ConfigError, EdgelabError, NotFound
 from edgelab.lease.owner import Holder, whoami
 from edgelab.store.db import session_scope
-from edgelab.store.deployments import Deployment
+from edgelab.store.deployments import Deployment, Reservation
 from edgelab.store.devices import get_device, list_devices
 from edgelab.store.leases import Lease, LeaseDevice
 from edgelab.store.models import Device, utcnow
@@ -94,6 +94,11 @@ def end(session: Session, lease: Lease, reason: str, by: str) -> Lease:
     for row in session.exec(select(LeaseDevice).where(LeaseDevice.lease_id == lease.id)).all():
         row.held_key = None
         session.add(row)
+    for r in session.exec(select(Reservation).where(Reservation.lease_id == lease.id,  # a dead bench's memory
+                                                    Reservation.deployment_id == None,  # noqa: E711
+                                                    Reservation.released_at == None)).all():  # noqa: E711
+        r.released_at = now
+        session.add(r)
     session.flush()
     return lease
 

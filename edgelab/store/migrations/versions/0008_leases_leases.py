@@ -1,4 +1,4 @@
-"""Leases: lease, lease_device (one open lease per physical device), deployment.lease_id.
+"""Leases: lease, lease_device (one open lease per physical device), deployment.lease_id, bench reservations.
 
 Revision ID: 0008_leases_leases
 Revises: 0007
@@ -52,9 +52,19 @@ def upgrade() -> None:
     op.create_index("ix_lease_device_lease_id", "lease_device", ["lease_id"])
     # The lease a deployment keeps while it runs (no FK: the column is added in place on SQLite).
     op.add_column("deployment", sa.Column("lease_id", sa.String(length=24), nullable=True))
+    # Bench runs reserve memory too (no deployment row): the reservation names its run and lease.
+    with op.batch_alter_table("reservation") as batch:
+        batch.alter_column("deployment_id", existing_type=sa.Integer(), nullable=True)
+        batch.add_column(sa.Column("run_id", sa.String(length=32), nullable=True))
+        batch.add_column(sa.Column("lease_id", sa.String(length=24), nullable=True))
 
 
 def downgrade() -> None:
+    op.execute("DELETE FROM reservation WHERE deployment_id IS NULL")
+    with op.batch_alter_table("reservation") as batch:
+        batch.drop_column("lease_id")
+        batch.drop_column("run_id")
+        batch.alter_column("deployment_id", existing_type=sa.Integer(), nullable=False)
     with op.batch_alter_table("deployment") as batch:
         batch.drop_column("lease_id")
     op.drop_index("ix_lease_device_lease_id", table_name="lease_device")
