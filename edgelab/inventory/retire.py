@@ -31,6 +31,7 @@ class InUse:
 
 def in_use(engine: Engine, name: str) -> InUse:
     from edgelab.lease import holders_by_device, sweep
+    from edgelab.lease.use import covered
     from edgelab.store.deployments import list_deployments
     from edgelab.store.devices import get_device
 
@@ -39,6 +40,8 @@ def in_use(engine: Engine, name: str) -> InUse:
         device = get_device(s, name)
         out = InUse(runs=[d.run_id for d in list_deployments(s, active_only=True, device_id=device.id)])
         lease = holders_by_device(s, [device]).get(name)
+        if lease is not None and name not in covered(s, lease.id):
+            lease = None  # another row of the same physical device is leased: removing this one orphans nothing
         if lease is not None:
             out.leases.append(f"{lease.id} ({lease.owner} until {lease.expires_at:%H:%M:%S} UTC)")
             out.lease_ids.append(lease.id)
