@@ -19,6 +19,7 @@ from edgelab.cli import (
     push,
     runs,
     runtime,
+    shell,
     sim,
     tui,
     watch,
@@ -39,6 +40,7 @@ app.add_typer(device.app, name="device")
 app.add_typer(facts.app, name="facts")
 probe.register(app, facts.app)
 lease.register(app)
+shell.register(app)
 app.add_typer(artifact.app, name="artifact")
 app.add_typer(runtime.app, name="runtime")
 push.register(app)

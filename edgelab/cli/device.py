@@ -236,6 +236,35 @@ def rm(
     err_console.print(f"removed {name}")
 
 
+@app.command("logs")
+def logs(
+    name: Annotated[str, typer.Argument(help="Device name.")],
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new entries (Ctrl-C ends).")] = False,
+    lines: Annotated[int, typer.Option("--lines", "-n", help="How many recent entries.")] = 200,
+) -> None:
+    """The device's system log: logcat on Android, journalctl (or dmesg) on Linux and Jetson, the System
+    event log on Windows."""
+    import sys
+
+    from edgelab.inventory.console import log_lines
+
+    code, err = 0, ""
+    try:
+        for item in log_lines(open_engine(), name, lines=lines, follow=follow):
+            if isinstance(item, tuple):
+                code, err = item
+                continue
+            sys.stdout.write(item + "\n")
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        return
+    except EdgelabError as e:
+        fail_from(e)
+    if code not in (0, None):
+        fail(f"the log command on {name} exited {code}: {(err or '').strip()[-300:] or 'no message'}",
+             "check that the device's user may read its log (Android: logcat; Linux: group systemd-journal or adm)")
+
+
 @app.command("check")
 def check(
     names: Annotated[list[str] | None, typer.Argument(help="Devices to check.")] = None,
