@@ -14,6 +14,7 @@ from edgelab.cli import (
     lease,
     matrix,
     metrics,
+    model,
     play,
     probe,
     push,
@@ -43,6 +44,7 @@ lease.register(app)
 shell.register(app)
 app.add_typer(artifact.app, name="artifact")
 app.add_typer(runtime.app, name="runtime")
+app.add_typer(model.app, name="model")
 push.register(app)
 deploy.register(app)
 bench.register(app)
