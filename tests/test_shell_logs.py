@@ -108,3 +108,41 @@ def test_device_logs_per_family(lab_db):
     assert "journalctl --no-pager -n 7 -f" in log_argv(Shell.POSIX, lines=7, follow=True)[2]
     win = log_argv(Shell.POWERSHELL, lines=9)
     assert win[:4] == ["powershell", "-NoProfile", "-NonInteractive", "-EncodedCommand"]
+
+
+@pytest.mark.parametrize("device,local", [("orin-agx", True), ("s25", False)])
+def test_forward_reaches_a_port_on_the_device(lab_db, device, local):
+    import signal
+    import socket
+    import threading
+
+    from edgelab.sim.adb_lab import free_port
+
+    url, env = lab_db
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))  # the virtual device's loopback is the lab host's
+    srv.listen(4)
+    port = srv.getsockname()[1]
+
+    def echo() -> None:
+        conn, _ = srv.accept()
+        with conn:
+            conn.sendall(b"echo:" + conn.recv(100))
+
+    threading.Thread(target=echo, daemon=True).start()
+    exe = os.path.join(os.path.dirname(sys.executable), "edgelab")
+    args = [exe, "forward", device, str(port)] + (["--local", str(free_port(None))] if local else [])
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("forwarding 127.0.0.1:"), (line, proc.stderr.read() if proc.poll() else "")
+        lab_port = int(line.split()[1].rsplit(":", 1)[1])
+        if local:
+            assert lab_port == int(args[-1])
+        with socket.create_connection(("127.0.0.1", lab_port), timeout=30) as c:
+            c.sendall(b"ping")
+            assert c.recv(100) == b"echo:ping"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+        srv.close()

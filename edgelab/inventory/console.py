@@ -171,3 +171,82 @@ def _bridge(remote_fd: int, recv: Callable[[], bytes], send: Callable[[bytes], N
             import termios
 
             termios.tcsetattr(fd_in, termios.TCSADRAIN, saved)
+
+
+def forward(engine: Engine, name: str, remote_port: int, *, local_port: int | None = None,
+            lease_id: str | None = None, on_ready: Callable[[int], None] | None = None,
+            stop: Callable[[], bool] | None = None, **options) -> None:
+    """Join a lab-side 127.0.0.1 port to ``remote_port`` on the device's loopback until ``stop()`` or Ctrl-C.
+
+    Built on the transport's ``forward()`` (``ssh -L``-style channels, ``adb forward``); ``local_port``
+    puts a relay on a port of the operator's choosing in front of it. Runs under a lease.
+    """
+    import time
+
+    from edgelab.lease import held
+
+    if not 0 < remote_port < 65536 or (local_port is not None and not 0 < local_port < 65536):
+        raise ConfigError("ports are 1-65535", remedy="e.g. `edgelab forward orin-agx 8091 --local 8091`")
+    with held(engine, [name], f"forward port {remote_port}", lease_id=lease_id):
+        t, _shell = _open(engine, name, **options)
+        try:
+            with t.forward(remote_port) as fwd:
+                relay = _Relay(local_port, fwd.local_port) if local_port else None
+                try:
+                    if on_ready:
+                        on_ready(local_port or fwd.local_port)
+                    while not (stop and stop()):
+                        time.sleep(0.2)
+                finally:
+                    if relay is not None:
+                        relay.close()
+        finally:
+            t.close()
+
+
+class _Relay:
+    """127.0.0.1:``port`` relayed to the forward's own lab-side port (the operator chose the number)."""
+
+    def __init__(self, port: int, target: int):
+        import socket
+        import threading
+
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self._sock.bind(("127.0.0.1", port))
+        except OSError as e:
+            self._sock.close()
+            raise ConfigError(f"cannot listen on 127.0.0.1:{port}: {e.strerror}",
+                              remedy="pick another --local port, or leave it out for a free one") from e
+        self._sock.listen(16)
+        self._target = target
+        self._done = threading.Event()
+        threading.Thread(target=self._accept, name=f"relay-{port}", daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        from edgelab.transport.forward import _pump
+
+        while not self._done.is_set():
+            try:
+                client, _peer = self._sock.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self._target), timeout=10)
+                upstream.settimeout(None)
+            except OSError:
+                client.close()
+                continue
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=_pump, args=(a, b, self._done), daemon=True).start()
+
+    def close(self) -> None:
+        self._done.set()
+        try:
+            self._sock.close()
+        except OSError:
+            pass
