@@ -187,7 +187,8 @@ def test_kick_is_recorded_and_the_kicked_holders_renewal_fails(db_url):
     a = acquire(engine, names=["s25"], ttl_s=300, holder=ALICE)
     b = kick(engine, ["s25"], ttl_s=60, holder=BOB)
     old = _lease(db_url, a.id)
-    assert old.end_reason == "kicked" and old.ended_by == "kicked by bob@lab2"
+    assert old.end_reason == "kicked" and old.ended_by == f"kicked by bob@lab2 (lease {b.id})"
+    assert b.purpose == f"took s25 over from alice@lab1 (lease {a.id})"
     assert renew(engine, a.id) is False and renew(engine, b.id) is True
     with pytest.raises(LeaseHeld):  # bob's own lease is bob's: alice cannot release it
         release(engine, b.id, holder=ALICE)

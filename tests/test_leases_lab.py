@@ -132,7 +132,7 @@ def test_a_kicked_bench_stops_and_its_memory_is_freed(deploy_lab, monkeypatch):
     assert result["res"].state == "stopped"
     with session_scope(engine, write=False) as s:
         kicked = s.exec(select(Lease).where(Lease.end_reason == "kicked")).all()
-        assert any(k.ended_by == "kicked by ops@lab" for k in kicked)
+        assert any(k.ended_by == f"kicked by ops@lab (lease {lease.id})" for k in kicked)
     assert _open(engine, "s25") == []
     release(engine, lease.id, holder=Holder("ops@lab"))
 
@@ -156,3 +156,20 @@ def test_device_rm_force_stops_the_deployment_and_ends_its_lease(deploy_lab):
     with pytest.raises(Exception):  # noqa: B017 - the row is gone with its device
         with session_scope(engine, write=False) as s:
             get_deployment(s, dep.run_id)
+
+
+def test_a_deployment_under_the_callers_lease_pins_it_until_stop(deploy_lab):
+    url, engine, opts = deploy_lab
+    mine = acquire(engine, names=["orin-agx"], ttl_s=600, purpose="my session")
+    dep = lifecycle.deploy(engine, DeployRequest("orin-agx", "qwen3-tts"), opts=opts, lease_id=mine.id)
+    try:
+        assert dep.lease_id == mine.id
+        with pytest.raises(LeaseHeld) as err:  # releasing it would orphan the running deployment
+            release(engine, mine.id)
+        assert f"edgelab stop {dep.run_id}" in err.value.remedy
+    finally:
+        lifecycle.stop(engine, dep.run_id, opts=opts)
+    with session_scope(engine, write=False) as s:
+        after = s.get(Lease, mine.id)
+    assert after.released_at is None and after.users == 0  # a reserved lease outlives what ran under it
+    assert release(engine, mine.id).end_reason == "released"

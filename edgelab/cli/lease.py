@@ -83,7 +83,7 @@ def reserve(
     me = whoami()
     try:
         lease = acquire(engine, names=list(devices or []), tag=tag, device_class=device_class, count=count,
-                        ttl_s=ttl, purpose=purpose or (f"run: {run}" if run else "reserve"), holder=me,
+                        ttl_s=ttl, purpose=purpose or (f"run: {run}" if run else "" if kick else "reserve"), holder=me,
                         wait=wait, timeout_s=wait_s, kick=kick)
     except LeaseHeld as err:
         if json_out:

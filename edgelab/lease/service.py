@@ -176,6 +176,7 @@ def _candidates(session: Session, names: list[str], tag: str | None, device_clas
 
 def _take(session: Session, holder: Holder, names: list[str], tag: str | None, device_class: str | None,
           count: int | None, ttl_s: float, purpose: str, auto: bool, kicker: bool) -> Lease:
+    lease_id = new_id()
     _lock(session)
     sweep(session)
     cands = _candidates(session, names, tag, device_class)
@@ -186,7 +187,8 @@ def _take(session: Session, holder: Holder, names: list[str], tag: str | None, d
         lease = holds.get(key)
         if lease is not None and names:
             if kicker:
-                kick_lease(session, lease, d.name, holder)
+                kick_lease(session, lease, d.name, holder, by_lease=lease_id)
+                purpose = purpose or f"took {d.name} over from {lease.owner} (lease {lease.id})"
             else:
                 raise held_error(d.name, lease)
         elif lease is not None:
@@ -202,7 +204,7 @@ def _take(session: Session, holder: Holder, names: list[str], tag: str | None, d
                             remedy="retry with --wait, ask for --count fewer, or see `edgelab leases`")
         picked = dict(list(picked.items())[:want])
     now = utcnow()
-    lease = Lease(id=new_id(), owner=holder.owner, ci_job=holder.ci_job, purpose=purpose[:255], auto=auto,
+    lease = Lease(id=lease_id, owner=holder.owner, ci_job=holder.ci_job, purpose=purpose[:255], auto=auto,
                   ttl_s=ttl_s, acquired_at=now, heartbeat_at=now, expires_at=now + timedelta(seconds=ttl_s))
     session.add(lease)
     session.flush()
@@ -213,7 +215,7 @@ def _take(session: Session, holder: Holder, names: list[str], tag: str | None, d
     return lease
 
 
-def kick_lease(session: Session, lease: Lease, device: str, by: Holder) -> None:
+def kick_lease(session: Session, lease: Lease, device: str, by: Holder, by_lease: str | None = None) -> None:
     """End someone's lease on the operator's word; refused while a deployment of theirs runs under it."""
     dep = session.exec(select(Deployment).where(Deployment.lease_id == lease.id,
                                                 Deployment.state == "running")).first()
@@ -221,7 +223,7 @@ def kick_lease(session: Session, lease: Lease, device: str, by: Holder) -> None:
         raise LeaseHeld(f"{device}: deployment {dep.run_id} runs under lease {lease.id} of {lease.owner}",
                         lease=lease, device=device,
                         remedy=f"stop it first (`edgelab stop {dep.run_id}`), then kick")
-    end(session, lease, "kicked", f"kicked by {by.label()}")
+    end(session, lease, "kicked", f"kicked by {by.label()}" + (f" (lease {by_lease})" if by_lease else ""))
 
 
 def acquire(engine: Engine, *, names: list[str] | None = None, tag: str | None = None,
