@@ -49,7 +49,7 @@ def test_a_deployment_keeps_its_lease_until_stop_and_others_are_refused_naming_t
         with pytest.raises(LeaseHeld) as err:
             run_bench(engine, BenchRequest("rb3g2", "qwen3-tts", runtime="reference", requests=1, frames=2,
                                            frames_per_s=0), opts=opts)
-        assert lease.owner in str(err.value) and "until" in str(err.value) and "--wait" in err.value.remedy
+        assert lease.owner in str(err.value) and f"until deployment {dep.run_id} is stopped" in str(err.value) and "--wait" in err.value.remedy
         with pytest.raises(LeaseHeld) as err:  # a kick cannot pull the device from under a running deployment
             acquire(engine, names=["rb3g2"], ttl_s=60, kick=True)
         assert f"edgelab stop {dep.run_id}" in err.value.remedy

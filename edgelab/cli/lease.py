@@ -200,10 +200,13 @@ def leases(
     engine = open_engine()
     with session_scope(engine) as s:
         sweep(s)
+    from edgelab.lease.service import kept_by
+
     with session_scope(engine, write=False) as s:
         rows = list_leases(s, include_ended=all_)
+        kept = {lease.id: kept_by(s, lease.id) for lease, _ in rows if lease.released_at is None}
     if json_out:
-        print_json([lease_dict(lease, devs) for lease, devs in rows])
+        print_json([{**lease_dict(lease, devs), "kept_by_runs": kept.get(lease.id, [])} for lease, devs in rows])
         return
     if not rows:
         err_console.print("no leases. Take one with `edgelab reserve DEVICE --for 30m`.")
@@ -214,9 +217,11 @@ def leases(
     for lease, devs in rows:
         who = lease.owner + (f" ({lease.ci_job})" if lease.ci_job else "")
         state = "open" if lease.released_at is None else f"{lease.end_reason}: {lease.ended_by}"
+        runs = kept.get(lease.id)
+        until = f"stop of {', '.join(runs)}" if runs else f"{lease.expires_at:%H:%M:%S}"
+        left = "-" if lease.released_at is not None or runs else _left(lease.expires_at)
         table.add_row(lease.id, escape(", ".join(d.device_name for d in devs)), escape(who), escape(lease.purpose),
-                      f"{lease.expires_at:%H:%M:%S}", _left(lease.expires_at) if lease.released_at is None else "-",
-                      escape(state))
+                      until, left, escape(state))
     console.print(table)
 
 

@@ -146,15 +146,16 @@ def mine(lease: Lease, holder: Holder) -> bool:
     return lease.owner == holder.owner and lease.ci_job == holder.ci_job
 
 
-def held_text(name: str, lease: Lease) -> str:
+def held_text(name: str, lease: Lease, runs: list[str] | None = None) -> str:
     who = f"{lease.owner} ({lease.ci_job})" if lease.ci_job else lease.owner
     what = f" for {lease.purpose!r}" if lease.purpose else ""
-    return (f"{name} is leased to {who}{what} until {lease.expires_at:%Y-%m-%d %H:%M:%S} UTC "
-            f"(lease {lease.id})")
+    until = f"until deployment {', '.join(runs)} is stopped" if runs else \
+        f"until {lease.expires_at:%Y-%m-%d %H:%M:%S} UTC"
+    return f"{name} is leased to {who}{what} {until} (lease {lease.id})"
 
 
-def held_error(name: str, lease: Lease, *, waited: float | None = None) -> LeaseHeld:
-    msg = held_text(name, lease) + (f"; waited {waited:.0f}s" if waited is not None else "")
+def held_error(name: str, lease: Lease, *, waited: float | None = None, runs: list[str] | None = None) -> LeaseHeld:
+    msg = held_text(name, lease, runs) + (f"; waited {waited:.0f}s" if waited is not None else "")
     return LeaseHeld(msg, lease=lease, device=name,
                      remedy=f"wait for it (`edgelab reserve {name} --wait`), ask {lease.owner}, or take it over "
                             f"with `edgelab reserve --kick {name}` (recorded)")
@@ -190,7 +191,7 @@ def _take(session: Session, holder: Holder, names: list[str], tag: str | None, d
                 kick_lease(session, lease, d.name, holder, by_lease=lease_id)
                 purpose = purpose or f"took {d.name} over from {lease.owner} (lease {lease.id})"
             else:
-                raise held_error(d.name, lease)
+                raise held_error(d.name, lease, runs=kept_by(session, lease.id))
         elif lease is not None:
             continue
         picked.setdefault(key, d)
@@ -305,6 +306,12 @@ def release(engine: Engine, lease_id: str, *, holder: Holder | None = None, forc
 def kick(engine: Engine, names: list[str], *, ttl_s: float, purpose: str = "", holder: Holder | None = None) -> Lease:
     """Take devices over from their holders (each kick recorded on the ended lease)."""
     return acquire(engine, names=names, ttl_s=ttl_s, purpose=purpose, holder=holder, kick=True)
+
+
+def kept_by(session: Session, lease_id: str) -> list[str]:
+    """Run ids of the running deployments that keep this lease (it does not expire while they run)."""
+    return list(session.exec(select(Deployment.run_id).where(Deployment.lease_id == lease_id,
+                                                             Deployment.state == "running")).all())
 
 
 def list_leases(session: Session, *, include_ended: bool = False, limit: int = 200

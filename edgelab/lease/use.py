@@ -30,6 +30,7 @@ from edgelab.lease.service import (
     end,
     get_lease,
     held_error,
+    kept_by,
     mine,
     new_id,
     open_holds,
@@ -98,7 +99,7 @@ def begin_use(engine: Engine, devices: list[str], purpose: str, *, lease_id: str
             elif mine(lease, holder):
                 use.by_device[name] = lease.id
             else:
-                raise held_error(name, lease)
+                raise held_error(name, lease, runs=kept_by(s, lease.id))
         if free:
             now = utcnow()
             own = Lease(id=new_id(), owner=holder.owner, ci_job=holder.ci_job, purpose=purpose[:255], auto=True,
