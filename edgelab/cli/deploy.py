@@ -68,6 +68,9 @@ def deploy(
     = False,
     follow: Annotated[bool, typer.Option("--follow/--no-follow", help="Ingest its events into the store "
                                          "(a detached follower that ends with the run).")] = True,
+    lease: Annotated[str | None, typer.Option("--lease", envvar="EDGELAB_LEASE", help="Run under this lease "
+                                              "(`edgelab reserve`); default: yours on the device, or a new one.")]
+    = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Plan, admit, push and start PIPELINE on a device; refused early (with why) when it cannot run."""
@@ -102,7 +105,7 @@ def deploy(
             err_console.print(f"[dim]{name:<10}[/] {escape(fields)}", highlight=False)
 
     try:
-        dep = lifecycle.deploy(engine, req, on_phase=phase)
+        dep = lifecycle.deploy(engine, req, on_phase=phase, lease_id=lease)
     except Refusal as r:
         if json_out:
             print_json({"device": device, "pipeline": pipeline, "refusal": r.to_dict()})
