@@ -188,6 +188,14 @@ def read_file(t: Transport, path: str, max_bytes: int = 65536) -> str:
     return t.run(_posix('[ -f "$1" ] && tail -c "$2" "$1"; true', path, str(max_bytes)), timeout=30).stdout
 
 
+def read_from(t: Transport, path: str, offset: int, max_bytes: int) -> str:
+    """Up to ``max_bytes`` of a remote file from byte ``offset`` ('' when absent); SFTP on Windows."""
+    if t.shell is Shell.POWERSHELL:
+        return _sftp_read(t, path, offset, max_bytes).decode("utf-8", "replace")
+    cmd = 'tail -c +"$2" "$1" 2>/dev/null | head -c "$3"; true'
+    return t.run(["sh", "-c", cmd, "edgelab", path, str(offset + 1), str(max_bytes)], timeout=30).stdout
+
+
 def follow_argv(path: str) -> list[str]:
     return ["tail", "-n", "+1", "-f", path]
 

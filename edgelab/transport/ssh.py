@@ -629,6 +629,11 @@ class SSHTransport(Transport):
         chan.close()
         pump.join(KILL_GRACE_S)
 
+    def stream_ps(self, script: str) -> RemoteProcess:
+        """Stream a PowerShell script's output; it prints its pid first, so cancel kills its tree."""
+        line = winscripts.windows_line(f'"{winscripts.PID_MARKER}$PID"\n' + script, self.windows_shell())
+        return SSHProcess(self, self._exec(line, self.timeout))
+
     # -- files -------------------------------------------------------------------------------
 
     def sftp(self) -> paramiko.SFTPClient:

@@ -32,6 +32,8 @@ CMDLETS: dict[str, tuple[str, ...]] = {
     "ForEach-Object": (),
     "ConvertTo-Json": ("Compress", "Depth"),
     "New-Object": (),
+    "Get-Command": ("Name", "ErrorAction"),
+    "Start-Sleep": ("Milliseconds",),
     "Out-Null": (),
     "Write-Output": (),
 }
@@ -55,7 +57,7 @@ MEMBERS: tuple[str, ...] = (
 TYPES: tuple[str, ...] = ("byte[]", "void")  # New-Object byte[] N; [void] casts
 
 # automatic and preference variables ($env:NAME is any environment variable)
-VARIABLES: tuple[str, ...] = ("env:*", "PID", "LASTEXITCODE", "?", "ErrorActionPreference", "null", "_")
+VARIABLES: tuple[str, ...] = ("env:*", "PID", "LASTEXITCODE", "?", "ErrorActionPreference", "null", "true", "_")
 
 # statement keywords and operators the builders use
 KEYWORDS: tuple[str, ...] = ("if", "else", "foreach", "while", "exit", "break")

@@ -28,8 +28,11 @@ def q(value: str) -> str:
 
 def windows_line(script: str, login_shell: str = "cmd") -> str:
     """The SSH command line that runs ``script`` under the device's default shell (cmd | powershell)."""
-    if login_shell == "powershell" and not re.search(r'["\n\r\t]| {2}|[\u201c\u201d\u201e]', script):
-        return script
+    if login_shell == "powershell":
+        if not re.search(r'["\n\r\t]| {2}|[\u201c\u201d\u201e]', script):
+            return script
+        # the outer powershell -c would map the inner one's exit code to 0/1 ($?): pass it on
+        return " ".join(encode_powershell(script)) + "; exit $LASTEXITCODE"
     return " ".join(encode_powershell(script))
 
 
@@ -237,10 +240,13 @@ NVIDIA_QUERY = ("index,name,utilization.gpu,memory.used,memory.total,temperature
                 "clocks.mem,pstate")
 
 
-def sampler(nvidia: bool = True) -> str:
+SAMPLE_MARK = "@@edgelab-sample"
+
+
+def sample_body() -> str:
     """One telemetry sample in sections (``==name==`` then its output): CPU and memory counters from
-    CIM, the display adapters and NPUs seen, and nvidia-smi's query when the device has one."""
-    parts = [
+    CIM, the display adapters and NPUs seen, and nvidia-smi's query where the device has it."""
+    return "\n".join([
         "'==cpu=='",
         "Get-CimInstance -ClassName Win32_PerfFormattedData_PerfOS_Processor -Filter \"Name='_Total'\" | "
         "ConvertTo-Json -Compress",
@@ -255,12 +261,18 @@ def sampler(nvidia: bool = True) -> str:
         "'==npu=='",
         "Get-PnpDevice -Class ComputeAccelerator -PresentOnly -ErrorAction SilentlyContinue | "
         "ConvertTo-Json -Compress",
-    ]
-    if nvidia:
-        parts += ["'==nvidia=='",
-                  f"& 'nvidia-smi.exe' '--query-gpu={NVIDIA_QUERY}' '--format=csv,noheader,nounits' 2>&1"]
-    parts.append("'==end=='")
-    return "\n".join(parts)
+        "'==nvidia=='",
+        "if (Get-Command -Name 'nvidia-smi.exe' -ErrorAction SilentlyContinue) "
+        f"{{ & 'nvidia-smi.exe' '--query-gpu={NVIDIA_QUERY}' '--format=csv,noheader,nounits' }}",
+    ])
+
+
+def sampler(interval_s: float = 1.0, count: int | None = None) -> str:
+    """``SAMPLE_MARK`` then one sample, every ``interval_s`` (``count`` times, or until cancelled)."""
+    cond = "$true" if count is None else f"$n -lt {int(count)}"
+    body = sample_body().replace("\n", "; ")
+    return (f"$n = 0\nwhile ({cond}) {{ '{SAMPLE_MARK}'; {body}; $n++; "
+            f"Start-Sleep -Milliseconds {int(interval_s * 1000)} }}\n'{SAMPLE_MARK}'")
 
 
 def samples() -> dict[str, str]:
@@ -276,5 +288,5 @@ def samples() -> dict[str, str]:
         "move": move(part, blob), "remove": remove([part, blob]), "list_files": list_files(root),
         "runner": runner(["python.exe", "-m", "x y"], {"PYTHONPATH": "C:\\a b\\z.pyz"}, "C:\\w\\exit"),
         "launch": launch("C:\\runs\\r 1\\ref", ["python.exe", "-m", "edgelab.reference", "it's"], {"A": "b"}),
-        "alive": alive(42), "stop": stop(42), "kill_tree": kill_tree(42), "sampler": sampler(True),
+        "alive": alive(42), "stop": stop(42), "kill_tree": kill_tree(42), "sampler": sampler(0.5, 2),
     }

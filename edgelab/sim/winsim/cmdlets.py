@@ -436,13 +436,18 @@ def _cim_class(interp: Interp, cls: str) -> list[dict] | None:
     if low == "win32_perfformatteddata_perfos_memory" and osd:
         o = osd[0]
         kib = 1024
-        avail = int(o.get("FreePhysicalMemory", 0)) * kib
+        used = _persona_rss()  # what the device's own processes hold comes off its free memory
+        avail = max(0, int(o.get("FreePhysicalMemory", 0)) * kib - used)
         limit = int(o.get("TotalVirtualMemorySize", 0)) * kib
-        committed = limit - int(o.get("FreeVirtualMemory", 0)) * kib
+        committed = min(limit, limit - int(o.get("FreeVirtualMemory", 0)) * kib + used)
         return [{"Name": None, "AvailableBytes": avail, "AvailableMBytes": avail >> 20, "CommittedBytes": committed,
                  "CommitLimit": limit, "PercentCommittedBytesInUse": int(100 * committed / limit) if limit else 0,
                  "PagesPersec": 0, "CacheBytes": 0}]
     return None
+
+
+def _persona_rss() -> int:
+    return sum(p["WorkingSetSize"] for p in proc_table() if same_persona(p["ProcessId"]))
 
 
 def _wql_filter(rows: list[dict], flt: str) -> list[dict]:
@@ -625,6 +630,32 @@ def write_error(interp, named, pos, inp):
     raise PSError(msg, "NotSpecified", "Microsoft.PowerShell.Commands.WriteErrorException", "", "Write-Error")
 
 
+def get_command(interp, named, pos, inp):
+    out = []
+    for name in [to_str(x) for x in unroll(named.get("name", pos[0] if pos else None))]:
+        if name.lower() in CMDLETS:
+            out.append(PSObj({"CommandType": "Cmdlet", "Name": name, "Version": "3.1.0.0",
+                              "Source": "Microsoft.PowerShell.Management"}, "System.Management.Automation.CmdletInfo"))
+            continue
+        exe = resolve_native(interp, name)
+        if exe is None or (exe in NATIVE_BUILTINS and not _native_present(interp, exe)):
+            raise PSError(f"The term '{name}' is not recognized as the name of a cmdlet, function, script file, or "
+                          "operable program. Check the spelling of the name, or if a path was included, verify that "
+                          "the path is correct and try again.", "ObjectNotFound",
+                          "CommandNotFoundException,Microsoft.PowerShell.Commands.GetCommandCommand", name,
+                          "Get-Command")
+        out.append(PSObj({"CommandType": "Application", "Name": os.path.basename(name), "Version": "0.0.0.0",
+                          "Source": exe}, "System.Management.Automation.ApplicationInfo"))
+    return out
+
+
+def _native_present(interp, exe: str) -> bool:
+    """An emulated program exists on this persona only with its data (nvidia-smi without a GPU: absent)."""
+    need = {"nvidia-smi": "nvidia-smi.txt", "nvidia-smi.exe": "nvidia-smi.txt",
+            "systeminfo": "systeminfo.txt", "systeminfo.exe": "systeminfo.txt"}.get(exe)
+    return need is None or _data(interp, need) is not None
+
+
 def get_location(interp, named, pos, inp):
     return [PSObj({"Path": interp.cwd}, "System.Management.Automation.PathInfo")]
 
@@ -657,6 +688,7 @@ CMDLETS = {
     "new-object": new_object,
     "write-error": write_error,
     "get-location": get_location, "pwd": get_location,
+    "get-command": get_command, "gcm": get_command,
 }
 CMDLETS = {k: v for k, v in CMDLETS.items() if v is not None}
 
