@@ -34,12 +34,15 @@ def _check_dir(persona_dir: Path) -> Path:
     return persona_dir
 
 
-def persona_argv(persona_dir: Path, argv: list[str], *, device_root: Path | None = None) -> list[str]:
+def persona_argv(
+    persona_dir: Path, argv: list[str], *, device_root: Path | None = None, drive: Path | None = None
+) -> list[str]:
     """Argv that runs ``argv`` in a private mount namespace showing the persona's files.
 
     ``persona_dir`` holds ``root/`` (files overlaid at their absolute paths) and
     ``bin/`` (shims first on PATH). ``device_root`` (optional, writable) provides
-    the device's own ``/data`` and ``/sdcard``. Needs root or user namespaces.
+    the device's own ``/data`` and ``/sdcard``; ``drive`` (Windows personas) is shown as ``/C:``.
+    Needs root or user namespaces.
     """
     if not argv:
         raise ValueError("empty command")
@@ -48,6 +51,8 @@ def persona_argv(persona_dir: Path, argv: list[str], *, device_root: Path | None
     out += ["--hostname", persona_dir.name]
     if device_root is not None:
         out += ["--device-root", str(Path(device_root).resolve())]
+    if drive is not None:
+        out += ["--drive", str(Path(drive).resolve())]
     return out + ["--", *[str(a) for a in argv]]
 
 

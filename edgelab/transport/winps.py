@@ -1,7 +1,8 @@
 """The one list of what edgelab sends to Windows: cmdlets (with the parameters used), native programs,
 .NET members and automatic variables.
 
-The PowerShell script builders (``edgelab.transport.winscripts``) may only use what is listed here,
+The PowerShell script builders (``edgelab.transport.winscripts``, and the probe's Windows collector
+``edgelab.probe.collectors.windows``) may only use what is listed here,
 and the virtual Windows personas (``edgelab.sim.winsim``) must answer every entry;
 ``tests/test_winps_surface.py`` parses every builder's output and checks both, so the two cannot
 drift apart. Adding a command to a builder means adding it here and to the shim.
@@ -18,14 +19,12 @@ CMDLETS: dict[str, tuple[str, ...]] = {
     "Move-Item": ("Force", "LiteralPath", "Destination"),
     "Remove-Item": ("Force", "LiteralPath", "ErrorAction"),
     "Get-FileHash": ("Algorithm", "LiteralPath"),
-    "Get-Content": ("LiteralPath", "Tail", "ErrorAction"),
     "Set-Content": ("LiteralPath", "Value"),
     "Join-Path": (),
     "Start-Process": ("FilePath", "ArgumentList", "WorkingDirectory", "RedirectStandardOutput",
                       "RedirectStandardError", "WindowStyle", "PassThru"),
-    "Stop-Process": ("Id", "Force", "ErrorAction"),
     "Get-Process": ("Id", "ErrorAction"),
-    "Get-CimInstance": ("ClassName", "Filter"),
+    "Get-CimInstance": ("ClassName", "Filter"),  # the probe names the class positionally
     "Get-PnpDevice": ("Class", "PresentOnly", "ErrorAction"),
     "Select-Object": ("Property",),
     "Where-Object": (),
@@ -39,7 +38,7 @@ CMDLETS: dict[str, tuple[str, ...]] = {
 }
 
 # Windows programs edgelab runs (besides the workload itself)
-NATIVES: tuple[str, ...] = ("powershell.exe", "taskkill.exe", "nvidia-smi.exe")
+NATIVES: tuple[str, ...] = ("powershell.exe", "taskkill.exe", "nvidia-smi.exe", "systeminfo.exe", "wsl.exe")
 
 # type literal :: member
 STATIC: tuple[str, ...] = (

@@ -145,6 +145,7 @@ NVIDIA_FIELDS = {
     "temperature.gpu": "temperature.gpu", "power.draw": "power.draw", "power.limit": "power.limit",
     "clocks.sm": "clocks.sm", "clocks.mem": "clocks.mem", "clocks.gr": "clocks.gr", "pstate": "pstate",
     "fan.speed": "fan.speed", "clocks_throttle_reasons.active": "clocks_throttle_reasons.active",
+    "compute_cap": "compute_cap",
 }
 UNITS = {"utilization.gpu": " %", "utilization.memory": " %", "memory.total": " MiB", "memory.used": " MiB",
          "memory.free": " MiB", "power.draw": " W", "power.limit": " W", "clocks.sm": " MHz", "clocks.mem": " MHz",

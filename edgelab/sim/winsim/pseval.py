@@ -273,6 +273,7 @@ class Interp:
                                      "erroractionpreference": "Continue", "lastexitcode": 0, "?": True}
         self.ok = True  # $? of the last statement
         self.action: str | None = None  # -ErrorAction of the cmdlet running now
+        self.prev_ok = True  # what $? reads: the status of the statement before this one
         home = env.get("USERPROFILE", "")
         cwd = fs.from_host(os.getcwd())
         self.cwd = cwd if fs.is_windows_path(cwd) else (home or cwd)
@@ -296,7 +297,7 @@ class Interp:
         if low in ("global:", "script:", "local:"):
             low = low.split(":", 1)[1]
         if low == "?":
-            return self.ok
+            return self.prev_ok
         return self.vars.get(low.split(":", 1)[-1])
 
     def set_var(self, name: str, value: Any) -> None:
@@ -336,6 +337,7 @@ class Interp:
         report(e)
 
     def _statement(self, stmt: P.Node, out: Out) -> None:
+        self.prev_ok = self.ok
         if isinstance(stmt, P.If):
             for cond, block in stmt.clauses:
                 if truthy(self.eval(cond)):
