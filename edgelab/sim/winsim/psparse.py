@@ -198,7 +198,7 @@ class Break(Node):
 
 class Parser:
     def __init__(self, src: str):
-        self.s = src.replace("\r\n", "\n").replace("\r", "\n")
+        self.s = src  # a CR inside a string literal is kept; outside one it is white space (see ws)
         self.i = 0
 
     # -- low level --------------------------------------------------------------------------
@@ -213,10 +213,12 @@ class Parser:
         """Spaces, tabs, line continuations and comments; never a newline."""
         while self.i < len(self.s):
             ch = self.s[self.i]
-            if ch in " \t":
+            if ch in " \t\r":
                 self.i += 1
             elif ch == "`" and self.peek(1) == "\n":
                 self.i += 2
+            elif ch == "`" and self.peek(1) == "\r" and self.peek(2) == "\n":
+                self.i += 3
             elif ch == "#":
                 while self.i < len(self.s) and self.s[self.i] != "\n":
                     self.i += 1
