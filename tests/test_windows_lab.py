@@ -299,6 +299,14 @@ def test_deploy_watch_stop_leaves_no_process(win_lab, ssh_lab, name):
             time.sleep(0.5)
         assert len(audio) >= 2 and live is not None, "no live metrics arrived from the Windows run"
         assert live.metrics["audio"]["ttfa_ms"]["count"] >= 1
+        from edgelab.deploy import lifecycle
+
+        seen = []  # logs -f: Get-Content -Wait streams the run's stdout.log
+        for line in lifecycle.log_lines(engine, run, follow=True, opts=opts):
+            seen.append(json.loads(line)["kind"])
+            if seen.count("audio.chunk") >= 2:
+                break
+        assert seen[0] == "run.start" and "audio.chunk" in seen
         frame = _cli(url, ssh_lab, "watch", run, "--once")
         assert frame.exit_code == 0, frame.output
         assert "TTFA" in frame.stdout or "ttfa" in frame.stdout.lower(), frame.stdout

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from edgelab.errors import TransportError
 from edgelab.transport import winscripts
-from edgelab.transport.base import Transport
+from edgelab.transport.base import RemoteProcess, Transport
 from edgelab.transport.quoting import Shell
 
 # $1 workdir, $2.. argv. Prints the group leader's pid once the pid file is written.
@@ -198,6 +198,13 @@ def read_from(t: Transport, path: str, offset: int, max_bytes: int) -> str:
 
 def follow_argv(path: str) -> list[str]:
     return ["tail", "-n", "+1", "-f", path]
+
+
+def follow(t: Transport, path: str) -> RemoteProcess:
+    """A remote file's lines from the start, then as they are written; cancel ends it."""
+    if t.shell is Shell.POWERSHELL:
+        return t.stream_ps(winscripts.follow_log(path))  # type: ignore[attr-defined]
+    return t.stream(follow_argv(path))
 
 
 def _launch_windows(t: Transport, workdir: str, argv: list[str], env: dict[str, str] | None = None) -> int:

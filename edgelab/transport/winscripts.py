@@ -171,7 +171,10 @@ def move(src: str, dst: str) -> str:
 
 
 def remove(paths: Sequence[str]) -> str:
-    return f"Remove-Item -Force -ErrorAction SilentlyContinue -LiteralPath {', '.join(q(p) for p in paths)}"
+    """``rm -f``: remove what exists; a file that cannot be removed is an error (exit 1)."""
+    items = ", ".join(q(p) for p in paths)
+    return (f"$ErrorActionPreference = 'Stop'\nforeach ($f in @({items})) "
+            "{ if (Test-Path -LiteralPath $f) { Remove-Item -Force -LiteralPath $f } }")
 
 
 def list_files(root: str) -> str:
@@ -234,6 +237,11 @@ def kill_tree(pid: int) -> str:
     return f"& 'taskkill.exe' '/T' '/F' '/PID' '{int(pid)}' 2>&1 | Out-Null\nexit 0"
 
 
+def follow_log(path: str) -> str:
+    """``tail -f``: the file's lines, then each new one as it is written (Get-Content -Wait)."""
+    return f"Get-Content -LiteralPath {q(path)} -Wait"
+
+
 # ------------------------------------------------------------------ telemetry
 
 NVIDIA_QUERY = ("index,name,utilization.gpu,memory.used,memory.total,temperature.gpu,power.draw,clocks.sm,"
@@ -288,5 +296,5 @@ def samples() -> dict[str, str]:
         "move": move(part, blob), "remove": remove([part, blob]), "list_files": list_files(root),
         "runner": runner(["python.exe", "-m", "x y"], {"PYTHONPATH": "C:\\a b\\z.pyz"}, "C:\\w\\exit"),
         "launch": launch("C:\\runs\\r 1\\ref", ["python.exe", "-m", "edgelab.reference", "it's"], {"A": "b"}),
-        "alive": alive(42), "stop": stop(42), "kill_tree": kill_tree(42), "sampler": sampler(0.5, 2),
+        "alive": alive(42), "stop": stop(42), "follow_log": follow_log(root + "\\stdout.log"), "kill_tree": kill_tree(42), "sampler": sampler(0.5, 2),
     }

@@ -220,8 +220,30 @@ def _read_text(host: str) -> str:
     return raw.decode("utf-8", "replace")
 
 
+def _follow(host: str) -> None:
+    """Get-Content -Wait: the lines so far, then each appended line (checked every 0.2 s) until killed."""
+    with open(host, "rb") as f:
+        pending = b""
+        while True:
+            chunk = f.read(1 << 16)
+            if not chunk:
+                time.sleep(0.2)
+                continue
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                sys.stdout.write(line.rstrip(b"\r").decode("utf-8", "replace") + "\n")
+            sys.stdout.flush()
+
+
 def get_content(interp, named, pos, inp):
     out = []
+    if named.get("wait"):
+        for p in _path_arg(named, pos, "literalpath", "path"):
+            host = interp.host(p)
+            if not os.path.isfile(host):
+                raise _not_found("Get-Content", fs.from_host(host), "GetContentCommand")
+            _follow(host)
     for p in _path_arg(named, pos, "literalpath", "path"):
         host = interp.host(p)
         if not os.path.isfile(host):

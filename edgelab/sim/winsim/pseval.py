@@ -262,7 +262,7 @@ def _params(cmd_args: list, interp: Interp) -> tuple[dict[str, Any], list]:
 
 
 SWITCHES = {"force", "passthru", "file", "directory", "recurse", "raw", "compress", "nonewline", "wait", "nonewwindow",
-            "presentonly", "asstring", "noprofile", "noninteractive", "expandproperty_"}
+            "presentonly", "asstring", "noprofile", "noninteractive"}
 
 
 class Interp:
