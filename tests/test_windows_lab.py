@@ -319,3 +319,21 @@ def test_deploy_watch_stop_leaves_no_process(win_lab, ssh_lab, name):
     with session_scope(engine, write=False) as s:
         logs = get_deployment(s, run).logs
     assert any(k.endswith("stdout.log") and "run.start" in v for k, v in logs.items())
+
+
+# ------------------------------------------------------------------ telemetry
+
+
+def test_windows_sampler_streams_samples_and_cancel_stops_it(win):
+    from edgelab.metrics.wintelemetry import sample_windows
+
+    got = list(sample_windows(win, interval_s=0.2, count=2, device=win.name))
+    assert len(got) == 2
+    s = got[0]
+    assert s.resource.source == "windows-cim" and s.resource.device == win.name
+    assert s.resource.cpu_pct is not None and s.memory["commit_limit_bytes"]
+    assert s.npus and s.adapters
+    assert (len(s.gpus) == 1) == (win.name == "win-hx370-rtx5090")  # nvidia-smi only where the driver is
+    endless = sample_windows(win, interval_s=0.2, device=win.name)
+    assert next(endless).resource.cpu_pct is not None
+    endless.close()  # closes the stream: its PowerShell tree is killed (checked by the contract suite)
