@@ -337,3 +337,22 @@ def test_windows_sampler_streams_samples_and_cancel_stops_it(win):
     endless = sample_windows(win, interval_s=0.2, device=win.name)
     assert next(endless).resource.cpu_pct is not None
     endless.close()  # closes the stream: its PowerShell tree is killed (checked by the contract suite)
+
+
+def test_session_job_kills_start_process_children_but_not_the_launched_run(win, scratch):
+    """OpenSSH for Windows kills a session's job when its shell exits: a bare Start-Process child dies
+    with the session, the launch (Win32_Process.Create outside the job) survives until stopped."""
+    from edgelab.deploy import remote
+    from edgelab.transport import winscripts
+
+    line = winscripts.join_windows_args(["-c", "import time; time.sleep(300)"])
+    r = win.run_ps(f"$p = Start-Process -FilePath {winscripts.q(PY)} -ArgumentList {winscripts.q(line)} -PassThru\n"
+                   "$p.Id", timeout=30)
+    assert r.ok, r.stderr
+    assert _gone(int(r.stdout.strip())), "a Start-Process child outlived its SSH session's job"
+    wpath, _host = scratch
+    pid = remote.launch(win, wpath + "\\run", [PY, "-c", "import time; time.sleep(300)"])
+    time.sleep(1.0)
+    assert alive_on_host(pid) and remote.alive(win, pid)
+    assert remote.stop(win, pid) == 0
+    assert _gone(pid)

@@ -44,7 +44,8 @@ def used(script: str) -> dict[str, set]:
                 got["params"] |= {(node.name, a.name) for a in node.args if isinstance(a, P.Param)}
                 for k, a in enumerate(node.args[:-1]):
                     nxt = node.args[k + 1]
-                    if isinstance(a, P.Param) and a.name.lower() == "filepath" and isinstance(nxt, P.Str):
+                    if isinstance(a, P.Param) and a.name.lower() == "filepath" and isinstance(nxt, P.Str) \
+                            and nxt.value not in WORKLOADS:
                         got["natives"].add(nxt.value)  # Start-Process -FilePath 'powershell.exe'
 
                 if node.name == "New-Object":
@@ -74,7 +75,7 @@ def test_every_builder_uses_only_listed_commands(name, script):
     assert u["static"] <= set(winps.STATIC), (name, u["static"] - set(winps.STATIC))
     assert u["members"] <= set(winps.MEMBERS), (name, u["members"] - set(winps.MEMBERS))
     assert {v.lower() for v in u["vars"]} - {v.lower() for v in winps.VARIABLES} <= {
-        "i", "f", "p", "h", "b", "n", "left", "wd", "root", "all", "tree", "id", "ok", "code", "q"}, (name, u["vars"])
+        "i", "f", "p", "h", "b", "n", "r", "left", "wd", "root", "all", "tree", "id", "ok", "code", "q"}, (name, u["vars"])
     assert u["types"] <= set(winps.TYPES), (name, u["types"])
 
 

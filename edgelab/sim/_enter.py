@@ -299,6 +299,10 @@ def main(args: list[str]) -> None:
     env["EDGELAB_PERSONA"] = os.path.basename(persona)
     env["EDGELAB_PERSONA_DIR"] = persona
     env["EDGELAB_SIM_LIB"] = os.path.dirname(os.path.abspath(__file__))  # the winsim package's parent
+    if ssh_shell in ("powershell", "cmd") and argv[0] in ("powershell", "cmd"):
+        # OpenSSH for Windows runs a session in a job object that dies with its first process
+        # (JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE); that process is this one after exec.
+        env["EDGELAB_WIN_JOB"] = str(os.getpid())
     try:
         os.execvpe(argv[0], argv, env)
     except FileNotFoundError:

@@ -23,7 +23,8 @@ CMDLETS: dict[str, tuple[str, ...]] = {
     "Set-Content": ("LiteralPath", "Value"),
     "Join-Path": (),
     "Start-Process": ("FilePath", "ArgumentList", "WorkingDirectory", "RedirectStandardOutput",
-                      "RedirectStandardError", "WindowStyle", "PassThru"),
+                      "RedirectStandardError", "NoNewWindow", "PassThru", "Wait"),
+    "Invoke-CimMethod": ("ClassName", "MethodName", "Arguments"),  # Win32_Process.Create: outside the SSH job
     "Get-Process": ("Id", "ErrorAction"),
     "Get-CimInstance": ("ClassName", "Filter"),  # the probe names the class positionally
     "Get-PnpDevice": ("Class", "PresentOnly", "ErrorAction"),
@@ -52,6 +53,7 @@ STATIC: tuple[str, ...] = (
 # instance members used on objects the listed cmdlets return
 MEMBERS: tuple[str, ...] = (
     "Length", "LastWriteTimeUtc", "Ticks", "Name", "Hash", "Id", "Count", "ProcessId", "ParentProcessId",
+    "ReturnValue", "ExitCode",
     "ToUnixTimeMilliseconds", "Read", "Close", "TransformBlock", "TransformFinalBlock", "ToString",
 )
 TYPES: tuple[str, ...] = ("byte[]", "void")  # New-Object byte[] N; [void] casts

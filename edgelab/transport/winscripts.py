@@ -185,31 +185,44 @@ def list_files(root: str) -> str:
 # ------------------------------------------------------------------ detached launch, stop
 
 
-def runner(argv: Sequence[str], env: dict[str, str] | None, exit_path: str) -> str:
-    """What the detached PowerShell runs: set the environment, run ``argv``, record its exit code."""
-    lines = [f"$env:{k} = {q(v)}" for k, v in (env or {}).items() if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k)]
-    lines += [invoke(argv), "$ok = $?", "$code = $LASTEXITCODE",
-              "if (-not $ok -and $code -eq 0) { $code = 1 }",
-              f"Set-Content -LiteralPath {q(exit_path)} -Value $code", "exit $code"]
+def runner(argv: Sequence[str], env: dict[str, str] | None, workdir: str) -> str:
+    """What the detached PowerShell runs: set the environment, Start-Process the program with its
+    output redirected into ``workdir`` (byte for byte: handles, not the PowerShell pipeline), wait,
+    record the exit code in ``exit``."""
+    wd = workdir.rstrip("\\/")
+    lines = [f"$env:{k} = {q(v)}" for k, v in (env or {}).items()]
+    lines += [f"$wd = {q(wd)}",
+              f"$p = Start-Process -FilePath {q(argv[0])} -ArgumentList {q(join_windows_args(argv[1:]) or ' ')} "
+              "-WorkingDirectory $wd -RedirectStandardOutput (Join-Path $wd 'stdout.log') "
+              "-RedirectStandardError (Join-Path $wd 'stderr.log') -NoNewWindow -PassThru -Wait",
+              "$code = $p.ExitCode",
+              "Set-Content -LiteralPath (Join-Path $wd 'exit') -Value $code", "exit $code"]
     return "\n".join(lines)
 
 
 def launch(workdir: str, argv: Sequence[str], env: dict[str, str] | None = None) -> str:
-    """Start ``argv`` detached (Start-Process -PassThru) with stdout/stderr kept in ``workdir``;
-    writes ``pid`` there and prints it."""
+    """Start ``argv`` detached; writes ``pid`` (the runner's, the root of the run's process tree) in
+    ``workdir`` and prints it.
+
+    OpenSSH for Windows runs each session in a job object that kills every process in it when the
+    session's shell exits, and Start-Process does not break away from it. So the runner (see
+    ``runner``) is created by the WMI service (Win32_Process.Create, outside the job), and it
+    Start-Process -PassThru's the program with redirected output.
+    """
+    if not argv:
+        raise ValueError("empty command")
     if any(not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) for k in (env or {})):
         raise ValueError("environment variable names must be identifiers")
     wd = workdir.rstrip("\\/")
-    inner = runner(argv, env, wd + "\\exit")
-    args = " ".join(encode_powershell(inner)[1:])  # -NoProfile -NonInteractive -EncodedCommand <b64>
+    line = " ".join(["powershell.exe", *encode_powershell(runner(argv, env, wd))[1:]])
     return (f"$ErrorActionPreference = 'Stop'\n$wd = {q(wd)}\n"
             "New-Item -ItemType Directory -Force -Path $wd | Out-Null\n"
             "foreach ($f in @('pid', 'exit')) { $p = Join-Path $wd $f; "
             "if (Test-Path -LiteralPath $p) { Remove-Item -Force -LiteralPath $p } }\n"
-            f"$p = Start-Process -FilePath 'powershell.exe' -ArgumentList {q(args)} -WorkingDirectory $wd "
-            "-RedirectStandardOutput (Join-Path $wd 'stdout.log') -RedirectStandardError (Join-Path $wd 'stderr.log') "
-            "-WindowStyle Hidden -PassThru\n"
-            "Set-Content -LiteralPath (Join-Path $wd 'pid') -Value $p.Id\n$p.Id")
+            "$r = Invoke-CimMethod -ClassName Win32_Process -MethodName Create "
+            f"-Arguments @{{ CommandLine = {q(line)}; CurrentDirectory = $wd }}\n"
+            "if ($r.ReturnValue -ne 0) { \"Win32_Process.Create returned $($r.ReturnValue)\"; exit 1 }\n"
+            "Set-Content -LiteralPath (Join-Path $wd 'pid') -Value $r.ProcessId\n$r.ProcessId")
 
 
 def alive(pid: int) -> str:
@@ -294,7 +307,7 @@ def samples() -> dict[str, str]:
         "inspect": inspect(root, [blob, part]), "stat": stat(blob), "sha256": sha256(blob),
         "sha256_prefix": sha256_prefix(part, 12345), "finalize": finalize(part, sha, blob),
         "move": move(part, blob), "remove": remove([part, blob]), "list_files": list_files(root),
-        "runner": runner(["python.exe", "-m", "x y"], {"PYTHONPATH": "C:\\a b\\z.pyz"}, "C:\\w\\exit"),
+        "runner": runner(["python.exe", "-m", "x y"], {"PYTHONPATH": "C:\\a b\\z.pyz"}, "C:\\w"),
         "launch": launch("C:\\runs\\r 1\\ref", ["python.exe", "-m", "edgelab.reference", "it's"], {"A": "b"}),
         "alive": alive(42), "stop": stop(42), "follow_log": follow_log(root + "\\stdout.log"), "kill_tree": kill_tree(42), "sampler": sampler(0.5, 2),
     }

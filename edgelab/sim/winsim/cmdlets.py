@@ -355,7 +355,34 @@ def start_process(interp, named, pos, inp):
             f.close()
     if named.get("wait"):
         proc.wait()
-    return [Process(proc.pid, os.path.splitext(os.path.basename(file))[0])] if named.get("passthru") else []
+    return [Process(proc.pid, os.path.splitext(os.path.basename(file))[0], proc)] if named.get("passthru") else []
+
+
+JOB_VAR = "EDGELAB_WIN_JOB"  # the SSH session's job object: see shell.end_job
+
+
+def invoke_cim_method(interp, named, pos, inp):
+    """Invoke-CimMethod Win32_Process Create: a process made by the WMI service, so outside the SSH
+    session's job object (OpenSSH for Windows kills that job when the session's shell exits)."""
+    cls = to_str(named.get("classname", pos[0] if pos else "")).lower()
+    method = to_str(named.get("methodname", pos[1] if len(pos) > 1 else "")).lower()
+    if (cls, method) != ("win32_process", "create"):
+        raise PSError(f"Invalid method {method or '?'} on class {cls or '?'}", "MetadataError",
+                      "HRESULT 0x80041055,Microsoft.Management.Infrastructure.CimCmdlets.InvokeCimMethodCommand",
+                      cls, "Invoke-CimMethod")
+    arguments = named.get("arguments")
+    props = arguments.props if isinstance(arguments, PSObj) else {}
+    line = to_str(next((v for k, v in props.items() if k.lower() == "commandline"), ""))
+    cwd = next((v for k, v in props.items() if k.lower() == "currentdirectory"), None)
+    words = native.split_command_line(line)
+    exe = resolve_native(interp, words[0]) if words else None
+    wd = interp.host(cwd) if cwd is not None else "/"
+    if exe is None or exe in NATIVE_BUILTINS or not os.path.isdir(wd):
+        return [PSObj({"ProcessId": None, "ReturnValue": 9}, "Microsoft.Management.Infrastructure.CimMethodResult")]
+    env = {k: v for k, v in os.environ.items() if k != JOB_VAR}
+    proc = subprocess.Popen([exe, *words[1:]], cwd=wd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+    return [PSObj({"ProcessId": proc.pid, "ReturnValue": 0}, "Microsoft.Management.Infrastructure.CimMethodResult")]
 
 
 def _ids(named, pos) -> list[int]:
@@ -700,6 +727,7 @@ CMDLETS = {
     "get-ciminstance": get_cim_instance, "gcim": get_cim_instance,
     "get-wmiobject": get_cim_instance, "gwmi": get_cim_instance,
     "get-pnpdevice": get_pnp_device,
+    "invoke-cimmethod": invoke_cim_method,
     "foreach-object": foreach_object, "%": foreach_object, "foreach": foreach_object,
     "where-object": where_object, "?": where_object, "where": where_object,
     "select-object": select_object, "select": select_object,

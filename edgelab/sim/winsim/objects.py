@@ -150,9 +150,10 @@ class Process:
 
     type_name = "System.Diagnostics.Process"
 
-    def __init__(self, pid: int, name: str | None = None):
+    def __init__(self, pid: int, name: str | None = None, popen=None):
         self.pid = pid
         self.name = name
+        self.popen = popen  # set when this session started it: ExitCode is known once it ended
 
     def members(self) -> dict[str, Any]:
         f = _proc_stat(self.pid)
@@ -166,8 +167,9 @@ class Process:
                 name = f[0] if f else ""
         ws = int(f[22]) * os.sysconf("SC_PAGE_SIZE") if f and len(f) > 22 else 0
         cpu = (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK") if f and len(f) > 12 else 0
-        return {"Id": self.pid, "ProcessName": name, "HasExited": exited, "WorkingSet64": ws,
-                "Handles": 0, "CPU": round(cpu, 2)}
+        code = self.popen.poll() if self.popen is not None else None
+        return {"Id": self.pid, "ProcessName": name, "HasExited": exited or code is not None, "WorkingSet64": ws,
+                "Handles": 0, "CPU": round(cpu, 2), "ExitCode": code}
 
 
 class FileStream:

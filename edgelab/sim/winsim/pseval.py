@@ -386,11 +386,7 @@ class Interp:
         if a.op in ("++", "--"):
             value = to_num(self.eval(target)) + (1 if a.op == "++" else -1)
         else:
-            v = a.value
-            if isinstance(v, P.Pipeline) and len(v.elements) == 1 and not isinstance(v.elements[0], P.Command):
-                value = self.eval(v.elements[0])  # an expression keeps its value: $a = @() is an empty array
-            else:
-                value = collapse(self.capture(v))  # command output: $null, the object, or an array
+            value = self.value_of(a.value)
             if a.op == "+=":
                 old = self.eval(target)
                 if isinstance(old, list):
@@ -414,6 +410,12 @@ class Interp:
             obj[int(to_num(self.eval(target.index)))] = value
         else:
             raise PSError("The assignment expression is not valid.", "ParserError", "InvalidLeftHandSide")
+
+    def value_of(self, v: P.Node) -> Any:
+        """The value an assignment (or a hash entry) keeps."""
+        if isinstance(v, P.Pipeline) and len(v.elements) == 1 and not isinstance(v.elements[0], P.Command):
+            return self.eval(v.elements[0])  # an expression keeps its value: $a = @() is an empty array
+        return collapse(self.capture(v))  # command output: $null, the object, or an array
 
     def capture(self, node: P.Node) -> list:
         """The output objects of a statement or pipeline, captured."""
@@ -554,6 +556,8 @@ class Interp:
             return node
         if isinstance(node, P.ArrayLit):
             return [self.eval(x) for x in node.items]
+        if isinstance(node, P.Hash):
+            return PSObj({k: self.value_of(v) for k, v in node.pairs}, "System.Collections.Hashtable")
         if isinstance(node, P.TypeLit):
             return TypeRef(node.name)
         if isinstance(node, P.Cast):

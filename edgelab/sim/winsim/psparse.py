@@ -132,6 +132,11 @@ class ArrayLit(Node):
 
 
 @dataclass
+class Hash(Node):
+    pairs: list  # [(key, Node)]: @{ Key = value; ... }
+
+
+@dataclass
 class Param(Node):
     name: str
     value: Node | None = None  # -Name:value
@@ -443,7 +448,7 @@ class Parser:
         ch = self.peek()
         pos = self.i
         if ch in "$(@{\"" or ch in SQUOTES:
-            return self.parse_postfix(self.parse_primary())
+            return self.parse_postfix(self.parse_primary())  # $x, (...), @(...), @{...}, {...}, strings
         if ch == "[" and re.compile(r"\[[\w.]+\]").match(self.s, self.i):
             return self.parse_postfix(self.parse_primary())
         m = re.compile(r"-?\d+(\.\d+)?(?=[\s;|)},]|$)").match(self.s, self.i)
@@ -596,6 +601,33 @@ class Parser:
                 self.expect(")")
                 return SubExpr(body, pos=pos)
             return self._variable()
+        if ch == "@" and self.peek(1) == "{":
+            self.i += 2
+            pairs = []
+            while True:
+                while True:
+                    self.ws_nl()
+                    if self.peek() == ";":
+                        self.i += 1
+                    else:
+                        break
+                if self.peek() == "}":
+                    self.i += 1
+                    return Hash(pairs, pos=pos)
+                if self.peek() in SQUOTES:
+                    key = self._single_quoted()
+                else:
+                    key = self.word()
+                    if not key:
+                        raise ParseError("Missing key before '=' in hash literal.", self.i, "MissingEqualsInHashLiteral")
+                    self.i += len(key)
+                self.ws()
+                if self.peek() != "=":
+                    raise ParseError("Missing '=' operator after key in hash literal.", self.i,
+                                     "MissingEqualsInHashLiteral")
+                self.i += 1
+                self.ws_nl()
+                pairs.append((key, self.parse_pipeline_statement()))
         if ch == "@" and self.peek(1) == "(":
             self.i += 2
             body = self.parse_script(")")

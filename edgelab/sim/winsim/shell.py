@@ -21,6 +21,40 @@ from .native import split_command_line
 from .pseval import Interp, load_env, run_script
 
 PERSONA = os.environ.get("EDGELAB_PERSONA_DIR")
+JOB_VAR = "EDGELAB_WIN_JOB"
+
+
+def end_job() -> None:
+    """As the first process of an SSH session's job: kill the job's other processes, as Windows does
+    when the job's last handle closes (processes made by Win32_Process.Create are not in it)."""
+    job = os.environ.get(JOB_VAR)
+    if job != str(os.getpid()):
+        return
+    import signal
+
+    marker = f"{JOB_VAR}={job}".encode()
+    from .objects import same_persona
+
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            env = open(f"/proc/{entry}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if marker in env and same_persona(int(entry)):
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def session(main, args: list[str]) -> int:
+    try:
+        return main(args)
+    finally:
+        sys.stdout.flush()
+        end_job()
 
 
 def powershell_main(args: list[str]) -> int:
