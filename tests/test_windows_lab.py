@@ -354,5 +354,9 @@ def test_session_job_kills_start_process_children_but_not_the_launched_run(win, 
     pid = remote.launch(win, wpath + "\\run", [PY, "-c", "import time; time.sleep(300)"])
     time.sleep(1.0)
     assert alive_on_host(pid) and remote.alive(win, pid)
+    from edgelab.deploy import procstat
+
+    rss, peak = procstat.memory(win, pid)  # the tree: runner PowerShell + the program
+    assert rss and peak and peak >= 1 << 20
     assert remote.stop(win, pid) == 0
     assert _gone(pid)

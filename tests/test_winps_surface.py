@@ -29,7 +29,8 @@ def builder_scripts() -> dict[str, str]:
 
 
 def used(script: str) -> dict[str, set]:
-    got: dict[str, set] = {k: set() for k in ("cmdlets", "params", "natives", "static", "members", "vars", "types")}
+    got: dict[str, set] = {k: set() for k in ("cmdlets", "params", "natives", "static", "members", "vars", "types",
+                                              "locals")}
     for node in P.walk(P.parse(script)):
         if isinstance(node, P.Command):
             if node.invoke:
@@ -59,6 +60,10 @@ def used(script: str) -> dict[str, set]:
                 got["members"].add(node.name)
         elif isinstance(node, P.Var):
             got["vars"].add("env:*" if node.name.lower().startswith("env:") else node.name)
+        if isinstance(node, P.Assign) and isinstance(node.target, P.Var):
+            got["locals"].add(node.target.name.lower())
+        elif isinstance(node, P.Foreach):
+            got["locals"].add(node.var.lower())
         elif isinstance(node, P.Cast):
             got["types"].add(node.type)
     return got
@@ -74,8 +79,8 @@ def test_every_builder_uses_only_listed_commands(name, script):
     assert u["natives"] <= set(winps.NATIVES), (name, u["natives"] - set(winps.NATIVES))
     assert u["static"] <= set(winps.STATIC), (name, u["static"] - set(winps.STATIC))
     assert u["members"] <= set(winps.MEMBERS), (name, u["members"] - set(winps.MEMBERS))
-    assert {v.lower() for v in u["vars"]} - {v.lower() for v in winps.VARIABLES} <= {
-        "i", "f", "p", "h", "b", "n", "r", "left", "wd", "root", "all", "tree", "id", "ok", "code", "q"}, (name, u["vars"])
+    # automatic/preference variables must be listed; the script's own variables are whatever it assigns
+    assert {v.lower() for v in u["vars"]} - {v.lower() for v in winps.VARIABLES} <= u["locals"], (name, u["vars"])
     assert u["types"] <= set(winps.TYPES), (name, u["types"])
 
 

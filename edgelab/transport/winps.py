@@ -53,7 +53,7 @@ STATIC: tuple[str, ...] = (
 # instance members used on objects the listed cmdlets return
 MEMBERS: tuple[str, ...] = (
     "Length", "LastWriteTimeUtc", "Ticks", "Name", "Hash", "Id", "Count", "ProcessId", "ParentProcessId",
-    "ReturnValue", "ExitCode",
+    "ReturnValue", "ExitCode", "WorkingSetSize", "PeakWorkingSetSize",
     "ToUnixTimeMilliseconds", "Read", "Close", "TransformBlock", "TransformFinalBlock", "ToString",
 )
 TYPES: tuple[str, ...] = ("byte[]", "void")  # New-Object byte[] N; [void] casts

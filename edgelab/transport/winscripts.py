@@ -245,6 +245,21 @@ def stop(pid: int) -> str:
             "$left = @(Get-Process -Id $tree -ErrorAction SilentlyContinue)\n\"left $($left.Count)\"")
 
 
+def tree_memory(pid: int) -> str:
+    """``n rss peak``: live processes of ``pid``'s tree, their working sets summed, the largest peak
+    working set (Win32_Process WorkingSetSize / PeakWorkingSetSize, the latter in KiB)."""
+    return (f"$root = {int(pid)}\n"
+            "$all = @(Get-CimInstance -ClassName Win32_Process | "
+            "Select-Object -Property ProcessId, ParentProcessId, WorkingSetSize, PeakWorkingSetSize)\n"
+            "$tree = @($all | Where-Object { $_.ProcessId -eq $root })\n$i = 0\n"
+            "while ($i -lt $tree.Count) { $id = $tree[$i].ProcessId; "
+            "$tree += @($all | Where-Object { $_.ParentProcessId -eq $id }); $i++ }\n"
+            "$rss = 0\n$peak = 0\n"
+            "foreach ($p in $tree) { $rss += $p.WorkingSetSize; "
+            "if ($p.PeakWorkingSetSize -gt $peak) { $peak = $p.PeakWorkingSetSize } }\n"
+            '"$($tree.Count) $rss $peak"')
+
+
 def kill_tree(pid: int) -> str:
     """Cancel of a stream: the tree of the PowerShell that printed its pid."""
     return f"& 'taskkill.exe' '/T' '/F' '/PID' '{int(pid)}' 2>&1 | Out-Null\nexit 0"
@@ -309,5 +324,5 @@ def samples() -> dict[str, str]:
         "move": move(part, blob), "remove": remove([part, blob]), "list_files": list_files(root),
         "runner": runner(["python.exe", "-m", "x y"], {"PYTHONPATH": "C:\\a b\\z.pyz"}, "C:\\w"),
         "launch": launch("C:\\runs\\r 1\\ref", ["python.exe", "-m", "edgelab.reference", "it's"], {"A": "b"}),
-        "alive": alive(42), "stop": stop(42), "follow_log": follow_log(root + "\\stdout.log"), "kill_tree": kill_tree(42), "sampler": sampler(0.5, 2),
+        "alive": alive(42), "stop": stop(42), "tree_memory": tree_memory(42), "follow_log": follow_log(root + "\\stdout.log"), "kill_tree": kill_tree(42), "sampler": sampler(0.5, 2),
     }

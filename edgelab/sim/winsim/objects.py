@@ -141,8 +141,19 @@ def proc_table() -> list[dict[str, Any]]:
         name = os.path.basename(args[0]) if args else f[0]
         rss = int(f[22]) * os.sysconf("SC_PAGE_SIZE") if len(f) > 22 else 0
         out.append({"ProcessId": int(entry), "ParentProcessId": int(f[2]), "Name": name,
-                    "CommandLine": " ".join(args), "WorkingSetSize": rss})
+                    "CommandLine": " ".join(args), "WorkingSetSize": rss,
+                    "PeakWorkingSetSize": _hwm_kib(int(entry))})  # KiB, as Win32_Process has it
     return out
+
+
+def _hwm_kib(pid: int) -> int:
+    try:
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 class Process:
