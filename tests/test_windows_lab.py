@@ -360,3 +360,27 @@ def test_session_job_kills_start_process_children_but_not_the_launched_run(win, 
     assert rss and peak and peak >= 1 << 20
     assert remote.stop(win, pid) == 0
     assert _gone(pid)
+
+
+def test_run_dir_links_runtime_files_from_the_store(win, tmp_path, ssh_lab):
+    """A runtime build's files appear under their own names in the run's bin dir (hard links into the store)."""
+    from edgelab.deploy.start import layout
+
+    p = tmp_path / "llama-server.exe"
+    p.write_bytes(os.urandom(1 << 16))
+    blob = BlobSpec(p, sha256_path(p), 1 << 16)
+    store = open_store(win)
+    res = push_blob(store, blob)
+    run = f"C:\\Users\\edgelab\\.edgelab\\runs\\t-{uuid.uuid4().hex[:6]}\\bin"
+    layout(win, run, {"llama-server.exe": blob.sha256}, {blob.sha256: res.remote_path})
+    layout(win, run, {"llama-server.exe": blob.sha256}, {blob.sha256: res.remote_path})  # again: replaced
+    linked = persona_drive(ssh_lab.state_dir, win.name) / run[3:].replace("\\", "/") / "llama-server.exe"
+    assert linked.read_bytes() == p.read_bytes() and linked.stat().st_nlink >= 2
+    r = win.run_ps(winscripts_layout_missing(run), timeout=30)
+    assert r.exit_code == 98 and "missing blob" in r.stdout
+
+
+def winscripts_layout_missing(run: str) -> str:
+    from edgelab.transport import winscripts
+
+    return winscripts.layout(run, [("x.dll", "C:\\nowhere\\" + "0" * 64)])

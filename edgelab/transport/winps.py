@@ -12,7 +12,7 @@ from __future__ import annotations
 
 # cmdlet -> the parameters edgelab passes (Microsoft's parameter names)
 CMDLETS: dict[str, tuple[str, ...]] = {
-    "New-Item": ("ItemType", "Force", "Path"),
+    "New-Item": ("ItemType", "Force", "Path", "Target"),  # Directory | HardLink
     "Test-Path": ("LiteralPath", "PathType"),
     "Get-Item": ("LiteralPath",),
     "Get-ChildItem": ("File", "LiteralPath"),

@@ -225,6 +225,20 @@ def launch(workdir: str, argv: Sequence[str], env: dict[str, str] | None = None)
             "Set-Content -LiteralPath (Join-Path $wd 'pid') -Value $r.ProcessId\n$r.ProcessId")
 
 
+def layout(bin_dir: str, links: Sequence[tuple[str, str]]) -> str:
+    """``bin_dir`` holding one hard link per (name, store blob): a program finds its files by name.
+    Hard links, not symbolic ones (those need a privilege on Windows); the store and the run dirs
+    are on the same volume (the user profile). A missing blob exits 98."""
+    lines = ["$ErrorActionPreference = 'Stop'", f"$bin = {q(bin_dir)}",
+             "New-Item -ItemType Directory -Force -Path $bin | Out-Null"]
+    for name, blob in links:
+        lines += [f"if (-not (Test-Path -LiteralPath {q(blob)} -PathType Leaf)) {{ 'missing blob {blob.replace(chr(39), chr(39) * 2)}'; exit 98 }}",
+                  f"$l = Join-Path $bin {q(name)}",
+                  "if (Test-Path -LiteralPath $l) { Remove-Item -Force -LiteralPath $l }",
+                  f"New-Item -ItemType HardLink -Path $l -Target {q(blob)} | Out-Null"]
+    return "\n".join(lines)
+
+
 def alive(pid: int) -> str:
     return f"if (Get-Process -Id {int(pid)} -ErrorAction SilentlyContinue) {{ 'alive' }} else {{ 'gone' }}"
 
@@ -324,5 +338,6 @@ def samples() -> dict[str, str]:
         "move": move(part, blob), "remove": remove([part, blob]), "list_files": list_files(root),
         "runner": runner(["python.exe", "-m", "x y"], {"PYTHONPATH": "C:\\a b\\z.pyz"}, "C:\\w"),
         "launch": launch("C:\\runs\\r 1\\ref", ["python.exe", "-m", "edgelab.reference", "it's"], {"A": "b"}),
-        "alive": alive(42), "stop": stop(42), "tree_memory": tree_memory(42), "follow_log": follow_log(root + "\\stdout.log"), "kill_tree": kill_tree(42), "sampler": sampler(0.5, 2),
+        "alive": alive(42), "layout": layout("C:\\runs\\r1\\bin", [("llama-server.exe", blob), ("it's.dll", part)]),
+        "stop": stop(42), "tree_memory": tree_memory(42), "follow_log": follow_log(root + "\\stdout.log"), "kill_tree": kill_tree(42), "sampler": sampler(0.5, 2),
     }

@@ -92,6 +92,25 @@ def new_item(interp, named, pos, inp):
                               "DirectoryExist,Microsoft.PowerShell.Commands.NewItemCommand", p, "New-Item")
             else:
                 os.makedirs(host, exist_ok=True)
+        elif kind in ("hardlink", "symboliclink"):
+            target = named.get("target", named.get("value"))
+            thost = interp.host(target) if target is not None else ""
+            if not target or not os.path.exists(thost):
+                raise PSError(f"Cannot find path '{to_str(target)}' because it does not exist.", "ObjectNotFound",
+                              "PathNotFound,Microsoft.PowerShell.Commands.NewItemCommand", to_str(target), "New-Item")
+            if os.path.lexists(host):
+                if not named.get("force"):
+                    raise PSError(f"An item with the specified name {fs.from_host(host)} already exists.",
+                                  "ResourceExists", "NewItemIOError,Microsoft.PowerShell.Commands.NewItemCommand",
+                                  p, "New-Item")
+                os.unlink(host)
+            if kind == "hardlink":
+                if os.path.isdir(thost):
+                    raise PSError("This operation is not supported for a directory: use a junction or a symbolic "
+                                  "link.", "InvalidArgument", "NewItemInvalidItemType", p, "New-Item")
+                os.link(thost, host)
+            else:
+                os.symlink(thost, host)
         elif kind == "file":
             if os.path.exists(host) and not named.get("force"):
                 raise PSError(f"The file '{fs.from_host(host)}' already exists.", "WriteError",
