@@ -538,7 +538,8 @@ class SSHTransport(Transport):
     def windows_shell(self) -> str:
         """The DefaultShell of a Windows host's OpenSSH (``cmd``, its default, or ``powershell``), asked once
         per connection with ``echo %OS%`` (cmd expands it); ``extra["windows_shell"]`` pins it."""
-        pinned = (self.endpoint.extra or {}).get("windows_shell")
+        endpoint = getattr(self, "endpoint", None)
+        pinned = (endpoint.extra or {}).get("windows_shell") if endpoint is not None else "cmd"
         if pinned in ("cmd", "powershell"):
             return pinned
         key = self.hop.pool_key
