@@ -50,6 +50,7 @@ class BenchRequest:
     frames: int | None = None  # reference: codec frames per request (None: from the band's text)
     slow_every: int = 0  # reference VLA: inject a slow step every N inferences
     slow_ms: float = 0.0
+    hog: int = 0  # S3 controller: fault injection, N busy CPU processes beside the control loop
 
 
 @dataclass
@@ -75,6 +76,13 @@ class BenchResult:
             a = s["action"]
             out["action"] = {k: a.get(k) for k in ("chunks", "control_period_ms", "latency_ms", "age_ms",
                                                    "deadline_misses", "stale_aligned", "stale_dropped")}
+        if self.meta.get("controller") is not None:  # a real runtime under edgelab's S3 controller
+            out["runtime"] = self.provenance.get("runtime")
+            out["weights"] = self.meta.get("weights")
+            out["model"] = self.provenance.get("model")
+            out["placement"] = self.provenance.get("placement")
+            out["controller"] = self.meta.get("controller")
+            out["parity"] = self.meta.get("parity")
         return out
 
 
@@ -118,17 +126,22 @@ def workload_argv(base: list[str], kind: str, req: BenchRequest, run_id: str) ->
     return argv + ["--run", run_id, "--device", req.device]
 
 
+WORKLOADS = ("edgelab.reference", "edgelab.controller")  # the processes whose events have an adapter
+
+
 def _reference_process(planned: lifecycle.Planned) -> list[str]:
     p = planned.plan
     for proc in p.processes:
-        if "edgelab.reference" in proc.argv:
-            kind = proc.argv[proc.argv.index("edgelab.reference") + 1]
-            if kind.startswith("unsupported:"):
-                break
-            return proc.argv
+        for module in WORKLOADS:
+            if module in proc.argv:
+                kind = proc.argv[proc.argv.index(module) + 1]
+                if kind.startswith("unsupported:"):
+                    break
+                return proc.argv
     raise Refusal("no_exported_graph", f"{p.pipeline} on {p.runtime} has no bench adapter here (the reference "
-                  "runtime's tts and vla workloads have one)", device=p.device, strategy=p.strategy,
-                  remedy="bench a tts or vla pipeline with --runtime reference")
+                  "runtime's tts and vla workloads and edgelab's S3 controller on mnn/onnxruntime for vla "
+                  "have one)", device=p.device, strategy=p.strategy,
+                  remedy="bench a tts or vla pipeline with --runtime reference, or vla with --runtime mnn")
 
 
 def run_bench(engine: Engine, req: BenchRequest, *, opts: Options | None = None,
@@ -148,12 +161,22 @@ def run_bench(engine: Engine, req: BenchRequest, *, opts: Options | None = None,
     if planned.refusal:
         raise planned.refusal
     base = _reference_process(planned)
-    kind = base[base.index("edgelab.reference") + 1]
-    argv = workload_argv(base, kind, req, run_id)
     p = planned.plan
+    model = None
+    if "edgelab.controller" in base:
+        from edgelab.bench.controller import controller_argv, prepare
+
+        model, parity = prepare(engine, base, virtual=planned.virtual, device=req.device, strategy=p.strategy)
+        kind = base[base.index("edgelab.controller") + 1]
+        argv = controller_argv(base, req, run_id, model)
+    else:
+        kind = base[base.index("edgelab.reference") + 1]
+        argv = workload_argv(base, kind, req, run_id)
     meta: dict[str, Any] = {"protocol": PROTOCOL, "band": req.band if kind == "tts" else None,
                             "warmup": req.warmup, "requests": req.requests, "batch": 1, "concurrency": 1,
-                            "weights": "random" if p.runtime == "reference" else None}
+                            "weights": "random" if p.runtime == "reference" or model else None}
+    if model is not None:
+        meta.update(parity=parity, cpu_hog=req.hog)
     if kind == "vla":
         meta.update(control_hz=req.control_hz, control_period_s=1.0 / req.control_hz,
                     slow_every=req.slow_every, slow_ms=req.slow_ms)
@@ -165,6 +188,10 @@ def run_bench(engine: Engine, req: BenchRequest, *, opts: Options | None = None,
                           strategy=p.strategy, profile=planned.profile.device_class,
                           command=join(argv, shell), source=f"bench:{PROTOCOL}")
         prov["facts_hash"] = prov["facts_hash"] or planned.facts_hash
+        if model is not None:
+            prov["artifacts"] = {model.artifact: model.sha256}
+            prov["model"] = {"artifact": model.artifact, "sha256": model.sha256, "format": model.format,
+                             "weights": "random"}
         create_run(s, id=run_id, pipeline=p.pipeline, device_name=device.name, runtime=p.runtime,
                    strategy=p.strategy, kind="bench", virtual=bool(device.virtual), command=prov["command"],
                    provenance=prov, meta=meta)
@@ -181,13 +208,55 @@ def run_bench(engine: Engine, req: BenchRequest, *, opts: Options | None = None,
             run = get_run(s, run_id)
             run.meta = dict(meta)
             s.add(run)
-        final, state = _stream(engine, t, argv, run_id, offset, on_event, cancel)
+        seen = _Reported(on_event)
+        try:
+            final, state = _stream(engine, t, argv, run_id, offset, seen, cancel)
+        finally:
+            seen.store(engine, run_id)
     finally:
         t.close()
     with session_scope(engine, write=False) as s:
         run = get_run(s, run_id)
         return BenchResult(run_id, run.state, kind, final, bool(final.get("live_equals_final")),
                            dict(run.provenance), dict(run.meta))
+
+
+class _Reported:
+    """What the workload says about itself (run.start meta: model SHA-256, observed placement; the
+    controller's summary line), kept for the run's provenance and meta after the stream ends."""
+
+    def __init__(self, then: Callable[[ev.Event], None] | None):
+        self.then = then
+        self.start: dict[str, Any] = {}
+        self.controller: dict[str, Any] | None = None
+
+    def __call__(self, e: ev.Event) -> None:
+        if isinstance(e, ev.RunStart):
+            self.start = dict(e.meta or {})
+        elif isinstance(e, ev.LogLine) and e.stream == "controller" and e.level == "summary":
+            import json
+
+            try:
+                self.controller = json.loads(e.line)
+            except ValueError:
+                self.controller = {"unparsed": e.line[:500]}
+        if self.then:
+            self.then(e)
+
+    def store(self, engine: Engine, run_id: str) -> None:
+        if not self.start.get("placement") and self.controller is None:
+            return  # the reference workload: nothing observed beyond its events
+        with session_scope(engine) as s:
+            run = get_run(s, run_id)
+            prov, meta = dict(run.provenance), dict(run.meta)
+            if self.start.get("placement"):
+                prov["placement"] = self.start["placement"]  # as the runtime itself reported it
+            if self.start.get("model"):
+                prov["model"] = {**(prov.get("model") or {}), "loaded_sha256": self.start["model"].get("sha256")}
+            meta["controller"] = self.controller
+            meta["weights"] = self.start.get("weights", meta.get("weights"))
+            run.provenance, run.meta = prov, meta
+            s.add(run)
 
 
 def _stream(engine: Engine, t, argv: list[str], run_id: str, offset: ev.ClockOffset,

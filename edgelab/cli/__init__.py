@@ -13,6 +13,7 @@ from edgelab.cli import (
     facts,
     matrix,
     metrics,
+    model,
     play,
     probe,
     push,
@@ -38,6 +39,7 @@ app.add_typer(device.app, name="device")
 app.add_typer(facts.app, name="facts")
 probe.register(app, facts.app)
 app.add_typer(artifact.app, name="artifact")
+app.add_typer(model.app, name="model")
 app.add_typer(runtime.app, name="runtime")
 push.register(app)
 deploy.register(app)

@@ -34,6 +34,8 @@ def bench(
     = None,
     slow_every: Annotated[int, typer.Option("--slow-every", help="Reference VLA: a slow step every N.")] = 0,
     slow_ms: Annotated[float, typer.Option("--slow-ms", help="Reference VLA: length of the slow step.")] = 0.0,
+    hog: Annotated[int, typer.Option("--hog", help="S3 controller (mnn, onnxruntime): N busy CPU processes "
+                                                   "beside the control loop (fault injection).")] = 0,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")] = False,
 ) -> None:
     """Warm-up then measured requests, batch 1 (single_request_batch1_v1); raw records and summary stored."""
@@ -46,7 +48,7 @@ def bench(
     except ConfigError as err:
         fail_from(err, code=2)
     req = BenchRequest(device, pipeline, runtime, strategy, warmup, requests, band, control_hz, frames_per_s,
-                       frames, slow_every, slow_ms)
+                       frames, slow_every, slow_ms, hog=hog)
     if not json_out:
         err_console.print(f"[dim]bench {escape(pipeline)} on {escape(device)}: {warmup} warm-up + {requests} "
                           f"measured ...[/]", highlight=False)
@@ -67,7 +69,8 @@ def bench(
     if json_out:
         print_json(rep)
         return
-    virtual = "  [yellow]VIRTUAL device, reference runtime: machinery only, not a model figure[/]" \
+    what = f"{rep['runtime']} (random weights)" if rep.get("runtime") else "reference runtime"
+    virtual = f"  [yellow]VIRTUAL device, {what}: machinery only, not a model figure[/]" \
         if rep["virtual"] else ""
     console.print(f"run [bold]{result.run_id}[/] {result.state} ({rep['protocol']}){virtual}")
     t = Table.grid(padding=(0, 2))
@@ -87,6 +90,13 @@ def bench(
         t.add_row("latency", _p(a["latency_ms"], " ms"))
         t.add_row("obs age", _p(a["age_ms"], " ms"))
         t.add_row("deadline misses", f"{a['deadline_misses']} of {a['chunks']} (period {a['control_period_ms']} ms)")
+    for stage, pl in (rep.get("placement") or {}).items():
+        flag = f"  [red]FALLBACK from {pl.get('requested')}[/]" if pl.get("fallback") else ""
+        t.add_row(f"placement {stage}", f"{pl.get('observed')} ({escape(str(pl.get('detail', '')))[:90]}){flag}")
+    if m := rep.get("model"):
+        t.add_row("model", f"{escape(str(m.get('artifact')))} sha256 {m.get('sha256')}")
+    if par := rep.get("parity"):
+        t.add_row("parity", "ok" if par.get("ok") else f"[red]FAILED[/] {escape(str(par.get('error', '')))}")
     console.print(t)
 
 

@@ -28,6 +28,7 @@ class MnnEngine:
     runtime = "mnn"
 
     def __init__(self, model: Path, *, backend: str = "cpu", threads: int = 1, strict: bool = False):
+        backend = backend.lower()
         try:
             import MNN
         except ImportError as e:

@@ -31,6 +31,7 @@ class OrtEngine:
     runtime = "onnxruntime"
 
     def __init__(self, model: Path, *, backend: str = "cpu", threads: int = 1, strict: bool = False):
+        backend = backend.lower()
         try:
             import onnxruntime as ort
         except ImportError as e:

@@ -29,7 +29,15 @@ import numpy as np
 
 from edgelab.controller.chunks import Chunk, ChunkBuffer
 from edgelab.controller.engine import Engine
-from edgelab.metrics.events import ActionChunk, LogLine, RequestEnd, RequestStart, RunEnd, RunStart, StageTiming
+from edgelab.metrics.events import (
+    ActionChunk,
+    LogLine,
+    RequestEnd,
+    RequestStart,
+    RunEnd,
+    RunStart,
+    StageTiming,
+)
 from edgelab.metrics.stats import summarize
 from edgelab.models.stages import ACTION_DIMS, FLOW_STEPS, HORIZON
 from edgelab.reference.emit import Emitter

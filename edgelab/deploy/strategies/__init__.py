@@ -11,6 +11,7 @@ from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.refusal import Refusal
 from edgelab.deploy.strategies import s1, s3, s4, s5
 from edgelab.deploy.strategies.common import REFERENCE, RUNTIME_FORMATS, PlanContext
+from edgelab.deploy.strategies.controller import has_controller
 
 BUILDERS = {"S1": s1.build, "S3": s3.build, "S4": s4.build, "S5": s5.build}
 KNOWN = ("S1", "S2", "S3", "S4", "S5")
@@ -35,7 +36,8 @@ def choose(ctx: PlanContext, requested: str | None = None) -> tuple[str, str]:
             raise Refusal(code, f"{sid} refused: {d.reason}", device=ctx.device, strategy=sid,
                           remedy=_remedy(sid, d.code, pp.eligible), numbers={"profile_code": d.code})
         return sid, f"{sid} requested: {d.reason}"
-    order = (["S4"] if ctx.endpoint else []) + ["S1", "S3", "S5"]
+    s1 = ["S1"] if ctx.runtime in (None, "vllm-omni", REFERENCE) else []  # S1 is vLLM-Omni itself
+    order = (["S4"] if ctx.endpoint else []) + s1 + ["S3", "S5"]
     for sid in order:
         d = pp.strategy(sid)
         if d.eligible:
@@ -74,6 +76,9 @@ def build_plan(ctx: PlanContext, requested: str | None = None) -> ExecutionPlan:
     plan = BUILDERS[sid](ctx, why)
     fit = ctx.pipeline_profile.fit
     quant = fit.quantization or (fit.budget.quantization if fit.budget else None)
+    if has_controller(plan.runtime, ctx.spec.kind):
+        quant = "fp32"  # edgelab's controller loads its exported fp32 graphs (random weights), not a checkpoint
+        plan.notes.append("S3 controller over exported fp32 stages (random weights): edgelab model export")
     if quant and plan.runtime in RUNTIME_FORMATS and quant not in RUNTIME_FORMATS[plan.runtime]:
         raise Refusal("weight_format_unsupported",
                       f"{plan.runtime} cannot load {quant} weights (it loads {', '.join(RUNTIME_FORMATS[plan.runtime])})",

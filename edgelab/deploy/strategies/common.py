@@ -21,8 +21,9 @@ REFERENCE_PLACEMENT = "cpu (reference, random weights)"
 RUNTIME_FORMATS: dict[str, tuple[str, ...]] = {
     "vllm-omni": ("bf16", "fp16"),
     "llama.cpp": ("bf16", "fp16", "q8_0", "q4"),
-    "mnn": ("fp16", "q8_0", "q4"),
+    "mnn": ("fp32", "fp16", "q8_0", "q4"),
     "executorch": ("fp16", "q8_0", "q4"),
+    "onnxruntime": ("fp32", "fp16", "q8_0"),  # edgelab's S3 controller loads exported ONNX graphs
     REFERENCE: ("bf16", "fp16", "q8_0", "q4", "fp32"),
 }
 # Which runtime realises which backend, in preference order.

@@ -15,6 +15,7 @@ from edgelab.deploy.strategies.common import (
     runtime_and_backend,
     stage_plans,
 )
+from edgelab.deploy.strategies.controller import controller_process, has_controller
 
 
 def controller_argv(ctx: PlanContext, runtime: str, backend: str, only: list[str] | None = None,
@@ -37,6 +38,8 @@ def build(ctx: PlanContext, reason: str) -> ExecutionPlan:
     runtime, backend = runtime_and_backend(ctx)
     if runtime == REFERENCE:
         proc = reference_process(ctx, "controller")
+    elif has_controller(runtime, ctx.spec.kind):  # edgelab's controller over MNN / ONNX Runtime
+        proc = controller_process(ctx, runtime, backend)
     else:
         proc = ProcessSpec("controller", controller_argv(ctx, runtime, backend), ready_pattern=r"ready")
     stages = stage_plans(ctx, runtime, backend, process="controller")
