@@ -1,0 +1,71 @@
+# ruff: noqa: F811 - pytest fixtures imported from test_deploy_helpers are parameters by design
+"""`edgelab bench internvla-a1 --runtime mnn|onnxruntime` on a virtual Jetson: edgelab's S3 controller
+runs the exported head on the real runtime over SSH; latency, age and misses come from its events,
+the model's SHA-256, the observed placement and the parity report are stored with the run."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from test_deploy_helpers import cli_env, deploy_lab  # noqa: F401 - fixture
+from typer.testing import CliRunner
+
+from edgelab.artifacts.registry import artifact_files, get_artifact
+from edgelab.cli import app
+from edgelab.store.db import session_scope
+from edgelab.store.runs import get_run
+
+pytest.importorskip("MNN")
+pytest.importorskip("onnxruntime")
+pytestmark = [pytest.mark.ssh, pytest.mark.slow]
+runner = CliRunner()
+
+
+@pytest.mark.parametrize("runtime", ["mnn", "onnxruntime"])
+def test_bench_on_a_real_runtime_reports_figures_sha_and_observed_placement(deploy_lab, ssh_lab, runtime,
+                                                                            tmp_path, monkeypatch):
+    url, engine, _opts = deploy_lab
+    monkeypatch.setenv("EDGELAB_HOME", str(tmp_path / "home"))
+    env = cli_env(url, ssh_lab) | {"EDGELAB_HOME": str(tmp_path / "home")}
+    res = runner.invoke(app, ["--db", url, "bench", "internvla-a1", "--device", "orin-agx", "--runtime", runtime,
+                              "--control-hz", "10", "--warmup", "1", "--requests", "6", "--json"], env=env)
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.stdout)
+    assert rep["state"] == "finished" and rep["virtual"] is True and rep["runtime"] == runtime
+    assert rep["weights"] == "random"
+    act = rep["action"]
+    assert act["chunks"] >= 5 and act["latency_ms"]["count"] == act["chunks"]
+    assert act["latency_ms"]["p50"] <= act["latency_ms"]["p95"] and act["age_ms"]["p50"] >= act["latency_ms"]["p50"]
+    assert isinstance(act["deadline_misses"], int)
+    # the SHA-256 is the registered artifact's, and the one the controller loaded
+    with session_scope(engine, write=False) as s:
+        art = get_artifact(s, rep["model"]["artifact"])
+        run = get_run(s, rep["run"])
+        (file,) = artifact_files(s, art)
+        src = Path(file.source)
+        assert art.kind == "graph" and art.meta["weights"] == "random"
+        assert rep["model"]["sha256"] == rep["model"]["loaded_sha256"] == file.sha256
+        assert hashlib.sha256(src.read_bytes()).hexdigest() == rep["model"]["sha256"]
+        prov, meta = dict(run.provenance), dict(run.meta)
+    assert prov["artifacts"] == {art.name: rep["model"]["sha256"]} and prov["virtual"] is True
+    # the Jetson's plan asks for CUDA; this lab host's runtime builds have none: CPU, flagged as fallback
+    pl = prov["placement"]["action_head"]
+    assert pl["runtime"] == runtime and pl["requested"] == "cuda" and pl["observed"] == "cpu" and pl["fallback"]
+    assert "edgelab.controller" in prov["command"] and f"--runtime {runtime}" in prov["command"]
+    assert meta["parity"]["ok"] and set(meta["parity"]["runtimes"]) == {"mnn", "onnxruntime"}
+    assert meta["controller"]["ticks"] == 6 and meta["controller"]["step_ms"]["count"] == 10 * act["chunks"]
+
+
+def test_bench_with_a_cpu_hog_and_the_human_view(deploy_lab, ssh_lab, tmp_path, monkeypatch):
+    url, engine, _opts = deploy_lab
+    monkeypatch.setenv("EDGELAB_HOME", str(tmp_path / "home"))
+    env = cli_env(url, ssh_lab) | {"EDGELAB_HOME": str(tmp_path / "home")}
+    res = runner.invoke(app, ["--db", url, "bench", "internvla-a1", "--device", "orin-agx", "--runtime", "mnn",
+                              "--warmup", "0", "--requests", "4", "--hog", "2"], env=env)
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert "VIRTUAL" in out and "mnn (random weights)" in out and "FALLBACK from cuda" in out
+    assert "sha256" in out and "parity" in out and "deadline misses" in out
