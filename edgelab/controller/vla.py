@@ -127,6 +127,7 @@ class VlaController:
         self.observe = observe or (lambda: synthetic_observation(rng))
         self.stats = ControllerStats()
         self.infer_ms: list[float] = []
+        self.cycle_ms: list[float] = []
         self._slot: tuple[dict[str, Any], float] | None = None
         self._cv = threading.Condition()
         self._stop = False
@@ -167,6 +168,7 @@ class VlaController:
                 self.em.emit(ActionChunk(t=self.wall(end), request=request, idx=idx, obs_t=self.wall(obs_m),
                                          infer_start=self.wall(start), infer_end=self.wall(end),
                                          horizon=int(actions.shape[0]), dims=int(actions.shape[1])))
+                self.cycle_ms.append((time.monotonic() - start) * 1000.0)  # head + buffer + event path
                 idx += 1
         except BaseException as e:  # surfaced by run(); the control loop stops at its next tick
             self._error = e
@@ -210,7 +212,8 @@ class VlaController:
         return self.stats
 
     def summary(self) -> dict[str, Any]:
-        return self.stats.as_dict(self.buffer, self.sampler, self.infer_ms)
+        return self.stats.as_dict(self.buffer, self.sampler, self.infer_ms) | {
+            "chunk_cycle_ms": summarize(self.cycle_ms)}
 
 
 def run_episode(em: Emitter, engine: Engine, *, model: Path, control_hz: float, ticks: int, warmup: int,
