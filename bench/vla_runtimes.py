@@ -108,7 +108,7 @@ def main() -> int:
         eng = open_engine(rt, model.path, backend="cpu", threads=a.threads)
         FlowSampler(eng).sample(cond, noise_for(0, 999))  # warm
         bare_steps, bare_chunks, ctl_steps, ctl_chunks, ctl_cycles, ratios = [], [], [], [], [], []
-        for r in range(a.rounds):  # interleaved: the machine's load drifts
+        for _round in range(a.rounds):  # interleaved: the machine's load drifts
             s, c = bare_loop(eng, cond, a.chunks, period)
             with tempfile.TemporaryDirectory() as d:
                 ctl = controller_episode(eng, a.chunks, a.hz, Path(d) / "events.jsonl")

@@ -130,3 +130,52 @@ def test_parity_of_both_runtimes_with_the_numpy_oracle(models):
     # the check can fail: a chunk from other weights is far outside the tolerance
     a = np.random.default_rng(0).standard_normal((50, 32)).astype(np.float32)
     assert compare(a, a)["ok"] and not compare(a + 0.01, a)["ok"]
+
+
+@pytest.fixture(scope="module")
+def codec_models(models):
+    from edgelab.models.export import export
+
+    return {"onnxruntime": export("codec-decoder", "onnx").path, "mnn": export("codec-decoder", "mnn").path}
+
+
+@pytest.mark.parametrize("runtime", ["mnn", "onnxruntime"])
+def test_codec_decoder_on_the_runtime_matches_the_graph_with_left_context(codec_models, runtime):
+    pytest.importorskip("MNN" if runtime == "mnn" else "onnxruntime")
+    from onnx.reference import ReferenceEvaluator
+
+    from edgelab.controller.codec import RuntimeCodecDecoder
+
+    dec = RuntimeCodecDecoder(open_engine(runtime, codec_models[runtime]))
+    rng = np.random.default_rng(5)
+    ctx, new = rng.integers(0, 2048, (80, 16)), rng.integers(0, 2048, (4, 16))
+    pcm = dec.decode(new, ctx)  # 72 of the 80 context frames are used, 4 new frames come out
+    assert pcm.dtype == np.int16 and pcm.shape == (4 * 1920,)
+    full = np.concatenate([ctx[-72:], new]).astype(np.int32).T
+    ref = ReferenceEvaluator(str(codec_models["onnxruntime"])).run(None, {"codes": full})[0][-4:].reshape(-1)
+    assert np.abs(pcm.astype(np.int32) - np.round(ref * 32767).astype(np.int32)).max() <= 2
+    again = dec.decode(new[:2])  # another frame count: the runtime re-plans its shapes
+    assert again.shape == (2 * 1920,)
+
+
+@pytest.mark.parametrize("runtime", ["mnn", "onnxruntime"])
+def test_s4_device_stage_decodes_the_lab_codec_stream_on_the_runtime(codec_models, runtime):
+    pytest.importorskip("MNN" if runtime == "mnn" else "onnxruntime")
+    from edgelab.protocols.speech_ws import ServerOptions, SpeechServer
+
+    srv = SpeechServer(ServerOptions(frames_per_s=None, schedule="ramp")).start()
+    try:
+        p = subprocess.run([sys.executable, "-m", "edgelab.controller", "codec", "--runtime", runtime,
+                            "--model", str(codec_models[runtime]), "--server", srv.url, "--text",
+                            "Hello there, this is a codec test.", "--run", "c1"],
+                           capture_output=True, text=True, timeout=120)
+    finally:
+        srv.stop()
+    assert p.returncode == 0, p.stderr[-800:]
+    lines = [json.loads(x) for x in p.stdout.splitlines()]
+    assert lines[0]["kind"] == "run.start" and lines[0]["meta"]["placement"]["code2wav"]["observed"] == "cpu"
+    frames = sum(x["n_frames"] for x in lines if x["kind"] == "codec.frames")
+    audio = [x for x in lines if x["kind"] == "audio.chunk"]
+    assert frames > 0 and sum(x["samples"] for x in audio) == frames * 1920
+    assert all(x["runtime"] == runtime for x in lines) and lines[-1]["state"] == "finished"
+    assert any(x["kind"] == "stage" and x["stage"] == "vocoder" for x in lines)

@@ -32,6 +32,18 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--seed", type=int, default=0)
     v.add_argument("--run", default=None)
     v.add_argument("--device", default=None)
+    c = sub.add_parser("codec", help="Qwen3-TTS code2wav on a runtime, fed by a codec-token server (S4)")
+    c.add_argument("--runtime", required=True, choices=["mnn", "onnxruntime"])
+    c.add_argument("--model", required=True, type=Path, help="the exported decoder (.mnn or .onnx)")
+    c.add_argument("--server", required=True, help="ws://HOST:PORT of the codec-token server")
+    c.add_argument("--backend", default="cpu")
+    c.add_argument("--strict-placement", action="store_true")
+    c.add_argument("--threads", type=int, default=1)
+    c.add_argument("--text", action="append", help="segment text (repeat for several)")
+    c.add_argument("--requests", type=int, default=1)
+    c.add_argument("--warmup", type=int, default=0)
+    c.add_argument("--run", default=None)
+    c.add_argument("--device", default=None)
     return p
 
 
@@ -54,6 +66,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         engine = open_engine(args.runtime, args.model, backend=args.backend, threads=args.threads,
                              strict=args.strict_placement)
+        if args.workload == "codec":
+            from edgelab.controller.codec import run_codec
+            from edgelab.reference.tts import BAND_TEXTS
+
+            ok = run_codec(em, engine, model=args.model, url=args.server, texts=args.text or [BAND_TEXTS["short"]],
+                           requests=args.requests, warmup=args.warmup, device=args.device)
+            return 0 if ok else 1
         if hasattr(engine, "profile_nodes"):  # ONNX Runtime: which provider ran each node, once at load
             import numpy as np
 
