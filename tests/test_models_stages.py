@@ -71,7 +71,7 @@ def test_export_caches_checks_and_registers_artifacts(dbpath):
     engine = get_engine(f"sqlite:///{dbpath}")
     with session_scope(engine) as s:
         art = register(s, mn)
-        assert art.kind == "graph" and art.meta["weights"] == "random" and art.meta["sha256"] == mn.sha256
+        assert art.kind == "model" and art.meta["weights"] == "random" and art.meta["sha256"] == mn.sha256
         assert json.loads(art.provenance["recipe"])["stage"] == "action-head"
     # a changed file in the cache is not trusted: re-exported
     ex.path.write_bytes(b"corrupt")

@@ -36,6 +36,11 @@ def bench(
     slow_ms: Annotated[float, typer.Option("--slow-ms", help="Reference VLA: length of the slow step.")] = 0.0,
     hog: Annotated[int, typer.Option("--hog", help="S3 controller (mnn, onnxruntime): N busy CPU processes "
                                                    "beside the control loop (fault injection).")] = 0,
+    model: Annotated[str | None, typer.Option("--model", help="Model artifact by name (llama.cpp: a GGUF; "
+                                              "default: the newest registered for the pipeline).")] = None,
+    threads: Annotated[int | None, typer.Option("--threads", help="Threads (default: the profile's).")] = None,
+    ready_timeout: Annotated[float | None, typer.Option("--ready-timeout", help="Seconds a server may take to "
+                                                        "load (default 120).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")] = False,
 ) -> None:
     """Warm-up then measured requests, batch 1 (single_request_batch1_v1); raw records and summary stored."""
@@ -48,7 +53,8 @@ def bench(
     except ConfigError as err:
         fail_from(err, code=2)
     req = BenchRequest(device, pipeline, runtime, strategy, warmup, requests, band, control_hz, frames_per_s,
-                       frames, slow_every, slow_ms, hog=hog)
+                       frames, slow_every, slow_ms, model=model, threads=threads, ready_timeout=ready_timeout,
+                       hog=hog)
     if not json_out:
         err_console.print(f"[dim]bench {escape(pipeline)} on {escape(device)}: {warmup} warm-up + {requests} "
                           f"measured ...[/]", highlight=False)
@@ -69,9 +75,12 @@ def bench(
     if json_out:
         print_json(rep)
         return
-    what = f"{rep['runtime']} (random weights)" if rep.get("runtime") else "reference runtime"
-    virtual = f"  [yellow]VIRTUAL device, {what}: machinery only, not a model figure[/]" \
-        if rep["virtual"] else ""
+    if rep.get("note"):
+        virtual = f"  [yellow]VIRTUAL ({escape(rep['note'])}; random weights: not a model figure)[/]"
+    else:
+        what = f"{rep['runtime']} (random weights)" if rep.get("controller") else "reference runtime"
+        virtual = f"  [yellow]VIRTUAL device, {what}: machinery only, not a model figure[/]" \
+            if rep["virtual"] else ""
     console.print(f"run [bold]{result.run_id}[/] {result.state} ({rep['protocol']}){virtual}")
     t = Table.grid(padding=(0, 2))
     t.add_column(style="bold")
@@ -90,13 +99,32 @@ def bench(
         t.add_row("latency", _p(a["latency_ms"], " ms"))
         t.add_row("obs age", _p(a["age_ms"], " ms"))
         t.add_row("deadline misses", f"{a['deadline_misses']} of {a['chunks']} (period {a['control_period_ms']} ms)")
-    for stage, pl in (rep.get("placement") or {}).items():
-        flag = f"  [red]FALLBACK from {pl.get('requested')}[/]" if pl.get("fallback") else ""
-        t.add_row(f"placement {stage}", f"{pl.get('observed')} ({escape(str(pl.get('detail', '')))[:90]}){flag}")
-    if m := rep.get("model"):
-        t.add_row("model", f"{escape(str(m.get('artifact')))} sha256 {m.get('sha256')}")
-    if par := rep.get("parity"):
-        t.add_row("parity", "ok" if par.get("ok") else f"[red]FAILED[/] {escape(str(par.get('error', '')))}")
+    if rep.get("controller"):  # edgelab's S3 controller on a real runtime
+        for stage, pl in (rep.get("placement") or {}).items():
+            flag = f"  [red]FALLBACK from {pl.get('requested')}[/]" if pl.get("fallback") else ""
+            t.add_row(f"placement {stage}", f"{pl.get('observed')} ({escape(str(pl.get('detail', '')))[:90]}){flag}")
+        if m := rep.get("model"):
+            t.add_row("model", f"{escape(str(m.get('artifact')))} sha256 {m.get('sha256')}")
+        if par := rep.get("parity"):
+            t.add_row("parity", "ok" if par.get("ok") else f"[red]FAILED[/] {escape(str(par.get('error', '')))}")
+    for test, b in (rep.get("llama_bench") or {}).items():
+        sd = f" +- {b['stddev_ts']:.1f}" if b.get("stddev_ts") is not None else ""
+        t.add_row(f"llama-bench {test}", f"{b['avg_ts']:.1f}{sd} tok/s  (threads {b.get('n_threads')}, "
+                                         f"{b.get('backends')}, build {str(b.get('build_commit'))[:9]})")
+    if x := rep.get("text"):
+        t.add_row("TTFT", _p(x.get("ttft_ms"), " ms"))
+        t.add_row("inter-token", _p(x.get("itl_ms"), " ms"))
+        t.add_row("decode", _p(x.get("decode_tok_s"), " tok/s"))
+        if x.get("server_predicted_per_second"):
+            t.add_row("server decode", _p(x.get("server_predicted_per_second"), " tok/s"))
+            t.add_row("server prompt", _p(x.get("server_prompt_ms"), " ms"))
+        if x.get("peak_rss_bytes"):
+            t.add_row("peak RSS", f"{x['peak_rss_bytes'] / 2**20:.1f} MiB")
+        if rep.get("placement"):
+            t.add_row("placement", f"{rep['placement']} (observed in the load log)")
+        pv = rep.get("provenance") or {}
+        if pv.get("runtime_build"):
+            t.add_row("runtime", f"{pv['runtime_build']} {str(pv.get('runtime_sha256'))[:12]}, threads {pv.get('threads')}")
     console.print(t)
 
 

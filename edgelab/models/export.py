@@ -2,7 +2,7 @@
 
 The recipe (stage, seed, format, exporter and converter versions) is the artifact's provenance;
 the same recipe gives the same bytes, so an export already in the cache is reused after its
-SHA-256 is checked. Artifacts are kind ``graph`` (an exported graph), ``weights: random``.
+SHA-256 is checked. Artifacts are kind ``model`` with ``weights: random`` and ``role`` = the stage.
 """
 
 from __future__ import annotations
@@ -112,12 +112,13 @@ def _result(stage: str, fmt: str, seed: int, path: Path, digest: str, rec: dict[
 
 
 def register(session, ex: Exported) -> Any:
-    """Register (or replace with identical bytes) the export as a ``graph`` artifact for any target."""
+    """Register (or replace) the export as a ``model`` artifact for any target (launch templates bind it)."""
     from edgelab.artifacts.registry import add_artifact
 
     prov = {"recipe": json.dumps(ex.recipe, sort_keys=True), "precision": "fp32",
             "exporter_version": ex.recipe.get("converter") or f"onnx {ex.recipe['onnx']}"}
-    meta = {"weights": "random", "stage": ex.recipe["pipeline_stage"], "pipeline": ex.recipe["pipeline"],
+    meta = {"weights": "random", "stage": ex.recipe["pipeline_stage"], "role": ex.recipe["pipeline_stage"],
+            "pipeline": ex.recipe["pipeline"],
             "format": ex.format, "seed": ex.recipe["seed"], "sha256": ex.sha256}
-    return add_artifact(session, ex.artifact, [ex.path], kind="graph", target="any", component=ex.stage,
+    return add_artifact(session, ex.artifact, [ex.path], kind="model", target="any", component=ex.stage,
                         provenance=prov, meta=meta, replace=True)
