@@ -72,3 +72,61 @@ def test_bench_with_a_cpu_hog_and_the_human_view(deploy_lab, ssh_lab, tmp_path, 
     out = res.stdout
     assert "VIRTUAL" in out and "mnn (random weights)" in out and "placement action_head" in out
     assert "sha256" in out and "parity" in out and "deadline misses" in out
+
+
+@pytest.mark.adb
+@pytest.mark.parametrize("runtime", ["mnn", "onnxruntime"])
+def test_s4_deploy_decodes_the_lab_codec_stream_on_the_runtime(deploy_lab, runtime, tmp_path, monkeypatch):
+    """`edgelab deploy qwen3-tts --device s25 --strategy S4 --endpoint ws://... --runtime mnn`: the
+    device stage is the runtime's S4 template over the exported codec decoder, pushed to the store."""
+    import subprocess
+    import sys
+    import time
+
+    from edgelab.deploy import follow, lifecycle
+    from edgelab.deploy.lifecycle import DeployRequest
+    from edgelab.models.export import export, register
+    from edgelab.store.runs import get_summary
+
+    _url, engine, opts = deploy_lab
+    monkeypatch.setenv("EDGELAB_HOME", str(tmp_path / "home"))
+    ex = export("codec-decoder", "mnn" if runtime == "mnn" else "onnx")
+    with session_scope(engine) as s:
+        register(s, ex)
+    srv = subprocess.Popen([sys.executable, "-m", "edgelab.protocols", "serve", "speech", "--frames-per-s", "25"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        url = json.loads(srv.stdout.readline())["url"]
+        req = DeployRequest("s25", "qwen3-tts", strategy="S4", runtime=runtime, endpoint=url)
+        planned = lifecycle.plan(engine, req)
+        proc = planned.plan.processes[0]
+        assert proc.template == f"{runtime}:tts:S4" and proc.argv[proc.argv.index("--server") + 1] == url
+        dep = lifecycle.deploy(engine, req, opts=opts)
+        th = follow.ensure_follower(engine, dep.run_id, transport=opts.transport)
+        try:
+            assert dep.state == "running"
+            end, summ = time.monotonic() + 60, None
+            while time.monotonic() < end:
+                with session_scope(engine, write=False) as s:
+                    got = get_summary(s, dep.run_id, "live") or get_summary(s, dep.run_id, "final")
+                    summ = got.metrics if got else None
+                if summ and (summ.get("audio") or {}).get("ttfa_ms", {}).get("count"):
+                    break
+                time.sleep(0.5)
+            assert summ and summ["codec"]["first_frame_ms"]["count"] >= 1  # frames from the lab's talker
+            assert summ["audio"]["ttfa_ms"]["count"] >= 1  # decoded on the runtime on the device side
+        finally:
+            lifecycle.stop(engine, dep.run_id, opts=opts)
+            if th is not None:
+                th.join(30)
+        with session_scope(engine, write=False) as s:
+            from edgelab.store.runs import get_run
+
+            run = get_run(s, dep.run_id)
+            assert ex.sha256 in run.command and run.runtime == runtime
+    finally:
+        srv.terminate()
+        try:
+            srv.wait(10)
+        except subprocess.TimeoutExpired:
+            srv.kill()

@@ -192,7 +192,7 @@ def run_bench(engine: Engine, req: BenchRequest, *, opts: Options | None = None,
     run_id = new_run_id()
     kind = lifecycle.load_pipelines()[lifecycle.resolve_pipeline(req.pipeline)].kind
     model = parity = None
-    if has_controller(req.runtime, kind) and req.model is None:  # export + register before planning binds it
+    if kind == "vla" and has_controller(req.runtime, kind) and req.model is None:  # export + register first
         from edgelab.bench.controller import prepare
 
         model, parity = prepare(engine, req.runtime, kind)

@@ -8,7 +8,8 @@ interpreter of a virtual device the way it treats the reference runtime.
 from __future__ import annotations
 
 CONTROLLER_RUNTIMES = {"mnn": "mnn", "onnxruntime": "onnx"}  # runtime -> exported model format
-CONTROLLER_STAGES = {"vla": ("action_head", "action-head")}  # pipeline kind -> (spec stage, export stage)
+# pipeline kind -> (spec stage, export stage): the VLA action head (S3), the TTS codec decoder (S4 device side)
+CONTROLLER_STAGES = {"vla": ("action_head", "action-head"), "tts": ("code2wav", "codec-decoder")}
 
 
 def has_controller(runtime: str | None, kind: str) -> bool:
