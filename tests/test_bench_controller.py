@@ -124,6 +124,10 @@ def test_s4_deploy_decodes_the_lab_codec_stream_on_the_runtime(deploy_lab, runti
 
             run = get_run(s, dep.run_id)
             assert ex.sha256 in run.command and run.runtime == runtime
+            # the follower's ingest stored what the runtime itself reported at run.start
+            assert run.provenance["placement"]["code2wav"]["runtime"] == runtime
+            assert run.provenance["placement"]["code2wav"]["observed"] == "cpu"
+            assert run.provenance["model_loaded"]["sha256"] == ex.sha256
     finally:
         srv.terminate()
         try:

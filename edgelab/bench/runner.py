@@ -370,8 +370,8 @@ def _bench_llama(engine: Engine, t, proc, workdir: str, blob_paths: dict[str, st
 
 
 class _Reported:
-    """What the workload says about itself (run.start meta: model SHA-256, observed placement; the
-    controller's summary line), kept for the run's provenance and meta after the stream ends."""
+    """What the workload says about itself beyond its events (the controller's summary line), kept
+    for the run's meta after the stream ends."""
 
     def __init__(self, then: Callable[[ev.Event], None] | None):
         self.then = then
@@ -392,15 +392,14 @@ class _Reported:
             self.then(e)
 
     def store(self, engine: Engine, run_id: str) -> None:
-        if not self.start.get("placement") and self.controller is None:
-            return  # the reference workload: nothing observed beyond its events
+        """The controller's summary into the run's meta (placement is stored by ingest from run.start)."""
+        if self.controller is None:
+            return  # the reference workload: nothing beyond its events
         with session_scope(engine) as s:
             run = get_run(s, run_id)
             prov, meta = dict(run.provenance), dict(run.meta)
-            if self.start.get("placement"):
-                prov["placement"] = self.start["placement"]  # as the runtime itself reported it
-            if self.start.get("model"):
-                prov["model"] = {**(prov.get("model") or {}), "loaded_sha256": self.start["model"].get("sha256")}
+            if prov.get("model") and prov.get("model_loaded"):
+                prov["model"] = {**prov["model"], "loaded_sha256": prov["model_loaded"]["sha256"]}
             meta["controller"] = self.controller
             meta["weights"] = self.start.get("weights", meta.get("weights"))
             run.provenance, run.meta = prov, meta
