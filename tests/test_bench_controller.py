@@ -134,3 +134,28 @@ def test_s4_deploy_decodes_the_lab_codec_stream_on_the_runtime(deploy_lab, runti
             srv.wait(10)
         except subprocess.TimeoutExpired:
             srv.kill()
+
+
+def test_each_runtime_template_binds_its_own_export_and_pi0_gets_the_same_head(deploy_lab, tmp_path, monkeypatch):
+    """Both exports registered (the .mnn last): the ONNX Runtime plan binds the .onnx file, never the
+    newest model of the pipeline; pi0 (50 x 32, 10 steps as well) gets the head under its own name."""
+    from edgelab.deploy import lifecycle
+    from edgelab.deploy.lifecycle import DeployRequest
+    from edgelab.models.export import export, register
+
+    _url, engine, _opts = deploy_lab
+    monkeypatch.setenv("EDGELAB_HOME", str(tmp_path / "home"))
+    onnx_ex, mnn_ex = export("action-head", "onnx"), export("action-head", "mnn")
+    with session_scope(engine) as s:
+        register(s, onnx_ex)
+        register(s, mnn_ex)
+        pi0 = register(s, mnn_ex, "pi0")
+        assert pi0.name == "pi0.action-head.random-s0.mnn" and pi0.meta["pipeline"] == "pi0"
+    for runtime, ex in (("onnxruntime", onnx_ex), ("mnn", mnn_ex)):
+        plan = lifecycle.plan(engine, DeployRequest("orin-agx", "internvla-a1", runtime=runtime)).plan
+        proc = plan.processes[0]
+        assert proc.template == f"{runtime}:vla:S3" and "{blob:" + ex.sha256 + "}" in proc.argv
+        head = next(st for st in plan.stages if st.name == "action_head")
+        assert head.artifacts == ["action_head.model"]  # the artifact belongs to the head, not the encoder
+    plan = lifecycle.plan(engine, DeployRequest("orin-agx", "pi0", runtime="mnn")).plan
+    assert "{blob:" + mnn_ex.sha256 + "}" in plan.processes[0].argv

@@ -9,6 +9,7 @@ graph; the report is stored with the run.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import Engine
@@ -18,7 +19,7 @@ from edgelab.models.export import Exported
 from edgelab.store.db import session_scope
 
 
-def prepare(engine: Engine, runtime: str, kind: str) -> tuple[Exported, dict[str, Any]]:
+def prepare(engine: Engine, runtime: str, kind: str, pipeline: str) -> tuple[Exported, dict[str, Any]]:
     """The model the controller's template will bind (exported, registered) and the parity report."""
     from edgelab.models.export import export, register
     from edgelab.models.parity import run_isolated
@@ -26,5 +27,6 @@ def prepare(engine: Engine, runtime: str, kind: str) -> tuple[Exported, dict[str
     stage = CONTROLLER_STAGES[kind][1]
     ex = export(stage, CONTROLLER_RUNTIMES[runtime])
     with session_scope(engine) as s:
-        register(s, ex)
+        art = register(s, ex, pipeline)
+    ex = replace(ex, artifact=art.name)
     return ex, run_isolated(stage)

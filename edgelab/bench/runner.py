@@ -195,7 +195,7 @@ def run_bench(engine: Engine, req: BenchRequest, *, opts: Options | None = None,
     if kind == "vla" and has_controller(req.runtime, kind) and req.model is None:  # export + register first
         from edgelab.bench.controller import prepare
 
-        model, parity = prepare(engine, req.runtime, kind)
+        model, parity = prepare(engine, req.runtime, kind, lifecycle.resolve_pipeline(req.pipeline))
     planned = lifecycle.plan(engine, DeployRequest(req.device, req.pipeline, req.strategy, req.runtime,
                                                    model=req.model, values=template_values(kind, req),
                                                    threads=req.threads, purpose="bench"), run_id=run_id)

@@ -111,14 +111,18 @@ def _result(stage: str, fmt: str, seed: int, path: Path, digest: str, rec: dict[
     return Exported(stage, fmt, path, digest, path.stat().st_size, rec, artifact_name(stage, fmt, seed))
 
 
-def register(session, ex: Exported) -> Any:
-    """Register (or replace) the export as a ``model`` artifact for any target (launch templates bind it)."""
+def register(session, ex: Exported, pipeline: str | None = None) -> Any:
+    """Register (or replace) the export as a ``model`` artifact for any target (launch templates bind it).
+
+    ``pipeline``: another pipeline with the same stage interface (pi0's head is 50 x 32, 10 steps too)
+    gets its own artifact name over the same file."""
     from edgelab.artifacts.registry import add_artifact
 
     prov = {"recipe": json.dumps(ex.recipe, sort_keys=True), "precision": "fp32",
             "exporter_version": ex.recipe.get("converter") or f"onnx {ex.recipe['onnx']}"}
     meta = {"weights": "random", "stage": ex.recipe["pipeline_stage"], "role": ex.recipe["pipeline_stage"],
-            "pipeline": ex.recipe["pipeline"],
+            "pipeline": pipeline or ex.recipe["pipeline"],
             "format": ex.format, "seed": ex.recipe["seed"], "sha256": ex.sha256}
-    return add_artifact(session, ex.artifact, [ex.path], kind="model", target="any", component=ex.stage,
+    name = ex.artifact if pipeline in (None, ex.recipe["pipeline"]) else f"{pipeline}.{ex.artifact}"
+    return add_artifact(session, name, [ex.path], kind="model", target="any", component=ex.stage,
                         provenance=prov, meta=meta, replace=True)
