@@ -21,8 +21,8 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from edgelab.deploy import admission, lifecycle, remote, start
 from edgelab.deploy import artifacts as plan_artifacts
-from edgelab.deploy import lifecycle, remote, start
 from edgelab.deploy.clock import measure_offset
 from edgelab.deploy.lifecycle import DeployRequest, Options
 from edgelab.deploy.refusal import Refusal
@@ -32,6 +32,7 @@ from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
 from edgelab.metrics.results import provenance
 from edgelab.store.db import session_scope
+from edgelab.store.deployments import release_run
 from edgelab.store.devices import get_device
 from edgelab.store.runs import create_run, get_run, new_run_id
 from edgelab.transport.quoting import Shell, join
@@ -180,15 +181,27 @@ def _provenance_bits(p) -> dict[str, Any]:
 
 def run_bench(engine: Engine, req: BenchRequest, *, opts: Options | None = None,
               on_event: Callable[[ev.Event], None] | None = None,
-              cancel: threading.Event | None = None) -> BenchResult:
-    """Plan, start the workload, ingest its events until it ends; returns the stored result.
+              cancel: threading.Event | None = None, lease_id: str | None = None) -> BenchResult:
+    """Plan, admit, start the workload, ingest its events until it ends; returns the stored result.
 
-    Refused (Refusal) before anything starts when the plan cannot run; Ctrl-C stops the remote
-    process and leaves the run ``stopped`` with what was measured so far. Setting ``cancel`` (a
-    caller's timeout or stop) does the same without an exception: the result's state is ``stopped``.
+    Runs under a lease on the device (the caller's ``lease_id`` / ``EDGELAB_LEASE``, the holder's
+    own, or one of its own), renewed while it runs; a lease lost meanwhile (kicked) stops the run.
+    Its memory is reserved in the same ledger as deployments' for as long as it runs.
+    Refused (LeaseHeld, Refusal) before anything starts when the plan cannot run; Ctrl-C stops the
+    remote process and leaves the run ``stopped`` with what was measured so far. Setting ``cancel``
+    (a caller's timeout or stop) does the same without an exception: the result's state is ``stopped``.
     """
+    from edgelab.lease import held
+
     _validate(req)
-    opts = opts or Options()
+    cancel = cancel if cancel is not None else threading.Event()
+    with held(engine, [req.device], f"bench {req.pipeline}", lease_id=lease_id,
+              on_lost=lambda _why: cancel.set()) as use:
+        return _run_bench(engine, req, opts or Options(), on_event, cancel, use.lease_for(req.device))
+
+
+def _run_bench(engine: Engine, req: BenchRequest, opts: Options, on_event: Callable[[ev.Event], None] | None,
+               cancel: threading.Event, lease_id: str | None) -> BenchResult:
     run_id = new_run_id()
     kind = lifecycle.load_pipelines()[lifecycle.resolve_pipeline(req.pipeline)].kind
     model = parity = None
@@ -237,6 +250,28 @@ def run_bench(engine: Engine, req: BenchRequest, *, opts: Options | None = None,
                    strategy=p.strategy, kind="bench", virtual=bool(device.virtual), command=prov["command"],
                    provenance=prov, meta=meta)
     try:
+        with session_scope(engine) as s:  # the same ledger as deploy: check and reserve in one transaction
+            lines = admission.admit(s, get_device(s, req.device), planned.profile, p, run_id=run_id,
+                                    lease_id=lease_id)
+            meta["admission"] = [line.to_dict() for line in lines]
+    except Refusal as r:
+        _fail(engine, run_id, f"refused by admission: {r}")
+        raise
+    try:
+        final = _bench_on_device(engine, req, opts, on_event, cancel, run_id, endpoint, p, proc, shell, adapter,
+                                 meta)
+    finally:
+        with session_scope(engine) as s:
+            release_run(s, run_id)
+    with session_scope(engine, write=False) as s:
+        run = get_run(s, run_id)
+        return BenchResult(run_id, run.state, kind, final, bool(final.get("live_equals_final")),
+                           dict(run.provenance), dict(run.meta))
+
+
+def _bench_on_device(engine: Engine, req: BenchRequest, opts: Options, on_event, cancel, run_id: str,
+                     endpoint, p, proc, shell: Shell, adapter: str, meta: dict[str, Any]) -> dict[str, Any]:
+    try:
         t = lifecycle._connect(endpoint, opts)
     except TransportError as e:
         _fail(engine, run_id, f"device unreachable: {e}")
@@ -268,10 +303,7 @@ def run_bench(engine: Engine, req: BenchRequest, *, opts: Options | None = None,
                 seen.store(engine, run_id)
     finally:
         t.close()
-    with session_scope(engine, write=False) as s:
-        run = get_run(s, run_id)
-        return BenchResult(run_id, run.state, kind, final, bool(final.get("live_equals_final")),
-                           dict(run.provenance), dict(run.meta))
+    return final
 
 
 def _set_meta(engine: Engine, run_id: str, meta: dict[str, Any], command: str) -> None:

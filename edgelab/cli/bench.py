@@ -41,6 +41,9 @@ def bench(
     threads: Annotated[int | None, typer.Option("--threads", help="Threads (default: the profile's).")] = None,
     ready_timeout: Annotated[float | None, typer.Option("--ready-timeout", help="Seconds a server may take to "
                                                         "load (default 120).")] = None,
+    lease: Annotated[str | None, typer.Option("--lease", envvar="EDGELAB_LEASE", help="Run under this lease "
+                                              "(`edgelab reserve`); default: yours on the device, or a new one.")]
+    = None,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")] = False,
 ) -> None:
     """Warm-up then measured requests, batch 1 (single_request_batch1_v1); raw records and summary stored."""
@@ -59,7 +62,7 @@ def bench(
         err_console.print(f"[dim]bench {escape(pipeline)} on {escape(device)}: {warmup} warm-up + {requests} "
                           f"measured ...[/]", highlight=False)
     try:
-        result = run_bench(engine, req)
+        result = run_bench(engine, req, lease_id=lease)
     except Refusal as r:
         if json_out:
             print_json({"device": device, "pipeline": pipeline, "refusal": r.to_dict()})

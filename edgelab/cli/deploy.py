@@ -59,6 +59,9 @@ def deploy(
     = False,
     follow: Annotated[bool, typer.Option("--follow/--no-follow", help="Ingest its events into the store "
                                          "(a detached follower that ends with the run).")] = True,
+    lease: Annotated[str | None, typer.Option("--lease", envvar="EDGELAB_LEASE", help="Run under this lease "
+                                              "(`edgelab reserve`); default: yours on the device, or a new one.")]
+    = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Plan, admit, push and start PIPELINE on a device; refused early (with why) when it cannot run."""
@@ -92,7 +95,8 @@ def deploy(
             err_console.print(f"[dim]{name:<10}[/] {escape(fields)}", highlight=False)
 
     try:
-        dep = lifecycle.deploy(engine, req, on_phase=phase, opts=lifecycle.Options(ready_timeout_s=ready_timeout))
+        dep = lifecycle.deploy(engine, req, on_phase=phase, opts=lifecycle.Options(ready_timeout_s=ready_timeout),
+                                lease_id=lease)
     except Refusal as r:
         if json_out:
             print_json({"device": device, "pipeline": pipeline, "refusal": r.to_dict()})

@@ -27,6 +27,7 @@ from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.refusal import Refusal
 from edgelab.deploy.strategies import PlanContext, build_plan
 from edgelab.errors import ConfigError, EdgelabError, TransportError
+from edgelab.lease.use import unpin
 from edgelab.probe.facts import Facts
 from edgelab.profile import DeployProfile, derive_profile
 from edgelab.store.db import session_scope
@@ -122,7 +123,7 @@ def plan(engine: Engine, req: DeployRequest, *, run_id: str | None = None) -> Pl
                           run_id=run, remote_dir=f"{remote_root}/{run}", virtual=bool(device.virtual),
                           runtime=req.runtime, endpoint=req.endpoint, values=dict(req.values),
                           threads=req.threads, purpose=req.purpose)
-        the_plan = build_plan(ctx, req.strategy)
+        the_plan = admission.spread(build_plan(ctx, req.strategy), profile)
         plan_artifacts.resolve(s, the_plan, list(profile.runtime_targets or []), model=req.model)
         _check_isa(the_plan, Facts.from_dict(snap.facts or {}), bool(device.virtual))
         planned = Planned(req, the_plan, profile, [], snap.facts_hash, bool(device.virtual))
@@ -200,12 +201,22 @@ def _describe(e: dict[str, Any]) -> str:
 
 
 def deploy(engine: Engine, req: DeployRequest, *, opts: Options | None = None,
-           on_phase: Phase | None = None) -> Deployment:
+           on_phase: Phase | None = None, lease_id: str | None = None) -> Deployment:
     """Plan, admit, push, launch and wait until ready; returns the running deployment.
 
-    Raises Refusal before anything is pushed or launched when the plan cannot run here.
+    Runs under a lease on the device (the caller's ``lease_id`` / ``EDGELAB_LEASE``, the holder's
+    own, or one of its own), renewed while it starts; the running deployment keeps that lease
+    until it is stopped. Raises LeaseHeld when someone else holds the device, and Refusal before
+    anything is pushed or launched when the plan cannot run here.
     """
-    opts = opts or Options()
+    from edgelab.lease import held
+
+    with held(engine, [req.device], f"deploy {req.pipeline}", lease_id=lease_id) as use:
+        return _deploy(engine, req, opts or Options(), on_phase, use.lease_for(req.device))
+
+
+def _deploy(engine: Engine, req: DeployRequest, opts: Options, on_phase: Phase | None,
+            lease_id: str | None) -> Deployment:
     run_id = new_run_id()
     try:
         planned = plan(engine, req, run_id=run_id)
@@ -226,10 +237,10 @@ def deploy(engine: Engine, req: DeployRequest, *, opts: Options | None = None,
             dep = Deployment(run_id=run_id, device_id=device.id, device_name=device.name, pipeline=p.pipeline,
                              strategy=p.strategy, runtime=p.runtime, state="pending", plan=p.to_dict(),
                              facts_hash=planned.facts_hash, virtual=planned.virtual, remote_dir=p.remote_dir,
-                             owner=f"{getpass.getuser()}@{socket.gethostname()}"[:64])
+                             owner=f"{getpass.getuser()}@{socket.gethostname()}"[:64], lease_id=lease_id)
             s.add(dep)
             s.flush()
-            lines = admission.admit(s, device, planned.profile, p, dep)
+            lines = admission.admit(s, device, planned.profile, p, dep, lease_id=lease_id)
             dep.admission = {"pools": [line.to_dict() for line in lines]}
             add_phase(dep, "admitted")
             s.add(dep)
@@ -443,7 +454,8 @@ def stop(engine: Engine, ref: str | int, *, opts: Options | None = None) -> Depl
         endpoint = get_device(s, dep.device_name).endpoint()
     if dep.state not in ACTIVE_STATES:
         with session_scope(engine) as s:
-            release(s, dep.id)  # a final run never holds memory
+            release(s, dep.id)  # a final run never holds memory, nor a lease
+            unpin(s, s.get(Deployment, dep.id))
         return dep
     try:
         t = _connect(endpoint, opts)
@@ -471,6 +483,7 @@ def stop(engine: Engine, ref: str | int, *, opts: Options | None = None) -> Depl
             s.add(row)
         d.state, d.ended_at, d.logs = "stopped", utcnow(), logs
         add_phase(d, "stopped")
+        unpin(s, d)
     return _update(engine, dep.id, final)
 
 
@@ -501,6 +514,7 @@ def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> D
             d.state, d.error, d.ended_at = "device-lost", msg[:2000], utcnow()
             release(s, d.id)
             add_phase(d, "device-lost")
+            unpin(s, d)
         return _update(engine, dep.id, lost)
     if any(status.values()):
         return dep
@@ -519,6 +533,7 @@ def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> D
         if results and run is not None:
             run.meta = {**(run.meta or {}), "results": results}
             s.add(run)
+        unpin(s, d)
     return _update(engine, dep.id, ended)
 
 
