@@ -64,6 +64,7 @@ def test_placement_is_read_from_the_runtime_and_a_cpu_fallback_is_flagged(models
     assert asked.placement.fallback is True
     with pytest.raises(EngineError, match="strict placement|refused"):
         open_engine(runtime, models[runtime], backend="cuda", strict=True)
+    assert open_engine(runtime, models[runtime], backend="cpu", strict=True).placement.fallback is False
 
 
 def test_onnxruntime_profile_names_the_provider_of_every_node(models):

@@ -43,6 +43,7 @@ class OrtEngine:
                               remedy=f"use one of {', '.join(PROVIDERS)}")
         providers = [want] if want == PROVIDERS["cpu"] or strict else [want, PROVIDERS["cpu"]]
         self.model = model
+        self.requested = want
         self._threads = threads
         self._strict = strict
         with warnings.catch_warnings(record=True) as caught:
@@ -69,7 +70,7 @@ class OrtEngine:
         so.intra_op_num_threads = self._threads
         so.inter_op_num_threads = 1
         so.log_severity_level = 3
-        if self._strict:
+        if self._strict and self.requested != PROVIDERS["cpu"]:  # asking for the CPU cannot fall back to it
             so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
         if profile_prefix:
             so.enable_profiling = True
