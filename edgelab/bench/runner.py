@@ -26,6 +26,7 @@ from edgelab.deploy import artifacts as plan_artifacts
 from edgelab.deploy.clock import measure_offset
 from edgelab.deploy.lifecycle import DeployRequest, Options
 from edgelab.deploy.refusal import Refusal
+from edgelab.deploy.strategies.controller import has_controller
 from edgelab.errors import ConfigError, EdgelabError, TransportError
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
@@ -59,6 +60,7 @@ class BenchRequest:
     model: str | None = None  # a model artifact by name (llama.cpp: the GGUF)
     threads: int | None = None  # override the profile's threads
     ready_timeout: float | None = None  # llama-server start-up limit (default 120 s)
+    hog: int = 0  # S3 controller: fault injection, N busy CPU processes beside the control loop
 
 
 @dataclass
@@ -103,6 +105,13 @@ class BenchResult:
             a = s["action"]
             out["action"] = {k: a.get(k) for k in ("chunks", "control_period_ms", "latency_ms", "age_ms",
                                                    "deadline_misses", "stale_aligned", "stale_dropped")}
+        if self.meta.get("controller") is not None:  # a real runtime under edgelab's S3 controller
+            out["runtime"] = self.provenance.get("runtime")
+            out["weights"] = self.meta.get("weights")
+            out["model"] = self.provenance.get("model")
+            out["placement"] = self.provenance.get("placement")
+            out["controller"] = self.meta.get("controller")
+            out["parity"] = self.meta.get("parity")
         return out
 
 
@@ -136,7 +145,8 @@ def template_values(kind: str, req: BenchRequest) -> dict[str, Any]:
                 "frames": req.frames}
     if kind == "vla":
         return {"control_hz": f"{req.control_hz:g}", "steps": req.warmup + req.requests,
-                "slow_every": req.slow_every or None, "slow_ms": f"{req.slow_ms:g}" if req.slow_every else None}
+                "slow_every": req.slow_every or None, "slow_ms": f"{req.slow_ms:g}" if req.slow_every else None,
+                "hog": req.hog or None}
     return {"seed": 0, "reps": req.requests}  # llama-bench: one repetition per measured request
 
 
@@ -194,6 +204,11 @@ def _run_bench(engine: Engine, req: BenchRequest, opts: Options, on_event: Calla
                cancel: threading.Event, lease_id: str | None) -> BenchResult:
     run_id = new_run_id()
     kind = lifecycle.load_pipelines()[lifecycle.resolve_pipeline(req.pipeline)].kind
+    model = parity = None
+    if kind == "vla" and has_controller(req.runtime, kind) and req.model is None:  # export + register first
+        from edgelab.bench.controller import prepare
+
+        model, parity = prepare(engine, req.runtime, kind, lifecycle.resolve_pipeline(req.pipeline))
     planned = lifecycle.plan(engine, DeployRequest(req.device, req.pipeline, req.strategy, req.runtime,
                                                    model=req.model, values=template_values(kind, req),
                                                    threads=req.threads, purpose="bench"), run_id=run_id)
@@ -212,6 +227,8 @@ def _run_bench(engine: Engine, req: BenchRequest, opts: Options, on_event: Calla
     if kind == "vla":
         meta.update(control_hz=req.control_hz, control_period_s=1.0 / req.control_hz,
                     slow_every=req.slow_every, slow_ms=req.slow_ms)
+    if model is not None:
+        meta.update(parity=parity, cpu_hog=req.hog, weights="random")
     with session_scope(engine) as s:
         device = get_device(s, req.device)
         endpoint = device.endpoint()
@@ -224,6 +241,9 @@ def _run_bench(engine: Engine, req: BenchRequest, opts: Options, on_event: Calla
         prov["facts_hash"] = prov["facts_hash"] or planned.facts_hash
         prov["threads"] = bits["threads"]
         prov["weights"] = meta["weights"]
+        if model is not None:
+            prov["model"] = {"artifact": model.artifact, "sha256": model.sha256, "format": model.format,
+                             "weights": "random"}
         if meta.get("virtual_note"):
             prov["virtual_note"] = meta["virtual_note"]
         create_run(s, id=run_id, pipeline=p.pipeline, device_name=device.name, runtime=p.runtime,
@@ -274,7 +294,11 @@ def _bench_on_device(engine: Engine, req: BenchRequest, opts: Options, on_event,
             if adapter == "llama-bench":
                 final, state = _llama_bench(engine, t, full, run_id, meta)
             else:
-                final, state = _stream(engine, t, full, run_id, offset, on_event, cancel)
+                seen = _Reported(on_event)  # what the workload's run.start reports goes to provenance
+                try:
+                    final, state = _stream(engine, t, full, run_id, offset, seen, cancel)
+                finally:
+                    seen.store(engine, run_id)
     finally:
         t.close()
     return final
@@ -373,6 +397,43 @@ def _bench_llama(engine: Engine, t, proc, workdir: str, blob_paths: dict[str, st
         raise BenchFailed(f"bench run {run_id} failed: {error}", run_id=run_id,
                           remedy=f"see `edgelab runs show {run_id}` and the server log in it")
     return final, state or "finished"
+
+
+class _Reported:
+    """What the workload says about itself beyond its events (the controller's summary line), kept
+    for the run's meta after the stream ends."""
+
+    def __init__(self, then: Callable[[ev.Event], None] | None):
+        self.then = then
+        self.start: dict[str, Any] = {}
+        self.controller: dict[str, Any] | None = None
+
+    def __call__(self, e: ev.Event) -> None:
+        if isinstance(e, ev.RunStart):
+            self.start = dict(e.meta or {})
+        elif isinstance(e, ev.LogLine) and e.stream == "controller" and e.level == "summary":
+            import json
+
+            try:
+                self.controller = json.loads(e.line)
+            except ValueError:
+                self.controller = {"unparsed": e.line[:500]}
+        if self.then:
+            self.then(e)
+
+    def store(self, engine: Engine, run_id: str) -> None:
+        """The controller's summary into the run's meta (placement is stored by ingest from run.start)."""
+        if self.controller is None:
+            return  # the reference workload: nothing beyond its events
+        with session_scope(engine) as s:
+            run = get_run(s, run_id)
+            prov, meta = dict(run.provenance), dict(run.meta)
+            if prov.get("model") and prov.get("model_loaded"):
+                prov["model"] = {**prov["model"], "loaded_sha256": prov["model_loaded"]["sha256"]}
+            meta["controller"] = self.controller
+            meta["weights"] = self.start.get("weights", meta.get("weights"))
+            run.provenance, run.meta = prov, meta
+            s.add(run)
 
 
 def _stream(engine: Engine, t, argv: list[str], run_id: str, offset: ev.ClockOffset,

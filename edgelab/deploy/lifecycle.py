@@ -590,7 +590,7 @@ def log_lines(engine: Engine, ref: str | int, *, follow: bool = False, stream: s
                 yield from remote.read_file(t, f"{r.workdir}/{stream}.log", LOG_TAIL_BYTES).splitlines()
             return
         r = rows[0]
-        with t.stream(remote.follow_argv(f"{r.workdir}/{stream}.log")) as proc:
+        with remote.follow(t, f"{r.workdir}/{stream}.log") as proc:
             yield from proc.lines()
     finally:
         t.close()

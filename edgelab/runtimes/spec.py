@@ -55,6 +55,7 @@ LAUNCH_PLACEHOLDERS = {
     "frames", "steps", "control_hz", "slow_every", "slow_ms", "server", "stages", "vocoder", "text", "output",
     "mmproj", "image", "prompt_file", "loops", "gpu_device", "max_seqs", "gpu_mem_util", "dtype", "max_model_len",
     "stage_configs", "model_id", "pyz", "reps", "n_prompt", "n_gen", "batch",
+    "backend", "hog",  # edgelab's S3 controller: the planned backend, fault injection (busy CPU processes)
 }
 READY_KINDS = ("log", "http", "port", "alive")
 ADAPTERS = ("edgelab-events", "llama-server", "llama-completion", "llama-bench", "none")
