@@ -92,6 +92,7 @@ class AudioChunk(Event):
     sample_rate: int = 24000
     sha256: str | None = None
     terminal: bool = False
+    sentence: int | None = None  # which sentence of a split utterance (vLLM-Omni sentence_index)
 
 
 @dataclass(slots=True)
