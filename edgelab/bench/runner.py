@@ -71,6 +71,10 @@ class BenchResult:
             a = s["audio"]
             out["audio"] = {k: a[k] for k in ("ttfa_ms", "playback_start_ms", "underruns_at_ttfa",
                                               "stall_ms_at_ttfa", "rtf_streamed", "rtf_total", "chunk_gaps_ms")}
+        if self.provenance.get("endpoint"):
+            out["endpoint"] = self.provenance["endpoint"]
+            out["runtime"] = self.provenance.get("runtime")
+            out["weights"] = self.provenance.get("weights")
         if s.get("action"):
             a = s["action"]
             out["action"] = {k: a.get(k) for k in ("chunks", "control_period_ms", "latency_ms", "age_ms",

@@ -24,7 +24,7 @@ from edgelab.metrics.events import RunStart
 from edgelab.protocols.serving import check_loopback
 from edgelab.reference import PROVENANCE
 from edgelab.reference.emit import Emitter
-from edgelab.reference.vla import ReferenceVLA
+from edgelab.reference.vla import ReferenceVLA, synthetic_observation
 from edgelab.reference.vla_run import episode
 
 
@@ -55,11 +55,14 @@ def _free_port(host: str) -> int:
 class OpenPIServer:
     """``openpi_server.WebsocketPolicyServer`` on a loopback port in a background thread."""
 
-    def __init__(self, policy: BasePolicy | None = None, *, host: str = "127.0.0.1", port: int | None = None):
+    def __init__(self, policy: BasePolicy | None = None, *, host: str = "127.0.0.1", port: int | None = None,
+                 metadata: dict[str, Any] | None = None):
         check_loopback(host)
         self.policy = policy or ReferencePolicy()
-        meta = getattr(getattr(self.policy, "vla", None), "metadata", None) or dict(PROVENANCE)
-        self.metadata: dict[str, Any] = meta
+        if metadata is None:  # the reference policy describes itself (runtime reference, weights random)
+            vla = getattr(self.policy, "vla", None)
+            metadata = getattr(vla, "metadata", None) or (dict(PROVENANCE) if vla is not None else {})
+        self.metadata: dict[str, Any] = metadata
         self.host = host
         self.port = port
         self._thread: threading.Thread | None = None
@@ -134,6 +137,32 @@ class OpenPIServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def observation_for(schema: str, rng: np.random.Generator, prompt: str = "pick up the red cube") -> dict[str, Any]:
+    """A synthetic observation in the key layout an OpenPI policy of that robot expects
+    (openpi's examples: DROID, ALOHA, LIBERO), or the reference VLA's own layout."""
+    def img(shape: tuple[int, ...]) -> np.ndarray:
+        return rng.integers(0, 256, shape, dtype=np.uint8)
+
+    if schema == "droid":
+        return {"observation/exterior_image_1_left": img((224, 224, 3)),
+                "observation/wrist_image_left": img((224, 224, 3)),
+                "observation/joint_position": rng.standard_normal(7).astype(np.float32),
+                "observation/gripper_position": rng.random(1).astype(np.float32), "prompt": prompt}
+    if schema == "aloha":
+        return {"state": rng.standard_normal(14).astype(np.float32),
+                "images": {cam: img((3, 224, 224)) for cam in ("cam_high", "cam_left_wrist", "cam_right_wrist")},
+                "prompt": prompt}
+    if schema == "libero":
+        return {"observation/image": img((224, 224, 3)), "observation/wrist_image": img((224, 224, 3)),
+                "observation/state": rng.standard_normal(8).astype(np.float32), "prompt": prompt}
+    if schema == "reference":
+        return synthetic_observation(rng, prompt)
+    raise ValueError(f"unknown observation layout {schema!r} (droid, aloha, libero, reference)")
+
+
+OBSERVATIONS = ("droid", "aloha", "libero", "reference")
 
 
 class OpenPIClient:

@@ -219,7 +219,8 @@ class SpeechSession:
         res = SpeechResult(request=rid, submit_t=time.time())
         rec = Recorder(res, self.run, self.on_event)
         if self._connect is not None:
-            rec(StageTiming(t=self._connect[1], request=rid, stage="connect", start=self._connect[0],
+            # the session's, not a request's (a request row made by it would clash with RequestStart's)
+            rec(StageTiming(t=self._connect[1], request=None, stage="connect", start=self._connect[0],
                             end=self._connect[1]))
             self._connect = None
             res.submit_t = time.time()

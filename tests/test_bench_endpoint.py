@@ -1,0 +1,95 @@
+"""`edgelab bench PIPELINE --endpoint URL`: servers edgelab did not launch, measured and labelled as such.
+
+The OpenPI case runs the real ``openpi-server`` package (``WebsocketPolicyServer``) with a small
+policy of the test's own behind it; the speech case runs edgelab's lab-side vLLM-Omni protocol
+server (which says in its audio.start that it is the reference runtime on random weights).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import numpy as np
+import pytest
+from openpi_client.base_policy import BasePolicy
+from typer.testing import CliRunner
+
+from edgelab.cli import app
+from edgelab.protocols.openpi import OpenPIServer
+from edgelab.protocols.speech_ws import ServerOptions, SpeechServer
+
+runner = CliRunner()
+
+
+class TinyDroidPolicy(BasePolicy):
+    """A linear map from a DROID observation to a 10 x 8 action chunk (7 joints + gripper)."""
+
+    def __init__(self) -> None:
+        self.w = np.random.default_rng(1).standard_normal((8, 80)).astype(np.float32)
+        self.calls = 0
+
+    def infer(self, obs: dict) -> dict:
+        self.calls += 1
+        state = np.concatenate([obs["observation/joint_position"], obs["observation/gripper_position"]])
+        assert obs["observation/exterior_image_1_left"].shape == (224, 224, 3)
+        time.sleep(0.002)
+        return {"actions": (state @ self.w).reshape(10, 8)}
+
+
+@pytest.fixture
+def openpi_server():
+    """openpi-server's WebsocketPolicyServer (edgelab's OpenPIServer runs it on a free loopback port)."""
+    policy = TinyDroidPolicy()
+    meta = {"model": "tiny-droid-linear", "action_dim": 8, "action_horizon": 10}
+    with OpenPIServer(policy, metadata=meta) as srv:
+        yield srv.port, policy
+
+
+def cli(db, *args):
+    return runner.invoke(app, ["--db", str(db), *args])
+
+
+def test_bench_pi0_against_a_real_openpi_server_records_latency_labelled_with_the_endpoint(dbpath, openpi_server):
+    port, policy = openpi_server
+    url = f"ws://127.0.0.1:{port}"
+    res = cli(dbpath, "bench", "pi0", "--endpoint", url, "--warmup", "1", "--requests", "20",
+              "--control-hz", "50", "--json")
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.output)
+    assert rep["state"] == "finished"
+    lat = rep["action"]["latency_ms"]
+    assert lat["count"] == 20 and 0 < lat["p50"] <= lat["p95"]  # warm-up kept out of the figures
+    assert policy.calls == 21
+    assert rep["endpoint"]["url"] == url and rep["endpoint"]["protocol"] == "openpi"
+    assert rep["endpoint"]["reported"]["metadata"]["model"] == "tiny-droid-linear"
+    assert rep["runtime"] == "external" and rep["weights"] == "unknown"  # never "reference"
+
+    shown = json.loads(cli(dbpath, "runs", "show", rep["run"], "--json").output)
+    text = json.dumps(shown)
+    assert url in text and "tiny-droid-linear" in text and '"reference"' not in text
+
+
+def test_bench_tts_against_a_speech_stream_endpoint_takes_the_servers_own_labels(dbpath):
+    with SpeechServer(ServerOptions(frames_per_s=None)) as srv:
+        res = cli(dbpath, "bench", "qwen3-tts-0.6b", "--endpoint", srv.url, "--warmup", "1", "--requests", "3",
+                  "-o", "split_granularity=sentence", "--json")
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.output)
+    assert rep["requests"]["total"] == 4 and rep["requests"]["failed"] == 0
+    assert rep["audio"]["ttfa_ms"]["count"] == 3
+    # the lab-side server says what it is in audio.start: reference runtime, random weights
+    assert rep["runtime"] == "reference" and rep["weights"] == "random"
+    assert rep["endpoint"]["protocol"] == "speech-ws"
+
+
+def test_bench_endpoint_usage_errors(dbpath):
+    assert cli(dbpath, "bench", "pi0").exit_code == 2  # neither --device nor --endpoint
+    res = cli(dbpath, "bench", "pi0", "--endpoint", "ftp://x")
+    assert res.exit_code == 2 and "ws://" in res.output
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    res = cli(dbpath, "bench", "pi0", "--endpoint", f"ws://127.0.0.1:{port}")
+    assert res.exit_code == 1 and "Traceback" not in res.output
