@@ -81,6 +81,16 @@ def show(
     console.print(f"{len(cells)} cells; (v) = virtual-device runs attached as demonstration only", highlight=False)
 
 
+def _who() -> str:
+    """The operator recorded with a hand-made change (the OS user; no secret)."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):
+        return "unknown"
+
+
 @app.command("set")
 def set_(
     cell: Annotated[str, typer.Argument(help="ROW/PIPELINE, e.g. galaxy-s25/qwen3-tts-0.6b or 9/2.")],
@@ -106,7 +116,8 @@ def set_(
     try:
         with session_scope(engine) as s:
             c, notes = set_cell(s, cell, status=status, performance=performance, stage=stage,
-                                evidence=list(evidence or []), reason=reason, layer=layer, next_experiment=next_)
+                                evidence=list(evidence or []), reason=reason, layer=layer, next_experiment=next_,
+                                source=f"manual:{_who()}")
             data = cell_dict(c)
     except VirtualEvidence as err:
         fail_from(err, code=1)
