@@ -185,7 +185,8 @@ def run_bench(engine: Engine, req: BenchRequest, *, opts: Options | None = None,
             run = get_run(s, run_id)
             run.meta = dict(meta)
             s.add(run)
-        final, state = _stream(engine, t, argv, run_id, offset, on_event, cancel)
+        final, state = _stream(engine, t, argv, run_id, offset, on_event, cancel,
+                               beside=_telemetry_beside(engine, run_id, req.device, opts))
     finally:
         t.close()
     with session_scope(engine, write=False) as s:
@@ -194,10 +195,19 @@ def run_bench(engine: Engine, req: BenchRequest, *, opts: Options | None = None,
                            dict(run.provenance), dict(run.meta))
 
 
+def _telemetry_beside(engine: Engine, run_id: str, device: str, opts: Options) -> Callable[[Ingestor], Any]:
+    """Starts the device's telemetry sampler beside the workload, its samples fed to the run."""
+    from edgelab.metrics.sampler import start_beside
+
+    return lambda ing: start_beside(engine, run_id, device, ing, transport=opts.transport)
+
+
 def _stream(engine: Engine, t, argv: list[str], run_id: str, offset: ev.ClockOffset,
             on_event: Callable[[ev.Event], None] | None,
-            cancel: threading.Event | None = None) -> tuple[dict[str, Any], str]:
+            cancel: threading.Event | None = None,
+            beside: Callable[[Ingestor], Any] | None = None) -> tuple[dict[str, Any], str]:
     ing = Ingestor(engine, run_id)
+    sampler = beside(ing) if beside is not None else None
     proc = t.stream(argv)
     state, error, code = None, None, None
     done = threading.Event()
@@ -234,6 +244,8 @@ def _stream(engine: Engine, t, argv: list[str], run_id: str, offset: ev.ClockOff
         raise
     finally:
         done.set()
+        if sampler is not None:
+            sampler.stop()  # its last samples are in the ingestor's queue: close() feeds them
     err_text = proc.stderr.strip()
     if err_text:
         import time

@@ -157,6 +157,8 @@ class ResourceSample(Event):
     power_w: dict[str, float] = field(default_factory=dict)
     gpu_util_pct: float | None = None
     throttled: bool | None = None
+    virtual: bool | None = None  # a virtual device's shim made it: machinery, not a device figure
+    raw: dict[str, Any] = field(default_factory=dict)  # every other field the source gave, unknown ones kept
 
 
 @dataclass(slots=True)

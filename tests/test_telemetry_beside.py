@@ -1,0 +1,77 @@
+# ruff: noqa: F811 - pytest fixtures imported from test_deploy_helpers are parameters by design
+"""Telemetry beside every run: a reference deploy on the virtual orin-agx (tegrastats) and s25
+(thermal zones + dumpsys battery) stores samples with the run, marked virtual, visible in
+``runs show --json``, ``watch`` and ``/metrics``, and summarised in the run's results."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from test_deploy_helpers import cli_env, deploy_lab  # noqa: F401 - fixture
+from typer.testing import CliRunner
+
+from edgelab.cli import app
+from edgelab.deploy import lifecycle
+from edgelab.deploy.follow import ensure_follower
+from edgelab.deploy.lifecycle import DeployRequest
+from edgelab.metrics.prometheus import exposition
+from edgelab.store.db import session_scope
+from edgelab.store.runs import get_summary, telemetry_of
+
+runner = CliRunner()
+pytestmark = [pytest.mark.ssh, pytest.mark.adb, pytest.mark.slow]
+
+
+def wait_for_samples(engine, run_id: str, n: int, timeout: float = 60.0) -> list:
+    deadline = time.monotonic() + timeout
+    while True:
+        with session_scope(engine, write=False) as s:
+            rows = telemetry_of(s, run_id=run_id, limit=100)
+        if len(rows) >= n or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize(("device", "pipeline", "source", "sensor"), [
+    ("orin-agx", "qwen3-tts-1.7b", "tegrastats", "CPU"),
+    ("s25", "qwen3-tts", "android-thermal+battery", "battery"),
+])
+def test_a_reference_deploy_stores_telemetry_beside_the_run(deploy_lab, ssh_lab, device, pipeline, source, sensor):
+    url, engine, opts = deploy_lab
+    dep = lifecycle.deploy(engine, DeployRequest(device, pipeline), opts=opts)
+    follower = None
+    try:
+        follower = ensure_follower(engine, dep.run_id, transport=opts.transport)
+        rows = wait_for_samples(engine, dep.run_id, 2)
+        assert len(rows) >= 2, "no telemetry beside the deployment"
+        assert {r.source for r in rows} == {source} and all(r.virtual for r in rows)
+        assert all(sensor in r.temps_c for r in rows)
+        if device == "orin-agx":  # the persona's tegrastats gives rails, RAM and the full field set
+            assert rows[-1].power_w["VDD_GPU_SOC"] > 0 and rows[-1].mem_available_bytes > 0
+            assert rows[-1].raw["swap_total_mb"] == 31400 and rows[-1].raw["lfb_blocks"] == 1759
+        else:
+            assert rows[-1].raw["battery"] and rows[-1].mem_available_bytes
+
+        shown = runner.invoke(app, ["--db", url, "runs", "show", dep.run_id, "--json"], env=cli_env(url, ssh_lab))
+        tel = json.loads(shown.stdout)["telemetry"]
+        assert tel["samples"] >= 2 and tel["sampler"]["source"] == ("tegrastats" if device == "orin-agx" else "android")
+        assert tel["sampler"]["virtual"] is True
+        assert tel["latest"][-1]["virtual"] is True and sensor in tel["latest"][-1]["temps_c"]
+
+        watched = runner.invoke(app, ["--db", url, "watch", dep.run_id, "--once"], env=cli_env(url, ssh_lab))
+        assert watched.exit_code == 0, watched.output
+        assert "temperature -" not in watched.stdout and sensor in watched.stdout and "virtual shim" in watched.stdout
+
+        text = exposition(engine)
+        assert f'edgelab_device_temperature_celsius{{device="{device}",source="{source}",virtual="true",' \
+               f'sensor="{sensor}"}}' in text
+    finally:
+        lifecycle.stop(engine, dep.run_id, opts=opts)
+        if follower is not None:
+            follower.join(60)
+    with session_scope(engine, write=False) as s:
+        final = get_summary(s, dep.run_id, "final")
+    res = final.metrics["resources"]
+    assert res["samples"] >= 2 and sensor in res["max_temp_c"]  # peak temperature kept in the results
