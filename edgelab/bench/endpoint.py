@@ -30,6 +30,7 @@ from edgelab.bench.runner import BANDS, PROTOCOL, BenchResult
 from edgelab.errors import ConfigError, TransportError
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
+from edgelab.metrics.provenance import complete
 from edgelab.metrics.results import provenance
 from edgelab.store.db import session_scope
 from edgelab.store.devices import get_device
@@ -142,6 +143,18 @@ def run_endpoint_bench(engine: Engine, req: EndpointBenchRequest, *,
         prov = provenance(s, device=req.device, virtual=virtual if req.device else None, runtime=runtime,
                           command=None, source=f"bench:{PROTOCOL}:endpoint")
         prov.update(endpoint=endpoint, weights=weights, strategy=None)
+        facts: dict[str, Any] = {}
+        if req.device:
+            from edgelab.errors import NotFound
+            from edgelab.store.snapshots import latest_snapshot
+
+            try:
+                facts = latest_snapshot(s, req.device).facts or {}
+            except NotFound:
+                pass
+        # an external server's build and cache are not observable from here: unknown, said so
+        prov = complete(s, {**prov, "cache": "unknown", "runtime_build": None if runtime == "reference"
+                            else "unknown"}, device=None, runtime=runtime, facts=facts)
         create_run(s, id=run_id, pipeline=pid, device_name=req.device, runtime=runtime, strategy=None,
                    kind="bench", virtual=virtual, command=f"endpoint {req.endpoint}", provenance=prov, meta=meta)
     ing = Ingestor(engine, run_id)

@@ -24,7 +24,7 @@ from edgelab.deploy.refusal import Refusal
 from edgelab.errors import ConfigError, EdgelabError, TransportError
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
-from edgelab.metrics.results import provenance
+from edgelab.metrics.provenance import for_plan
 from edgelab.store.db import session_scope
 from edgelab.store.devices import get_device
 from edgelab.store.runs import create_run, get_run, new_run_id
@@ -165,10 +165,10 @@ def run_bench(engine: Engine, req: BenchRequest, *, opts: Options | None = None,
         device = get_device(s, req.device)
         endpoint = device.endpoint()
         shell = Shell(device.shell)
-        prov = provenance(s, device=device.name, virtual=bool(device.virtual), runtime=p.runtime,
-                          strategy=p.strategy, profile=planned.profile.device_class,
-                          command=join(argv, shell), source=f"bench:{PROTOCOL}")
-        prov["facts_hash"] = prov["facts_hash"] or planned.facts_hash
+        prov = for_plan(s, device=device.name, virtual=bool(device.virtual), plan=p.to_dict(),
+                        facts_hash=planned.facts_hash, profile=planned.profile.device_class,
+                        command=join(argv, shell), source=f"bench:{PROTOCOL}", run_id=run_id)
+        meta["weights"] = prov["weights"]
         create_run(s, id=run_id, pipeline=p.pipeline, device_name=device.name, runtime=p.runtime,
                    strategy=p.strategy, kind="bench", virtual=bool(device.virtual), command=prov["command"],
                    provenance=prov, meta=meta)
