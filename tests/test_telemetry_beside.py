@@ -84,3 +84,44 @@ def test_a_reference_deploy_stores_telemetry_beside_the_run(deploy_lab, ssh_lab,
         final = get_summary(s, dep.run_id, "final")
     res = final.metrics["resources"]
     assert res["samples"] >= 2 and sensor in res["max_temp_c"]  # peak temperature kept in the results
+
+
+def test_the_nvidia_smi_sampler_on_the_virtual_wsl_host(tmp_path, ssh_lab, adb_lab):
+    """wsl-hx370 (RTX 5090 through WSL): the plan is nvidia-smi + /proc; its shim refuses the full
+    field list (an older driver's answer), the short one is used; every queried field kept raw."""
+    from edgelab.metrics.sampler import TelemetrySampler, plan_for
+    from edgelab.probe import probe_devices
+    from edgelab.sim.lab import LabStatus, register
+    from edgelab.store import db as dbmod
+    from edgelab.store.db import get_engine
+    from edgelab.store.devices import get_device
+    from edgelab.store.snapshots import latest_snapshot
+    from edgelab.transport import open_transport
+
+    url = f"sqlite:///{tmp_path / 'wsl.db'}"
+    register(url, LabStatus(ssh_lab.state_dir, ssh=ssh_lab, adb=adb_lab), check=False)
+    engine = get_engine(url)
+    try:
+        (o,) = probe_devices(engine, ["wsl-hx370"], timeout=60, ssh_config=str(ssh_lab.ssh_config_path))
+        assert o.ok, o.error
+        with session_scope(engine, write=False) as s:
+            facts = latest_snapshot(s, "wsl-hx370").facts
+            endpoint = get_device(s, "wsl-hx370").endpoint()
+        plan = plan_for(facts, interval_s=0.2)
+        assert plan is not None and plan.source == "nvidia-smi"
+        got = []
+        sampler = TelemetrySampler(lambda: open_transport(endpoint, ssh_config=str(ssh_lab.ssh_config_path)), plan,
+                                   device="wsl-hx370", virtual=True, sink=got.append)
+        sampler.start()
+        deadline = time.monotonic() + 30
+        while len([g for g in got if g.source == "proc"]) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        sampler.stop()
+        assert sampler.error is None, sampler.error
+        gpu = [g for g in got if g.source.startswith("nvidia-smi")]
+        proc = [g for g in got if g.source == "proc"]
+        assert gpu and proc and all(g.virtual for g in got)
+        assert gpu[0].temps_c and gpu[0].power_w and gpu[0].raw["memory.total"]
+        assert proc[-1].mem_available_bytes and proc[-1].cpu_pct is not None  # the second reading has a CPU %
+    finally:
+        dbmod.dispose_engines()
