@@ -93,3 +93,28 @@ def test_bench_endpoint_usage_errors(dbpath):
         port = s.getsockname()[1]
     res = cli(dbpath, "bench", "pi0", "--endpoint", f"ws://127.0.0.1:{port}")
     assert res.exit_code == 1 and "Traceback" not in res.output
+
+
+def test_a_playbook_bench_step_measures_an_endpoint(dbpath, openpi_server):
+    from edgelab.playbook.runner import run_playbook
+    from edgelab.playbook.schema import parse_playbook
+    from edgelab.store.db import get_engine, session_scope
+    from edgelab.store.devices import add_device
+    from edgelab.store.models import Device
+    from edgelab.store.runs import get_run
+
+    port, _policy = openpi_server
+    engine = get_engine(str(dbpath))
+    with session_scope(engine) as s:
+        add_device(s, Device(name="robot-pc", transport="ssh", ssh_host="127.0.0.1", ssh_port=22))
+    pb = parse_playbook({"name": "endpoint", "devices": ["robot-pc"], "steps": [
+        {"id": "b", "bench": {"pipeline": "pi0", "endpoint": f"ws://127.0.0.1:{port}", "requests": 20,
+                              "control_hz": 50, "endpoint_options": {"observation": "droid"}}},
+        {"gate": {"run": "b", "checks": ["action_latency.p95 < 5s"]}}]}, "test.yaml")
+    res = run_playbook(engine, pb)
+    (job,) = res.jobs
+    assert job.ok, [(st.name, st.message) for st in job.steps]
+    with session_scope(engine, write=False) as s:
+        run = get_run(s, job.steps[0].run_id)
+        assert run.provenance["endpoint"]["url"] == f"ws://127.0.0.1:{port}" and run.device_name == "robot-pc"
+        assert run.runtime == "external"
