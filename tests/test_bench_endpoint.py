@@ -74,7 +74,7 @@ def test_bench_pi0_against_a_real_openpi_server_records_latency_labelled_with_th
 def test_bench_tts_against_a_speech_stream_endpoint_takes_the_servers_own_labels(dbpath):
     with SpeechServer(ServerOptions(frames_per_s=None)) as srv:
         res = cli(dbpath, "bench", "qwen3-tts-0.6b", "--endpoint", srv.url, "--warmup", "1", "--requests", "3",
-                  "-o", "split_granularity=sentence", "--json")
+                  "--band", "medium", "-o", "split_granularity=clause", "--json")
     assert res.exit_code == 0, res.output
     rep = json.loads(res.output)
     assert rep["requests"]["total"] == 4 and rep["requests"]["failed"] == 0
@@ -82,6 +82,9 @@ def test_bench_tts_against_a_speech_stream_endpoint_takes_the_servers_own_labels
     # the lab-side server says what it is in audio.start: reference runtime, random weights
     assert rep["runtime"] == "reference" and rep["weights"] == "random"
     assert rep["endpoint"]["protocol"] == "speech-ws"
+    shown = json.loads(cli(dbpath, "runs", "show", rep["run"], "--json").output)
+    stages = shown["summary"]["stages_ms"]  # the medium text is two clauses: one gap per request
+    assert stages["sentence_gap"]["count"] == 4 and stages["sentence0"]["count"] == 4
 
 
 def test_bench_endpoint_usage_errors(dbpath):

@@ -162,7 +162,10 @@ def test_edgelab_client_measures_each_sentence_of_its_own_server(server):
     frames = [frames_for_text(s.text) for s in first.sentences]
     assert [round(t.audio_ms) for t in tim] == [n * 80 for n in frames]
     assert sum(e.samples for e in first.events if isinstance(e, AudioChunk)) == sum(frames) * SAMPLES_PER_FRAME
-    assert {e.stage for e in first.events if isinstance(e, StageTiming)} == {"connect", "sentence0", "sentence1"}
+    assert {e.stage for e in first.events if isinstance(e, StageTiming)} == {"connect", "sentence0", "sentence1",
+                                                                         "sentence_gap"}
+    (gap,) = [e for e in first.events if isinstance(e, StageTiming) and e.stage == "sentence_gap"]
+    assert (gap.end - gap.start) * 1000.0 == pytest.approx(tim[1].gap_ms)
     assert second.sentences[0].text == "Third one here." and second.total_sentences == 1
 
 

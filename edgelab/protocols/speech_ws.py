@@ -232,6 +232,7 @@ class SpeechSession:
                 self._send({"type": "input.text", "text": piece})
             self._send({"type": "input.done"})
             self._read(res, rec)
+            self._gaps(res, rec)
         self._check_counts(res, rec)
         res.end_t = time.time()
         rec(RequestEnd(t=res.end_t, request=rid, ok=res.ok, error=res.error))
@@ -310,6 +311,17 @@ class SpeechSession:
                 res.error = f"connection closed: {err}"
                 rec(ErrorEvent(t=time.time(), request=rid, cls="infra", message=res.error))
             self.broken = res.error
+
+    @staticmethod
+    def _gaps(res: SpeechResult, rec: Recorder) -> None:
+        """The silence between sentences (previous sentence's last audio -> this one's first) as a
+        ``sentence_gap`` stage, so a stored run summarises it beside TTFA."""
+        prev = None
+        for sen in res.sentences:
+            if prev is not None and prev.last_audio_t is not None and sen.first_audio_t is not None:
+                rec(StageTiming(t=sen.first_audio_t, request=res.request, stage="sentence_gap",
+                                start=prev.last_audio_t, end=sen.first_audio_t))
+            prev = sen if sen.last_audio_t is not None else prev
 
     @staticmethod
     def _check_counts(res: SpeechResult, rec: Recorder) -> None:
