@@ -3,6 +3,7 @@ refused with its reason, and a complete run of the right device and pipeline qua
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,18 @@ def test_missing_provenance_counts_unknown_as_missing():
     assert missing_provenance({"runtime": "unknown", "artifacts": {"a": None}}) == [
         "device", "facts_hash", "runtime", "runtime_build", "runtime_sha256", "artifacts", "weights", "cache",
         "power", "edgelab_version"]
+
+
+def test_matrix_cell_view_says_why_each_evidence_run_would_not_qualify(engine, monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from edgelab.cli import app
+
+    with session_scope(engine) as s:  # executes on the reference run (a playbook's functional PASS)
+        record_outcome(s, row_key="galaxy-s25", pipeline="qwen3-tts", run_ids=["r-s25-ref"], passed=True,
+                       gated=False, source="play:tts")
+    url = str(engine.url)
+    res = CliRunner().invoke(app, ["--db", url, "matrix", "--cell", "9/2", "--json"])
+    assert res.exit_code == 0, res.output
+    (v,) = json.loads(res.output)["evidence_check"]
+    assert v["run"] == "r-s25-ref" and not v["ok"] and any("weights: random" in f for f in v["failures"])

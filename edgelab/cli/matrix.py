@@ -41,6 +41,9 @@ def show(
                 data["history"] = [{"at": h.at.isoformat(), "source": h.source, "before": h.before,
                                     "after": h.after, "evidence": h.evidence, "note": h.note}
                                    for h in history(s, c.id)]
+                from edgelab.matrix.evidence import judge
+
+                data["evidence_check"] = [v.as_dict() for v in judge(s, list(c.evidence), c.row_key, c.pipeline)]
                 cells = None
             else:
                 cells = [cell_dict(c) for c in matrix_rows(s)]
@@ -56,6 +59,9 @@ def show(
         for h in data["history"]:
             console.print(f"  {h['at']} {escape(str(h['source']))}: {h['before'].get('stage')} -> "
                           f"{h['after'].get('stage')} {escape(str(h['note'] or ''))}", highlight=False)
+        for v in data["evidence_check"]:  # would each run qualify this cell, and if not, why
+            verdict = "qualifying evidence" if v["ok"] else "not qualifying: " + "; ".join(v["failures"])
+            console.print(f"  run {escape(v['run'])}: {escape(verdict)}", highlight=False)
         return
     if json_out:
         print_json(cells)
