@@ -121,3 +121,45 @@ def test_a_playbook_bench_step_measures_an_endpoint(dbpath, openpi_server):
         run = get_run(s, job.steps[0].run_id)
         assert run.provenance["endpoint"]["url"] == f"ws://127.0.0.1:{port}" and run.device_name == "robot-pc"
         assert run.runtime == "external"
+
+
+def _vllm_omni_robot_handler():
+    """A server speaking vLLM-Omni's robot endpoint (realtime/robot/openpi_connection.py): metadata
+    first, a bare msgpack action array per observation, text "reset successful" for a reset."""
+    from openpi_client import msgpack_numpy
+
+    seen = []
+
+    async def handler(ws) -> None:
+        await ws.send(msgpack_numpy.packb({"image_resolution": (180, 320), "n_external_cameras": 2,
+                                           "needs_wrist_camera": True, "needs_stereo_camera": False,
+                                           "needs_session_id": True, "action_space": "joint_position"}))
+        async for raw in ws:
+            obs = msgpack_numpy.unpackb(raw)
+            if obs.pop("endpoint", "infer") == "reset":
+                await ws.send("reset successful")
+                continue
+            seen.append(obs)
+            state = np.concatenate([obs["observation/joint_position"], obs["observation/gripper_position"]])
+            await ws.send(msgpack_numpy.packb(np.tile(state, (24, 1)).astype(np.float32)))
+
+    return handler, seen
+
+
+def test_bench_pi0_against_a_vllm_omni_shaped_robot_endpoint(dbpath):
+    from edgelab.protocols.openpi import OpenPIClient
+    from edgelab.protocols.serving import BackgroundServer
+
+    handler, seen = _vllm_omni_robot_handler()
+    with BackgroundServer(handler) as srv:
+        with OpenPIClient(srv.url) as c:  # the reset answer is text, not msgpack: accepted
+            c.reset()
+        res = cli(dbpath, "bench", "pi0", "--endpoint", srv.url, "--warmup", "1", "--requests", "20",
+                  "--control-hz", "50", "--json")
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.output)
+    assert rep["action"]["latency_ms"]["count"] == 20 and rep["action"]["chunks"] == 20
+    assert rep["endpoint"]["reported"]["metadata"]["action_space"] == "joint_position"
+    obs = seen[0]  # the observation follows what the server's metadata asked for
+    assert obs["observation/exterior_image_1_left"].shape == (180, 320, 3) and obs["session_id"]
+    assert "observation/exterior_image_2_left" in obs and "observation/wrist_image_left" in obs

@@ -304,7 +304,7 @@ def _drive_openpi(client: Any, req: EndpointBenchRequest, run_id: str, sink: Cal
         sink(ev.RequestStart(t=time.time(), request=rid, phase=phase, input="synthetic observations"))
         try:
             control_loop(_Sink, client.infer, period_s=period, steps=steps, request=rid,
-                         observe=lambda: observation_for(layout, rng))
+                         observe=lambda: observation_for(layout, rng, metadata=reported.get("metadata")))
         except Exception as err:  # the server failed an inference (openpi-server sends its traceback)
             sink(ev.ErrorEvent(t=time.time(), request=rid, cls="workload", message=str(err)[:2000]))
             sink(ev.RequestEnd(t=time.time(), request=rid, ok=False, error=str(err)[:300]))
