@@ -52,13 +52,13 @@ def test_a_push_after_the_last_run_makes_the_next_load_cold(deploy_lab):
         dev = get_device(s, "rb3g2")
         prov = complete(s, {"runtime": "llama.cpp"}, device="rb3g2", runtime="llama.cpp",
                         plan={"artifacts": [{"role": "weights", "name": "tiny-gguf"}, {"role": "vocoder"}]})
-        assert prov["artifacts"] == {"tiny-gguf": "d" * 64, "vocoder": UNKNOWN}
+        assert prov["artifacts"] == {"weights": "d" * 64, "vocoder": UNKNOWN}  # by role, as bench records them
         assert prov["weights"] == "random" and prov["runtime_build"] == UNKNOWN  # no runtime artifact: unknown
         assert prov["cache"] == "cold"
         from edgelab.store.runs import create_run
 
         create_run(s, id="r-prev", device_name="rb3g2", runtime="llama.cpp", state="finished",
-                   provenance={"artifacts": {"tiny-gguf": "d" * 64}})
+                   provenance={"artifacts": {"weights": "d" * 64}})
         s.flush()
         assert observe_cache(s, device="rb3g2", runtime="llama.cpp", artifact_digests=["d" * 64])[0] == "warm"
         s.add(DeviceStoreEntry(device_id=dev.id, sha256="e" * 64, size=3, verified_at=utcnow()))  # pushed again

@@ -80,10 +80,12 @@ def observe_cache(session: Session, *, device: str, runtime: str | None, artifac
         from edgelab.store.artifacts import Artifact, ArtifactFile, DeviceStoreEntry
 
         dev = get_device(session, device)
+        # a digest is an artifact's (its files are the blobs) or already a blob's own SHA-256
         shas = session.exec(select(ArtifactFile.sha256).join(Artifact, Artifact.id == ArtifactFile.artifact_id)
                             .where(Artifact.digest.in_(artifact_digests))).all()
         stamps = session.exec(select(DeviceStoreEntry.verified_at).where(
-            DeviceStoreEntry.device_id == dev.id, DeviceStoreEntry.sha256.in_(list(shas) or [""]))).all()
+            DeviceStoreEntry.device_id == dev.id,
+            DeviceStoreEntry.sha256.in_([*shas, *artifact_digests]))).all()
         pushed = max(stamps) if stamps else None
     q = select(Run).where(Run.device_name == device, Run.runtime == runtime,
                           Run.state.in_(("finished", "running", "stopped")))
@@ -114,10 +116,14 @@ def complete(session: Session, prov: dict[str, Any], *, device: str | None, runt
         build, sha = reference_build()
         weights = "random"
     for a in (plan or {}).get("artifacts") or []:
+        if a.get("present") is False or "placeholder" in a:
+            continue  # planned but not used (the reference zipapp on a virtual device): nothing ran from it
         name = a.get("name")
         row = _artifact(session, name)
-        label = name or a.get("role") or "?"
-        arts[label] = row.digest if row is not None else UNKNOWN
+        label = a.get("role") or name or "?"
+        arts[label] = a.get("sha256") or (row.digest if row is not None else UNKNOWN)
+        if weights is None and a.get("weights"):
+            weights = a["weights"]
         if row is None:
             continue
         if row.kind == "runtime" and build is None:
@@ -158,3 +164,16 @@ def for_plan(session: Session, *, device: str, virtual: bool, plan: dict[str, An
         facts = {}
     return complete(session, prov, device=device, runtime=plan.get("runtime"), plan=plan, facts=facts,
                     run_id=run_id)
+
+
+def complete_on_device(session: Session, prov: dict[str, Any], *, device: str, runtime: str | None,
+                       plan: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
+    """:func:`complete` with the device's latest probe facts (its power word)."""
+    from edgelab.errors import NotFound
+    from edgelab.store.snapshots import latest_snapshot
+
+    try:
+        facts = latest_snapshot(session, device).facts or {}
+    except NotFound:
+        facts = {}
+    return complete(session, prov, device=device, runtime=runtime, plan=plan, facts=facts, run_id=run_id)

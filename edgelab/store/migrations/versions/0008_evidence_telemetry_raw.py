@@ -1,7 +1,7 @@
 """telemetry_sample: the virtual flag and every other field a sampler gave (raw).
 
 Revision ID: 0008_evidence_telemetry_raw
-Revises: 0007
+Revises: 0008_leases_leases
 Create Date: 2026-12-01
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0008_evidence_telemetry_raw"
-down_revision = "0007"
+down_revision = "0008_leases_leases"
 branch_labels = None
 depends_on = None
 
