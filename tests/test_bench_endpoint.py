@@ -163,3 +163,54 @@ def test_bench_pi0_against_a_vllm_omni_shaped_robot_endpoint(dbpath):
     obs = seen[0]  # the observation follows what the server's metadata asked for
     assert obs["observation/exterior_image_1_left"].shape == (180, 320, 3) and obs["session_id"]
     assert "observation/exterior_image_2_left" in obs and "observation/wrist_image_left" in obs
+
+
+@pytest.mark.slow
+def test_bench_a_text_lm_against_a_real_llama_server(dbpath, tmp_path):
+    """llama-server (the llama.cpp build from edgelab's build cache) with a 4M random GGUF on a free
+    loopback port: TTFT / decode tokens/s measured, labelled with the endpoint and its own word."""
+    import subprocess
+
+    from test_deploy_llamacpp import _source
+
+    from edgelab.models.synth import synth_files
+    from edgelab.runtimes import load_runtimes
+    from edgelab.runtimes.build import ensure_build
+
+    src = _source()
+    if src is None:
+        pytest.skip("no llama.cpp source (set EDGELAB_LLAMA_SOURCE)")
+    built = ensure_build(load_runtimes()["llama.cpp"], "linux-x86_64", source=src)
+    model = synth_files("endpoint-test", "4M", out_dir=tmp_path)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    srv = subprocess.Popen([str(built.products["llama-server"]), "-m", str(model.path), "--host", "127.0.0.1",
+                            "--port", str(port), "-c", "512", "-t", "1"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        import httpx
+
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert srv.poll() is None and time.monotonic() < deadline, "llama-server did not come up"
+            time.sleep(0.2)
+        res = cli(dbpath, "bench", "spark-x2.5", "--endpoint", f"http://127.0.0.1:{port}", "--warmup", "1",
+                  "--requests", "3", "--json")
+    finally:
+        srv.terminate()
+        srv.wait(30)
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.output)
+    assert rep["requests"]["by_phase"] == {"warmup": 1, "measured": 3} and rep["requests"]["failed"] == 0
+    assert rep["endpoint"]["protocol"] == "llama-server" and rep["runtime"] == "llama.cpp"
+    assert rep["endpoint"]["reported"]["model"].endswith(".gguf") and rep["endpoint"]["reported"]["build"]
+    shown = json.loads(cli(dbpath, "runs", "show", rep["run"], "--json").output)
+    text = shown["summary"]["text"]
+    assert text["ttft_ms"]["count"] == 3 and text["decode_tok_s"]["p50"] > 0
+    assert shown["provenance"]["runtime_build"] == rep["endpoint"]["reported"]["build"]

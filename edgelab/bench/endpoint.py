@@ -6,10 +6,11 @@ measured requests, batch 1), measured from the lab side with the protocol client
 - ``ws://`` + a TTS pipeline: vLLM-Omni's speech stream (``/v1/audio/speech/stream``), one
   connection, one utterance per request, per-sentence records;
 - ``http://`` + a TTS pipeline: vLLM-Omni's ``/v1/audio/speech`` stream;
-- ``ws://`` + a VLA pipeline: an OpenPI policy server (``openpi-client``), a control loop.
-
-A text-LM endpoint (llama-server) is measured by the llama-server adapter where one is
-registered in :data:`TEXT_BENCHES`. The run records the endpoint and what the server reported
+- ``ws://`` + a VLA pipeline: an OpenPI policy server (``openpi-client``), a control loop;
+- ``http://`` + a text-LM pipeline: a llama-server (``/completion`` stream, the llama-server
+  adapter's records: TTFT, inter-token interval, decode tokens/s), ``/props`` and ``/v1/models``
+  for what it says it is. Other text kinds may register in :data:`TEXT_BENCHES`.
+ The run records the endpoint and what the server reported
 about itself (its metadata, its model list, extra fields it sent); the runtime label is the
 server's own word, else ``external``, never ``reference``; weights are ``unknown`` unless
 the server says. Nothing here launches or stops anything.
@@ -113,6 +114,8 @@ def _validate(req: EndpointBenchRequest, kind: str) -> str:
         if not scheme.startswith("ws"):
             raise ConfigError("an OpenPI policy endpoint is a WebSocket", remedy="pass --endpoint ws://HOST:PORT")
         return "openpi"
+    if kind == "text_lm" and scheme.startswith("http"):
+        return "llama-server"
     if kind in TEXT_BENCHES:
         return kind
     raise ConfigError(f"no endpoint bench for {kind} pipelines yet",
@@ -152,9 +155,11 @@ def run_endpoint_bench(engine: Engine, req: EndpointBenchRequest, *,
                 facts = latest_snapshot(s, req.device).facts or {}
             except NotFound:
                 pass
-        # an external server's build and cache are not observable from here: unknown, said so
-        prov = complete(s, {**prov, "cache": "unknown", "runtime_build": None if runtime == "reference"
-                            else "unknown"}, device=None, runtime=runtime, facts=facts)
+        # an external server's cache is not observable from here, nor its binary's SHA-256: unknown,
+        # said so; its build is its own word (llama-server's build_info) where it gives one
+        build = reported.get("build") or (None if runtime == "reference" else "unknown")
+        prov = complete(s, {**prov, "cache": "unknown", "runtime_build": build}, device=None, runtime=runtime,
+                        facts=facts)
         create_run(s, id=run_id, pipeline=pid, device_name=req.device, runtime=runtime, strategy=None,
                    kind="bench", virtual=virtual, command=f"endpoint {req.endpoint}", provenance=prov, meta=meta)
     ing = Ingestor(engine, run_id)
@@ -234,7 +239,32 @@ def _open(proto: str, req: EndpointBenchRequest, reported: dict[str, Any]) -> An
         extra = {k: v for k, v in req.config.items() if k not in ("model", "voice")}
         return SpeechHTTPClient(req.endpoint, model=req.config.get("model", reported.get("model", "qwen3-tts")),
                                 voice=req.config.get("voice"), extra=extra, timeout=req.timeout)
-    return None  # a text bench opens its own client
+    if proto == "llama-server":
+        import httpx
+
+        client = httpx.Client(timeout=httpx.Timeout(req.timeout, connect=5.0))
+        base = req.endpoint.rstrip("/")
+        try:
+            props = client.get(base + "/props")
+        except httpx.HTTPError as err:
+            client.close()
+            raise TransportError(f"cannot reach the llama-server at {base}: {err}",
+                                 remedy="check the server is running and the URL/port") from err
+        if props.status_code == 200:
+            try:
+                pj = props.json()
+            except ValueError:
+                pj = {}
+            reported["props"] = {k: pj.get(k) for k in ("model_path", "build_info", "total_slots", "chat_template")
+                                 if pj.get(k) is not None}
+            reported["props"]["chat_template"] = (reported["props"].get("chat_template") or "")[:200] or None
+            if pj.get("build_info"):
+                reported["build"] = pj["build_info"]
+            if pj.get("model_path") and "model" not in reported:
+                reported["model"] = pj["model_path"]
+        reported.setdefault("runtime", "llama.cpp")  # llama-server's own API answered
+        return client
+    return None  # a registered text bench opens its own client
 
 
 def _close(opened: Any) -> None:
@@ -250,6 +280,8 @@ def _drive(proto: str, opened: Any, req: EndpointBenchRequest, run_id: str, sink
     """Run warm-up then measured requests; returns how many failed."""
     if proto == "openpi":
         return _drive_openpi(opened, req, run_id, sink, reported)
+    if proto == "llama-server":
+        return _drive_llama(opened, req, run_id, sink, cancel)
     if proto not in ("speech-ws", "speech-http"):
         return int(TEXT_BENCHES[proto](opened, req, run_id, sink).get("failed", 0))
     from edgelab.reference.tts import BAND_TEXTS
@@ -275,6 +307,26 @@ def _drive(proto: str, opened: Any, req: EndpointBenchRequest, run_id: str, sink
         for k, v in (res.start_info or {}).items():  # what the server adds to audio.start, it reports
             if k not in _SPEECH_FIELDS:
                 reported.setdefault(k, v)
+    return failed
+
+
+def _drive_llama(client: Any, req: EndpointBenchRequest, run_id: str, sink: Callable[[ev.Event], None],
+                 cancel: threading.Event | None) -> int:
+    """Warm-up then measured streamed completions, as the launched llama.cpp bench sends them."""
+    from edgelab.adapters import llama_server
+    from edgelab.bench.llama import N_PREDICT, PROMPTS
+
+    prompt, n = PROMPTS.get(req.band, PROMPTS["short"]), N_PREDICT.get(req.band, 64)
+    failed = 0
+    for i in range(req.warmup + req.requests):
+        if cancel is not None and cancel.is_set():
+            break
+        phase = "warmup" if i < req.warmup else "measured"
+        rec = llama_server.stream_completion(client, req.endpoint, prompt, n, seed=0,
+                                             extra={"cache_prompt": False}, cancel=cancel)
+        for e in llama_server.record_to_events(rec, run_id, f"{run_id}-{phase[0]}{i:03d}", phase, band=req.band):
+            sink(e)
+        failed += 0 if rec.ok else 1
     return failed
 
 
