@@ -125,3 +125,43 @@ def test_the_nvidia_smi_sampler_on_the_virtual_wsl_host(tmp_path, ssh_lab, adb_l
         assert proc[-1].mem_available_bytes and proc[-1].cpu_pct is not None  # the second reading has a CPU %
     finally:
         dbmod.dispose_engines()
+
+
+def test_the_windows_sampler_beside_a_run_on_the_virtual_windows_host(tmp_path, ssh_lab, adb_lab):
+    """win-hx370-rtx5090: CIM counters and nvidia-smi through PowerShell (edgelab.metrics.wintelemetry),
+    host and GPU samples, the fields edgelab does not model kept raw."""
+    pytest.importorskip("edgelab.metrics.wintelemetry")
+    from edgelab.metrics.sampler import TelemetrySampler, plan_for
+    from edgelab.probe import probe_devices
+    from edgelab.sim.lab import LabStatus, register
+    from edgelab.store import db as dbmod
+    from edgelab.store.db import get_engine
+    from edgelab.store.devices import get_device
+    from edgelab.store.snapshots import latest_snapshot
+    from edgelab.transport import open_transport
+
+    url = f"sqlite:///{tmp_path / 'win.db'}"
+    register(url, LabStatus(ssh_lab.state_dir, ssh=ssh_lab, adb=adb_lab), check=False)
+    engine = get_engine(url)
+    try:
+        (o,) = probe_devices(engine, ["win-hx370-rtx5090"], timeout=60, ssh_config=str(ssh_lab.ssh_config_path))
+        assert o.ok, o.error
+        with session_scope(engine, write=False) as s:
+            facts = latest_snapshot(s, "win-hx370-rtx5090").facts
+            endpoint = get_device(s, "win-hx370-rtx5090").endpoint()
+        plan = plan_for(facts, interval_s=0.3)
+        assert plan is not None and plan.source == "windows-cim"
+        got = []
+        sampler = TelemetrySampler(lambda: open_transport(endpoint, ssh_config=str(ssh_lab.ssh_config_path)), plan,
+                                   device="win-hx370-rtx5090", virtual=True, sink=got.append)
+        sampler.start()
+        deadline = time.monotonic() + 60
+        while len([g for g in got if g.source == "windows-cim"]) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        sampler.stop()
+        assert sampler.error is None, sampler.error
+        host = [g for g in got if g.source == "windows-cim"]
+        assert len(host) >= 2 and host[0].cpu_pct is not None and host[0].raw["memory"]["commit_limit_bytes"]
+        assert any(g.source.startswith("nvidia-smi") for g in got) and all(g.virtual for g in got)
+    finally:
+        dbmod.dispose_engines()

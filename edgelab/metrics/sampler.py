@@ -8,8 +8,8 @@ Which sampler runs follows the device's latest probe facts:
 - Linux/WSL with an NVIDIA GPU: an ``nvidia-smi --query-gpu=...`` loop (the full field list,
   falling back to a short one on drivers that refuse a field), plus the /proc loop's CPU and memory;
 - other Linux: the /proc loop (CPU %, MemAvailable);
-- Windows: a sampler registered in :data:`SAMPLERS` under ``"windows"`` (CIM / performance
-  counters, written with the PowerShell shim); none registered means no telemetry, said so.
+- Windows: the CIM / performance-counter and nvidia-smi sampler of ``edgelab.metrics.wintelemetry``
+  (through PowerShell), or one registered in :data:`SAMPLERS`; none means no telemetry, said so.
 
 The sampler opens its own transport connection (a second session beside the follower's or
 the bench's), hands every sample to the run's :class:`~edgelab.metrics.ingest.Ingestor` through
@@ -49,6 +49,7 @@ class SamplerPlan:
     argv: list[str]
     mode: str  # line | block
     parse: Parse
+    ps_script: str | None = None  # Windows: the PowerShell script (streamed with stream_ps where the transport has it)
 
 
 # extra samplers by OS family (the Windows CIM sampler registers here)
@@ -119,11 +120,31 @@ def is_jetson(facts: dict[str, Any]) -> bool:
                 or "tegra" in str(ident.get("soc_part") or "").lower())
 
 
+def _windows_plan(facts: dict[str, Any], interval_s: float) -> SamplerPlan | None:
+    """CIM / performance counters and nvidia-smi through PowerShell, from the Windows telemetry
+    module (``edgelab.metrics.wintelemetry``) where this edgelab has it."""
+    try:
+        from edgelab.metrics import wintelemetry
+        from edgelab.transport.quoting import encode_powershell
+    except ImportError:
+        return None
+    script = wintelemetry.windows_sampler(interval_s)
+
+    def parse(lines: list[str], t: float, device: str | None) -> list[ResourceSample]:
+        ws = wintelemetry.parse_sample("\n".join(lines), t=t, device=device)
+        ws.resource.raw = {**(ws.raw or {}), "memory": ws.memory, "adapters": ws.adapters, "npus": ws.npus}
+        return [ws.resource, *ws.gpus]
+
+    return SamplerPlan("windows-cim", encode_powershell(script), "block", parse, ps_script=script)
+
+
 def plan_for(facts: dict[str, Any], *, interval_s: float = 1.0) -> SamplerPlan | None:
     """The sampler for a device with these probe facts; None when there is none for it."""
     family = (facts.get("os") or {}).get("family")
     if family in SAMPLERS:
         return SAMPLERS[family](facts, interval_s)
+    if family == "windows":
+        return _windows_plan(facts, interval_s)
     if family == "android":
         body = ('for z in /sys/class/thermal/thermal_zone*; do grep . "$z/type" "$z/temp" 2>/dev/null; done; '
                 "dumpsys battery 2>/dev/null; grep MemAvailable /proc/meminfo;")
@@ -178,7 +199,10 @@ class TelemetrySampler(threading.Thread):
             self._t = self.connect()
             if self._stop_evt.is_set():
                 return
-            with self._t.stream(self.plan.argv) as proc:
+            stream_ps = getattr(self._t, "stream_ps", None)
+            proc = stream_ps(self.plan.ps_script) if self.plan.ps_script and stream_ps else self._t.stream(
+                self.plan.argv)
+            with proc:
                 self._proc = proc
                 if self._stop_evt.is_set():
                     proc.cancel()
