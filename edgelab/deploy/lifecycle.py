@@ -28,6 +28,7 @@ from edgelab.deploy.refusal import Refusal
 from edgelab.deploy.strategies import PlanContext, build_plan
 from edgelab.errors import ConfigError, EdgelabError, TransportError
 from edgelab.lease.use import unpin
+from edgelab.metrics.provenance import for_plan
 from edgelab.probe.facts import Facts
 from edgelab.profile import DeployProfile, derive_profile
 from edgelab.store.db import session_scope
@@ -240,10 +241,13 @@ def _deploy(engine: Engine, req: DeployRequest, opts: Options, on_phase: Phase |
     try:
         with session_scope(engine) as s:
             device = get_device(s, req.device)
+            command = " ".join(" ".join(pr.argv) for pr in p.processes)[:4000]
+            prov = for_plan(s, device=device.name, virtual=planned.virtual, plan=p.to_dict(),
+                            facts_hash=planned.facts_hash, profile=planned.profile.device_class, command=command,
+                            source="deploy", run_id=run_id)
             create_run(s, id=run_id, pipeline=p.pipeline, device_name=device.name, runtime=p.runtime,
-                       strategy=p.strategy, kind="deploy", virtual=planned.virtual,
-                       command=" ".join(" ".join(pr.argv) for pr in p.processes)[:4000],
-                       provenance={"facts_hash": planned.facts_hash, "plan": p.to_dict()})
+                       strategy=p.strategy, kind="deploy", virtual=planned.virtual, command=command,
+                       provenance={**prov, "plan": p.to_dict()})
             dep = Deployment(run_id=run_id, device_id=device.id, device_name=device.name, pipeline=p.pipeline,
                              strategy=p.strategy, runtime=p.runtime, state="pending", plan=p.to_dict(),
                              facts_hash=planned.facts_hash, virtual=planned.virtual, remote_dir=p.remote_dir,
