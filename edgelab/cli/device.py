@@ -6,8 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-from rich.table import Table
 
 from edgelab.cli.common import (
     JsonOpt,
@@ -92,6 +90,8 @@ def ls(
     as_json: JsonOpt = False,
 ) -> None:
     """List devices: class, transport, address, state, last seen, and whether each is virtual."""
+    from rich.table import Table
+
     from edgelab.inventory.view import address_of, ago, device_record
     from edgelab.store.devices import list_devices
 
@@ -138,6 +138,8 @@ def ls(
 
 
 def _show_one(device, as_json: bool, added: bool = False) -> None:
+    from rich.table import Table
+
     from edgelab.inventory.view import ago, device_record
 
     rec = device_record(device)
@@ -210,6 +212,9 @@ def check(
     as_json: JsonOpt = False,
 ) -> None:
     """Reach devices in parallel and record their state; exit 1 if any is not online."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from rich.table import Table
+
     from edgelab.inventory.check import check_and_record
     from edgelab.store.devices import get_device, list_devices
 

@@ -8,18 +8,15 @@ process or host.
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Group
-from rich.live import Live
-from rich.markup import escape
-from rich.panel import Panel
-from rich.table import Table
-from rich.text import Text
 
-from edgelab.cli.common import console, fail_from, state
+from edgelab.cli.common import console, escape, fail_from, state
 from edgelab.errors import ConfigError, EdgelabError
+
+if TYPE_CHECKING:
+    from rich.panel import Panel
 
 BARS = "▁▂▃▄▅▆▇█"
 FINAL = {"finished", "failed", "stopped", "device-lost"}
@@ -65,6 +62,11 @@ def snapshot(engine, ref: str, *, gaps: int = 60) -> dict[str, Any]:
 
 
 def render(snap: dict[str, Any]) -> Panel:
+    from rich.console import Group
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+
     m = snap["summary"] or {}
     t = Table.grid(padding=(0, 2))
     t.add_column(style="bold")
@@ -117,6 +119,8 @@ def register(app: typer.Typer) -> None:
         once: Annotated[bool, typer.Option("--once", help="Print one frame and exit.")] = False,
     ) -> None:
         """Live view of a run (works from any process that reaches the database)."""
+        from rich.live import Live
+
         from edgelab.store.db import get_engine
 
         try:
