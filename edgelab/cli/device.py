@@ -90,15 +90,21 @@ def ls(
     as_json: JsonOpt = False,
 ) -> None:
     """List devices: class, transport, address, state, last seen, and whether each is virtual."""
-    from rich.table import Table
-
+    from edgelab.cli.common import state as cli_state
     from edgelab.inventory.view import address_of, ago, device_record
-    from edgelab.store.devices import list_devices
+    from edgelab.store import quickread
 
-    with open_session(write=False) as s:
-        devices = list_devices(s, tag=tag, device_class=device_class)
+    quick = quickread.list_devices(url=cli_state.db, tag=tag, device_class=device_class)
+    if quick is not None:  # a database at the shipped schema: read it without the ORM's start-up cost
+        columns, devices = quick
+    else:
+        from edgelab.store.devices import list_devices
+
+        with open_session(write=False) as s:
+            devices = list_devices(s, tag=tag, device_class=device_class)
+        columns = None
     if as_json:
-        print_json([device_record(d) for d in devices])
+        print_json([device_record(d, columns) for d in devices])
         return
     if not devices:
         err_console.print(
@@ -118,6 +124,8 @@ def ls(
         )
         for d in devices
     ]
+    from rich.table import Table
+
     # The columns an operator scans first come first; only the last two may wrap.
     columns = ("NAME", "VIRTUAL", "STATE", "CLASS", "VIA", "SEEN", "ADDRESS", "TAGS")
     widths = [max(len(col), *(len(r[i]) for r in rows)) for i, col in enumerate(columns)]

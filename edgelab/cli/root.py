@@ -41,6 +41,8 @@ class LazyGroup(ErrorsGroup):
     """Subcommands come from ``source`` (a :class:`typer.Typer`), each built on first use."""
 
     source: typer.Typer | None = None
+    # the root app's settings, which every group below it is built with
+    settings: typer.Typer | None = None
 
     def _entries(self) -> dict[str, CommandInfo | TyperInfo]:
         src = self.source
@@ -65,19 +67,14 @@ class LazyGroup(ErrorsGroup):
         info = self._entries().get(cmd_name)
         if info is None:
             return None
-        src = self.source
-        assert src is not None
+        src = self.settings or self.source
+        assert src is not None and self.source is not None
         if isinstance(info, CommandInfo):
             cmd: click.Command = typer_main.get_command_from_info(
                 info, pretty_exceptions_short=src.pretty_exceptions_short, rich_markup_mode=src.rich_markup_mode
             )
         else:
-            cmd = typer_main.get_group_from_info(
-                info,
-                pretty_exceptions_short=src.pretty_exceptions_short,
-                rich_markup_mode=src.rich_markup_mode,
-                suggest_commands=src.suggest_commands,
-            )
+            cmd = _subgroup(info, src)
         self.commands[cmd_name] = cmd
         return cmd
 
@@ -107,6 +104,27 @@ class LazyGroup(ErrorsGroup):
                 formatter.write_dl(rows)
 
 
+def _subgroup(info: TyperInfo, src: typer.Typer) -> click.Command:
+    """A noun group (``device``, ``runs`` ...), itself lazy unless it brings its own group class."""
+    solved = typer_main.solve_typer_info_defaults(info)
+    kwargs = {"pretty_exceptions_short": src.pretty_exceptions_short, "rich_markup_mode": src.rich_markup_mode,
+              "suggest_commands": src.suggest_commands}
+    sub = info.typer_instance
+    if solved.cls not in (None, TyperGroup) or sub is None or sub.registered_groups and any(
+        typer_main.solve_typer_info_defaults(g).cls not in (None, TyperGroup) for g in sub.registered_groups
+    ):
+        return typer_main.get_group_from_info(info, **kwargs)
+    fields = ("name", "invoke_without_command", "no_args_is_help", "subcommand_metavar", "chain", "result_callback",
+              "context_settings", "callback", "help", "epilog", "short_help", "options_metavar", "add_help_option",
+              "hidden", "deprecated", "rich_help_panel")
+    shell = TyperInfo(typer.Typer(), cls=LazyGroup, **{f: getattr(solved, f) for f in fields})
+    group = typer_main.get_group_from_info(shell, **kwargs)
+    assert isinstance(group, LazyGroup)
+    group.source = sub
+    group.settings = src
+    return group
+
+
 def lazy_root(app: typer.Typer) -> click.Command:
     """The click group for ``app`` whose subcommands are built only when a command line names them."""
     shell = typer.Typer(
@@ -128,4 +146,5 @@ def lazy_root(app: typer.Typer) -> click.Command:
     group = typer_main.get_command(shell)
     assert isinstance(group, LazyGroup)
     group.source = app
+    group.settings = app
     return group
