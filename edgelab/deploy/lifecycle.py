@@ -20,14 +20,14 @@ from typing import Any
 from sqlalchemy import Engine
 
 from edgelab.catalog.devices import load_devices
-from edgelab.catalog.pipelines import load_pipelines
+from edgelab.catalog.pipelines import load_pipelines, resolve_pipeline_id
 from edgelab.deploy import admission, placement, remote
 from edgelab.deploy import artifacts as plan_artifacts
 from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.refusal import Refusal
 from edgelab.deploy.strategies import PlanContext, build_plan
 from edgelab.deploy.strategies.common import REFERENCE_KINDS
-from edgelab.errors import ConfigError, EdgelabError, TransportError
+from edgelab.errors import EdgelabError, TransportError
 from edgelab.probe.facts import Facts
 from edgelab.profile import DeployProfile, derive_profile
 from edgelab.store.db import session_scope
@@ -48,7 +48,6 @@ from edgelab.store.runs import Run, create_run, new_run_id, set_state
 from edgelab.store.snapshots import latest_snapshot
 from edgelab.transport import Transport, open_transport
 
-ALIASES = {"qwen3-tts": "qwen3-tts-0.6b"}
 POLL_S = 0.5
 LOG_TAIL_BYTES = 65536
 
@@ -92,11 +91,8 @@ class Options:
 
 
 def resolve_pipeline(name: str) -> str:
-    specs = load_pipelines()
-    pid = ALIASES.get(name, name)
-    if pid not in specs:
-        raise ConfigError(f"unknown pipeline {name!r}", remedy=f"choose one of: {', '.join(sorted([*ALIASES, *specs]))}")
-    return pid
+    """A pipeline id or an alias from the catalog (``qwen3-tts``) -> the id; unknown is a ConfigError."""
+    return resolve_pipeline_id(name, load_pipelines())  # CatalogError is a ConfigError
 
 
 def _connect(endpoint, opts: Options) -> Transport:
