@@ -7,7 +7,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from edgelab.cli.common import JsonOpt, console, err_console, escape, fail, fail_from, open_engine, print_json
+from edgelab.cli.common import (
+    JsonOpt,
+    console,
+    emit_error,
+    err_console,
+    escape,
+    fail,
+    fail_from,
+    open_engine,
+    print_json,
+)
 from edgelab.errors import EdgelabError
 
 if TYPE_CHECKING:
@@ -103,7 +113,7 @@ def probe(
         )
     console.print(table)
     for o in failed:
-        err_console.print(f"[bold red]error:[/] {escape(o.name)}: {escape(o.error or 'failed')}", highlight=False)
+        emit_error(f"{o.name}: {o.error or 'failed'}")
     console.print(f"[dim]{len(outcomes) - len(failed)} of {len(outcomes)} probed[/]")
     raise typer.Exit(1 if failed else 0)
 

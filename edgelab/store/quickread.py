@@ -52,8 +52,12 @@ def _utc(value):
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
-def read_table(table: str, *, url: str | None = None, order_by: str = "name") -> tuple[list[str], list[SimpleNamespace]] | None:
-    """Every row of ``table`` as attribute objects, with the column names in table order; ``None`` = use the ORM."""
+def read_table(table: str, *, url: str | None = None, order_by: str = "name",
+               unless: str | None = None) -> tuple[list[str], list[SimpleNamespace]] | None:
+    """Every row of ``table`` as attribute objects, with the column names in table order; ``None`` = use the ORM.
+
+    ``unless``: a SELECT; when it returns a row, the answer is ``None`` too (a case for the domain code).
+    """
     path = _sqlite_path(db_url(url))
     head = scanned_head()
     if path is None or head is None or not path.is_file():
@@ -64,6 +68,8 @@ def read_table(table: str, *, url: str | None = None, order_by: str = "name") ->
         return None
     try:
         if [r[0] for r in conn.execute("SELECT version_num FROM alembic_version")] != [head]:
+            return None
+        if unless is not None and conn.execute(unless).fetchone() is not None:
             return None
         info = conn.execute(f'PRAGMA table_info("{table}")').fetchall()
         if not info:
@@ -85,10 +91,17 @@ def read_table(table: str, *, url: str | None = None, order_by: str = "name") ->
     return columns, objects
 
 
-def list_devices(*, url: str | None = None, tag: str | None = None,
-                 device_class: str | None = None) -> tuple[list[str], list[SimpleNamespace]] | None:
-    """``edgelab.store.devices.list_devices`` without the ORM: same filter, same order (by name)."""
-    read = read_table("device", url=url)
+# a device held by an open lease: who holds it, and until when, is edgelab.lease's to say
+_ANY_HELD = "SELECT 1 FROM lease_device WHERE held_key IS NOT NULL LIMIT 1"
+
+
+def list_devices(*, url: str | None = None, tag: str | None = None, device_class: str | None = None,
+                 unleased: bool = False) -> tuple[list[str], list[SimpleNamespace]] | None:
+    """``edgelab.store.devices.list_devices`` without the ORM: same filter, same order (by name).
+
+    ``unleased``: only when no device is under an open lease (else ``None``: the caller asks the ORM).
+    """
+    read = read_table("device", url=url, unless=_ANY_HELD if unleased else None)
     if read is None:
         return None
     columns, rows = read
