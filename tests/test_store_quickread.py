@@ -56,3 +56,17 @@ def test_steps_aside_when_it_cannot_read_it_plainly(dbpath, tmp_path):
     conn.commit()
     conn.close()
     assert quickread.list_devices(url=url) is None  # another schema: the ORM path says what is wrong
+
+
+def test_a_leased_device_is_left_to_the_lease_code(dbpath):
+    """`device ls` shows who holds a device; with any open lease the listing takes the ORM path."""
+    from edgelab.lease import Holder, acquire, release
+
+    url = f"sqlite:///{dbpath}"
+    _seed(url)
+    assert quickread.list_devices(url=url, unleased=True) is not None
+    lease = acquire(get_engine(url), names=["s25"], holder=Holder(owner="alice@lab1"))
+    assert quickread.list_devices(url=url, unleased=True) is None
+    assert quickread.list_devices(url=url) is not None  # the device rows alone are still plain to read
+    release(get_engine(url), lease.id, holder=Holder(owner="alice@lab1"))
+    assert quickread.list_devices(url=url, unleased=True) is not None
