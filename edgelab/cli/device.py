@@ -164,12 +164,12 @@ def _held_text(lease) -> str:
     return f"{lease.owner} until {lease.expires_at:%H:%M}"
 
 
-def _show_one(device, as_json: bool, added: bool = False) -> None:
+def _show_one(device, as_json: bool, added: bool = False, lease=None) -> None:
     from rich.table import Table
 
     from edgelab.inventory.view import ago, device_record
 
-    rec = device_record(device)
+    rec = {**device_record(device), "lease": _lease_rec(lease)}
     if as_json:
         print_json(rec)
         return
@@ -189,6 +189,8 @@ def _show_one(device, as_json: bool, added: bool = False) -> None:
             value = "[cyan]VIRTUAL[/]" if value else "no"
         elif key == "last_seen":
             value = f"{value} ({ago(device.last_seen)})" if value else "never"
+        elif key == "lease":
+            value = _held_text(lease) + (f" (lease {lease.id}, {lease.purpose})" if lease else "")
         elif isinstance(value, list):
             value = ", ".join(value)
         table.add_row(key, "-" if value in (None, "") else str(value))
@@ -198,14 +200,16 @@ def _show_one(device, as_json: bool, added: bool = False) -> None:
 @app.command("show")
 def show(name: str, as_json: JsonOpt = False) -> None:
     """Everything the inventory knows about one device."""
+    from edgelab.lease import holders_by_device
     from edgelab.store.devices import get_device
 
     try:
         with open_session(write=False) as s:
             device = get_device(s, name)
+            lease = holders_by_device(s, [device]).get(name)
     except NotFound as err:
         fail_from(err)
-    _show_one(device, as_json)
+    _show_one(device, as_json, lease=lease)
 
 
 @app.command("rm")
