@@ -14,7 +14,8 @@ def _dep_dict(d) -> dict[str, Any]:
     return {"run": d.run_id, "device": d.device_name, "pipeline": d.pipeline, "strategy": d.strategy,
             "runtime": d.runtime, "state": d.state, "virtual": d.virtual, "remote_dir": d.remote_dir,
             "error": d.error, "phases": d.phases, "placement": d.placement, "admission": d.admission,
-            "created_at": d.created_at.isoformat() if d.created_at else None}
+            "created_at": d.created_at.isoformat() if d.created_at else None,
+            "lease": getattr(d, "lease_id", None)}
 
 
 def _render_plan(planned) -> None:

@@ -64,7 +64,11 @@ def snapshot(engine, ref: str, *, gaps: int = 60) -> dict[str, Any]:
         return {"id": run.id, "pipeline": run.pipeline, "device": run.device_name, "virtual": run.virtual,
                 "state": run.state, "summary": summ.metrics if summ else None,
                 "summary_kind": summ.kind if summ else None, "recent_gaps_ms": recent, "gap_kind": gap_kind,
-                "temps_c": dict(tel[-1].temps_c) if tel else {}}
+                "temps_c": dict(tel[-1].temps_c) if tel else {},
+                "power_w": dict(tel[-1].power_w) if tel else {}, "clocks_mhz": dict(tel[-1].clocks_mhz) if tel else {},
+                "mem_available_bytes": tel[-1].mem_available_bytes if tel else None,
+                "telemetry_source": tel[-1].source if tel else None,
+                "telemetry_virtual": bool(tel[-1].virtual) if tel else None}
 
 
 def render(snap: dict[str, Any]) -> Panel:
@@ -116,6 +120,16 @@ def render(snap: dict[str, Any]) -> Panel:
         t.add_row("temperature", escape("  ".join(f"{k} {v:.1f}°C" for k, v in hot)))
     else:
         t.add_row("temperature", "-")
+    if snap.get("power_w"):
+        total = sum(snap["power_w"].values())
+        t.add_row("power", escape(f"{total:.2f} W over {len(snap['power_w'])} rail(s)  " + "  ".join(
+            f"{k} {v:.2f}W" for k, v in sorted(snap["power_w"].items(), key=lambda kv: -kv[1])[:3])))
+    if snap.get("clocks_mhz"):
+        t.add_row("clocks", escape("  ".join(f"{k} {v:.0f} MHz" for k, v in sorted(snap["clocks_mhz"].items())[:4])))
+    if snap.get("mem_available_bytes") is not None:
+        t.add_row("memory", f"{snap['mem_available_bytes'] / 2**30:.2f} GiB available")
+    if snap.get("telemetry_source"):
+        t.add_row("telemetry", escape(snap["telemetry_source"]) + (" (virtual shim)" if snap["telemetry_virtual"] else ""))
     req = m.get("requests") or {}
     t.add_row("requests", f"{req.get('total', 0)} ({', '.join(f'{k} {v}' for k, v in (req.get('by_phase') or {}).items())})")
     gap_kind = snap.get("gap_kind", "chunk")
