@@ -5,10 +5,8 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from edgelab.cli.common import console, err_console, fail, fail_from, print_json, state
+from edgelab.cli.common import console, err_console, escape, fail, fail_from, print_json, state
 from edgelab.errors import ConfigError, EdgelabError
 
 
@@ -53,6 +51,8 @@ def bench(
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")] = False,
 ) -> None:
     """Warm-up then measured requests, batch 1 (single_request_batch1_v1); raw records and summary stored."""
+    from rich.table import Table
+
     from edgelab.bench import BenchRequest, run_bench
     from edgelab.deploy.refusal import Refusal
     from edgelab.store.db import get_engine

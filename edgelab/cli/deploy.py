@@ -5,10 +5,8 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from edgelab.cli.common import JsonOpt, console, err_console, fail, fail_from, open_engine, print_json
+from edgelab.cli.common import JsonOpt, console, err_console, escape, fail, fail_from, open_engine, print_json
 from edgelab.errors import EdgelabError
 
 
@@ -21,6 +19,8 @@ def _dep_dict(d) -> dict[str, Any]:
 
 
 def _render_plan(planned) -> None:
+    from rich.table import Table
+
     p = planned.plan
     virtual = "  [dim]VIRTUAL[/]" if planned.virtual else ""
     console.print(f"[bold]{escape(p.pipeline)}[/] on [bold]{escape(p.device)}[/]: strategy [bold]{p.strategy}[/] "
@@ -148,6 +148,8 @@ def ps(
     json_out: JsonOpt = False,
 ) -> None:
     """Deployments and their state (running ones are checked on their device)."""
+    from rich.table import Table
+
     from edgelab.deploy import lifecycle
     from edgelab.store.db import session_scope
     from edgelab.store.deployments import list_deployments

@@ -5,10 +5,8 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from edgelab.cli.common import console, fail_from, open_engine, print_json
+from edgelab.cli.common import console, escape, fail_from, open_engine, print_json
 from edgelab.errors import ConfigError, EdgelabError
 
 app = typer.Typer(help="The qualification matrix: pipeline x device-configuration cells.", invoke_without_command=True,
@@ -26,6 +24,8 @@ def show(
     = None,
 ) -> None:
     """Show the 60 cells (or one, with its history)."""
+    from rich.table import Table
+
     if ctx.invoked_subcommand is not None:
         return
     from edgelab.matrix import cell_dict, matrix_rows, resolve_cell

@@ -8,18 +8,15 @@ process or host.
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Group
-from rich.live import Live
-from rich.markup import escape
-from rich.panel import Panel
-from rich.table import Table
-from rich.text import Text
 
-from edgelab.cli.common import console, fail_from, state
+from edgelab.cli.common import console, escape, fail_from, state
 from edgelab.errors import ConfigError, EdgelabError
+
+if TYPE_CHECKING:
+    from rich.panel import Panel
 
 BARS = "▁▂▃▄▅▆▇█"
 FINAL = {"finished", "failed", "stopped", "device-lost"}
@@ -75,6 +72,11 @@ def snapshot(engine, ref: str, *, gaps: int = 60) -> dict[str, Any]:
 
 
 def render(snap: dict[str, Any]) -> Panel:
+    from rich.console import Group
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+
     m = snap["summary"] or {}
     t = Table.grid(padding=(0, 2))
     t.add_column(style="bold")
@@ -139,17 +141,37 @@ def render(snap: dict[str, Any]) -> Panel:
                  subtitle=f"{snap['summary_kind'] or 'no'} summary")
 
 
+def _duration_s(text: str) -> float:
+    """``5``, ``5s``, ``2m``, ``1h`` -> seconds; anything else is a usage error."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    raw = text.strip().lower()
+    scale = units.get(raw[-1:], None)
+    number = raw[:-1] if scale else raw
+    try:
+        value = float(number) * (scale or 1)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ConfigError(f"--for {text!r} is not a duration", remedy="give seconds or a unit: 5s, 2m, 1h")
+    return value
+
+
 def register(app: typer.Typer) -> None:
     @app.command("watch")
     def watch(
         run: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")],
         interval: Annotated[float, typer.Option("--interval", help="Seconds between refreshes.")] = 0.25,
         once: Annotated[bool, typer.Option("--once", help="Print one frame and exit.")] = False,
+        for_: Annotated[str | None, typer.Option("--for", help="Watch this long, then exit 0 and leave the run "
+                                                 "running (e.g. 5s, 2m).")] = None,
     ) -> None:
         """Live view of a run (works from any process that reaches the database)."""
+        from rich.live import Live
+
         from edgelab.store.db import get_engine
 
         try:
+            deadline = None if for_ is None else time.monotonic() + _duration_s(for_)
             engine = get_engine(state.db)
             snap = snapshot(engine, run)
         except EdgelabError as err:
@@ -162,8 +184,8 @@ def register(app: typer.Typer) -> None:
         follower = ensure_follower(engine, snap["id"]) if snap["state"] not in FINAL else None  # none alive: ingest here
         with Live(render(snap), console=console, refresh_per_second=max(1, int(1 / max(interval, 0.05)))) as live:
             try:
-                while snap["state"] not in FINAL:
-                    time.sleep(interval)
+                while snap["state"] not in FINAL and (deadline is None or time.monotonic() < deadline):
+                    time.sleep(interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic())))
                     snap = snapshot(engine, run)
                     live.update(render(snap))
             except KeyboardInterrupt:

@@ -20,13 +20,13 @@ from typing import Any
 from sqlalchemy import Engine
 
 from edgelab.catalog.devices import load_devices
-from edgelab.catalog.pipelines import load_pipelines
+from edgelab.catalog.pipelines import load_pipelines, resolve_pipeline_id
 from edgelab.deploy import admission, placement, ready, remote, start
 from edgelab.deploy import artifacts as plan_artifacts
 from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.refusal import Refusal
 from edgelab.deploy.strategies import PlanContext, build_plan
-from edgelab.errors import ConfigError, EdgelabError, TransportError
+from edgelab.errors import EdgelabError, TransportError
 from edgelab.lease.use import unpin
 from edgelab.metrics.provenance import for_plan
 from edgelab.probe.facts import Facts
@@ -50,7 +50,6 @@ from edgelab.store.snapshots import latest_snapshot
 from edgelab.transport import Transport, open_transport
 from edgelab.transport.quoting import Shell
 
-ALIASES = {"qwen3-tts": "qwen3-tts-0.6b"}
 POLL_S = 0.5
 LOG_TAIL_BYTES = 65536
 
@@ -99,11 +98,8 @@ class Options:
 
 
 def resolve_pipeline(name: str) -> str:
-    specs = load_pipelines()
-    pid = ALIASES.get(name, name)
-    if pid not in specs:
-        raise ConfigError(f"unknown pipeline {name!r}", remedy=f"choose one of: {', '.join(sorted([*ALIASES, *specs]))}")
-    return pid
+    """A pipeline id or an alias from the catalog (``qwen3-tts``) -> the id; unknown is a ConfigError."""
+    return resolve_pipeline_id(name, load_pipelines())  # CatalogError is a ConfigError
 
 
 def _connect(endpoint, opts: Options) -> Transport:
