@@ -9,6 +9,11 @@ command -v adb >/dev/null 2>&1 || need_pkgs+=(adb)
 command -v mksh >/dev/null 2>&1 || need_pkgs+=(mksh)
 command -v unshare >/dev/null 2>&1 || need_pkgs+=(util-linux)
 command -v rsync >/dev/null 2>&1 || need_pkgs+=(rsync)
+# the llama.cpp build (edgelab runtime build llama.cpp --target linux-x86_64; tests/fixtures/llama_build.py)
+command -v cmake >/dev/null 2>&1 || need_pkgs+=(cmake)
+command -v ninja >/dev/null 2>&1 || need_pkgs+=(ninja-build)
+command -v g++ >/dev/null 2>&1 || need_pkgs+=(g++)
+command -v ccache >/dev/null 2>&1 || need_pkgs+=(ccache)
 "${PYTHON:-python3}" -c 'import ensurepip, venv' >/dev/null 2>&1 || need_pkgs+=(python3-venv)  # _env.sh: .venv
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   mapfile -t need_pkgs < <(printf '%s\n' "${need_pkgs[@]}" | sort -u)
