@@ -14,6 +14,8 @@ command -v cmake >/dev/null 2>&1 || need_pkgs+=(cmake)
 command -v ninja >/dev/null 2>&1 || need_pkgs+=(ninja-build)
 command -v g++ >/dev/null 2>&1 || need_pkgs+=(g++)
 command -v ccache >/dev/null 2>&1 || need_pkgs+=(ccache)
+# PostgreSQL server binaries: the tests start their own server (initdb into a temp dir, unix socket)
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null 2>&1 || need_pkgs+=(postgresql)
 "${PYTHON:-python3}" -c 'import ensurepip, venv' >/dev/null 2>&1 || need_pkgs+=(python3-venv)  # _env.sh: .venv
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   mapfile -t need_pkgs < <(printf '%s\n' "${need_pkgs[@]}" | sort -u)

@@ -9,6 +9,7 @@ pytest_plugins = [
     "fixtures.ssh_lab",
     "fixtures.adb_lab",
     "fixtures.llama_build",
+    "fixtures.postgres",
 ]
 
 

@@ -47,7 +47,10 @@ def _dict(spec) -> dict:
             }
             for t, r in spec.targets.items()
         },
-        "launch": {p: {s: list(a) for s, a in v.items()} for p, v in spec.launch.items()},
+        "launch": {p: {s: t.words() for s, t in v.items()} for p, v in spec.launch.items()},
+        "launch_detail": {p: {s: {"targets": list(t.targets), "ready": t.ready.kind, "adapter": t.adapter,
+                                  "placement": t.placement, "port": t.port, "where": t.where}
+                              for s, t in v.items()} for p, v in spec.launch.items()},
     }
 
 
@@ -98,7 +101,10 @@ def show(name: str, folder: DirOpt = None, as_json: JsonOpt = False) -> None:
     console.print("[bold]launch[/]")
     for p, strategies in d["launch"].items():
         for s, argv in strategies.items():
+            info = d["launch_detail"][p][s]
             console.print(f"  {p} {s}: {escape(' '.join(argv))}")
+            console.print(f"      ready {info['ready']}, adapter {info['adapter']}, placement {info['placement']}",
+                          highlight=False)
 
 
 @app.command("build")
