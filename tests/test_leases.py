@@ -62,6 +62,7 @@ def test_two_rows_for_one_phone_are_one_device_and_the_refusal_names_the_holder(
     with pytest.raises(LeaseHeld) as err:
         acquire(engine, names=["s25-again"], ttl_s=300, holder=BOB)
     assert "alice@lab1" in str(err.value) and lease.id in str(err.value) and "until" in str(err.value)
+    assert "s25-again (the same device as s25)" in str(err.value)
     assert "--wait" in err.value.remedy and "--kick" in err.value.remedy
     # the same serial behind another host's adb server is another phone
     other = acquire(engine, names=["s25-other-host"], ttl_s=300, holder=BOB)

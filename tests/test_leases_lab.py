@@ -1,7 +1,6 @@
-# ruff: noqa: F811 - pytest fixtures imported from test_deploy_helpers are parameters by design
 """Leases and admission with real workloads on the virtual lab: deploy keeps its lease until stop,
 another holder is refused naming the holder, bench and deploy share one memory ledger, and
-`device rm` orphans nothing."""
+`device rm` orphans nothing; on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ import time
 
 import pytest
 from sqlmodel import select
-from test_deploy_helpers import alive_on_host, deploy_lab  # noqa: F401 - fixture
+from test_deploy_helpers import DEPLOY_DEVICES, alive_on_host
 from typer.testing import CliRunner
 
 from edgelab.bench import BenchRequest, run_bench
@@ -27,6 +26,27 @@ from edgelab.store.leases import Lease
 
 pytestmark = [pytest.mark.ssh, pytest.mark.adb, pytest.mark.slow]
 runner = CliRunner()
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def deploy_lab(request, tmp_path_factory, ssh_lab, adb_lab):
+    """The virtual lab registered and probed in a SQLite file, then in a database on the tests' PostgreSQL."""
+    from edgelab.deploy.lifecycle import Options
+    from edgelab.probe import probe_devices
+    from edgelab.sim.lab import LabStatus, register
+    from edgelab.store import db as dbmod
+    from edgelab.store.db import get_engine
+
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('leases') / 'lab.db'}"
+    else:
+        url = request.getfixturevalue("pg_server").create_database()
+    register(url, LabStatus(ssh_lab.state_dir, ssh=ssh_lab, adb=adb_lab), check=False)
+    engine = get_engine(url)
+    outcomes = probe_devices(engine, DEPLOY_DEVICES, timeout=60, ssh_config=str(ssh_lab.ssh_config_path))
+    assert all(o.ok for o in outcomes), [o.error for o in outcomes]
+    yield url, engine, Options(transport={"ssh_config": str(ssh_lab.ssh_config_path), "timeout": 30})
+    dbmod.dispose_engines()
 
 
 def _holder(engine, name: str) -> Lease | None:

@@ -25,13 +25,16 @@ from edgelab.cli import (
     tui,
     watch,
 )
-from edgelab.cli.common import state
+from edgelab.cli.common import reset_consoles, state
+from edgelab.cli.root import ErrorsGroup
 
 app = typer.Typer(
     name="edgelab",
+    cls=ErrorsGroup,
     help="Run an edge-AI device lab: inventory, probe, push, deploy, live metrics, playbooks.",
     no_args_is_help=True,
-    rich_markup_mode="rich",
+    # Plain click help: no Rich/Markdown import on every --help, and text that grep and a pipe read whole.
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 # In the order an operator meets them: the lab, its devices, what they are, what goes on them,
@@ -43,6 +46,7 @@ probe.register(app, facts.app)
 lease.register(app)
 shell.register(app)
 app.add_typer(artifact.app, name="artifact")
+app.add_typer(model.app, name="model")
 app.add_typer(runtime.app, name="runtime")
 app.add_typer(model.app, name="model")
 push.register(app)
@@ -72,7 +76,10 @@ def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
 ) -> None:
     state.db = db
+    reset_consoles()
 
 
 def main() -> None:
-    app()
+    from edgelab.cli.root import lazy_root
+
+    lazy_root(app)()

@@ -5,10 +5,8 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from edgelab.cli.common import JsonOpt, console, err_console, fail, fail_from, open_engine, print_json
+from edgelab.cli.common import JsonOpt, console, err_console, escape, fail, fail_from, open_engine, print_json
 from edgelab.errors import EdgelabError
 
 
@@ -16,10 +14,13 @@ def _dep_dict(d) -> dict[str, Any]:
     return {"run": d.run_id, "device": d.device_name, "pipeline": d.pipeline, "strategy": d.strategy,
             "runtime": d.runtime, "state": d.state, "virtual": d.virtual, "remote_dir": d.remote_dir,
             "error": d.error, "phases": d.phases, "placement": d.placement, "admission": d.admission,
-            "created_at": d.created_at.isoformat() if d.created_at else None}
+            "created_at": d.created_at.isoformat() if d.created_at else None,
+            "lease": getattr(d, "lease_id", None)}
 
 
 def _render_plan(planned) -> None:
+    from rich.table import Table
+
     p = planned.plan
     virtual = "  [dim]VIRTUAL[/]" if planned.virtual else ""
     console.print(f"[bold]{escape(p.pipeline)}[/] on [bold]{escape(p.device)}[/]: strategy [bold]{p.strategy}[/] "
@@ -138,6 +139,8 @@ def ps(
     json_out: JsonOpt = False,
 ) -> None:
     """Deployments and their state (running ones are checked on their device)."""
+    from rich.table import Table
+
     from edgelab.deploy import lifecycle
     from edgelab.store.db import session_scope
     from edgelab.store.deployments import list_deployments

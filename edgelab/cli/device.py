@@ -6,8 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-from rich.table import Table
 
 from edgelab.cli.common import (
     JsonOpt,
@@ -92,15 +90,25 @@ def ls(
     as_json: JsonOpt = False,
 ) -> None:
     """List devices: class, transport, address, state, last seen, and whether each is virtual."""
+    from edgelab.cli.common import state as cli_state
     from edgelab.inventory.view import address_of, ago, device_record
-    from edgelab.lease import holders_by_device
-    from edgelab.store.devices import list_devices
+    from edgelab.store import quickread
 
-    with open_session(write=False) as s:
-        devices = list_devices(s, tag=tag, device_class=device_class)
-        holders = holders_by_device(s, devices)
+    # a database at the shipped schema with no device under a lease: read it without the ORM's start-up cost
+    quick = quickread.list_devices(url=cli_state.db, tag=tag, device_class=device_class, unleased=True)
+    if quick is not None:
+        columns, devices = quick
+        holders: dict = {}
+    else:
+        from edgelab.lease import holders_by_device
+        from edgelab.store.devices import list_devices
+
+        with open_session(write=False) as s:
+            devices = list_devices(s, tag=tag, device_class=device_class)
+            holders = holders_by_device(s, devices)
+        columns = None
     if as_json:
-        print_json([{**device_record(d), "lease": _lease_rec(holders.get(d.name))} for d in devices])
+        print_json([{**device_record(d, columns), "lease": _lease_rec(holders.get(d.name))} for d in devices])
         return
     if not devices:
         err_console.print(
@@ -121,6 +129,8 @@ def ls(
         )
         for d in devices
     ]
+    from rich.table import Table
+
     # The columns an operator scans first come first; only the last two may wrap.
     columns = ("NAME", "VIRTUAL", "STATE", "CLASS", "VIA", "SEEN", "HELD BY", "ADDRESS", "TAGS")
     widths = [max(len(col), *(len(r[i]) for r in rows)) for i, col in enumerate(columns)]
@@ -154,10 +164,12 @@ def _held_text(lease) -> str:
     return f"{lease.owner} until {lease.expires_at:%H:%M}"
 
 
-def _show_one(device, as_json: bool, added: bool = False) -> None:
+def _show_one(device, as_json: bool, added: bool = False, lease=None) -> None:
+    from rich.table import Table
+
     from edgelab.inventory.view import ago, device_record
 
-    rec = device_record(device)
+    rec = {**device_record(device), "lease": _lease_rec(lease)}
     if as_json:
         print_json(rec)
         return
@@ -177,6 +189,8 @@ def _show_one(device, as_json: bool, added: bool = False) -> None:
             value = "[cyan]VIRTUAL[/]" if value else "no"
         elif key == "last_seen":
             value = f"{value} ({ago(device.last_seen)})" if value else "never"
+        elif key == "lease":
+            value = _held_text(lease) + (f" (lease {lease.id}, {lease.purpose})" if lease else "")
         elif isinstance(value, list):
             value = ", ".join(value)
         table.add_row(key, "-" if value in (None, "") else str(value))
@@ -186,14 +200,16 @@ def _show_one(device, as_json: bool, added: bool = False) -> None:
 @app.command("show")
 def show(name: str, as_json: JsonOpt = False) -> None:
     """Everything the inventory knows about one device."""
+    from edgelab.lease import holders_by_device
     from edgelab.store.devices import get_device
 
     try:
         with open_session(write=False) as s:
             device = get_device(s, name)
+            lease = holders_by_device(s, [device]).get(name)
     except NotFound as err:
         fail_from(err)
-    _show_one(device, as_json)
+    _show_one(device, as_json, lease=lease)
 
 
 @app.command("rm")
@@ -273,6 +289,9 @@ def check(
     as_json: JsonOpt = False,
 ) -> None:
     """Reach devices in parallel and record their state; exit 1 if any is not online."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from rich.table import Table
+
     from edgelab.inventory.check import check_and_record
     from edgelab.store.devices import get_device, list_devices
 

@@ -6,10 +6,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from edgelab.cli.common import JsonOpt, console, fail_from, open_engine, print_json
+from edgelab.cli.common import JsonOpt, console, escape, fail_from, open_engine, print_json
 from edgelab.errors import EdgelabError
 
 app = typer.Typer(help="Runs and their results: list, show, export, import the study's records.",
@@ -51,6 +49,8 @@ def ls(
     run_state: Annotated[str | None, typer.Option("--state", help="Only runs in this state.")] = None,
 ) -> None:
     """List runs, newest first."""
+    from rich.table import Table
+
     from edgelab.store.db import session_scope
     from edgelab.store.runs import get_summary, list_runs
 
@@ -79,6 +79,8 @@ def ls(
 @app.command("show")
 def show(run: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")], json_out: JsonOpt = False) -> None:
     """One run: state, provenance, summary and its requests."""
+    from rich.table import Table
+
     from edgelab.metrics.results import run_record
     from edgelab.store.db import session_scope
     from edgelab.store.runs import get_run

@@ -20,14 +20,15 @@ from typing import Any
 from sqlalchemy import Engine
 
 from edgelab.catalog.devices import load_devices
-from edgelab.catalog.pipelines import load_pipelines
+from edgelab.catalog.pipelines import load_pipelines, resolve_pipeline_id
 from edgelab.deploy import admission, placement, ready, remote, start
 from edgelab.deploy import artifacts as plan_artifacts
 from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.refusal import Refusal
 from edgelab.deploy.strategies import PlanContext, build_plan
-from edgelab.errors import ConfigError, EdgelabError, TransportError
+from edgelab.errors import EdgelabError, TransportError
 from edgelab.lease.use import unpin
+from edgelab.metrics.provenance import for_plan
 from edgelab.probe.facts import Facts
 from edgelab.profile import DeployProfile, derive_profile
 from edgelab.store.db import session_scope
@@ -48,7 +49,6 @@ from edgelab.store.runs import Run, create_run, new_run_id, set_state
 from edgelab.store.snapshots import latest_snapshot
 from edgelab.transport import Transport, open_transport
 
-ALIASES = {"qwen3-tts": "qwen3-tts-0.6b"}
 POLL_S = 0.5
 LOG_TAIL_BYTES = 65536
 
@@ -65,6 +65,7 @@ class DeployRequest:
     model: str | None = None  # a model artifact by name (default: the newest registered for the pipeline)
     values: dict[str, Any] = field(default_factory=dict)  # launch template values that override the plan's
     threads: int | None = None  # override the profile's thread count
+    purpose: str = "deploy"  # bench: a template's bench variant (e.g. llama-bench for S5)
 
 
 @dataclass
@@ -95,11 +96,8 @@ class Options:
 
 
 def resolve_pipeline(name: str) -> str:
-    specs = load_pipelines()
-    pid = ALIASES.get(name, name)
-    if pid not in specs:
-        raise ConfigError(f"unknown pipeline {name!r}", remedy=f"choose one of: {', '.join(sorted([*ALIASES, *specs]))}")
-    return pid
+    """A pipeline id or an alias from the catalog (``qwen3-tts``) -> the id; unknown is a ConfigError."""
+    return resolve_pipeline_id(name, load_pipelines())  # CatalogError is a ConfigError
 
 
 def _connect(endpoint, opts: Options) -> Transport:
@@ -121,7 +119,7 @@ def plan(engine: Engine, req: DeployRequest, *, run_id: str | None = None) -> Pl
         ctx = PlanContext(device=device.name, spec=spec, profile=profile, pipeline_profile=profile.pipeline(spec.id),
                           run_id=run, remote_dir=f"{remote_root}/{run}", virtual=bool(device.virtual),
                           runtime=req.runtime, endpoint=req.endpoint, values=dict(req.values),
-                          threads=req.threads)
+                          threads=req.threads, purpose=req.purpose)
         the_plan = admission.spread(build_plan(ctx, req.strategy), profile)
         plan_artifacts.resolve(s, the_plan, list(profile.runtime_targets or []), model=req.model)
         _check_isa(the_plan, Facts.from_dict(snap.facts or {}), bool(device.virtual))
@@ -229,10 +227,13 @@ def _deploy(engine: Engine, req: DeployRequest, opts: Options, on_phase: Phase |
     try:
         with session_scope(engine) as s:
             device = get_device(s, req.device)
+            command = " ".join(" ".join(pr.argv) for pr in p.processes)[:4000]
+            prov = for_plan(s, device=device.name, virtual=planned.virtual, plan=p.to_dict(),
+                            facts_hash=planned.facts_hash, profile=planned.profile.device_class, command=command,
+                            source="deploy", run_id=run_id)
             create_run(s, id=run_id, pipeline=p.pipeline, device_name=device.name, runtime=p.runtime,
-                       strategy=p.strategy, kind="deploy", virtual=planned.virtual,
-                       command=" ".join(" ".join(pr.argv) for pr in p.processes)[:4000],
-                       provenance={"facts_hash": planned.facts_hash, "plan": p.to_dict()})
+                       strategy=p.strategy, kind="deploy", virtual=planned.virtual, command=command,
+                       provenance={**prov, "plan": p.to_dict()})
             dep = Deployment(run_id=run_id, device_id=device.id, device_name=device.name, pipeline=p.pipeline,
                              strategy=p.strategy, runtime=p.runtime, state="pending", plan=p.to_dict(),
                              facts_hash=planned.facts_hash, virtual=planned.virtual, remote_dir=p.remote_dir,
@@ -527,8 +528,32 @@ def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> D
             row.state, row.exit_code, row.stopped_at = "exited", codes.get(row.name), utcnow()
             s.add(row)
         add_phase(d, "ended", exit_codes=codes)
+        results = adapter_results(d.plan or {}, logs or {})
+        run = s.get(Run, d.run_id)
+        if results and run is not None:
+            run.meta = {**(run.meta or {}), "results": results}
+            s.add(run)
         unpin(s, d)
     return _update(engine, dep.id, ended)
+
+
+def adapter_results(plan: dict[str, Any], logs: dict[str, str]) -> dict[str, Any]:
+    """What a one-shot runtime reported, read by its template's adapter from the logs it left.
+
+    llama-completion: the ``common_perf_print`` / ``llama_perf_context_print`` lines (load, prompt
+    eval, eval: ms, tokens, tokens/s) and the placement its load log shows.
+    """
+    out: dict[str, Any] = {}
+    for pr in plan.get("processes", []):
+        err = logs.get(f"{pr.get('name')}/stderr.log") or ""
+        if pr.get("adapter") == "llama-completion" and err:
+            from edgelab.adapters.llama_perf import parse_perf
+            from edgelab.adapters.llama_placement import parse_placement
+
+            perf = parse_perf(err)
+            out[pr["name"]] = {"adapter": "llama-completion", "perf": perf.to_dict() if perf else None,
+                               "placement": parse_placement(err).observed or "unobserved"}
+    return out
 
 
 def log_lines(engine: Engine, ref: str | int, *, follow: bool = False, stream: str = "stdout",
@@ -551,7 +576,7 @@ def log_lines(engine: Engine, ref: str | int, *, follow: bool = False, stream: s
                 yield from remote.read_file(t, f"{r.workdir}/{stream}.log", LOG_TAIL_BYTES).splitlines()
             return
         r = rows[0]
-        with t.stream(remote.follow_argv(f"{r.workdir}/{stream}.log")) as proc:
+        with remote.follow(t, f"{r.workdir}/{stream}.log") as proc:
             yield from proc.lines()
     finally:
         t.close()

@@ -146,16 +146,19 @@ def mine(lease: Lease, holder: Holder) -> bool:
     return lease.owner == holder.owner and lease.ci_job == holder.ci_job
 
 
-def held_text(name: str, lease: Lease, runs: list[str] | None = None) -> str:
+def held_text(name: str, lease: Lease, runs: list[str] | None = None, alias: str | None = None) -> str:
     who = f"{lease.owner} ({lease.ci_job})" if lease.ci_job else lease.owner
+    if alias and alias != name:
+        name = f"{name} (the same device as {alias})"
     what = f" for {lease.purpose!r}" if lease.purpose else ""
     until = f"until deployment {', '.join(runs)} is stopped" if runs else \
         f"until {lease.expires_at:%Y-%m-%d %H:%M:%S} UTC"
     return f"{name} is leased to {who}{what} {until} (lease {lease.id})"
 
 
-def held_error(name: str, lease: Lease, *, waited: float | None = None, runs: list[str] | None = None) -> LeaseHeld:
-    msg = held_text(name, lease, runs) + (f"; waited {waited:.0f}s" if waited is not None else "")
+def held_error(name: str, lease: Lease, *, waited: float | None = None, runs: list[str] | None = None,
+               alias: str | None = None) -> LeaseHeld:
+    msg = held_text(name, lease, runs, alias) + (f"; waited {waited:.0f}s" if waited is not None else "")
     return LeaseHeld(msg, lease=lease, device=name,
                      remedy=f"wait for it (`edgelab reserve {name} --wait`), ask {lease.owner}, or take it over "
                             f"with `edgelab reserve --kick {name}` (recorded)")
@@ -191,7 +194,7 @@ def _take(session: Session, holder: Holder, names: list[str], tag: str | None, d
                 kick_lease(session, lease, d.name, holder, by_lease=lease_id)
                 purpose = purpose or f"took {d.name} over from {lease.owner} (lease {lease.id})"
             else:
-                raise held_error(d.name, lease, runs=kept_by(session, lease.id))
+                raise held_error(d.name, lease, runs=kept_by(session, lease.id), alias=_alias(session, lease, key))
         elif lease is not None:
             continue
         picked.setdefault(key, d)
@@ -306,6 +309,11 @@ def release(engine: Engine, lease_id: str, *, holder: Holder | None = None, forc
 def kick(engine: Engine, names: list[str], *, ttl_s: float, purpose: str = "", holder: Holder | None = None) -> Lease:
     """Take devices over from their holders (each kick recorded on the ended lease)."""
     return acquire(engine, names=names, ttl_s=ttl_s, purpose=purpose, holder=holder, kick=True)
+
+
+def _alias(session: Session, lease: Lease, key: str) -> str | None:
+    """The name under which the lease took this physical device (another inventory row for it)."""
+    return next((r.device_name for r in devices_of(session, lease.id) if r.physical_key == key), None)
 
 
 def kept_by(session: Session, lease_id: str) -> list[str]:

@@ -24,6 +24,7 @@ from sqlmodel import Session, select
 from edgelab.errors import ConfigError
 from edgelab.lease.owner import Holder, whoami
 from edgelab.lease.service import (
+    _alias,
     _lock,
     auto_ttl,
     devices_of,
@@ -99,7 +100,7 @@ def begin_use(engine: Engine, devices: list[str], purpose: str, *, lease_id: str
             elif mine(lease, holder):
                 use.by_device[name] = lease.id
             else:
-                raise held_error(name, lease, runs=kept_by(s, lease.id))
+                raise held_error(name, lease, runs=kept_by(s, lease.id), alias=_alias(s, lease, key))
         if free:
             now = utcnow()
             own = Lease(id=new_id(), owner=holder.owner, ci_job=holder.ci_job, purpose=purpose[:255], auto=True,

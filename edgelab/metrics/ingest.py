@@ -9,6 +9,7 @@ records whether it equals the live figures.
 
 from __future__ import annotations
 
+import collections
 import time
 from collections import namedtuple
 from collections.abc import Iterable
@@ -45,6 +46,18 @@ _REQ_END = (update(_REQ).where(_REQ.c.run_id == bindparam("rid"), _REQ.c.request
             .values(finished=bindparam("fin"), ok=bindparam("ok"), error=bindparam("err"), metrics=bindparam("m")))
 
 
+def _observed(meta: dict[str, Any]) -> dict[str, Any]:
+    """From a run.start's meta: the placement the runtime reported per stage and the SHA-256 of the
+    model file it loaded (edgelab's S3 controller sends both)."""
+    out: dict[str, Any] = {}
+    if isinstance(meta.get("placement"), dict):
+        out["placement"] = meta["placement"]
+    model = meta.get("model")
+    if isinstance(model, dict) and model.get("sha256"):
+        out["model_loaded"] = {"sha256": model["sha256"], "stage": model.get("stage")}
+    return out
+
+
 class Ingestor:
     """Feed events of one run; call ``close()`` (or use ``with``) to finish it."""
 
@@ -58,6 +71,7 @@ class Ingestor:
         with session_scope(engine, write=False) as s:
             run = get_run(s, run_id)
             meta = dict(run.meta)
+            self._provenance = dict(run.provenance or {})
         if period_s is None and meta.get("control_period_s"):
             period_s = float(meta["control_period_s"])
         self.agg = RunAggregator(period_s=period_s)
@@ -71,10 +85,31 @@ class Ingestor:
         self._last_flush = time.monotonic()
         self._last_live = 0.0
         self._live_gap = live_every_s
+        self._offered: collections.deque[ev.Event] = collections.deque()
+        self._draining = False
         self.closed = False
 
     # --- feeding ------------------------------------------------------------------------------
+    def offer(self, e: ev.Event) -> None:
+        """From another thread (a telemetry sampler beside the run): queued, fed by the ingesting
+        thread at its next feed or flush, so one thread writes and the live summary sees it."""
+        self._offered.append(e)
+
+    def _drain_offered(self) -> None:
+        if self._draining:
+            return
+        self._draining = True
+        try:
+            while self._offered:
+                self._feed(self._offered.popleft())
+        finally:
+            self._draining = False
+
     def feed(self, e: ev.Event) -> None:
+        self._drain_offered()
+        self._feed(e)
+
+    def _feed(self, e: ev.Event) -> None:
         rid = self.run_id
         req = getattr(e, "request", None)
         if req and req not in self.agg.requests and type(e) is not ev.RequestStart:
@@ -109,7 +144,7 @@ class Ingestor:
                               "cpu_pct": e.cpu_pct, "rss_bytes": e.rss_bytes,
                               "mem_available_bytes": e.mem_available_bytes, "gpu_util_pct": e.gpu_util_pct,
                               "throttled": e.throttled, "temps_c": e.temps_c, "clocks_mhz": e.clocks_mhz,
-                              "power_w": e.power_w})
+                              "power_w": e.power_w, "virtual": e.virtual, "raw": e.raw or None})
         elif k is ev.LogLine:
             self._logs.append({"run_id": rid, "t": e.t, "kind": "log", "level": e.level, "request": None,
                                "message": e.line, "data": {"stream": e.stream}})
@@ -121,6 +156,10 @@ class Ingestor:
                                "message": e.stage, "data": {"start": e.start, "end": e.end}})
         elif k is ev.RunStart:
             self._run_update.update(state="running", started_at=utcnow())
+            observed = _observed(e.meta or {})
+            if observed:  # where the runtime says it ran, and what it loaded: provenance, not a claim
+                self._provenance.update(observed)
+                self._run_update["provenance"] = dict(self._provenance)
         elif k is ev.RunEnd:
             self._run_update.update(state=e.state, finished_at=utcnow(), error=e.error)
         self._pending += 1
@@ -133,6 +172,7 @@ class Ingestor:
 
     # --- writing ------------------------------------------------------------------------------
     def flush(self, *, live: bool | None = None) -> None:
+        self._drain_offered()
         now = time.monotonic()
         write_live = live if live is not None else now - self._last_live >= self._live_gap
         with self.engine.begin() as conn:
@@ -240,7 +280,8 @@ def store_telemetry(engine: Engine, samples: Iterable[ev.ResourceSample], *, run
     """Device telemetry outside (or beside) a run, e.g. a sampler left running on a device."""
     rows = [{"run_id": run_id or e.run, "device_name": e.device, "t": e.t, "source": e.source, "cpu_pct": e.cpu_pct,
              "rss_bytes": e.rss_bytes, "mem_available_bytes": e.mem_available_bytes, "gpu_util_pct": e.gpu_util_pct,
-             "throttled": e.throttled, "temps_c": e.temps_c, "clocks_mhz": e.clocks_mhz, "power_w": e.power_w}
+             "throttled": e.throttled, "temps_c": e.temps_c, "clocks_mhz": e.clocks_mhz, "power_w": e.power_w,
+             "virtual": e.virtual, "raw": e.raw or None}
             for e in samples]
     if rows:
         with engine.begin() as conn:
