@@ -6,6 +6,12 @@ against OpenSSH's 32 KiB max packet, doubling the per-packet Python cost) and go
 ADB: the sync protocol cannot append, and adbd deletes a file whose SEND was cut; so bytes go in
 segments: the first straight into ``.part``, each later one into ``.seg`` and appended on the
 device (``cat >>``). A cut loses at most the segment in flight.
+
+The device hashes ``.part`` while it grows (``DeviceStore.follow``: the bytes of the final file, read
+back at their offsets, through one SHA-256 of the whole file), so the transfer and the hash overlap.
+What cannot overlap is the tail: the last segment's append and hash start only after its last byte
+arrived. So the last segment is small (``ADB_TAIL``): the work left after the transfer is a quarter
+of a segment, not a whole one.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ SFTP_CHUNK = 1 << 20
 SFTP_WRITE_HEADER = 4 + 1 + 4 + 4 + 8 + 4  # length, type, request id, handle length, offset, data length
 SYNC_DATA_MAX = 64 * 1024
 ADB_SEGMENT = 64 << 20
+ADB_TAIL_DIVISOR = 4  # the last segment is at most segment / 4: less device work after the last byte
 _SYNC = struct.Struct("<4sI")
 
 
@@ -149,7 +156,7 @@ def _adb_upload(
     part = store.part(sha)
     pos = offset
     if pos == 0:
-        end = min(total, segment)
+        end = segment_end(0, total, segment)
         _sync_send(store.t, local, 0, end, part, sent)
         pos = end
     pending: dict[int, Future] = {}
@@ -160,13 +167,26 @@ def _adb_upload(
                 slot = i % 2
                 if slot in pending:
                     _settle(pending.pop(slot))  # that .seg has been appended: reuse its name
-                end = min(total, pos + segment)
+                end = segment_end(pos, total, segment)
                 _sync_send(store.t, local, pos, end, store.seg(sha, slot), sent)
                 pending[slot] = appender.submit(store.append, store.seg(sha, slot), part, end - pos)
                 pos, i = end, i + 1
         finally:
             for fut in pending.values():
                 _settle(fut)  # a cut append leaves .part at some size; the retry resumes from there
+
+
+def segment_end(pos: int, total: int, segment: int) -> int:
+    """Where the segment starting at ``pos`` ends: ``segment`` bytes on, except that the last
+    ``segment`` bytes or so are split so that the final segment is at most ``segment / 4``
+    (e.g. 256 MiB in 64 MiB segments: 64, 64, 64, 48, 16)."""
+    left = total - pos
+    tail = max(1, segment // ADB_TAIL_DIVISOR)
+    if left <= tail:
+        return total
+    if left <= segment + tail:  # this segment and a small last one cover the rest
+        return pos + min(segment, left - tail)
+    return pos + segment
 
 
 def _settle(fut: Future) -> None:
