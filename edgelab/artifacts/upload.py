@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import struct
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -30,6 +31,7 @@ Sent = Callable[[int], None]
 """Called with the number of bytes just sent."""
 
 SFTP_CHUNK = 1 << 20
+SFTP_IN_FLIGHT = 128  # unanswered WRITEs (x ~32 KiB: beyond OpenSSH's 2 MiB channel window)
 SFTP_WRITE_HEADER = 4 + 1 + 4 + 4 + 8 + 4  # length, type, request id, handle length, offset, data length
 SYNC_DATA_MAX = 64 * 1024
 ADB_SEGMENT = 64 << 20
@@ -74,18 +76,9 @@ def _sftp_upload(store: DeviceStore, local: Path, sha: str, offset: int, total: 
         with open(local, "rb") as fin:
             fout = sftp.open(part, "r+b" if offset else "wb", bufsize=0)
             try:
-                fout.set_pipelined(True)
-                fout.MAX_REQUEST_SIZE = _write_request_size(sftp, fout)
                 fin.seek(offset)
-                fout.seek(offset)
-                left = total - offset
-                while left > 0:
-                    block = fin.read(min(SFTP_CHUNK, left))
-                    if not block:
-                        raise TransportError(f"{local} shrank while it was being pushed", remedy="push again")
-                    fout.write(block)
-                    left -= len(block)
-                    sent(len(block))
+                _pipelined_writes(sftp, fout.handle, fin, offset, total, _write_request_size(sftp, fout),
+                                  local, sent)
             finally:
                 try:
                     fout.close()  # waits for every pipelined write's status
@@ -96,6 +89,40 @@ def _sftp_upload(store: DeviceStore, local: Path, sha: str, offset: int, total: 
         if isinstance(e, TransportError):
             raise
         raise TransportError(f"{getattr(t, 'name', 'device')}: upload to {part} cut: {e}") from e
+
+
+def _pipelined_writes(sftp, handle: bytes, fin, pos: int, total: int, request: int, local: Path,
+                      sent: Sent) -> None:
+    """WRITE requests for bytes ``[pos, total)`` at their offsets, up to ``SFTP_IN_FLIGHT`` unanswered.
+
+    paramiko's own pipelined ``SFTPFile.write`` waits, once 100 requests are out and one answer
+    is in, for the answers to ALL of them: the pipe runs dry every ~3 MiB and the link idles a
+    round trip. Here each answer is collected as it arrives (in order: sftp-server answers in
+    order) and the pipe stays full; a failed WRITE raises from ``_read_response`` (its status).
+    """
+    from paramiko.sftp import CMD_STATUS, CMD_WRITE, int64
+
+    out: deque[int] = deque()
+    ready = sftp.sock.recv_ready
+
+    def collect() -> None:
+        t, _ = sftp._read_response(out.popleft())
+        if t != CMD_STATUS:
+            raise TransportError(f"sftp-server answered a WRITE with message type {t}")
+
+    while pos < total:
+        block = fin.read(min(SFTP_CHUNK, total - pos))
+        if not block:
+            raise TransportError(f"{local} shrank while it was being pushed", remedy="push again")
+        for i in range(0, len(block), request):
+            piece = block[i : i + request]
+            out.append(sftp._async_request(type(None), CMD_WRITE, handle, int64(pos + i), piece))
+            while out and (len(out) >= SFTP_IN_FLIGHT or ready()):
+                collect()
+        pos += len(block)
+        sent(len(block))
+    while out:
+        collect()
 
 
 def _write_request_size(sftp, fout) -> int:
