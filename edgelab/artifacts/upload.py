@@ -34,6 +34,7 @@ SFTP_CHUNK = 1 << 20
 SFTP_IN_FLIGHT = 128  # unanswered WRITEs (x ~32 KiB: beyond OpenSSH's 2 MiB channel window)
 SFTP_WRITE_HEADER = 4 + 1 + 4 + 4 + 8 + 4  # length, type, request id, handle length, offset, data length
 SYNC_DATA_MAX = 64 * 1024
+SENT_REPORT = 1 << 20  # progress is reported per MiB, not per 64 KiB packet
 ADB_SEGMENT = 64 << 20
 ADB_TAIL_DIVISOR = 4  # the last segment is at most segment / 4: less device work after the last byte
 _SYNC = struct.Struct("<4sI")
@@ -149,17 +150,25 @@ def _sync_send(t: Transport, local: Path, start: int, end: int, remote: str, sen
         sock.settimeout(60.0)
         target = f"{remote},{0o100644}".encode()
         sock.sendall(_SYNC.pack(b"SEND", len(target)) + target)
-        with open(local, "rb") as f:
+        # one buffer holds each DATA packet, header and payload, filled in place: no copies per packet
+        buf = bytearray(_SYNC.size + SYNC_DATA_MAX)
+        view = memoryview(buf)
+        unreported = 0
+        with open(local, "rb", buffering=0) as f:
             f.seek(start)
             left = end - start
-            pack = _SYNC.pack
             while left > 0:
-                block = f.read(min(SYNC_DATA_MAX, left))
-                if not block:
+                want = min(SYNC_DATA_MAX, left)
+                got = f.readinto(view[_SYNC.size : _SYNC.size + want])
+                if not got:
                     raise TransportError(f"{local} shrank while it was being pushed", remedy="push again")
-                sock.sendall(pack(b"DATA", len(block)) + block)
-                left -= len(block)
-                sent(len(block))
+                _SYNC.pack_into(buf, 0, b"DATA", got)
+                sock.sendall(view[: _SYNC.size + got])
+                left -= got
+                unreported += got
+                if unreported >= SENT_REPORT or left == 0:  # a progress bar needs no 64 KiB steps
+                    sent(unreported)
+                    unreported = 0
         sock.sendall(_SYNC.pack(b"DONE", int(os.stat(local).st_mtime)))
         ident, length = _SYNC.unpack(recv_exact(sock, _SYNC.size))
         if ident == b"FAIL":
