@@ -2,15 +2,21 @@
 
 SSH: SFTP with pipelined writes at explicit offsets, so a cut upload continues in place. Each
 WRITE request is sized to fit one SSH channel packet (paramiko's default 32 KiB request needs two
-against OpenSSH's 32 KiB max packet, doubling the per-packet Python cost) and goes out unbuffered.
+against OpenSSH's 32 KiB max packet, doubling the per-packet Python cost) and goes out unbuffered,
+up to ``SFTP_IN_FLIGHT`` unanswered (``_pipelined_writes``).
 ADB: the sync protocol cannot append, and adbd deletes a file whose SEND was cut; so bytes go in
 segments: the first straight into ``.part``, each later one into ``.seg`` and appended on the
 device (``cat >>``). A cut loses at most the segment in flight.
 
-The device hashes ``.part`` while it grows (``DeviceStore.follow``: the bytes of the final file, read
-back at their offsets, through one SHA-256 of the whole file), so the transfer and the hash overlap.
+The device hashes ``.part`` while it grows (``DeviceStore.follow``), so the transfer and the hash
+overlap, and the file under its final name is still only ever one whose WHOLE SHA-256 was checked:
+the follower reads ``.part`` itself (not the segments, not the stream we sent) in order, each range
+``[off, off + step)`` once the file holds it, all ranges into ONE SHA-256 covering ``[0, size)``, and
+renames ``.part`` into place only when that digest is the blob's name. Appends only ever add bytes
+after the ones already hashed, so the bytes hashed are the bytes renamed. Anything else (a mismatch,
+a stall, a cut) leaves ``.part`` for ``finalize``, which hashes the whole file again before a rename.
 What cannot overlap is the tail: the last segment's append and hash start only after its last byte
-arrived. So the last segment is small (``ADB_TAIL``): the work left after the transfer is a quarter
+arrived. So the last segment is small (``segment_end``): the work left after the transfer is a quarter
 of a segment, not a whole one.
 """
 
