@@ -108,3 +108,44 @@ def test_push_errors(db, tmp_path):
     f.write_bytes(b"abcd")  # changed after registration: refused, never pushed under the old hash
     res = cli(db, "push", "c.bin", "--device", "phone")
     assert res.exit_code == 1 and "changed since it was registered" in " ".join(res.output.split())
+
+
+def test_unchanged_repush_skips_the_orm_and_falls_back_when_anything_changed(db, tmp_path):
+    """The re-push answers "present" from SQLite + one device stat, without SQLAlchemy; a changed
+    device blob (new change-time stamp) takes the full path, which re-hashes on the device."""
+    import subprocess
+    import sys
+
+    a = tmp_path / "q.bin"
+    a.write_bytes(os.urandom(70_000))
+    assert cli(db, "artifact", "add", str(a), "--kind", "weights", "--target", "any").exit_code == 0
+    assert json.loads(cli(db, "push", "q.bin", "-d", "phone", "--json").stdout)[0]["blobs"][0]["status"] == "uploaded"
+    probe = (
+        "import sys\n"
+        "from edgelab.cli import main\n"
+        f"sys.argv = ['edgelab', '--db', {db!r}, 'push', 'q.bin', '-d', 'phone', '--json']\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+        "print('ORM' if 'sqlalchemy' in sys.modules else 'NO-ORM', file=sys.stderr)\n"
+    )
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)[0]["blobs"][0]["status"] == "present"
+    assert res.stderr.strip().splitlines()[-1] == "NO-ORM", res.stderr
+    # any write on the device moves the stamp: no longer trusted, hashed again by the full path
+    t = ADBTransport.connect(adb_endpoint_for_db(db))
+    try:
+        sha = sha256_path(a)
+        assert t.run(["touch", f"{ANDROID_ROOT}/{sha}"]).ok
+    finally:
+        t.close()
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)[0]["blobs"][0]["status"] == "verified"
+    assert res.stderr.strip().splitlines()[-1] == "ORM", res.stderr
+
+
+def adb_endpoint_for_db(db):
+    with session_scope(get_engine(db), write=False) as s:
+        from edgelab.store.devices import get_device
+
+        return get_device(s, "phone").endpoint()

@@ -120,3 +120,24 @@ def test_two_followers_of_one_blob_both_confirm(local_store):
     b = local_store.finish_follow(second, sha, len(data))
     assert a and b and a[0] == b[0] == len(data)
     assert sha256_path(Path(local_store.blob(sha))) == sha
+
+
+def test_adb_segments_end_with_a_small_tail():
+    """The device-side work left after the last byte is the last segment's append + hash: keep it small."""
+    from edgelab.artifacts.upload import segment_end
+
+    mib = 1 << 20
+
+    def plan(total, pos=0):
+        out = []
+        while pos < total:
+            end = segment_end(pos, total, 64 * mib)
+            assert pos < end <= total
+            out.append((end - pos) // mib)
+            pos = end
+        return out
+
+    assert plan(256 * mib) == [64, 64, 64, 48, 16]
+    assert plan(16 * mib) == [16]
+    assert plan(100 * mib) == [64, 20, 16]
+    assert plan(256 * mib, pos=200 * mib) == [40, 16]  # a resume plans from where it restarts

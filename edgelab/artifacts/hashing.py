@@ -8,12 +8,12 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-
-from sqlmodel import Session
+from typing import TYPE_CHECKING
 
 from edgelab.errors import ConfigError
-from edgelab.store.artifacts import HashCacheEntry
-from edgelab.store.models import utcnow
+
+if TYPE_CHECKING:
+    from sqlmodel import Session
 
 CHUNK = 4 << 20
 
@@ -38,6 +38,9 @@ def sha256_path(path: Path, *, prefix: int | None = None) -> str:
 
 def cached_sha256(session: Session, path: Path) -> tuple[str, int, bool]:
     """(sha256, size, from_cache) of ``path``; hashes only when size or mtime_ns changed."""
+    from edgelab.store.artifacts import HashCacheEntry  # the ORM only where the cache is used
+    from edgelab.store.models import utcnow
+
     path = Path(path).resolve()
     try:
         st = os.stat(path)

@@ -29,13 +29,21 @@ def push(
     as_json: JsonOpt = False,
 ) -> None:
     """Push artifacts into device stores: skip verified blobs, resume cut uploads, verify SHA-256 on the device."""
+    if device and all_devices:
+        fail("give --device or --all, not both", code=2)
+    if device and not verify and lease is None:
+        from edgelab.artifacts.quickpush import quick_repush
+        from edgelab.cli.common import state
+
+        quick = quick_repush(artifacts, device, url=state.db)  # nothing to send: answered without the ORM
+        if quick is not None:
+            _report(quick, as_json)
+            return
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
     from edgelab.artifacts.service import push_artifacts, resolve_devices
 
     engine = open_engine()
-    if device and all_devices:
-        fail("give --device or --all, not both", code=2)
     try:
         devices = resolve_devices(engine, device or [], all_devices)
     except EdgelabError as err:
@@ -57,6 +65,10 @@ def push(
             )
         except EdgelabError as err:
             fail_from(err)
+    _report(results, as_json)
+
+
+def _report(results, as_json: bool) -> None:
     data = [
         {
             "device": r.device,
