@@ -36,3 +36,8 @@ class DeviceStateError(TransportError):
 
 class RemoteTimeout(TransportError):
     """A remote command ran past its timeout and was killed."""
+
+
+class DeviceNotAnswering(TransportError):
+    """A device that is listed (its server or sshd accepted us) but never answers: frozen, hung or
+    overloaded. Raised when a transport call's timeout ran out before the device said anything."""

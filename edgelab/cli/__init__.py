@@ -23,9 +23,11 @@ from edgelab.cli import (
     watch,
 )
 from edgelab.cli.common import state
+from edgelab.cli.guard import GuardedGroup
 
 app = typer.Typer(
     name="edgelab",
+    cls=GuardedGroup,  # no traceback for a fault a command did not catch (--debug shows it)
     help="Run an edge-AI device lab: inventory, probe, push, deploy, live metrics, playbooks.",
     no_args_is_help=True,
     rich_markup_mode="rich",
@@ -64,8 +66,11 @@ def _root(
         help="Database URL or SQLite path (default ./edgelab.db; PostgreSQL: postgresql+psycopg://...).",
     ),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
+    debug: bool = typer.Option(False, "--debug", envvar="EDGELAB_DEBUG",
+                               help="Show the full traceback of an error instead of one line."),
 ) -> None:
     state.db = db
+    state.debug = debug
 
 
 def main() -> None:

@@ -31,6 +31,7 @@ err_console = Console(stderr=True)
 @dataclass
 class CliState:
     db: str | None = None
+    debug: bool = False
 
 
 state = CliState()
