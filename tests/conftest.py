@@ -8,6 +8,7 @@ from edgelab.transport.local import LocalTransport
 pytest_plugins = [
     "fixtures.ssh_lab",
     "fixtures.adb_lab",
+    "fixtures.faults",
 ]
 
 
