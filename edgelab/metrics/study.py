@@ -6,8 +6,9 @@ reported as ``file:line: reason``. Only a fully valid input is written, and then
 transaction: the run, its requests, raw chunks and summaries appear together or not at all.
 
 The input's content hash (SHA-256 of ``requests.jsonl``, and of ``report.json`` when present) is
-kept in the run's provenance, so the same input imported twice is refused, naming the run that
-holds it. ``export_study`` writes a run back in this format; importing that gives the same figures.
+kept in the run's provenance with a hash of the records themselves (the rows they become), so
+the same input imported twice, even re-formatted or exported from a run, is refused, naming the
+run that holds it. ``export_study`` writes a run back in this format; importing that gives the same figures.
 """
 
 from __future__ import annotations
@@ -277,12 +278,22 @@ def load_input(path: Path) -> StudyInput:
                       hashlib.sha256(report_path.read_bytes()).hexdigest() if report_path else None)
 
 
-def find_imported(session: Session, requests_sha256: str) -> str | None:
-    """The run that already holds an input with this content hash, if any."""
+def records_sha256(inp: StudyInput) -> str:
+    """The measurement's own hash: the rows it becomes (requests and chunks), not the file's bytes,
+    so a re-formatted or exported copy of the same records is the same input."""
+    reqs, samples = _rows(inp, "")
+    canon = [[{k: v for k, v in r.items() if k not in ("run_id", "metrics")} for r in reqs], [x[1:] for x in samples]]
+    return hashlib.sha256(json.dumps(canon, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def find_imported(session: Session, inp: StudyInput) -> str | None:
+    """The imported run that already holds this input (same file bytes or same records), if any."""
     from edgelab.store.runs import Run
 
+    mine = records_sha256(inp)
     for rid, prov in session.exec(select(Run.id, Run.provenance).where(Run.kind == "imported")).all():
-        if ((prov or {}).get("imported") or {}).get("requests_sha256") == requests_sha256:
+        seen = (prov or {}).get("imported") or {}
+        if seen.get("requests_sha256") == inp.requests_sha256 or seen.get("records_sha256") == mine:
             return rid
     return None
 
@@ -319,10 +330,10 @@ def write_inputs(engine: Engine, inputs: Iterable[StudyInput], *, device: str | 
     ids = []
     with session_scope(engine) as s:
         for inp in inputs:
-            holder = find_imported(s, inp.requests_sha256)
+            holder = find_imported(s, inp)
             if holder is not None:
                 raise AlreadyImported(f"{inp.requests_path} is already imported as run {holder} "
-                                      f"(same content, sha256 {inp.requests_sha256[:12]}...)",
+                                      "(the same records: same content hash)",
                                       remedy=f"see it with `edgelab runs show {holder}`; `edgelab runs rm {holder}` "
                                              "first to import it again")
             dev, pipe = device, pipeline
@@ -330,7 +341,8 @@ def write_inputs(engine: Engine, inputs: Iterable[StudyInput], *, device: str | 
                 pipe = pipe or _text(inp.report.get("model")) or _text(inp.report.get("pipeline"))
                 dev = dev or _text(inp.report.get("device")) or _text(inp.report.get("host"))
             prov = provenance(device=dev, virtual=virtual, source="imported")
-            prov["imported"] = {"requests_sha256": inp.requests_sha256, "report_sha256": inp.report_sha256}
+            prov["imported"] = {"requests_sha256": inp.requests_sha256, "report_sha256": inp.report_sha256,
+                                "records_sha256": records_sha256(inp)}
             meta = {"imported_from": str(inp.requests_path.resolve()), "report": inp.report}
             run = create_run(s, pipeline=pipe, device_name=dev, kind="imported", state="running",
                              virtual=bool(virtual), provenance=prov, meta=meta)
@@ -382,10 +394,11 @@ def import_paths(engine: Engine, path: str | Path, *, device: str | None = None,
         except InvalidInput as err:
             problems += err.problems
             continue
-        if inp.requests_sha256 in hashes:
-            problems.append(f"{inp.requests_path}: same content as {hashes[inp.requests_sha256]}")
+        key = records_sha256(inp)
+        if key in hashes:
+            problems.append(f"{inp.requests_path}: the same records as {hashes[key]}")
             continue
-        hashes[inp.requests_sha256] = inp.requests_path
+        hashes[key] = inp.requests_path
         inputs.append(inp)
     if problems:
         raise InvalidInput(problems)
