@@ -7,6 +7,7 @@ class EdgelabError(Exception):
     """Base class: ``str(err)`` is the one-line message, ``remedy`` what to do next."""
 
     remedy: str | None = None
+    exit_code: int | None = None  # the CLI's exit code when the class fixes it (2: bad input, a usage error)
 
     def __init__(self, message: str, *, remedy: str | None = None):
         super().__init__(message)

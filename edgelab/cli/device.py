@@ -327,6 +327,10 @@ def _print_import(report, as_json: bool, source: str) -> None:
         from edgelab.inventory.view import address_of
 
         console.print(f"added [bold]{d.name}[/] ({address_of(d)})")
+    from rich.markup import escape
+
+    for note in report.notes:
+        err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
     for n, why in report.skipped:
         err_console.print(f"skipped {n}: {why}", highlight=False)
     console.print(f"{len(report.added)} added, {len(report.skipped)} skipped from {source}")

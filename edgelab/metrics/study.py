@@ -97,6 +97,8 @@ class StudyRecord(BaseModel):
 class InvalidInput(ConfigError):
     """An input file with bad lines; ``problems`` holds each as ``file:line: reason``."""
 
+    exit_code = 2
+
     def __init__(self, problems: list[str], *, remedy: str | None = None):
         shown = problems[:MAX_REPORTED]
         more = len(problems) - len(shown)
