@@ -31,6 +31,12 @@ class GuardedGroup(TyperGroup):
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, typer.Exit, typer.Abort,
                 SystemExit):
             raise
+        except Exception as err:
+            if _is_cli_framework(err):  # usage errors of typer's own (vendored) click: its exit 2
+                raise
+            if debug_enabled():
+                raise
+            fail_for(err)
         except KeyboardInterrupt:
             if debug_enabled():
                 raise
@@ -38,10 +44,12 @@ class GuardedGroup(TyperGroup):
 
             err_console.print("interrupted", highlight=False, markup=False)
             raise click.exceptions.Exit(130) from None
-        except Exception as err:  # noqa: BLE001 - the point of this class
-            if debug_enabled():
-                raise
-            fail_for(err)
+
+
+def _is_cli_framework(err: BaseException) -> bool:
+    """Exit, Abort and usage errors of click or of typer's vendored copy of it."""
+    mod = type(err).__module__
+    return mod.startswith(("click.", "typer.")) and mod != "typer.main"
 
 
 def fail_for(err: BaseException):

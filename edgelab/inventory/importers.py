@@ -10,7 +10,7 @@ import paramiko
 from sqlmodel import Session, select
 
 from edgelab.errors import ConfigError, EdgelabError
-from edgelab.inventory.address import parse_adb_server, parse_jump, parse_ssh_address
+from edgelab.inventory.address import parse_adb_serial, parse_adb_server, parse_jump, parse_ssh_address
 from edgelab.store.devices import add_device, normalize_name, record_state
 from edgelab.store.models import Device
 
@@ -151,6 +151,11 @@ def import_adb(session: Session, adb_server: str | None = None) -> ImportReport:
     server = parse_adb_server(adb_server) if adb_server else None
     report = ImportReport()
     for serial, state in list_adb_devices(server):
+        try:
+            serial = parse_adb_serial(serial)
+        except ConfigError as err:  # e.g. a serial carrying user:password@: never stored
+            report.skipped.append(("(an adb device)", str(err)))
+            continue
         known = session.exec(
             select(Device).where(Device.adb_serial == serial, Device.adb_server == server)
         ).first()
