@@ -9,6 +9,8 @@ command -v adb >/dev/null 2>&1 || need_pkgs+=(adb)
 command -v mksh >/dev/null 2>&1 || need_pkgs+=(mksh)
 command -v unshare >/dev/null 2>&1 || need_pkgs+=(util-linux)
 command -v rsync >/dev/null 2>&1 || need_pkgs+=(rsync)
+# PostgreSQL server binaries: the tests start their own server (initdb into a temp dir, unix socket)
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null 2>&1 || need_pkgs+=(postgresql)
 "${PYTHON:-python3}" -c 'import ensurepip, venv' >/dev/null 2>&1 || need_pkgs+=(python3-venv)  # _env.sh: .venv
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   mapfile -t need_pkgs < <(printf '%s\n' "${need_pkgs[@]}" | sort -u)

@@ -31,9 +31,10 @@ from edgelab.store.snapshots import add_snapshot
 
 
 @pytest.fixture
-def engine(tmp_path):
+def engine(db_url):
+    """The same tests on SQLite and on the tests' own PostgreSQL server."""
     dbmod.dispose_engines()
-    yield get_engine(str(tmp_path / "lab.db"))
+    yield get_engine(db_url)
     dbmod.dispose_engines()
 
 

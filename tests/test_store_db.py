@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import create_engine, inspect, text
 from sqlmodel import SQLModel
 
 from edgelab.errors import ConfigError
@@ -38,8 +38,8 @@ def _diff(url: str) -> list:
         engine.dispose()
 
 
-def test_empty_db_migrates_to_exactly_the_models(tmp_path):
-    url = f"sqlite:///{tmp_path / 'lab.db'}"
+def test_empty_db_migrates_to_exactly_the_models(db_url):
+    url = db_url
     engine = get_engine(url)
     assert current_revision(engine) == head_revision()
     assert _diff(url) == []
@@ -56,21 +56,21 @@ def test_sqlite_is_wal_with_busy_timeout_and_foreign_keys(tmp_path):
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
 
 
-def test_db_at_older_revision_upgrades_and_keeps_rows(tmp_path):
-    path = tmp_path / "old.db"
-    url = f"sqlite:///{path}"
+def test_db_at_older_revision_upgrades_and_keeps_rows(db_url):
+    url = db_url
     old = dbmod._create(url)
     migrate(old, "0001")
     assert current_revision(old) == "0001"
+    pg = old.dialect.name == "postgresql"
     old.dispose()
     assert _diff(url) != []  # 0001 lacks the class index: the comparison does see differences
-    con = sqlite3.connect(path)
-    con.execute(
-        "INSERT INTO device (name, transport, ssh_host, shell, tags, notes, state, virtual, created_at, updated_at)"
-        " VALUES ('keepme', 'ssh', 'h', 'posix', '[]', '', 'unknown', 0, '2024-01-01 00:00:00', '2024-01-01 00:00:00')"
-    )
-    con.commit()
-    con.close()
+    false, ts = ("false", "'2024-01-01 00:00:00+00'") if pg else ("0", "'2024-01-01 00:00:00'")
+    plain = create_engine(url)
+    with plain.begin() as con:
+        con.execute(text(
+            "INSERT INTO device (name, transport, ssh_host, shell, tags, notes, state, virtual, created_at, updated_at)"
+            f" VALUES ('keepme', 'ssh', 'h', 'posix', '[]', '', 'unknown', {false}, {ts}, {ts})"))
+    plain.dispose()
 
     engine = get_engine(url)
     assert current_revision(engine) == head_revision()
@@ -94,8 +94,8 @@ def test_unknown_newer_revision_is_refused(tmp_path):
     assert "zz99" in str(err.value) and err.value.remedy
 
 
-def test_session_scope_rolls_back_on_error(tmp_path):
-    engine = get_engine(str(tmp_path / "lab.db"))
+def test_session_scope_rolls_back_on_error(db_url):
+    engine = get_engine(db_url)
     with pytest.raises(RuntimeError):
         with session_scope(engine) as s:
             add_device(s, Device(name="ghost", transport="ssh", ssh_host="h"))
@@ -133,8 +133,8 @@ def _writer(url: str, worker: int, rows: int, barrier, dup_results) -> None:
         dup_results.put("refused")
 
 
-def test_four_processes_add_devices_without_losing_a_row(tmp_path):
-    url = f"sqlite:///{tmp_path / 'shared.db'}"
+def test_four_processes_add_devices_without_losing_a_row(db_url):
+    url = db_url
     ctx = mp.get_context("fork")
     workers, rows = 4, 25
     barrier = ctx.Barrier(workers)

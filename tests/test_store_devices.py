@@ -24,9 +24,10 @@ from edgelab.store.models import Device
 
 
 @pytest.fixture
-def engine(tmp_path):
+def engine(db_url):
+    """The same tests on SQLite and on the tests' own PostgreSQL server."""
     dbmod.dispose_engines()
-    yield get_engine(str(tmp_path / "inv.db"))
+    yield get_engine(db_url)
     dbmod.dispose_engines()
 
 

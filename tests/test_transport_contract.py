@@ -174,3 +174,49 @@ def test_any_file_name_reaches_the_device_exactly(transport: Transport, remote_d
     assert r.ok, r.stderr
     assert r.stdout == name
     transport.run(["rm", "-f", f"{remote_dir}/{name}"], timeout=30)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(port: int, path: str, timeout: float = 5.0) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as r:  # noqa: S310 - loopback
+        return r.read().decode()
+
+
+def test_forward_reaches_a_server_on_the_device_loopback(transport: Transport, remote_dir: str) -> None:
+    """forward(remote_port) -> a lab-side port; every connection through it reaches the device's server."""
+    token = uuid.uuid4().hex
+    assert transport.run(["sh", "-c", 'printf %s "$1" > "$2/hello.txt"', "x", token, remote_dir], timeout=30).ok
+    port = _free_port()
+    server = transport.stream(["python3", "-m", "http.server", str(port), "--bind", "127.0.0.1",
+                               "--directory", remote_dir])
+    try:
+        with transport.forward(port) as fw:
+            assert fw.remote_port == port and fw.local_port > 0
+            end, got = time.monotonic() + 30, None
+            while time.monotonic() < end and got is None:
+                try:
+                    got = _get(fw.local_port, "/hello.txt")
+                except OSError:
+                    time.sleep(0.2)
+            assert got == token
+            assert _get(fw.local_port, "/hello.txt") == token  # a second connection through the same forward
+            missing = None
+            try:
+                _get(fw.local_port, "/nothing-here")
+            except OSError as e:
+                missing = e
+            assert missing is not None and "404" in str(missing)
+        if transport.kind != "local":  # local forwards are the server's own port: nothing to tear down
+            with pytest.raises(OSError):
+                _get(fw.local_port, "/hello.txt", timeout=3)
+    finally:
+        server.cancel()

@@ -139,3 +139,28 @@ async def test_deploy_dry_run_shows_strategies_and_plan(engine) -> None:
         assert dlg.planned["device"] == "s25-001" and dlg.planned["virtual"] is True
         assert dlg.planned["plan"]["strategy"] != "S1"
         assert dlg.query_one("#launch").disabled == bool(dlg.planned["refusal"])
+
+
+async def test_fleet_shows_the_holder_and_reserves_and_releases(engine, monkeypatch) -> None:
+    from edgelab.lease import acquire
+    from edgelab.lease.owner import Holder
+
+    seed(engine, 3)
+    monkeypatch.setenv("EDGELAB_OWNER", "me@lab")
+    acquire(engine, names=["s25-001"], ttl_s=600, holder=Holder("alice@lab1", "gitlab job 7"))
+    app = EdgelabApp(engine, clock=lambda: NOW)
+    async with app.run_test(size=SIZE) as pilot:
+        await fleet_ready(app, pilot)
+        held = str(table(app).get_row("s25-001")[-1])
+        assert held.startswith("alice@lab1 (gitlab job 7) until ")
+        assert str(table(app).get_row("orin-agx-000")[-1]) == ""
+        table(app).move_cursor(row=names(app).index("orin-agx-000"))
+        await pilot.press("l")
+        await until(pilot, lambda: str(table(app).get_row("orin-agx-000")[-1]).startswith("me@lab until "))
+        await pilot.press("u")
+        await until(pilot, lambda: str(table(app).get_row("orin-agx-000")[-1]) == "")
+        table(app).move_cursor(row=names(app).index("s25-001"))
+        await pilot.press("u")  # someone else's lease: refused, still held
+        await until(pilot, lambda: app.screen.last_action is not None and "alice@lab1" in app.screen.last_action[0])
+        assert not app.screen.last_action[1]
+        assert str(table(app).get_row("s25-001")[-1]).startswith("alice@lab1")

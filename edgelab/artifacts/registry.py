@@ -20,8 +20,9 @@ from edgelab.artifacts.hashing import cached_sha256
 from edgelab.errors import ConfigError, NotFound
 from edgelab.store.artifacts import Artifact, ArtifactFile
 
-KINDS = ("runtime", "weights", "graph", "tokenizer", "voice", "config", "other")
-"""runtime build, model weights, exported graph, tokenizer, voice/speaker data, config, other."""
+KINDS = ("runtime", "model", "weights", "graph", "tokenizer", "voice", "config", "other")
+"""runtime build, a whole model file (GGUF: weights + tokenizer), model weights, exported graph,
+tokenizer, voice/speaker data, config, other."""
 
 PROVENANCE_KEYS = (
     "source_repo",

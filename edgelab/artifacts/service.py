@@ -63,14 +63,22 @@ def push_artifacts(
     verify: bool = False,
     progress: Callable[[str, str, int, int], None] | None = None,
     workers: int = 8,
+    lease_id: str | None = None,
 ) -> tuple[list[BlobSpec], list[DeviceResult]]:
-    """Push the artifacts' files to every device in parallel; per-device results, never raised."""
+    """Push the artifacts' files to every device in parallel; per-device results, never raised.
+
+    Runs under a lease on every device (the caller's, or one of its own; LeaseHeld when someone
+    else holds one of them, before anything is sent).
+    """
+    from edgelab.lease import held
+
     blobs = blobs_for(engine, refs)
     jobs = []
     for d in devices:
         ep = d.endpoint()
         jobs.append((d.name, (lambda ep=ep: open_transport(ep)), DbStamps(engine, d.id)))
-    return blobs, push_parallel(jobs, blobs, verify=verify, progress=progress, workers=workers)
+    with held(engine, [d.name for d in devices], f"push {', '.join(refs)}"[:200], lease_id=lease_id):
+        return blobs, push_parallel(jobs, blobs, verify=verify, progress=progress, workers=workers)
 
 
 @dataclass

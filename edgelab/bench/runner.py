@@ -5,19 +5,24 @@ request keeps its phase, band, submit/finish times and raw chunks (t, samples, s
 summary is recomputed from those raw rows. The workload is planned like a deployment (same
 strategy choice and admission check, same process command), started through the transport and
 its JSON-lines events are ingested with the device clock offset corrected; only the request
-count is finite. Today the ``reference`` runtime is the one whose output has an adapter.
+count is finite. The plan's launch template names the adapter that reads the output: edgelab
+events (the reference runtime, a team's own controller) are ingested from the process's stdout;
+llama-server (llama.cpp under S3) is started detached and measured from the lab side through a
+forwarded port (edgelab.bench.llama).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Engine
 
-from edgelab.deploy import lifecycle
+from edgelab.deploy import admission, lifecycle, remote, start
+from edgelab.deploy import artifacts as plan_artifacts
 from edgelab.deploy.clock import measure_offset
 from edgelab.deploy.lifecycle import DeployRequest, Options
 from edgelab.deploy.refusal import Refusal
@@ -26,6 +31,7 @@ from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
 from edgelab.metrics.results import provenance
 from edgelab.store.db import session_scope
+from edgelab.store.deployments import release_run
 from edgelab.store.devices import get_device
 from edgelab.store.runs import create_run, get_run, new_run_id
 from edgelab.transport.quoting import Shell, join
@@ -50,6 +56,9 @@ class BenchRequest:
     frames: int | None = None  # reference: codec frames per request (None: from the band's text)
     slow_every: int = 0  # reference VLA: inject a slow step every N inferences
     slow_ms: float = 0.0
+    model: str | None = None  # a model artifact by name (llama.cpp: the GGUF)
+    threads: int | None = None  # override the profile's threads
+    ready_timeout: float | None = None  # llama-server start-up limit (default 120 s)
 
 
 @dataclass
@@ -71,6 +80,17 @@ class BenchResult:
             a = s["audio"]
             out["audio"] = {k: a[k] for k in ("ttfa_ms", "playback_start_ms", "underruns_at_ttfa",
                                               "stall_ms_at_ttfa", "rtf_streamed", "rtf_total", "chunk_gaps_ms")}
+        if self.meta.get("llama"):
+            ll = self.meta["llama"]
+            out["text"] = {k: ll.get(k) for k in ("ttft_ms", "itl_ms", "decode_tok_s", "server_prompt_ms",
+                                                  "server_predicted_per_second", "peak_rss_bytes", "failed")}
+            out["placement"] = (self.meta.get("placement") or {}).get("observed")
+            out["provenance"] = {k: self.provenance.get(k) for k in ("runtime_build", "runtime_sha256", "artifacts",
+                                                                     "command", "threads", "weights")}
+            if self.meta.get("virtual_note"):
+                out["note"] = self.meta["virtual_note"]
+        elif s.get("text"):
+            out["text"] = s["text"]
         if s.get("action"):
             a = s["action"]
             out["action"] = {k: a.get(k) for k in ("chunks", "control_period_ms", "latency_ms", "age_ms",
@@ -99,61 +119,88 @@ def _validate(req: BenchRequest) -> None:
         raise ConfigError("--control-hz must be positive", remedy="pass e.g. --control-hz 10")
 
 
-def workload_argv(base: list[str], kind: str, req: BenchRequest, run_id: str) -> list[str]:
-    """The plan's reference command with the protocol's finite request count."""
-    argv = list(base[:4])  # python -m edgelab.reference tts|vla
+def template_values(kind: str, req: BenchRequest) -> dict[str, Any]:
+    """The protocol's finite counts as launch template values (the plan's template does the rest)."""
     if kind == "tts":
-        argv += ["--band", req.band, "--warmup", str(req.warmup), "--requests", str(req.requests)]
-        if req.frames_per_s is not None:
-            argv += ["--frames-per-s", f"{req.frames_per_s:g}"]
-        if req.frames is not None:
-            argv += ["--frames", str(req.frames)]
-        sched = base[base.index("--schedule") + 1] if "--schedule" in base else None
-        if sched:
-            argv += ["--schedule", sched]
-    else:
-        argv += ["--control-hz", f"{req.control_hz:g}", "--steps", str(req.warmup + req.requests)]
-        if req.slow_every:
-            argv += ["--slow-every", str(req.slow_every), "--slow-ms", f"{req.slow_ms:g}"]
-    return argv + ["--run", run_id, "--device", req.device]
+        return {"band": req.band, "warmup": req.warmup, "requests": req.requests,
+                # unpaced unless asked: the workload's own default talker speed, 2x real time
+                "frames_per_s": f"{req.frames_per_s:g}" if req.frames_per_s is not None else "25",
+                "frames": req.frames}
+    if kind == "vla":
+        return {"control_hz": f"{req.control_hz:g}", "steps": req.warmup + req.requests,
+                "slow_every": req.slow_every or None, "slow_ms": f"{req.slow_ms:g}" if req.slow_every else None}
+    return {"seed": 0}
 
 
-def _reference_process(planned: lifecycle.Planned) -> list[str]:
+def _adapter(planned: lifecycle.Planned) -> str:
     p = planned.plan
-    for proc in p.processes:
-        if "edgelab.reference" in proc.argv:
-            kind = proc.argv[proc.argv.index("edgelab.reference") + 1]
-            if kind.startswith("unsupported:"):
-                break
-            return proc.argv
-    raise Refusal("no_exported_graph", f"{p.pipeline} on {p.runtime} has no bench adapter here (the reference "
-                  "runtime's tts and vla workloads have one)", device=p.device, strategy=p.strategy,
-                  remedy="bench a tts or vla pipeline with --runtime reference")
+    lifecycle._check_artifacts(p)  # refused (with the remedy) before anything starts
+    proc = p.processes[0]
+    if proc.adapter not in ("edgelab-events", "llama-server"):
+        raise Refusal("no_exported_graph", f"{p.pipeline} on {p.runtime} ({proc.template}) has no bench adapter: "
+                      f"its output is read by {proc.adapter!r}", device=p.device, strategy=p.strategy,
+                      remedy="bench with a runtime whose template emits edgelab events (reference) or serves "
+                             "llama-server (--runtime llama.cpp --strategy S3)")
+    return proc.adapter
+
+
+def _provenance_bits(p) -> dict[str, Any]:
+    """Runtime build, its program's SHA-256, every artifact's SHA-256, threads: what the result ran."""
+    proc = p.processes[0]
+    build = next((a for a in p.artifacts if a.get("kind") == "runtime" and "placeholder" not in a
+                  and a.get("present")), None)
+    program = next((w.split("{bin}/", 1)[1] for w in proc.argv if "{bin}/" in w), None)
+    sha = proc.links.get(program) if program else None
+    if sha is None:
+        sha = next((a.get("sha256") for a in p.artifacts if a.get("kind") == "runtime" and a.get("sha256")
+                    and a.get("present")), None)
+    arts = {a["role"]: a["sha256"] for a in p.artifacts if a.get("present") and a.get("sha256")}
+    weights = next((a.get("weights") for a in p.artifacts if a.get("weights")), None)
+    return {"runtime_build": build.get("name") if build else None, "runtime_sha256": sha, "artifacts": arts,
+            "threads": proc.values.get("threads"), "program": program, "weights": weights,
+            "template": proc.template, "target": proc.target}
 
 
 def run_bench(engine: Engine, req: BenchRequest, *, opts: Options | None = None,
               on_event: Callable[[ev.Event], None] | None = None,
-              cancel: threading.Event | None = None) -> BenchResult:
-    """Plan, start the workload, ingest its events until it ends; returns the stored result.
+              cancel: threading.Event | None = None, lease_id: str | None = None) -> BenchResult:
+    """Plan, admit, start the workload, ingest its events until it ends; returns the stored result.
 
-    Refused (Refusal) before anything starts when the plan cannot run; Ctrl-C stops the remote
-    process and leaves the run ``stopped`` with what was measured so far. Setting ``cancel`` (a
-    caller's timeout or stop) does the same without an exception: the result's state is ``stopped``.
+    Runs under a lease on the device (the caller's ``lease_id`` / ``EDGELAB_LEASE``, the holder's
+    own, or one of its own), renewed while it runs; a lease lost meanwhile (kicked) stops the run.
+    Its memory is reserved in the same ledger as deployments' for as long as it runs.
+    Refused (LeaseHeld, Refusal) before anything starts when the plan cannot run; Ctrl-C stops the
+    remote process and leaves the run ``stopped`` with what was measured so far. Setting ``cancel``
+    (a caller's timeout or stop) does the same without an exception: the result's state is ``stopped``.
     """
+    from edgelab.lease import held
+
     _validate(req)
-    opts = opts or Options()
+    cancel = cancel if cancel is not None else threading.Event()
+    with held(engine, [req.device], f"bench {req.pipeline}", lease_id=lease_id,
+              on_lost=lambda _why: cancel.set()) as use:
+        return _run_bench(engine, req, opts or Options(), on_event, cancel, use.lease_for(req.device))
+
+
+def _run_bench(engine: Engine, req: BenchRequest, opts: Options, on_event: Callable[[ev.Event], None] | None,
+               cancel: threading.Event, lease_id: str | None) -> BenchResult:
     run_id = new_run_id()
-    planned = lifecycle.plan(engine, DeployRequest(req.device, req.pipeline, req.strategy, req.runtime),
-                             run_id=run_id)
+    kind = lifecycle.load_pipelines()[lifecycle.resolve_pipeline(req.pipeline)].kind
+    planned = lifecycle.plan(engine, DeployRequest(req.device, req.pipeline, req.strategy, req.runtime,
+                                                   model=req.model, values=template_values(kind, req),
+                                                   threads=req.threads), run_id=run_id)
     if planned.refusal:
         raise planned.refusal
-    base = _reference_process(planned)
-    kind = base[base.index("edgelab.reference") + 1]
-    argv = workload_argv(base, kind, req, run_id)
+    adapter = _adapter(planned)
     p = planned.plan
-    meta: dict[str, Any] = {"protocol": PROTOCOL, "band": req.band if kind == "tts" else None,
+    proc = p.processes[0]
+    bits = _provenance_bits(p)
+    meta: dict[str, Any] = {"protocol": PROTOCOL, "band": req.band if kind in ("tts", "text_lm") else None,
                             "warmup": req.warmup, "requests": req.requests, "batch": 1, "concurrency": 1,
-                            "weights": "random" if p.runtime == "reference" else None}
+                            "weights": "random" if p.runtime == "reference" else bits["weights"],
+                            "threads": bits["threads"], "template": bits["template"], "target": bits["target"]}
+    if planned.virtual and p.runtime != "reference":
+        meta["virtual_note"] = "virtual device: lab host build"
     if kind == "vla":
         meta.update(control_hz=req.control_hz, control_period_s=1.0 / req.control_hz,
                     slow_every=req.slow_every, slow_ms=req.slow_ms)
@@ -163,11 +210,39 @@ def run_bench(engine: Engine, req: BenchRequest, *, opts: Options | None = None,
         shell = Shell(device.shell)
         prov = provenance(s, device=device.name, virtual=bool(device.virtual), runtime=p.runtime,
                           strategy=p.strategy, profile=planned.profile.device_class,
-                          command=join(argv, shell), source=f"bench:{PROTOCOL}")
+                          command=join(proc.argv, shell), source=f"bench:{PROTOCOL}",
+                          runtime_build=bits["runtime_build"], runtime_sha256=bits["runtime_sha256"],
+                          artifacts=bits["artifacts"] or None)
         prov["facts_hash"] = prov["facts_hash"] or planned.facts_hash
+        prov["threads"] = bits["threads"]
+        prov["weights"] = meta["weights"]
+        if meta.get("virtual_note"):
+            prov["virtual_note"] = meta["virtual_note"]
         create_run(s, id=run_id, pipeline=p.pipeline, device_name=device.name, runtime=p.runtime,
                    strategy=p.strategy, kind="bench", virtual=bool(device.virtual), command=prov["command"],
                    provenance=prov, meta=meta)
+    try:
+        with session_scope(engine) as s:  # the same ledger as deploy: check and reserve in one transaction
+            lines = admission.admit(s, get_device(s, req.device), planned.profile, p, run_id=run_id,
+                                    lease_id=lease_id)
+            meta["admission"] = [line.to_dict() for line in lines]
+    except Refusal as r:
+        _fail(engine, run_id, f"refused by admission: {r}")
+        raise
+    try:
+        final = _bench_on_device(engine, req, opts, on_event, cancel, run_id, endpoint, p, proc, shell, adapter,
+                                 meta)
+    finally:
+        with session_scope(engine) as s:
+            release_run(s, run_id)
+    with session_scope(engine, write=False) as s:
+        run = get_run(s, run_id)
+        return BenchResult(run_id, run.state, kind, final, bool(final.get("live_equals_final")),
+                           dict(run.provenance), dict(run.meta))
+
+
+def _bench_on_device(engine: Engine, req: BenchRequest, opts: Options, on_event, cancel, run_id: str,
+                     endpoint, p, proc, shell: Shell, adapter: str, meta: dict[str, Any]) -> dict[str, Any]:
     try:
         t = lifecycle._connect(endpoint, opts)
     except TransportError as e:
@@ -177,17 +252,88 @@ def run_bench(engine: Engine, req: BenchRequest, *, opts: Options | None = None,
     try:
         offset = measure_offset(t)
         meta["clock"] = {"offset_s": offset.offset_s, "rtt_s": offset.rtt_s}
-        with session_scope(engine) as s:
-            run = get_run(s, run_id)
-            run.meta = dict(meta)
-            s.add(run)
-        final, state = _stream(engine, t, argv, run_id, offset, on_event, cancel)
+        with session_scope(engine, write=False) as s:
+            device_id = get_device(s, req.device).id
+        blob_paths, _pushed = plan_artifacts.push(engine, t, device_id, p)
+        workdir = f"{remote.run_root(t)}/{run_id}/{proc.name}"
+        argv, env, bin_dir = start.bound(proc, workdir, blob_paths)
+        command = join((["env", *[f"{k}={v}" for k, v in env.items()]] if env else []) + argv, shell)
+        _set_meta(engine, run_id, meta, command)
+        if adapter == "llama-server":
+            final, state = _bench_llama(engine, t, proc, workdir, blob_paths, run_id, req, meta, on_event, cancel)
+        else:
+            start.layout(t, bin_dir, proc.links, blob_paths, start.programs(proc))
+            full = (["env", *[f"{k}={v}" for k, v in env.items()]] if env else []) + argv
+            final, state = _stream(engine, t, full, run_id, offset, on_event, cancel)
     finally:
         t.close()
-    with session_scope(engine, write=False) as s:
+    return final
+
+
+def _set_meta(engine: Engine, run_id: str, meta: dict[str, Any], command: str) -> None:
+    with session_scope(engine) as s:
         run = get_run(s, run_id)
-        return BenchResult(run_id, run.state, kind, final, bool(final.get("live_equals_final")),
-                           dict(run.provenance), dict(run.meta))
+        run.meta = dict(meta)
+        prov = dict(run.provenance)
+        prov["command"] = command  # store paths bound: exactly what ran
+        run.provenance = prov
+        run.command = command[:4000]
+        s.add(run)
+
+
+def _bench_llama(engine: Engine, t, proc, workdir: str, blob_paths: dict[str, str], run_id: str,
+                 req: BenchRequest, meta: dict[str, Any], on_event: Callable[[ev.Event], None] | None,
+                 cancel: threading.Event | None) -> tuple[dict[str, Any], str]:
+    """llama-server started detached on the device, measured through a forwarded port, then stopped."""
+    from edgelab.adapters.llama_placement import parse_placement
+    from edgelab.bench import llama
+
+    ing = Ingestor(engine, run_id)
+    started = start.start(t, proc, workdir, blob_paths)
+    state, error = None, None
+    result = llama.DriveResult()
+
+    def feed(e: ev.Event) -> None:
+        ing.feed(e)
+        if on_event:
+            on_event(e)
+    try:
+        feed(ev.RunStart(t=time.time(), run=run_id, pipeline=req.pipeline, device=req.device, runtime=proc.runtime,
+                         strategy="S3", virtual=bool(meta.get("virtual_note")), meta={"adapter": proc.adapter}))
+        result = llama.drive(t, int(proc.port), started.pid, run=run_id, device=req.device, feed=feed,
+                             warmup=req.warmup, requests=req.requests, band=req.band,
+                             ready_timeout=req.ready_timeout or 120.0, cancel=cancel)
+        if cancel is not None and cancel.is_set():
+            state, error = "stopped", "cancelled by the caller (timeout or stop)"
+    except KeyboardInterrupt:
+        state, error = "stopped", "interrupted (SIGINT) during bench"
+        raise
+    except EdgelabError as exc:
+        state, error = "failed", str(exc)[:2000]
+    finally:
+        left = remote.stop(t, started.pid, 5)
+        log = remote.read_file(t, f"{workdir}/stderr.log", 1 << 20)
+        pl = parse_placement(log)
+        meta["placement"] = {"observed": pl.observed or "unobserved", "evidence": pl.to_dict(),
+                             "planned": "cpu" if (proc.values.get("gpu_layers") in (None, "0")) else "gpu"}
+        meta["llama"] = llama.report(result)
+        meta["records"] = result.records
+        meta["server_metrics"] = result.metrics_scrape
+        meta["left_processes"] = left
+        if left and state is None:
+            state, error = "failed", f"{left} processes survived the stop"
+        with session_scope(engine) as s:
+            run = get_run(s, run_id)
+            run.meta = {**run.meta, **meta}
+            s.add(run)
+        for line in log.splitlines()[-50:]:
+            ing.feed(ev.LogLine(t=time.time(), stream="stderr", line=line))
+    feed(ev.RunEnd(t=time.time(), run=run_id, state=state or "finished", error=error))
+    final = ing.close(state=state, error=error)
+    if state == "failed":
+        raise BenchFailed(f"bench run {run_id} failed: {error}", run_id=run_id,
+                          remedy=f"see `edgelab runs show {run_id}` and the server log in it")
+    return final, state or "finished"
 
 
 def _stream(engine: Engine, t, argv: list[str], run_id: str, offset: ev.ClockOffset,

@@ -11,13 +11,16 @@ from edgelab.cli import (
     deploy,
     device,
     facts,
+    lease,
     matrix,
     metrics,
+    model,
     play,
     probe,
     push,
     runs,
     runtime,
+    shell,
     sim,
     tui,
     watch,
@@ -39,8 +42,11 @@ app.add_typer(sim.app, name="sim")
 app.add_typer(device.app, name="device")
 app.add_typer(facts.app, name="facts")
 probe.register(app, facts.app)
+lease.register(app)
+shell.register(app)
 app.add_typer(artifact.app, name="artifact")
 app.add_typer(runtime.app, name="runtime")
+app.add_typer(model.app, name="model")
 push.register(app)
 deploy.register(app)
 bench.register(app)

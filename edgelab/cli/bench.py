@@ -34,6 +34,14 @@ def bench(
     = None,
     slow_every: Annotated[int, typer.Option("--slow-every", help="Reference VLA: a slow step every N.")] = 0,
     slow_ms: Annotated[float, typer.Option("--slow-ms", help="Reference VLA: length of the slow step.")] = 0.0,
+    model: Annotated[str | None, typer.Option("--model", help="Model artifact by name (llama.cpp: a GGUF; "
+                                              "default: the newest registered for the pipeline).")] = None,
+    threads: Annotated[int | None, typer.Option("--threads", help="Threads (default: the profile's).")] = None,
+    ready_timeout: Annotated[float | None, typer.Option("--ready-timeout", help="Seconds a server may take to "
+                                                        "load (default 120).")] = None,
+    lease: Annotated[str | None, typer.Option("--lease", envvar="EDGELAB_LEASE", help="Run under this lease "
+                                              "(`edgelab reserve`); default: yours on the device, or a new one.")]
+    = None,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")] = False,
 ) -> None:
     """Warm-up then measured requests, batch 1 (single_request_batch1_v1); raw records and summary stored."""
@@ -46,12 +54,12 @@ def bench(
     except ConfigError as err:
         fail_from(err, code=2)
     req = BenchRequest(device, pipeline, runtime, strategy, warmup, requests, band, control_hz, frames_per_s,
-                       frames, slow_every, slow_ms)
+                       frames, slow_every, slow_ms, model=model, threads=threads, ready_timeout=ready_timeout)
     if not json_out:
         err_console.print(f"[dim]bench {escape(pipeline)} on {escape(device)}: {warmup} warm-up + {requests} "
                           f"measured ...[/]", highlight=False)
     try:
-        result = run_bench(engine, req)
+        result = run_bench(engine, req, lease_id=lease)
     except Refusal as r:
         if json_out:
             print_json({"device": device, "pipeline": pipeline, "refusal": r.to_dict()})
@@ -67,8 +75,11 @@ def bench(
     if json_out:
         print_json(rep)
         return
-    virtual = "  [yellow]VIRTUAL device, reference runtime: machinery only, not a model figure[/]" \
-        if rep["virtual"] else ""
+    if rep.get("note"):
+        virtual = f"  [yellow]VIRTUAL ({escape(rep['note'])}; random weights: not a model figure)[/]"
+    else:
+        virtual = "  [yellow]VIRTUAL device, reference runtime: machinery only, not a model figure[/]" \
+            if rep["virtual"] else ""
     console.print(f"run [bold]{result.run_id}[/] {result.state} ({rep['protocol']}){virtual}")
     t = Table.grid(padding=(0, 2))
     t.add_column(style="bold")
@@ -87,6 +98,20 @@ def bench(
         t.add_row("latency", _p(a["latency_ms"], " ms"))
         t.add_row("obs age", _p(a["age_ms"], " ms"))
         t.add_row("deadline misses", f"{a['deadline_misses']} of {a['chunks']} (period {a['control_period_ms']} ms)")
+    if x := rep.get("text"):
+        t.add_row("TTFT", _p(x.get("ttft_ms"), " ms"))
+        t.add_row("inter-token", _p(x.get("itl_ms"), " ms"))
+        t.add_row("decode", _p(x.get("decode_tok_s"), " tok/s"))
+        if x.get("server_predicted_per_second"):
+            t.add_row("server decode", _p(x.get("server_predicted_per_second"), " tok/s"))
+            t.add_row("server prompt", _p(x.get("server_prompt_ms"), " ms"))
+        if x.get("peak_rss_bytes"):
+            t.add_row("peak RSS", f"{x['peak_rss_bytes'] / 2**20:.1f} MiB")
+        if rep.get("placement"):
+            t.add_row("placement", f"{rep['placement']} (observed in the load log)")
+        pv = rep.get("provenance") or {}
+        if pv.get("runtime_build"):
+            t.add_row("runtime", f"{pv['runtime_build']} {str(pv.get('runtime_sha256'))[:12]}, threads {pv.get('threads')}")
     console.print(t)
 
 

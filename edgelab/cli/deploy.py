@@ -16,7 +16,8 @@ def _dep_dict(d) -> dict[str, Any]:
     return {"run": d.run_id, "device": d.device_name, "pipeline": d.pipeline, "strategy": d.strategy,
             "runtime": d.runtime, "state": d.state, "virtual": d.virtual, "remote_dir": d.remote_dir,
             "error": d.error, "phases": d.phases, "placement": d.placement, "admission": d.admission,
-            "created_at": d.created_at.isoformat() if d.created_at else None}
+            "created_at": d.created_at.isoformat() if d.created_at else None,
+            "lease": getattr(d, "lease_id", None)}
 
 
 def _render_plan(planned) -> None:
@@ -38,6 +39,8 @@ def _render_plan(planned) -> None:
         if "text" in line:
             console.print(f"  admission: {escape(line['text'])}", highlight=False)
     console.print(f"  ready timeout {p.ready_timeout_s:g}s, outputs: {', '.join(p.expected_outputs)}", highlight=False)
+    for note in p.notes:
+        console.print(f"  note: {escape(note)}", highlight=False)
 
 
 def deploy(
@@ -48,10 +51,18 @@ def deploy(
     runtime: Annotated[str | None, typer.Option("--runtime", help="Runtime override (reference, llama.cpp, ...).")]
     = None,
     endpoint: Annotated[str | None, typer.Option("--endpoint", help="S4 server endpoint (ws://host:port).")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Model artifact by name (default: the newest "
+                                              "registered for the pipeline).")] = None,
+    threads: Annotated[int | None, typer.Option("--threads", help="Threads (default: the profile's).")] = None,
+    ready_timeout: Annotated[float | None, typer.Option("--ready-timeout", help="Seconds the start-up may take "
+                                                        "(default: from the profile's load-time estimate).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and admission; touch nothing.")]
     = False,
     follow: Annotated[bool, typer.Option("--follow/--no-follow", help="Ingest its events into the store "
                                          "(a detached follower that ends with the run).")] = True,
+    lease: Annotated[str | None, typer.Option("--lease", envvar="EDGELAB_LEASE", help="Run under this lease "
+                                              "(`edgelab reserve`); default: yours on the device, or a new one.")]
+    = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Plan, admit, push and start PIPELINE on a device; refused early (with why) when it cannot run."""
@@ -59,7 +70,7 @@ def deploy(
     from edgelab.deploy.refusal import Refusal
 
     engine = open_engine()
-    req = lifecycle.DeployRequest(device, pipeline, strategy, runtime, endpoint)
+    req = lifecycle.DeployRequest(device, pipeline, strategy, runtime, endpoint, model=model, threads=threads)
     if dry_run:
         try:
             planned = lifecycle.plan(engine, req)
@@ -85,7 +96,8 @@ def deploy(
             err_console.print(f"[dim]{name:<10}[/] {escape(fields)}", highlight=False)
 
     try:
-        dep = lifecycle.deploy(engine, req, on_phase=phase)
+        dep = lifecycle.deploy(engine, req, on_phase=phase, opts=lifecycle.Options(ready_timeout_s=ready_timeout),
+                                lease_id=lease)
     except Refusal as r:
         if json_out:
             print_json({"device": device, "pipeline": pipeline, "refusal": r.to_dict()})

@@ -93,12 +93,14 @@ def ls(
 ) -> None:
     """List devices: class, transport, address, state, last seen, and whether each is virtual."""
     from edgelab.inventory.view import address_of, ago, device_record
+    from edgelab.lease import holders_by_device
     from edgelab.store.devices import list_devices
 
     with open_session(write=False) as s:
         devices = list_devices(s, tag=tag, device_class=device_class)
+        holders = holders_by_device(s, devices)
     if as_json:
-        print_json([device_record(d) for d in devices])
+        print_json([{**device_record(d), "lease": _lease_rec(holders.get(d.name))} for d in devices])
         return
     if not devices:
         err_console.print(
@@ -113,13 +115,14 @@ def ls(
             d.device_class or "-",
             d.transport,
             ago(d.last_seen),
+            _held_text(holders.get(d.name)),
             address_of(d),
             ",".join(d.tags),
         )
         for d in devices
     ]
     # The columns an operator scans first come first; only the last two may wrap.
-    columns = ("NAME", "VIRTUAL", "STATE", "CLASS", "VIA", "SEEN", "ADDRESS", "TAGS")
+    columns = ("NAME", "VIRTUAL", "STATE", "CLASS", "VIA", "SEEN", "HELD BY", "ADDRESS", "TAGS")
     widths = [max(len(col), *(len(r[i]) for r in rows)) for i, col in enumerate(columns)]
     table = Table(box=None, header_style="bold", pad_edge=False, padding=(0, 2, 0, 0))
     for col, widest in zip(columns, widths, strict=True):
@@ -137,10 +140,24 @@ def ls(
     console.print(table)
 
 
-def _show_one(device, as_json: bool, added: bool = False) -> None:
+def _lease_rec(lease) -> dict | None:
+    if lease is None:
+        return None
+    return {"id": lease.id, "owner": lease.owner, "ci_job": lease.ci_job, "purpose": lease.purpose,
+            "expires_at": lease.expires_at.isoformat()}
+
+
+def _held_text(lease) -> str:
+    """``alice@lab1 until 12:45`` (times UTC); empty when the device is free."""
+    if lease is None:
+        return ""
+    return f"{lease.owner} until {lease.expires_at:%H:%M}"
+
+
+def _show_one(device, as_json: bool, added: bool = False, lease=None) -> None:
     from edgelab.inventory.view import ago, device_record
 
-    rec = device_record(device)
+    rec = {**device_record(device), "lease": _lease_rec(lease)}
     if as_json:
         print_json(rec)
         return
@@ -160,6 +177,8 @@ def _show_one(device, as_json: bool, added: bool = False) -> None:
             value = "[cyan]VIRTUAL[/]" if value else "no"
         elif key == "last_seen":
             value = f"{value} ({ago(device.last_seen)})" if value else "never"
+        elif key == "lease":
+            value = _held_text(lease) + (f" (lease {lease.id}, {lease.purpose})" if lease else "")
         elif isinstance(value, list):
             value = ", ".join(value)
         table.add_row(key, "-" if value in (None, "") else str(value))
@@ -169,37 +188,85 @@ def _show_one(device, as_json: bool, added: bool = False) -> None:
 @app.command("show")
 def show(name: str, as_json: JsonOpt = False) -> None:
     """Everything the inventory knows about one device."""
+    from edgelab.lease import holders_by_device
     from edgelab.store.devices import get_device
 
     try:
         with open_session(write=False) as s:
             device = get_device(s, name)
+            lease = holders_by_device(s, [device]).get(name)
     except NotFound as err:
         fail_from(err)
-    _show_one(device, as_json)
+    _show_one(device, as_json, lease=lease)
 
 
 @app.command("rm")
 def rm(
     name: str,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Stop its running deployments and end its lease "
+                                        "first (else refused while either exists).")] = False,
 ) -> None:
-    """Remove a device from the inventory (nothing on the device is touched)."""
-    from edgelab.store.devices import get_device, remove_device
+    """Remove a device from the inventory (refused while a deployment runs on it or a lease holds it)."""
+    from edgelab.inventory.retire import in_use, remove
+    from edgelab.store.devices import get_device
 
     try:
         with open_session(write=False) as s:
             get_device(s, name)
     except NotFound as err:
         fail_from(err)
-    if not yes and not typer.confirm(f"remove {name} from the inventory?", default=False, err=True):
+    try:
+        busy = in_use(open_engine(), name)
+    except EdgelabError as err:
+        fail_from(err)
+    if busy and not force:
+        try:
+            remove(open_engine(), name)  # refuses, naming what is in the way
+        except EdgelabError as err:
+            fail_from(err)
+    extra = f" (stopping {', '.join(busy.runs) or 'nothing'}, ending lease {', '.join(busy.lease_ids) or '-'})" \
+        if busy else ""
+    if not yes and not typer.confirm(f"remove {name} from the inventory{extra}?", default=False, err=True):
         fail(f"{name} not removed", "pass --yes to remove without asking")
     try:
-        with open_session() as s:
-            remove_device(s, name)
-    except NotFound as err:
+        done = remove(open_engine(), name, force=force)
+    except EdgelabError as err:
         fail_from(err)
+    for run in done.runs:
+        err_console.print(f"stopped {run}")
+    for lid in done.lease_ids:
+        err_console.print(f"ended lease {lid}")
     err_console.print(f"removed {name}")
+
+
+@app.command("logs")
+def logs(
+    name: Annotated[str, typer.Argument(help="Device name.")],
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new entries (Ctrl-C ends).")] = False,
+    lines: Annotated[int, typer.Option("--lines", "-n", help="How many recent entries.")] = 200,
+) -> None:
+    """The device's system log: logcat on Android, journalctl (or dmesg) on Linux and Jetson, the System
+    event log on Windows."""
+    import sys
+
+    from edgelab.inventory.console import log_lines
+
+    code, err = 0, ""
+    try:
+        for item in log_lines(open_engine(), name, lines=lines, follow=follow):
+            if isinstance(item, tuple):
+                code, err = item
+                continue
+            sys.stdout.write(item + "\n")
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        return
+    except EdgelabError as e:
+        fail_from(e)
+    if code not in (0, None):
+        fail(f"the log command on {name} exited {code}: {(err or '').strip()[-300:] or 'no message'}",
+             "check that the device's user may read its log (Android: logcat; Linux: group systemd-journal or adm)")
 
 
 @app.command("check")

@@ -23,6 +23,9 @@ def play(
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable result on stdout.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate and list the jobs; touch nothing.")] = False,
     collect: Annotated[Path | None, typer.Option("--collect", help="Directory for collect steps' files.")] = None,
+    lease: Annotated[str | None, typer.Option("--lease", envvar="EDGELAB_LEASE", help="Run under this lease "
+                                              "(`edgelab reserve`); default: yours on the device, or a new one.")]
+    = None,
 ) -> None:
     """Run a playbook over its devices in parallel; per-step output, JUnit for CI."""
     from edgelab.playbook import load_playbook, parse_var_overrides, plan_jobs, run_playbook, to_junit
@@ -57,7 +60,8 @@ def play(
                           f"{extra} {escape(step.message)} [dim]{step.duration_s:.1f}s[/]", highlight=False)
 
     try:
-        result = run_playbook(engine, pb, limit=limits, variables=overrides, out_dir=collect, on_step=on_step)
+        result = run_playbook(engine, pb, limit=limits, variables=overrides, out_dir=collect, on_step=on_step,
+                              lease_id=lease)
     except ConfigError as err:
         fail_from(err, code=2)
     except EdgelabError as err:

@@ -47,7 +47,10 @@ def _dict(spec) -> dict:
             }
             for t, r in spec.targets.items()
         },
-        "launch": {p: {s: list(a) for s, a in v.items()} for p, v in spec.launch.items()},
+        "launch": {p: {s: t.words() for s, t in v.items()} for p, v in spec.launch.items()},
+        "launch_detail": {p: {s: {"targets": list(t.targets), "ready": t.ready.kind, "adapter": t.adapter,
+                                  "placement": t.placement, "port": t.port, "where": t.where}
+                              for s, t in v.items()} for p, v in spec.launch.items()},
     }
 
 
@@ -98,51 +101,93 @@ def show(name: str, folder: DirOpt = None, as_json: JsonOpt = False) -> None:
     console.print("[bold]launch[/]")
     for p, strategies in d["launch"].items():
         for s, argv in strategies.items():
+            info = d["launch_detail"][p][s]
             console.print(f"  {p} {s}: {escape(' '.join(argv))}")
+            console.print(f"      ready {info['ready']}, adapter {info['adapter']}, placement {info['placement']}",
+                          highlight=False)
 
 
 @app.command("build")
 def build(
     name: str,
-    target: Annotated[str, typer.Option("--target", help="e.g. android-arm64, linux-aarch64-cuda-sm87")],
+    target: Annotated[str, typer.Option("--target", help="e.g. linux-x86_64, android-arm64, linux-aarch64-cuda-sm87")],
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--source",
+            help="Source instead of the recipe's git ref: a folder, a tarball, the llama-cpp-python sdist "
+            "(it vendors llama.cpp), or pypi:llama-cpp-python==0.3.36 to download that sdist.",
+        ),
+    ] = None,
     artifact_name: Annotated[
-        str | None, typer.Option("--name", help="Artifact name (default NAME-TARGET).")
+        str | None, typer.Option("--name", help="Artifact name (prefix for a multi-product build; default NAME-TARGET).")
     ] = None,
     workdir: Annotated[
-        Path | None, typer.Option("--workdir", help="Build folder (default ~/.edgelab/builds/NAME/TARGET).")
+        Path | None,
+        typer.Option("--workdir", help="Build folder for recipes that are not cached (default ~/.edgelab/builds/NAME/TARGET)."),
     ] = None,
     folder: DirOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run the recipe where its toolchain is present and register the result with provenance."""
+    """Run the recipe where its toolchain is present and register the result with provenance.
+
+    A recipe that builds a source tree (llama.cpp for linux-x86_64) is built once per (source hash,
+    target, flags) into the build cache ($EDGELAB_CACHE, default ~/.cache/edgelab) and reused after;
+    each product becomes a runtime artifact (llama.cpp-linux-x86_64-llama-server, ...).
+
+    \b
+      edgelab runtime build llama.cpp --target linux-x86_64 --source llama_cpp_python-0.3.36.tar.gz
+      edgelab runtime build llama.cpp --target linux-x86_64 --source pypi:llama-cpp-python==0.3.36
+    """
     from edgelab.artifacts.manifest import to_manifest
     from edgelab.config import state_dir
-    from edgelab.runtimes.build import build_runtime
+    from edgelab.runtimes.build import build_runtime, ensure_build, register_build
     from edgelab.store.db import get_engine, session_scope
 
     specs = _load(folder)
     if name not in specs:
         fail_from(ConfigError(f"no runtime {name!r}", remedy=f"known: {', '.join(sorted(specs))}"), code=2)
-    wd = workdir or state_dir() / "builds" / name / target
+    spec = specs[name]
+    recipe = spec.targets.get(target)
+    if recipe is None:
+        fail_from(ConfigError(f"runtime {name} has no recipe for {target}",
+                              remedy=f"targets: {', '.join(sorted(spec.targets))}"), code=2)
+    if source is not None and not recipe.fetches_source:
+        fail_from(ConfigError(f"{name} {target}: this recipe fetches its own source; --source does not apply",
+                              remedy="drop --source"), code=2)
+
+    def progress(line: str) -> None:
+        err_console.print(f"[dim]{escape(line)}[/]", soft_wrap=True)
+
     try:
         engine = get_engine(state.db)
         with session_scope(engine) as s:
-            art = build_runtime(
-                s,
-                specs[name],
-                target,
-                wd,
-                name=artifact_name,
-                log=lambda line: err_console.print(f"[dim]$ {escape(line)}[/]"),
-            )
-            data = to_manifest(s, art)
+            if recipe.fetches_source:
+                built = ensure_build(spec, target, source=source, progress=progress)
+                arts = register_build(s, spec, built, prefix=artifact_name)
+                data = {"build_key": built.key, "folder": str(built.folder), "reused": built.reused,
+                        "build": built.manifest, "artifacts": [to_manifest(s, a) for a in arts]}
+            else:
+                wd = workdir or state_dir() / "builds" / name / target
+                art = build_runtime(s, spec, target, wd, name=artifact_name,
+                                    log=lambda line: err_console.print(f"[dim]$ {escape(line)}[/]"))
+                data = to_manifest(s, art)
     except EdgelabError as err:
         fail_from(err)
     if as_json:
         print_json(data)
-    else:
+        return
+    if "artifacts" not in data:
         console.print(
             f"built and registered [bold]{escape(data['name'])}[/] {data['digest'][:16]} ({len(data['files'])} files)"
         )
         for k, v in data["metadata"]["provenance"].items():
             console.print(f"  {k}: {escape(str(v))}")
+        return
+    m = data["build"]
+    verb = "reused the cached build" if data["reused"] else f"built in {m.get('build_seconds')} s"
+    console.print(f"{verb} [bold]{escape(data['build_key'])}[/]  {escape(data['folder'])}")
+    console.print(f"  source {escape(str(m.get('source')))}  commit {escape(str(m.get('source_commit')))}")
+    console.print(f"  source sha256 {m.get('source_sha256')}  needs {escape(str(m.get('isa') or 'any CPU'))}")
+    for a in data["artifacts"]:
+        console.print(f"  registered [bold]{escape(a['name'])}[/] {a['digest'][:16]}")

@@ -56,11 +56,17 @@ def snapshot(engine, ref: str, *, gaps: int = 60) -> dict[str, Any]:
             .order_by(RunSample.id.desc()).limit(gaps + 1)).all()
         tel = telemetry_of(s, run_id=run.id, limit=1) or (
             telemetry_of(s, device=run.device_name, limit=1) if run.device_name else [])
+        gap_kind = "chunk"
+        if not rows:  # a text run: the gaps between streamed tokens instead
+            rows = s.exec(select(RunSample.request, RunSample.t_ms).where(
+                RunSample.run_id == run.id, RunSample.kind == "text")
+                .order_by(RunSample.id.desc()).limit(gaps + 1)).all()
+            gap_kind = "inter-token" if rows else gap_kind
         rows = list(reversed(rows))
         recent = [b[1] - a[1] for a, b in zip(rows, rows[1:], strict=False) if a[0] == b[0]]
         return {"id": run.id, "pipeline": run.pipeline, "device": run.device_name, "virtual": run.virtual,
                 "state": run.state, "summary": summ.metrics if summ else None,
-                "summary_kind": summ.kind if summ else None, "recent_gaps_ms": recent,
+                "summary_kind": summ.kind if summ else None, "recent_gaps_ms": recent, "gap_kind": gap_kind,
                 "temps_c": dict(tel[-1].temps_c) if tel else {}}
 
 
@@ -83,6 +89,14 @@ def render(snap: dict[str, Any]) -> Panel:
                                     f"  (n={act['latency_ms']['count']})")
         t.add_row("obs age", f"p50 {_f(act['age_ms']['p50'], ' ms')}  p95 {_f(act['age_ms']['p95'], ' ms')}")
         t.add_row("deadline misses", f"{_f(act['deadline_misses'])} (period {_f(act['control_period_ms'], ' ms')})")
+    txt = m.get("text")
+    if txt:
+        t.add_row("TTFT", f"p50 {_f(txt['ttft_ms']['p50'], ' ms')}  p95 {_f(txt['ttft_ms']['p95'], ' ms')}  "
+                          f"(n={txt['ttft_ms']['count']})")
+        t.add_row("inter-token", f"p50 {_f(txt['itl_ms_p50']['p50'], ' ms')}  p95 {_f(txt['itl_ms_p50']['p95'], ' ms')}"
+                                 " (per-request p50s)")
+        t.add_row("decode", f"p50 {_f(txt['decode_tok_s']['p50'], ' tok/s')}  "
+                            f"p95 {_f(txt['decode_tok_s']['p95'], ' tok/s')}")
     cod = m.get("codec")
     if cod:
         t.add_row("codec frames", f"first p50 {_f(cod['first_frame_ms']['p50'], ' ms')}  "
@@ -102,10 +116,12 @@ def render(snap: dict[str, Any]) -> Panel:
         t.add_row("temperature", "-")
     req = m.get("requests") or {}
     t.add_row("requests", f"{req.get('total', 0)} ({', '.join(f'{k} {v}' for k, v in (req.get('by_phase') or {}).items())})")
-    spark = Text(sparkline(snap["recent_gaps_ms"]) or "(no chunks yet)", style="cyan")
+    gap_kind = snap.get("gap_kind", "chunk")
+    spark = Text(sparkline(snap["recent_gaps_ms"]) or f"(no {'tokens' if gap_kind != 'chunk' else 'chunks'} yet)",
+                 style="cyan")
     title = escape(f"{snap['id']}  {snap['pipeline'] or '-'} on {snap['device'] or '-'}"
                    f"{' (virtual)' if snap['virtual'] else ''}  [{snap['state']}]")
-    return Panel(Group(Text("chunk gaps "), spark, t), title=title,
+    return Panel(Group(Text(f"{gap_kind} gaps "), spark, t), title=title,
                  subtitle=f"{snap['summary_kind'] or 'no'} summary")
 
 

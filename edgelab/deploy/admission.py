@@ -4,6 +4,12 @@ Capacities come from the latest probe's facts through the deploy profile (unifie
 pool, never counted twice); the class headroom is taken off each capacity. Reservations of
 deployments still running on the device count. ``admit`` runs inside the caller's write
 transaction, so checking and reserving are one atomic step for every process sharing the database.
+``deploy`` and ``bench`` (and so a playbook's bench steps) go through the same ledger.
+
+A plan reserves every pool it uses (:func:`pool_requests`): on a discrete GPU the model in that
+GPU's VRAM plus the process's host share in RAM (the WSL quota inside WSL) and, on Windows, the
+commit limit; a CPU or NPU plan reserves no VRAM; unified memory is one RAM pool. A plan that
+tells vLLM to take a fraction of the memory (``--gpu-memory-utilization``) reserves that fraction.
 """
 
 from __future__ import annotations
@@ -21,6 +27,74 @@ from edgelab.store.deployments import Deployment, Reservation, open_reservations
 from edgelab.store.models import Device
 
 GIB = 1024**3
+HOST_SHARE = 512 * 1024**2  # runtime, tokenizer and staging buffers in host RAM while a GPU holds the model
+GPU_PLACEMENTS = ("gpu",)
+
+
+def _vllm_fraction(plan: ExecutionPlan) -> float | None:
+    for proc in plan.processes:
+        argv = proc.argv
+        for i, a in enumerate(argv):
+            if a == "--gpu-memory-utilization" and i + 1 < len(argv):
+                return float(argv[i + 1])
+            if a.startswith("--gpu-memory-utilization="):
+                return float(a.split("=", 1)[1])
+    return None
+
+
+def pool_requests(plan: ExecutionPlan, profile: DeployProfile) -> tuple[dict[str, int], dict[str, str]]:
+    """The plan's bytes per pool, and why each pool is in it.
+
+    ``plan.memory`` holds the strategy's request (weights + activations + KV) in the profile's
+    budget pool; this spreads it over the pools the plan really uses.
+    """
+    total = sum(plan.memory.values())
+    if not total:
+        return dict(plan.memory), {}
+    pools = {p.name: p for p in profile.pools}
+    bp = profile.budget_pool
+    if bp is not None:
+        pools.setdefault(bp.name, bp)
+    host = next((n for n in ("wsl_quota", "ram") if n in pools), None)
+    if host is None and bp is not None and bp.kind != "vram":
+        host = bp.name
+    vram = sorted((p for p in pools.values() if p.kind == "vram"), key=lambda p: p.total_bytes, reverse=True)
+    on_gpu = any(st.placement in GPU_PLACEMENTS for st in plan.stages)
+    out: dict[str, int] = {}
+    why: dict[str, str] = {}
+    if on_gpu and vram:
+        gpu = bp if bp is not None and bp.kind == "vram" else vram[0]
+        out[gpu.name] = total
+        why[gpu.name] = "the model (weights, activations, KV) in this GPU's memory"
+        if host:
+            out[host] = min(HOST_SHARE, total)
+            why[host] = f"the process's host share ({HOST_SHARE // 1024**2} MiB) beside the GPU"
+    else:
+        target = host or (bp.name if bp is not None else next(iter(plan.memory)))
+        out[target] = total
+        why[target] = ("unified memory: one pool for CPU, GPU and NPU" if on_gpu else
+                       "CPU/NPU plan: the model in host memory, no VRAM reserved")
+    frac = _vllm_fraction(plan)
+    if frac is not None:
+        target = next(iter(out))
+        cap = pools[target].total_bytes if target in pools else 0
+        if cap:
+            out[target] = int(frac * cap)
+            why[target] = f"vLLM takes --gpu-memory-utilization {frac:g} of {target}"
+    if "commit" in pools and host and host in out:
+        out["commit"] = out[host]
+        why["commit"] = "Windows: the process's private bytes count against the commit limit"
+    return out, why
+
+
+def spread(plan: ExecutionPlan, profile: DeployProfile) -> ExecutionPlan:
+    """Rewrite ``plan.memory`` to every pool it uses (idempotent: the budget request is kept in the detail)."""
+    if "budget_request" in plan.memory_detail:
+        return plan
+    plan.memory_detail["budget_request"] = dict(plan.memory)
+    plan.memory, why = pool_requests(plan, profile)
+    plan.memory_detail["pools"] = why
+    return plan
 
 
 @dataclass
@@ -77,10 +151,11 @@ def check(session: Session, device: Device, profile: DeployProfile, plan: Execut
             d = plan.memory_detail
             parts = f" (weights {d.get('weights', 0) / GIB:.2f} GiB {d.get('quantization')}, activations " \
                     f"{d.get('activations', 0) / GIB:.2f}, KV {d.get('kv', 0) / GIB:.2f})" if d else ""
-            running = " by running deployments" if line.reserved else ""
+            running = " (memory held by running deployments and benches)" if line.reserved else ""
             raise Refusal("budget_exceeds_device", line.text() + parts, device=device.name, pool=line.pool,
                           numbers=line.to_dict(), strategy=plan.strategy,
-                          remedy=(f"stop deployments on {device.name} (`edgelab ps`)" if line.reserved and
+                          remedy=(f"stop deployments on {device.name} (`edgelab ps`) or wait for its bench runs"
+                                  if line.reserved and
                                   line.requested <= line.capacity else
                                   "choose a smaller pipeline variant or a device with more memory; "
                                   "no smaller model is substituted silently") + running)
@@ -88,13 +163,19 @@ def check(session: Session, device: Device, profile: DeployProfile, plan: Execut
 
 
 def admit(session: Session, device: Device, profile: DeployProfile, plan: ExecutionPlan,
-          deployment: Deployment) -> list[PoolLine]:
-    """Check and reserve every pool of the plan in the caller's write transaction (all or nothing)."""
+          deployment: Deployment | None = None, *, run_id: str | None = None,
+          lease_id: str | None = None) -> list[PoolLine]:
+    """Check and reserve every pool of the plan in the caller's write transaction (all or nothing).
+
+    For a deployment, or for a bench run (``run_id``, no deployment); ``lease_id`` is the lease
+    the workload runs under, so its memory is freed with the lease if the workload dies.
+    """
     if session.get_bind().dialect.name == "postgresql":
         session.execute(sa_select(Device.__table__.c.id).where(Device.__table__.c.id == device.id).with_for_update())
     lines = check(session, device, profile, plan)
     for line in lines:
-        session.add(Reservation(deployment_id=deployment.id, device_id=device.id, pool=line.pool,
+        session.add(Reservation(deployment_id=deployment.id if deployment else None, run_id=run_id,
+                                lease_id=lease_id, device_id=device.id, pool=line.pool,
                                 bytes=line.requested, capacity=line.capacity))
     session.flush()
     return lines

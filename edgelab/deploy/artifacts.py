@@ -1,15 +1,18 @@
 """A plan's artifacts: resolved from the registry by role and target, pushed content-addressed.
 
 Resolution happens while planning (no connection), so a plan whose artifacts are not registered is
-refused before anything is reserved or pushed. The reference runtime needs none (random weights),
-but when its zipapp is registered for the device's target (``edgelab runtime build reference``)
-the plan pushes it and runs the workload from the device store (``PYTHONPATH=<blob>``), exactly
-as a real runtime build is used. Pushes go through edgelab.artifacts (resumable, verified on the
+refused before anything is reserved or pushed. A launch template names what it needs: the
+runtime's build for the launch target (linked into the process's ``{bin}``) and the files bound to
+placeholders (``{model}``: a GGUF; ``{pyz}``: the reference zipapp). The reference runtime needs no
+build on a virtual device (the lab's interpreter has edgelab), but when its zipapp is registered
+the plan pushes it and runs the workload from the device store (``PYTHONPATH=<blob>``), exactly as
+a real runtime build is used; a real device needs it. Pushes go through edgelab.artifacts (resumable, verified on the
 device, skipped when the store already holds the bytes).
 """
 
 from __future__ import annotations
 
+import posixpath
 from typing import Any
 
 from sqlalchemy import Engine
@@ -17,6 +20,7 @@ from sqlmodel import Session, select
 
 from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.strategies.common import REFERENCE
+from edgelab.runtimes.launch import ART, BIN, bind_artifacts
 from edgelab.store.artifacts import Artifact, ArtifactFile
 from edgelab.transport.base import Transport
 
@@ -33,33 +37,144 @@ def _matches(a: Artifact, role: str) -> bool:
     return (a.meta or {}).get("role") == role or a.component == role or a.name == role
 
 
-def resolve(session: Session, p: ExecutionPlan, targets: list[str]) -> None:
-    """Mark each of the plan's artifacts present (with name and files) or missing; add the reference zipapp."""
+def _files(session: Session, art: Artifact) -> list[ArtifactFile]:
+    return list(session.exec(select(ArtifactFile).where(ArtifactFile.artifact_id == art.id)).all())
+
+
+def _runtime_build(cands: list[Artifact], runtime: str, programs: set[str]) -> list[Artifact]:
+    """The build's artifacts: one with every file, or (``edgelab runtime build``) one per product,
+    all from the build that made the first program the template runs."""
+    mine = [a for a in cands if a.kind == "runtime" and
+            (a.component == runtime or (a.meta or {}).get("runtime") == runtime)]
+    per_product = [a for a in mine if (a.meta or {}).get("product")]
+    if not per_product:
+        return mine[:1]
+    first = next((a for p in sorted(programs) for a in per_product if a.meta["product"] == p), None)
+    if first is None:
+        return []
+    key = first.meta.get("build_key")
+    out: dict[str, Artifact] = {}
+    for a in per_product:
+        if a.meta.get("build_key") == key and a.target == first.target:
+            out.setdefault(a.meta["product"], a)
+    if not programs <= set(out):
+        return []
+    return [first, *[a for p, a in sorted(out.items()) if a is not first]]
+
+
+def _model(cands: list[Artifact], entry: dict[str, Any], name: str | None) -> Artifact | None:
+    kinds = {"model", "weights"} if entry["kind"] in ("model", "weights") else {entry["kind"]}
+    for a in cands:
+        if a.kind not in kinds:
+            continue
+        meta = a.meta or {}
+        if name is not None:
+            if a.name == name:
+                return a
+            continue
+        if entry.get("want_role") and meta.get("role") not in (None, entry["want_role"]) and \
+                a.component != entry["want_role"]:
+            continue
+        pipe = entry.get("pipeline")
+        if meta.get("pipeline") == pipe or a.component == pipe or a.name.startswith(f"{pipe}-") or a.name == pipe:
+            return a
+    return None
+
+
+def _file(files: list[ArtifactFile], ext: str | None) -> ArtifactFile | None:
+    return next((f for f in files if ext is None or f.path.endswith(ext)), None)
+
+
+def _resolve_template_need(session: Session, p: ExecutionPlan, entry: dict[str, Any], targets: list[str],
+                           model: str | None) -> None:
+    proc = next(pr for pr in p.processes if pr.name == entry["process"])
+    want = [entry["target"], *([t for t in targets if t != entry["target"]]
+                               if entry.get("runtime") == REFERENCE else [])]
+    cands = _candidates(session, want)
+    group: list[Artifact] = []
+    if entry["kind"] == "runtime":
+        from edgelab.deploy.start import programs
+
+        group = _runtime_build(cands, entry["runtime"], programs(proc))
+        art = group[0] if group else None
+    else:
+        art = _model(cands, entry, model)
+    files = [f for a in (group or ([art] if art is not None else [])) for f in _files(session, a)]
+    f = _file(files, entry.get("ext")) if "placeholder" in entry else None
+    present = art is not None and ("placeholder" not in entry or f is not None)
+    entry["present"] = present
+    if art is not None:
+        entry.update(name=art.name, digest=art.digest, target=art.target)
+        if len(files) == 1:
+            entry["sha256"] = files[0].sha256
+        meta = art.meta or {}
+        if meta.get("weights"):
+            entry["weights"] = meta["weights"]
+    if not present:
+        if "placeholder" in entry and entry.get("optional"):
+            token = ART % entry["placeholder"]
+            proc.env = {k: v for k, v in proc.env.items() if token not in v}
+        return
+    if "placeholder" not in entry:  # the build itself: every file linked into {bin} by its name
+        proc.links = {posixpath.basename(x.path): x.sha256 for x in files}
+        entry["files"] = {x.path: x.sha256 for x in files}
+        entry["names"] = [a.name for a in group]
+        isa = (art.meta or {}).get("isa")
+        if isa:
+            entry["isa"] = isa
+        for k in ("source_commit", "build_key"):
+            if (art.meta or {}).get(k):
+                entry[k] = art.meta[k]
+        return
+    entry["sha256"] = f.sha256
+    entry["file"] = f.path
+    proc.argv = bind_artifacts(proc.argv, {entry["placeholder"]: f.sha256})
+    proc.env = dict(zip(proc.env, bind_artifacts(list(proc.env.values()), {entry["placeholder"]: f.sha256}),
+                        strict=True))
+
+
+def resolve(session: Session, p: ExecutionPlan, targets: list[str], model: str | None = None) -> None:
+    """Mark each of the plan's artifacts present (with name, files, SHA-256) or missing.
+
+    Template needs (a runtime build for the launch target, a model file bound to ``{model}``) bind
+    the rendered processes: the build's files become the process's ``{bin}`` links, a bound file's
+    placeholder becomes ``{blob:SHA}``. An optional need that is missing drops what used it (the
+    reference zipapp's PYTHONPATH on a virtual device, whose interpreter has edgelab already).
+    ``model`` names the model artifact to use instead of the newest one for the pipeline.
+    """
     cands = _candidates(session, targets)
     for entry in p.artifacts:
+        if "kind" in entry and "process" in entry:
+            _resolve_template_need(session, p, entry, targets, model)
+            continue
         art = next((a for a in cands if _matches(a, entry["role"])), None)
         entry["present"] = art is not None
         if art is not None:
             entry.update(name=art.name, digest=art.digest, target=art.target)
-    if p.runtime != REFERENCE:
-        return
-    ref = next((a for a in cands if a.kind == "runtime" and a.component == REFERENCE), None)
-    if ref is None:
-        return
-    files = session.exec(select(ArtifactFile).where(ArtifactFile.artifact_id == ref.id)).all()
-    pyz = next((f for f in files if f.path.endswith(".pyz")), None)
-    if pyz is None:
-        return
-    p.artifacts.append({"role": "runtime.reference", "stage": None, "present": True, "name": ref.name,
-                        "digest": ref.digest, "target": ref.target, "sha256": pyz.sha256})
-    for proc in p.processes:
-        if "edgelab.reference" in proc.argv:
-            proc.env = {**proc.env, "PYTHONPATH": BLOB % pyz.sha256}
-    p.notes.append(f"reference runtime from the device store: {ref.name} ({pyz.sha256[:12]})")
+    built = [e for e in p.artifacts if e.get("kind") == "runtime" and e.get("present") and "placeholder" not in e]
+    for e in built:
+        p.notes.append(f"{e['runtime']} runtime from the device store: {e['name']} ({e['digest'][:12]})")
+
+
+def remedy_for(entry: dict[str, Any]) -> str:
+    """What to do about one missing artifact."""
+    if entry.get("kind") == "runtime":
+        rt, target = entry.get("runtime"), entry.get("target")
+        return (f"`edgelab runtime build {rt} --target {target}`, or register a build: "
+                f"`edgelab artifact add NAME FILES... --kind runtime --target {target} --component {rt}`")
+    if entry.get("kind") in ("model", "weights"):
+        return (f"register a {entry.get('ext') or ''} model for {entry.get('pipeline')}: "
+                f"`edgelab model synth {entry.get('pipeline')}` (random weights) or "
+                f"`edgelab artifact add NAME FILE --kind model --target any --component {entry.get('pipeline')}`")
+    return "build or export it and register it (`edgelab artifact add`)"
 
 
 def missing(p: ExecutionPlan) -> list[str]:
-    return [a["role"] for a in p.artifacts if not a.get("present")]
+    return [a["role"] for a in p.artifacts if not a.get("present") and not a.get("optional")]
+
+
+def missing_entries(p: ExecutionPlan) -> list[dict[str, Any]]:
+    return [a for a in p.artifacts if not a.get("present") and not a.get("optional")]
 
 
 def push(engine: Engine, t: Transport, device_id: int, p: ExecutionPlan) -> tuple[dict[str, str], dict[str, int]]:
@@ -69,7 +184,8 @@ def push(engine: Engine, t: Transport, device_id: int, p: ExecutionPlan) -> tupl
     from edgelab.artifacts.service import blobs_for
     from edgelab.artifacts.stamps import DbStamps
 
-    names = sorted({a["name"] for a in p.artifacts if a.get("present") and a.get("name")})
+    names = sorted({n for a in p.artifacts if a.get("present") and a.get("name")
+                    for n in (a.get("names") or [a["name"]])})
     if not names:
         return {}, {}
     store = open_store(t)
@@ -83,13 +199,19 @@ def push(engine: Engine, t: Transport, device_id: int, p: ExecutionPlan) -> tupl
     return paths, counts
 
 
-def fill(env: dict[str, str], paths: dict[str, str]) -> dict[str, str]:
-    """Replace blob placeholders with the pushed paths."""
-    out = {}
-    for k, v in env.items():
+def fill(env: dict[str, str], paths: dict[str, str], bin_dir: str | None = None) -> dict[str, str]:
+    """Replace blob placeholders with the pushed paths (and ``{bin}`` with the link directory)."""
+    return dict(zip(env, fill_words(list(env.values()), paths, bin_dir), strict=True))
+
+
+def fill_words(words: list[str], paths: dict[str, str], bin_dir: str | None = None) -> list[str]:
+    out = []
+    for v in words:
         for sha, path in paths.items():
             v = v.replace(BLOB % sha, path)
-        out[k] = v
+        if bin_dir is not None:
+            v = v.replace(BIN, bin_dir)
+        out.append(v)
     return out
 
 

@@ -111,7 +111,9 @@ class Follower:
             endpoint = get_device(s, dep.device_name).endpoint()
         if not rows:
             raise EdgelabError(f"run {self.run_id} has no process to follow", remedy="deploy it first")
-        row = next((r for r in rows if "edgelab.reference" in (r.argv or [])), rows[0])
+        adapters = {pr.get("name"): pr.get("adapter") for pr in (dep.plan or {}).get("processes", [])}
+        row = next((r for r in rows if adapters.get(r.name) == "edgelab-events"), None) or \
+            next((r for r in rows if "edgelab.reference" in (r.argv or [])), rows[0])
         return endpoint, f"{row.workdir}/stdout.log", row.pid, dep.state
 
     def _connect(self, endpoint):
@@ -119,9 +121,81 @@ class Follower:
 
         return open_transport(endpoint, **(self.transport if endpoint.kind == "ssh" else {}))
 
+    def _server(self) -> dict[str, Any] | None:
+        """The deployment's process measured from the lab side (llama-server), if it has one."""
+        with session_scope(self.engine, write=False) as s:
+            dep = get_deployment(s, self.run_id)
+            rows = {r.name: r for r in processes(s, dep.id)}
+            endpoint = get_device(s, dep.device_name).endpoint()
+            spec = dict(dep.plan or {})
+        for pr in spec.get("processes", []):
+            if pr.get("adapter") == "llama-server" and pr.get("port") and pr.get("name") in rows:
+                return {"endpoint": endpoint, "port": int(pr["port"]), "pid": rows[pr["name"]].pid,
+                        "device": spec.get("device")}
+        return None
+
+    def _drive(self, server: dict[str, Any], stop_event: threading.Event) -> dict[str, Any] | None:
+        """Requests paced one a second until the deployment ends: live TTFT and tokens/s in the store."""
+        from edgelab.bench import llama
+        from edgelab.deploy import lifecycle
+
+        with session_scope(self.engine, write=False) as s:
+            run = get_run(s, self.run_id)
+            meta = {k: v for k, v in run.meta.items() if k != "follower"}
+            lease = dict(run.meta.get("follower") or {})
+        ing = _LeasedIngestor(self.engine, self.run_id, lease, meta)
+        last = [time.monotonic()]
+
+        def active() -> bool:
+            with session_scope(self.engine, write=False) as s:
+                state = get_deployment(s, self.run_id).state
+            if time.monotonic() - last[0] >= self.lease_s / 4:
+                last[0] = time.monotonic()
+                if not self._still_mine():
+                    self.error = "lease taken over by another follower"
+                    stop_event.set()
+                    return False
+                ing.flush()
+            return state in ACTIVE_STATES and not stop_event.is_set()
+
+        t = self._connect(server["endpoint"])
+        try:
+            ing.feed(ev.RunStart(t=time.time(), run=self.run_id, device=server["device"], runtime="llama.cpp",
+                                 strategy="S3", meta={"adapter": "llama-server", "measured_from": "lab"}))
+            try:
+                llama.drive(t, server["port"], server["pid"], run=self.run_id, device=server["device"],
+                            feed=ing.feed, warmup=1, requests=None, pause_s=1.0, cancel=stop_event,
+                            keep_going=active)
+            except EdgelabError as e:
+                if active():
+                    self.error = str(e)
+                    lifecycle.refresh(self.engine, self.run_id)
+        finally:
+            try:
+                t.close()
+            except Exception:  # noqa: BLE001
+                pass
+        if self.error == "lease taken over by another follower":
+            return None
+        while True:  # the stop is the deployment's: wait until it is final, then close the summary
+            with session_scope(self.engine, write=False) as s:
+                dep = get_deployment(s, self.run_id)
+            if dep.state not in ACTIVE_STATES or stop_event.is_set():
+                break
+            time.sleep(self.poll_s)
+        if dep.state in ACTIVE_STATES:
+            ing.flush(live=True)
+            return None
+        ing.lease.update(done=True)
+        self.final = ing.close(state=dep.state, error=dep.error)
+        return self.final
+
     def run(self, stop_event: threading.Event | None = None) -> dict[str, Any] | None:
         """Ingest until the deployment is final; returns its final summary (None when stopped early)."""
         stop_event = stop_event or threading.Event()
+        server = self._server()
+        if server is not None:
+            return self._drive(server, stop_event)
         endpoint, path, pid, _state = self._target()
         with session_scope(self.engine, write=False) as s:
             run = get_run(s, self.run_id)

@@ -21,13 +21,13 @@ from sqlalchemy import Engine
 
 from edgelab.catalog.devices import load_devices
 from edgelab.catalog.pipelines import load_pipelines
-from edgelab.deploy import admission, placement, remote
+from edgelab.deploy import admission, placement, ready, remote, start
 from edgelab.deploy import artifacts as plan_artifacts
 from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.refusal import Refusal
 from edgelab.deploy.strategies import PlanContext, build_plan
-from edgelab.deploy.strategies.common import REFERENCE_KINDS
 from edgelab.errors import ConfigError, EdgelabError, TransportError
+from edgelab.lease.use import unpin
 from edgelab.probe.facts import Facts
 from edgelab.profile import DeployProfile, derive_profile
 from edgelab.store.db import session_scope
@@ -62,6 +62,9 @@ class DeployRequest:
     strategy: str | None = None
     runtime: str | None = None
     endpoint: str | None = None
+    model: str | None = None  # a model artifact by name (default: the newest registered for the pipeline)
+    values: dict[str, Any] = field(default_factory=dict)  # launch template values that override the plan's
+    threads: int | None = None  # override the profile's thread count
 
 
 @dataclass
@@ -117,9 +120,11 @@ def plan(engine: Engine, req: DeployRequest, *, run_id: str | None = None) -> Pl
         remote_root = "/data/local/tmp/edgelab/runs" if device.shell == "toybox" else "~/.edgelab/runs"
         ctx = PlanContext(device=device.name, spec=spec, profile=profile, pipeline_profile=profile.pipeline(spec.id),
                           run_id=run, remote_dir=f"{remote_root}/{run}", virtual=bool(device.virtual),
-                          runtime=req.runtime, endpoint=req.endpoint)
-        the_plan = build_plan(ctx, req.strategy)
-        plan_artifacts.resolve(s, the_plan, list(profile.runtime_targets or []))
+                          runtime=req.runtime, endpoint=req.endpoint, values=dict(req.values),
+                          threads=req.threads)
+        the_plan = admission.spread(build_plan(ctx, req.strategy), profile)
+        plan_artifacts.resolve(s, the_plan, list(profile.runtime_targets or []), model=req.model)
+        _check_isa(the_plan, Facts.from_dict(snap.facts or {}), bool(device.virtual))
         planned = Planned(req, the_plan, profile, [], snap.facts_hash, bool(device.virtual))
         try:
             planned.admission = [line.to_dict() for line in admission.check(s, device, profile, the_plan)]
@@ -140,28 +145,77 @@ def _attempt(engine: Engine, req: DeployRequest, refusal: Refusal | None, deploy
 
 
 def _check_artifacts(p: ExecutionPlan) -> None:
-    """Non-reference plans need their artifacts in the registry; refused before anything is reserved."""
-    for proc in p.processes:
-        bad = next((a for a in proc.argv if a.startswith("unsupported:")), None)
-        if bad:
-            raise Refusal("no_exported_graph", f"the reference runtime has no {bad.split(':', 1)[1]} workload "
-                          f"(it has {', '.join(REFERENCE_KINDS)})", device=p.device, strategy=p.strategy,
-                          remedy="deploy a tts or vla pipeline on a virtual device, or a real runtime on a real one")
-    missing = plan_artifacts.missing(p)
+    """Every artifact registered and every process launchable here; refused before anything is reserved."""
+    missing = plan_artifacts.missing_entries(p)
     if missing:
-        raise Refusal("no_exported_graph", f"{p.runtime} needs artifacts that are not registered: "
-                      f"{', '.join(missing)}", device=p.device, strategy=p.strategy,
-                      remedy="build or export them and register them (`edgelab artifact add`), "
-                             "or deploy on a virtual device with --runtime reference")
+        what = ", ".join(_describe(e) for e in missing)
+        remedies = list(dict.fromkeys(plan_artifacts.remedy_for(e) for e in missing))
+        raise Refusal("no_exported_graph", f"{p.runtime} needs artifacts that are not registered: {what}",
+                      device=p.device, strategy=p.strategy, remedy="; ".join(remedies)
+                      + ("" if p.virtual else "; or deploy on a virtual device with --runtime reference"))
+    for proc in p.processes:
+        if proc.unavailable:
+            raise Refusal("no_exported_graph", f"{proc.name}: {proc.unavailable}", device=p.device,
+                          strategy=p.strategy,
+                          remedy="choose a runtime and strategy with a launch template for this pipeline "
+                                 "(`edgelab runtime show RUNTIME`), or add one to runtimes/*.yaml")
+
+
+def _host_cpu_flags() -> list[str]:
+    try:
+        text = open("/proc/cpuinfo", encoding="utf-8", errors="replace").read()
+    except OSError:
+        return []
+    for line in text.splitlines():
+        if line.startswith(("flags", "Features")):
+            return line.split(":", 1)[1].split()
+    return []
+
+
+def _check_isa(p: ExecutionPlan, facts: Facts, virtual: bool) -> None:
+    """A build that needs an instruction set the CPU lacks is not launchable (it would die of SIGILL).
+
+    A virtual device runs the lab host's build on the lab host: the host's flags decide there.
+    """
+    from edgelab.runtimes.isa import isa_supported, missing_flags
+
+    for e in p.artifacts:
+        if not (e.get("present") and e.get("isa") and e.get("kind") == "runtime"):
+            continue
+        flags = _host_cpu_flags() if virtual else list(facts.cpu.raw_flags or facts.cpu.features or [])
+        if isa_supported(e["isa"], flags):
+            continue
+        proc = next(pr for pr in p.processes if pr.name == e["process"])
+        why = f"missing {', '.join(missing_flags(e['isa'], flags))}" if flags else "the CPU's flags are unknown"
+        proc.unavailable = (f"{e['name']} needs instruction set {e['isa']}, which "
+                            f"{'the lab host' if virtual else p.device} cannot run ({why})")
+
+
+def _describe(e: dict[str, Any]) -> str:
+    if e.get("kind") == "runtime":
+        return f"a {e.get('runtime')} build for {e.get('target')}" + (f" with a {e['ext']} file" if e.get("ext") else "")
+    if e.get("kind") in ("model", "weights"):
+        return f"a {e.get('ext') or ''} model for {e.get('pipeline')} ({e.get('role')})"
+    return str(e.get("role"))
 
 
 def deploy(engine: Engine, req: DeployRequest, *, opts: Options | None = None,
-           on_phase: Phase | None = None) -> Deployment:
+           on_phase: Phase | None = None, lease_id: str | None = None) -> Deployment:
     """Plan, admit, push, launch and wait until ready; returns the running deployment.
 
-    Raises Refusal before anything is pushed or launched when the plan cannot run here.
+    Runs under a lease on the device (the caller's ``lease_id`` / ``EDGELAB_LEASE``, the holder's
+    own, or one of its own), renewed while it starts; the running deployment keeps that lease
+    until it is stopped. Raises LeaseHeld when someone else holds the device, and Refusal before
+    anything is pushed or launched when the plan cannot run here.
     """
-    opts = opts or Options()
+    from edgelab.lease import held
+
+    with held(engine, [req.device], f"deploy {req.pipeline}", lease_id=lease_id) as use:
+        return _deploy(engine, req, opts or Options(), on_phase, use.lease_for(req.device))
+
+
+def _deploy(engine: Engine, req: DeployRequest, opts: Options, on_phase: Phase | None,
+            lease_id: str | None) -> Deployment:
     run_id = new_run_id()
     try:
         planned = plan(engine, req, run_id=run_id)
@@ -182,10 +236,10 @@ def deploy(engine: Engine, req: DeployRequest, *, opts: Options | None = None,
             dep = Deployment(run_id=run_id, device_id=device.id, device_name=device.name, pipeline=p.pipeline,
                              strategy=p.strategy, runtime=p.runtime, state="pending", plan=p.to_dict(),
                              facts_hash=planned.facts_hash, virtual=planned.virtual, remote_dir=p.remote_dir,
-                             owner=f"{getpass.getuser()}@{socket.gethostname()}"[:64])
+                             owner=f"{getpass.getuser()}@{socket.gethostname()}"[:64], lease_id=lease_id)
             s.add(dep)
             s.flush()
-            lines = admission.admit(s, device, planned.profile, p, dep)
+            lines = admission.admit(s, device, planned.profile, p, dep, lease_id=lease_id)
             dep.admission = {"pools": [line.to_dict() for line in lines]}
             add_phase(dep, "admitted")
             s.add(dep)
@@ -260,9 +314,10 @@ def _launch(engine: Engine, dep_id: int, p: ExecutionPlan, opts: Options, on_pha
             wd = f"{run_dir}/{proc.name}"
             workdirs[proc.name] = wd
             ts = time.monotonic()
-            pid = remote.launch(t, wd, proc.argv, plan_artifacts.fill(proc.env, blob_paths))
+            started = start.start(t, proc, wd, blob_paths)
+            pid = started.pid
             with session_scope(engine) as s:
-                s.add(DeploymentProcess(deployment_id=dep_id, name=proc.name, argv=list(proc.argv), workdir=wd,
+                s.add(DeploymentProcess(deployment_id=dep_id, name=proc.name, argv=started.argv, workdir=wd,
                                         pid=pid, state="running", started_at=utcnow()))
                 dep = s.get(Deployment, dep_id)
                 add_phase(dep, f"spawned:{proc.name}", pid=pid, seconds=round(time.monotonic() - ts, 3))
@@ -270,6 +325,10 @@ def _launch(engine: Engine, dep_id: int, p: ExecutionPlan, opts: Options, on_pha
             _phase(on_phase, "spawned", {"process": proc.name, "pid": pid})
         timeout = opts.ready_timeout_s or p.ready_timeout_s
         lines = _wait_ready(t, p, workdirs, dep_id, engine, timeout, on_phase)
+        for proc in p.processes:  # runtimes log their load (and placement) on stderr
+            if proc.placement == "llama-load-log":
+                lines[proc.name] = lines[proc.name] + remote.read_file(
+                    t, f"{workdirs[proc.name]}/stderr.log", LOG_TAIL_BYTES).splitlines()
         obs = placement.observe(p, lines)
 
         def running(s, d: Deployment) -> None:
@@ -297,9 +356,7 @@ def _launch(engine: Engine, dep_id: int, p: ExecutionPlan, opts: Options, on_pha
 
 def _wait_ready(t: Transport, p: ExecutionPlan, workdirs: dict[str, str], dep_id: int, engine: Engine,
                 timeout: float, on_phase: Phase | None) -> dict[str, list[str]]:
-    """Poll each process until its ready line shows (or, without one, it is still alive after a poll)."""
-    import re
-
+    """Poll each process until its template's readiness holds (log line, HTTP 200, port, alive)."""
     deadline = time.monotonic() + timeout
     lines: dict[str, list[str]] = {proc.name: [] for proc in p.processes}
     offsets = dict.fromkeys(lines, 0)
@@ -314,10 +371,18 @@ def _wait_ready(t: Transport, p: ExecutionPlan, workdirs: dict[str, str], dep_id
             offsets[name] += len(got.text.encode())
             new = got.text.splitlines()
             lines[name].extend(new)
-            pat = re.compile(proc.ready_pattern) if proc.ready_pattern else None
-            if (pat is None and got.alive) or (pat is not None and any(pat.search(x) for x in new)):
+            kind = (proc.ready or {}).get("kind") or ("log" if proc.ready_pattern else "alive")
+            if kind == "log":
+                ok = ready.matches(proc.ready_pattern or proc.ready.get("pattern"), new)
+            elif kind == "http":
+                ok = got.alive and ready.http_ok(t, int(proc.ready["port"]), str(proc.ready.get("path") or "/"))
+            elif kind == "port":
+                ok = got.alive and ready.listening(t, int(proc.ready["port"]))
+            else:  # alive, or a one-shot program that already finished cleanly
+                ok = got.alive or got.exit_code == 0
+            if ok:
                 del pending[name]
-                _phase(on_phase, "ready_line", {"process": name})
+                _phase(on_phase, "ready_line", {"process": name, "check": kind})
                 continue
             if not got.alive:
                 err = remote.read_file(t, f"{workdirs[name]}/stderr.log", 2000).strip().splitlines()
@@ -328,7 +393,8 @@ def _wait_ready(t: Transport, p: ExecutionPlan, workdirs: dict[str, str], dep_id
             break
         if time.monotonic() > deadline:
             raise EdgelabError(f"{', '.join(pending)} not ready after {timeout:g}s (from the profile's load-time "
-                               "estimate)", remedy="see `edgelab logs`; a cold start can be slow (S1: 95-355 s)")
+                               "estimate)", remedy="see `edgelab logs`; a cold start can be slow (S1: 95-355 s): "
+                                                   "give more with --ready-timeout SECONDS")
         time.sleep(POLL_S)
     return lines
 
@@ -392,7 +458,8 @@ def stop(engine: Engine, ref: str | int, *, opts: Options | None = None) -> Depl
     unproven = dep.state == "device-lost" and any(r.pid and r.state not in GONE_PROCESS_STATES for r in rows)
     if dep.state not in ACTIVE_STATES and not unproven:
         with session_scope(engine) as s:
-            release(s, dep.id)  # a final run never holds memory
+            release(s, dep.id)  # a final run never holds memory, nor a lease
+            unpin(s, s.get(Deployment, dep.id))
         return dep
     try:
         t = _connect(endpoint, opts)
@@ -422,6 +489,7 @@ def stop(engine: Engine, ref: str | int, *, opts: Options | None = None) -> Depl
             s.add(row)
         d.state, d.ended_at, d.logs = "stopped", utcnow(), logs
         add_phase(d, "stopped")
+        unpin(s, d)
     return _update(engine, dep.id, final)
 
 
@@ -452,6 +520,7 @@ def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> D
             d.state, d.error, d.ended_at = "device-lost", msg[:2000], utcnow()
             release(s, d.id)
             add_phase(d, "device-lost")
+            unpin(s, d)
         return _update(engine, dep.id, lost)
     if any(status.values()):
         return dep
@@ -465,6 +534,7 @@ def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> D
             row.state, row.exit_code, row.stopped_at = "exited", codes.get(row.name), utcnow()
             s.add(row)
         add_phase(d, "ended", exit_codes=codes)
+        unpin(s, d)
     return _update(engine, dep.id, ended)
 
 

@@ -22,6 +22,7 @@ _PATTERNS: list[tuple[re.Pattern[str], Any]] = [
     (re.compile(r"ggml_cuda_init|using CUDA|CUDA0", re.I), "gpu"),
     (re.compile(r"ggml_vulkan|using Vulkan", re.I), "gpu"),
     (re.compile(r"falling back to CPU|using CPU backend|CPU only", re.I), "cpu"),
+    (re.compile(r"\bCPU_Mapped model buffer size|CPU_REPACK model buffer size|CPU model buffer size"), "cpu"),
 ]
 
 
@@ -42,6 +43,18 @@ def _from_event(line: str) -> tuple[str | None, str] | None:
 def observe(plan: ExecutionPlan, lines_by_process: dict[str, Iterable[str]]) -> list[dict[str, Any]]:
     """One record per stage: planned, observed (with its evidence), and whether it fell back."""
     seen: dict[str, tuple[str, str]] = {}
+    load_log = {pr.name for pr in plan.processes if pr.placement == "llama-load-log"}
+    for proc in load_log & set(lines_by_process):
+        from edgelab.adapters.llama_placement import parse_placement
+
+        pl = parse_placement(list(lines_by_process[proc]))
+        if pl.observed:
+            ev = ", ".join(f"{k} {v:.0f} MiB" for k, v in pl.model_mib.items())
+            if pl.layers_total is not None:
+                ev += f"; offloaded {pl.layers_offloaded}/{pl.layers_total} layers to GPU"
+            for st in plan.stages:
+                if st.process == proc:
+                    seen[st.name] = (pl.observed, f"llama.cpp load log: model buffers {ev}")
     for proc, lines in lines_by_process.items():
         for line in lines:
             got = _from_event(line)

@@ -25,12 +25,29 @@ class StagePlan:
 
 @dataclass
 class ProcessSpec:
-    """One process to start on the device, detached, with its exact argv."""
+    """One process to start on the device, detached, rendered from a runtime's launch template.
+
+    ``argv``/``env`` may still hold ``{bin}`` (the process's run directory of store links) and
+    ``{blob:SHA}`` (a pushed blob's store path): both are bound on the device at launch.
+    """
 
     name: str
     argv: list[str]
     ready_pattern: str | None = None  # regex a stdout line matches once the process is ready; None: alive is ready
     env: dict[str, str] = field(default_factory=dict)
+    runtime: str | None = None  # the runtime whose template this is
+    template: str | None = None  # runtime:key:strategy, e.g. llama.cpp:text_lm:S3
+    target: str | None = None  # the build target the launch is for (the lab host's on a virtual device)
+    adapter: str = "none"  # what reads its output: edgelab-events, llama-server, llama-completion, ...
+    placement: str = "none"  # where placement evidence comes from: events, llama-load-log, reference
+    ready: dict[str, Any] = field(default_factory=dict)  # {kind: log|http|port|alive, pattern, path, port}
+    port: int | None = None  # the port it serves on the device (forwarded to the lab for readiness/clients)
+    serves: str | None = None  # its endpoint as seen on the device
+    library_path: list[str] = field(default_factory=list)
+    workdir: str = "run"  # run: its own run directory; bin: the link directory
+    links: dict[str, str] = field(default_factory=dict)  # name in {bin} -> sha256 of the store blob
+    values: dict[str, str] = field(default_factory=dict)  # the template values it was rendered with
+    unavailable: str | None = None  # why it cannot be launched here (no template for the target ...)
 
 
 @dataclass
@@ -51,6 +68,7 @@ class ExecutionPlan:
     ready_timeout_s: float = 30.0
     notes: list[str] = field(default_factory=list)
     refused: list[dict[str, Any]] = field(default_factory=list)  # strategies not taken and why
+    virtual: bool = False  # a virtual device: its commands (and the lab host's build) run on the lab host
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -80,10 +80,24 @@ def run_playbook(
     out_dir: Path | None = None,
     on_step: OnStep | None = None,
     stop_event: threading.Event | None = None,
+    lease_id: str | None = None,
 ) -> PlayResult:
-    """Run every job (in parallel up to ``pb.parallel``); returns the results, never raises per job."""
-    start = time.monotonic()
+    """Run every job (in parallel up to ``pb.parallel``); returns the results, never raises per job.
+
+    The whole play runs under a lease on every device it selects (the caller's ``lease_id`` /
+    ``EDGELAB_LEASE``, or one of its own, renewed meanwhile); its deploy and bench steps run under
+    it. A device under someone else's lease refuses the play (LeaseHeld) before any step runs.
+    """
+    from edgelab.lease import held
+
     jobs = plan_jobs(engine, pb, limit)
+    with held(engine, sorted({j.device for j in jobs}), f"play {pb.name}", lease_id=lease_id):
+        return _run_jobs(engine, pb, jobs, variables, out_dir, on_step, stop_event)
+
+
+def _run_jobs(engine: Engine, pb: Playbook, jobs: list[JobResult], variables: dict[str, Any] | None,
+              out_dir: Path | None, on_step: OnStep | None, stop_event: threading.Event | None) -> PlayResult:
+    start = time.monotonic()
     merged = {**pb.vars, **(variables or {})}
     lock = threading.Lock()
     stop_event = stop_event or threading.Event()

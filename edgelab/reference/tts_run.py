@@ -90,3 +90,38 @@ def run_tts(
             em.emit(RequestEnd(t=time.time(), request=rid, ok=False, error=f"{type(err).__name__}: {err}"))
     em.emit(RunEnd(t=time.time(), state="finished" if not failed else "failed"))
     return failed
+
+
+def run_tts_device_stage(
+    em: Emitter,
+    *,
+    server: str,
+    texts: Sequence[str] | None = None,
+    band: str = "short",
+    requests: int = 1,
+    warmup: int = 0,
+    seed: int = 0,
+    device: str | None = None,
+    stages: Sequence[str] = ("code2wav",),
+) -> int:
+    """S4's device stage: the talker runs on ``server`` (codec tokens over WebSocket), code2wav here.
+
+    Each request asks the server for codec frames (``output_mode: codec_tokens``) and decodes them
+    with the reference vocoder as they arrive: the events say when frames came and when audio was
+    ready on the device. Returns the number of requests that failed.
+    """
+    from edgelab.protocols.codec_ws import CodecStreamClient  # the lab's client; not in the device zipapp
+
+    texts = list(texts) if texts else [BAND_TEXTS[band]]
+    em.emit(RunStart(t=time.time(), pipeline="qwen3-tts", device=device, runtime=PROVENANCE["runtime"],
+                     strategy="S4", meta={**PROVENANCE, "server": server, "device_stages": list(stages),
+                                          "seed": seed, "band": band, "sample_rate": SAMPLE_RATE}))
+    client = CodecStreamClient(server, run=em.run, on_event=em.emit, config={"seed": seed})
+    failed = 0
+    for i in range(warmup + requests):
+        rid = f"{em.run or 'run'}-r{i:03d}"
+        res = client.stream(texts[i % len(texts)], request=rid, phase="warmup" if i < warmup else "measured",
+                            band=band)
+        failed += 0 if res.ok else 1
+    em.emit(RunEnd(t=time.time(), state="finished" if not failed else "failed"))
+    return failed

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,12 +20,23 @@ from sqlmodel import Session
 
 from edgelab.artifacts.registry import add_artifact
 from edgelab.errors import EdgelabError, NotFound
+from edgelab.runtimes.cache import (
+    build_dir,
+    build_key,
+    cache_root,
+    ccache_env,
+    locked,
+    read_manifest,
+    write_manifest,
+)
+from edgelab.runtimes.source import resolve_source
 from edgelab.runtimes.spec import RuntimeSpec, TargetRecipe
 from edgelab.store.artifacts import Artifact
 
 REMEDIES = {
     "cmake": "install CMake >= 3.22 (apt-get install cmake, or pip install cmake)",
     "ninja": "install Ninja (apt-get install ninja-build, or pip install ninja)",
+    "g++": "install a C++ compiler (apt-get install g++)",
     "nvcc": "install the CUDA toolkit and put nvcc on PATH (JetPack ships it in /usr/local/cuda/bin)",
     "android-ndk": "install the Android NDK (r26+) and set ANDROID_NDK_HOME to its folder",
     "pip": "install pip for this Python (python3 -m ensurepip)",
@@ -150,10 +163,104 @@ def _git_state(path: Path) -> str | None:
         return None
 
 
-def build_runtime(
-    session: Session, spec: RuntimeSpec, target: str, workdir: Path, *, name: str | None = None, log=None
-) -> Artifact:
-    """Run ``spec``'s recipe for ``target`` in ``workdir`` and register its output as a runtime artifact."""
+def _label(step: tuple[str, ...] | list[str]) -> str:
+    """A step's name for progress lines and errors: configure, build, copy, or the program."""
+    if step[:1] == ("cmake",) or list(step[:1]) == ["cmake"]:
+        if "-S" in step or "-B" in step:
+            return "configure"
+        if "--build" in step:
+            return "build"
+        if "-E" in step:
+            return "copy"
+    return Path(step[0]).name if step else "step"
+
+
+def _expand(step: tuple[str, ...], recipe: TargetRecipe, values: dict[str, str], launcher: list[str]) -> list[str]:
+    expanded: list[str] = []
+    for raw in step:  # "{flags}" / "{launcher}" alone expand to several arguments (or none)
+        if raw == "{flags}":
+            expanded.extend(f.format(**values) for f in recipe.flags)
+        elif raw == "{launcher}":
+            expanded.extend(launcher)
+        else:
+            expanded.append(raw.format(**values))
+    return expanded
+
+
+def _tail(logfile: Path, lines: int = 25) -> str:
+    try:
+        text = logfile.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(text[-lines:])
+
+
+_NINJA = re.compile(r"^\[(\d+)/(\d+)\]")
+
+
+def _run_step(argv: list[str], label: str, cwd: Path, env: dict[str, str], logf, progress) -> int:
+    """Run one step with its output in the log; ninja's ``[n/m]`` lines become progress lines
+    (every 10 % or 20 s), so a long build shows it is alive."""
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, errors="replace", bufsize=1)
+    last_t, last_pct = time.monotonic(), -10
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        logf.write(line)
+        m = _NINJA.match(line)
+        if m and progress:
+            done, total = int(m.group(1)), int(m.group(2))
+            pct = 100 * done // max(total, 1)
+            now = time.monotonic()
+            if pct >= last_pct + 10 or now - last_t >= 20 or done == total:
+                progress(f"{label}: {done}/{total} ({pct} %)")
+                last_t, last_pct = now, pct
+    logf.flush()
+    return proc.wait()
+
+
+def _run_steps(recipe: TargetRecipe, spec: RuntimeSpec, values: dict[str, str], cwd: Path, logfile: Path,
+               env: dict[str, str], launcher: list[str], progress=None) -> None:
+    n = len(recipe.steps)
+    with open(logfile, "w") as logf:
+        for i, step in enumerate(recipe.steps, 1):
+            argv = _expand(step, recipe, values, launcher)
+            label = _label(step)
+            if progress:
+                progress(f"step {i}/{n} {label}: {' '.join(argv)[:160]}")
+            logf.write("$ " + " ".join(argv) + "\n")
+            logf.flush()
+            t0 = time.monotonic()
+            try:
+                rc = _run_step(argv, label, cwd, env, logf, progress)
+            except OSError as err:
+                raise BuildError(f"{spec.name} {recipe.target}: step {i}/{n} {label} could not start: {err}",
+                                 remedy=f"see {logfile}") from err
+            if rc != 0:
+                raise BuildError(
+                    f"{spec.name} {recipe.target}: step {i}/{n} {label} exited {rc}; "
+                    f"the log ends:\n{_tail(logfile)}",
+                    remedy=f"full log: {logfile}",
+                )
+            if progress:
+                progress(f"step {i}/{n} {label}: done in {time.monotonic() - t0:.0f} s")
+
+
+def _values(spec: RuntimeSpec, recipe: TargetRecipe, src: Path, build: Path, out: Path) -> dict[str, str]:
+    return {
+        "src": str(src),
+        "build": str(build),
+        "out": str(out),
+        "python": sys.executable,
+        "ndk": _ndk()[0] or "",
+        "repo": spec.repo or "",
+        "ref": spec.ref or "",
+        "flags": " ".join(recipe.flags),
+        "launcher": "",
+    }
+
+
+def _recipe(spec: RuntimeSpec, target: str) -> TargetRecipe:
     recipe = spec.targets.get(target)
     if recipe is None:
         raise NotFound(
@@ -166,51 +273,34 @@ def build_runtime(
             f"cannot build {spec.name} for {target}: missing " + "; ".join(str(m) for m in missing),
             remedy="install what is listed (or build on a host that has it), then run the build again",
         )
+    return recipe
+
+
+def compiler_launcher() -> list[str]:
+    """ccache as CMake's compiler launcher when it is on PATH (rebuilds become cheap)."""
+    exe = shutil.which("ccache")
+    return [f"-DCMAKE_C_COMPILER_LAUNCHER={exe}", f"-DCMAKE_CXX_COMPILER_LAUNCHER={exe}"] if exe else []
+
+
+def build_runtime(
+    session: Session, spec: RuntimeSpec, target: str, workdir: Path, *, name: str | None = None, log=None
+) -> Artifact:
+    """Run ``spec``'s recipe for ``target`` in ``workdir`` and register its output as a runtime artifact.
+
+    For recipes that fetch their own source or need none (pip downloads, the reference zipapp);
+    a recipe that builds a fetched source tree goes through :func:`ensure_build` instead.
+    """
+    recipe = _recipe(spec, target)
     workdir = Path(workdir).resolve()
     src, build, out = workdir / "src", workdir / "build", workdir / "out"
     for d in (build, out):
         shutil.rmtree(d, ignore_errors=True)
         d.mkdir(parents=True)
-    values = {
-        "src": str(src),
-        "build": str(build),
-        "out": str(out),
-        "python": sys.executable,
-        "ndk": _ndk()[0] or "",
-        "repo": spec.repo or "",
-        "ref": spec.ref or "",
-        "flags": " ".join(recipe.flags),
-    }
+    values = _values(spec, recipe, src, build, out)
     logfile = workdir / "build.log"
-    with open(logfile, "w") as logf:
-        for step in recipe.steps:
-            expanded: list[str] = []
-            for raw in step:  # "{flags}" alone expands to the recipe's flags, one argument each
-                expanded.extend(recipe.flags if raw == "{flags}" else [raw.format(**values)])
-            if log:
-                log(" ".join(expanded))
-            logf.write("$ " + " ".join(expanded) + "\n")
-            logf.flush()
-            res = subprocess.run(
-                expanded,
-                cwd=workdir,
-                stdout=logf,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONPATH": _pythonpath()},
-            )
-            if res.returncode != 0:
-                raise BuildError(
-                    f"{spec.name} {target}: step `{' '.join(expanded)[:200]}` exited {res.returncode}",
-                    remedy=f"see {logfile}",
-                )
-    produced = []
-    for rel in recipe.produces:
-        p = out / rel.format(**values)
-        if not p.is_file():
-            raise BuildError(
-                f"{spec.name} {target}: the build did not produce {rel}", remedy=f"see {logfile}"
-            )
-        produced.append(p)
+    env = {**os.environ, "PYTHONPATH": _pythonpath()}
+    _run_steps(recipe, spec, values, workdir, logfile, env, [], log)
+    produced = _products(spec, recipe, out, values, logfile)
     commit = _git_state(src) if (src / ".git").exists() else None
     if spec.extra.get("local"):
         commit = _git_state(Path(__file__).resolve().parents[2]) or "unknown"
@@ -225,7 +315,7 @@ def build_runtime(
     return add_artifact(
         session,
         name or f"{spec.name}-{target}",
-        produced,
+        list(produced.values()),
         kind="runtime",
         target=target,
         component=spec.name,
@@ -235,10 +325,124 @@ def build_runtime(
     )
 
 
+def _products(spec: RuntimeSpec, recipe: TargetRecipe, out: Path, values: dict[str, str],
+              logfile: Path) -> dict[str, Path]:
+    produced = {}
+    for rel in recipe.produces:
+        p = out / rel.format(**values)
+        if not p.is_file():
+            raise BuildError(
+                f"{spec.name} {recipe.target}: the build did not produce {rel}",
+                remedy=f"see {logfile}; the log ends:\n{_tail(logfile, 10)}",
+            )
+        produced[Path(rel).name] = p
+    return produced
+
+
+@dataclass(frozen=True)
+class CachedBuild:
+    """A finished build in the cache: its key, folder, products (name -> path) and record."""
+
+    key: str
+    folder: Path
+    products: dict[str, Path]
+    manifest: dict
+    reused: bool
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.folder / "out"
+
+
+def ensure_build(spec: RuntimeSpec, target: str, *, source: str | Path | None = None,
+                 root: Path | None = None, progress=None) -> CachedBuild:
+    """Build ``spec`` for ``target`` from ``source`` (see edgelab.runtimes.source.resolve_source)
+    once per (source hash, target, flags) into the cache, or return the build already there."""
+    recipe = _recipe(spec, target)
+    if not recipe.fetches_source:
+        raise BuildError(
+            f"{spec.name} {target}: this recipe fetches or needs no source tree; it is not cached",
+            remedy="build it with build_runtime (edgelab runtime build without --source)",
+        )
+    root = Path(root) if root else cache_root()
+    src = resolve_source(spec.name, source, repo=spec.repo, ref=spec.ref, root=root)
+    key = build_key(spec.name, src.tree_sha256, target, recipe.flags)
+    folder = build_dir(key, root)
+    with locked(folder.with_name(folder.name + ".lock")):
+        manifest = read_manifest(folder)
+        if manifest is not None:
+            if progress:
+                progress(f"reusing the cached build {key} ({folder})")
+            return CachedBuild(key, folder, {n: folder / r for n, r in manifest["products"].items()}, manifest, True)
+        build, out = folder / "build", folder / "out"
+        build.mkdir(parents=True, exist_ok=True)  # kept from an interrupted build: ninja resumes
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True)
+        if progress:
+            progress(f"building {spec.name} for {target} from {src.origin} (commit {src.commit or 'unknown'}) "
+                     f"into {folder}")
+        values = _values(spec, recipe, src.tree, build, out)
+        launcher = compiler_launcher()
+        env = ccache_env(root)
+        t0 = time.time()
+        _run_steps(recipe, spec, values, folder, folder / "build.log", env, launcher, progress)
+        produced = _products(spec, recipe, out, values, folder / "build.log")
+        manifest = {
+            "runtime": spec.name,
+            "target": target,
+            "build_key": key,
+            **src.provenance(),
+            "flags": list(recipe.flags),
+            "compiler_launcher": "ccache" if launcher else None,
+            "isa": recipe.isa,
+            "products": {n: p.relative_to(folder).as_posix() for n, p in produced.items()},
+            "toolchain": "; ".join(_version(t) for t in recipe.toolchain),
+            "recipe": f"{spec.file} ({recipe.where})",
+            "built_on": f"{platform.node()} {platform.system()} {platform.machine()}",
+            "built_at": t0,
+            "build_seconds": round(time.time() - t0, 1),
+        }
+        write_manifest(folder, manifest)
+        return CachedBuild(key, folder, produced, manifest, False)
+
+
+def register_build(session: Session, spec: RuntimeSpec, build: CachedBuild, *,
+                   prefix: str | None = None) -> list[Artifact]:
+    """One ``kind: runtime`` artifact per product (``llama.cpp-linux-x86_64-llama-server``), with the
+    build's key, source commit and hash, flags and instruction-set level in its metadata."""
+    m = build.manifest
+    prefix = prefix or f"{spec.name}-{m['target']}"
+    provenance = {
+        "source_repo": m.get("source"),
+        "source_commit": m.get("source_commit"),
+        "source_sha256": m.get("source_sha256"),
+        "build_key": build.key,
+        "build_flags": " ".join(m.get("flags") or []),
+        "toolchain": m.get("toolchain"),
+        "recipe": m.get("recipe"),
+        "built_on": m.get("built_on"),
+    }
+    arts = []
+    for product, path in sorted(build.products.items()):
+        meta = {
+            "runtime": spec.name,
+            "product": product,
+            "target": m["target"],
+            "source_commit": m.get("source_commit"),
+            "source_sha256": m.get("source_sha256"),
+            "build_key": build.key,
+            "flags": list(m.get("flags") or []),
+            "isa": m.get("isa"),
+        }
+        arts.append(add_artifact(session, f"{prefix}-{product}", [path], kind="runtime", target=m["target"],
+                                 component=spec.name, provenance=provenance, meta=meta, replace=True))
+    return arts
+
+
 def _pythonpath() -> str:
     root = str(Path(__file__).resolve().parents[2])
     old = os.environ.get("PYTHONPATH")
     return root + (os.pathsep + old if old else "")
 
 
-__all__ = ["BuildError", "Missing", "build_runtime", "check_toolchain"]
+__all__ = ["BuildError", "CachedBuild", "Missing", "build_runtime", "check_toolchain", "ensure_build", "register_build"]

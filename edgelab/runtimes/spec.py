@@ -5,12 +5,31 @@ description: ...
 source: {repo: URL, ref: TAG-OR-COMMIT}     # or pip: "vllm-omni==X" for pip-installed runtimes
 targets:
   <target>:                                 # e.g. linux-aarch64-cuda-sm87, android-arm64
-    toolchain: [cmake, ninja, nvcc | android-ndk | pip | python3 | git]
-    flags: [-DGGML_CUDA=ON, ...]            # recorded as provenance build_flags
-    steps: [[argv...], ...]                 # placeholders {src} {build} {out} {ndk} {python} {repo} {ref} {flags}
+    toolchain: [cmake, ninja, g++, nvcc | android-ndk | pip | python3 | git]
+    isa: x86-64-v3                          # instruction-set level the products need (edgelab.runtimes.isa)
+    flags: [-DGGML_CUDA=ON, ...]            # part of the build-cache key; recorded as provenance build_flags
+    steps: [[argv...], ...]                 # placeholders {src} {build} {out} {ndk} {python} {repo} {ref}
+                                            # {flags} {launcher} (ccache as compiler launcher, when on PATH)
     produces: [path relative to {out}, ...]
-launch:
-  <pipeline>: {<strategy>: [argv...]}       # placeholders {bin} {model} {port} ... filled at deploy time
+
+A recipe whose steps use {src} without cloning it gets its source from edgelab.runtimes.source
+(the recipe's repo@ref, or --source) and is built once per key into edgelab.runtimes.cache.
+launch:                                     # how deploy starts it (edgelab/runtimes/launch.py renders it)
+  <pipeline kind or pipeline id>:           # text_lm, tts, vla, omni; a pipeline id overrides its kind
+    <strategy>:                             # S1 S3 S4 S5; a bare [argv...] is short for {argv: [...]}
+      argv: ["{bin}/llama-server", -m, "{model}", [-t, "{threads}"]]   # a nested list is optional:
+                                            #   dropped when one of its placeholders has no value
+      targets: [linux-x86_64, ...]          # default: every target under targets:
+      env: {OMP_WAIT_POLICY: passive}       # an entry whose placeholder has no value is dropped
+      workdir: run | bin                    # run: the process's own run directory (default); bin: {bin}
+      library_path: ["{bin}"]               # LD_LIBRARY_PATH entries (PATH on Windows)
+      ready: {log: REGEX} | {http: /health, port: "{port}"} | {port: "{port}"} | alive
+      adapter: edgelab-events | llama-server | llama-completion | llama-bench | none
+      placement: events | llama-load-log | reference | none   # what says where it ran
+      port: 8080                            # default for {port}; the port it serves on the device
+      artifacts: {model: {kind: model, ext: .gguf}}   # store paths bound to placeholders
+      defaults: {gpu_layers: "0"}           # default placeholder values
+      serves: "http://127.0.0.1:{port}"     # the endpoint a lab-side client reaches (forwarded)
 """
 
 from __future__ import annotations
@@ -23,11 +42,23 @@ from typing import Any
 from edgelab.catalog.yamlsrc import CatalogError, SrcDict, load_file
 
 RUNTIMES_DIR = Path(__file__).resolve().parents[2] / "runtimes"
-TOOLS = ("cmake", "ninja", "nvcc", "android-ndk", "pip", "python3", "git", "make")
+TOOLS = ("cmake", "ninja", "g++", "nvcc", "android-ndk", "pip", "python3", "git", "make")
 STRATEGIES = ("S1", "S3", "S4", "S5")
 _TARGET = re.compile(r"^(linux|android|windows)-[a-z0-9_.-]+$")
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
-BUILD_PLACEHOLDERS = {"src", "build", "out", "ndk", "python", "repo", "ref", "flags"}
+BUILD_PLACEHOLDERS = {"src", "build", "out", "ndk", "python", "repo", "ref", "flags", "launcher"}
+# What a launch template may ask for; launch.py fills them from the plan (see its module doc).
+LAUNCH_PLACEHOLDERS = {
+    "bin", "python", "run", "device", "model", "port", "host", "bind", "threads", "gpu_layers", "ctx",
+    "prompt", "n_predict", "max_tokens", "seed", "band", "requests", "warmup", "schedule", "frames_per_s",
+    "frames", "steps", "control_hz", "slow_every", "slow_ms", "server", "stages", "vocoder", "text", "output",
+    "mmproj", "image", "prompt_file", "loops", "gpu_device", "max_seqs", "gpu_mem_util", "dtype", "max_model_len",
+    "stage_configs", "model_id", "pyz", "reps", "n_prompt", "n_gen", "batch",
+}
+READY_KINDS = ("log", "http", "port", "alive")
+ADAPTERS = ("edgelab-events", "llama-server", "llama-completion", "llama-bench", "none")
+PLACEMENT_EVIDENCE = ("events", "llama-load-log", "reference", "none")
+WORKDIRS = ("run", "bin")
 
 
 class RuntimeError_(CatalogError):
@@ -45,6 +76,67 @@ class TargetRecipe:
     produces: tuple[str, ...]
     where: str
     include: tuple[str, ...] = ()  # for pack steps: package paths to ship
+    isa: str | None = None  # instruction-set level the products need, e.g. x86-64-v3
+
+    @property
+    def fetches_source(self) -> bool:
+        """True when the steps build {src} but leave fetching it to edgelab (no clone step)."""
+        uses = any("{src}" in a for step in self.steps for a in step)
+        clones = any(step[:2] == ("git", "clone") for step in self.steps)
+        return uses and not clones
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """When a launched process counts as ready: a stdout/stderr line, an HTTP 200, an open port, or alive."""
+
+    kind: str  # log | http | port | alive
+    pattern: str | None = None  # log: regex
+    path: str | None = None  # http: e.g. /health
+    port: str | None = None  # http/port: a port or a placeholder such as "{port}"
+
+
+@dataclass(frozen=True)
+class ArtifactNeed:
+    """An artifact a template binds to a placeholder: the store path of its file ending with ``ext``."""
+
+    kind: str  # model | weights | graph | tokenizer | voice | config | runtime | other
+    ext: str | None = None
+    role: str | None = None  # an artifact role (meta.role); default: any artifact of the pipeline
+
+
+@dataclass(frozen=True)
+class LaunchTemplate:
+    """How one runtime starts one pipeline kind under one strategy (rendered by runtimes/launch.py)."""
+
+    runtime: str
+    key: str  # the pipeline kind (text_lm, tts, vla, omni) or a pipeline id
+    strategy: str
+    argv: tuple  # of str or tuple[str, ...] (an optional group)
+    targets: tuple[str, ...]
+    where: str  # file:line of the template
+    env: dict[str, str] = field(default_factory=dict)
+    workdir: str = "run"
+    library_path: tuple[str, ...] = ()
+    ready: Readiness = Readiness("alive")
+    adapter: str = "none"
+    placement: str = "none"
+    port: int | None = None
+    artifacts: dict[str, ArtifactNeed] = field(default_factory=dict)
+    defaults: dict[str, str] = field(default_factory=dict)
+    serves: str | None = None
+
+    @property
+    def ref(self) -> str:
+        """``runtime:key:strategy``, how a plan names the template it was rendered from."""
+        return f"{self.runtime}:{self.key}:{self.strategy}"
+
+    def words(self) -> list[str]:
+        """Every argv word, optional groups flattened (for listings)."""
+        out: list[str] = []
+        for a in self.argv:
+            out.extend(a if isinstance(a, tuple) else [a])
+        return out
 
 
 @dataclass(frozen=True)
@@ -55,7 +147,7 @@ class RuntimeSpec:
     ref: str | None
     pip: str | None
     targets: dict[str, TargetRecipe]
-    launch: dict[str, dict[str, tuple[str, ...]]]
+    launch: dict[str, dict[str, LaunchTemplate]]
     file: str
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -82,6 +174,18 @@ def _argv(value: Any, where: str, what: str, errors: list[str], allowed: set[str
                         f"{where}: {what} uses unknown placeholder {{{ph}}} (known: {', '.join(sorted(allowed))})"
                     )
     return argv
+
+
+def _isa(raw: SrcDict, errors: list[str]) -> str | None:
+    value = raw.get("isa")
+    if value is None:
+        return None
+    from edgelab.runtimes.isa import LEVELS
+
+    level = str(value).split("+")[0].lower()
+    if level not in LEVELS:
+        errors.append(f"{raw.where('isa')}: unknown instruction-set level {value!r} (known: {', '.join(LEVELS)})")
+    return str(value)
 
 
 def parse_runtime(data: Any, file: str) -> RuntimeSpec:
@@ -116,7 +220,7 @@ def parse_runtime(data: Any, file: str) -> RuntimeSpec:
             errors.append(f"{where}: the recipe for {tname} must be a mapping")
             continue
         for key in raw:
-            if key not in ("toolchain", "flags", "steps", "produces", "include"):
+            if key not in ("toolchain", "flags", "steps", "produces", "include", "isa"):
                 errors.append(f"{raw.where(key)}: unknown key {key!r}")
         tools = _strs(raw.get("toolchain"), raw.where("toolchain"), "toolchain", errors)
         for tool in tools:
@@ -142,25 +246,9 @@ def parse_runtime(data: Any, file: str) -> RuntimeSpec:
             produces,
             where,
             _strs(raw.get("include"), raw.where("include"), "include", errors),
+            _isa(raw, errors),
         )
-    launch: dict[str, dict[str, tuple[str, ...]]] = {}
-    raw_launch = data.get("launch") or SrcDict()
-    if not isinstance(raw_launch, SrcDict):
-        errors.append(f"{data.where('launch')}: 'launch' maps pipelines to strategies to commands")
-        raw_launch = SrcDict()
-    for pipe, strategies in raw_launch.items():
-        if not isinstance(strategies, SrcDict):
-            errors.append(
-                f"{raw_launch.where(pipe)}: launch.{pipe} maps strategies (S1, S3, S4, S5) to commands"
-            )
-            continue
-        launch[str(pipe)] = {}
-        for strat, argv in strategies.items():
-            if strat not in STRATEGIES:
-                errors.append(f"{strategies.where(strat)}: unknown strategy {strat!r} (S2 is never launched)")
-            launch[str(pipe)][str(strat)] = _argv(
-                argv, strategies.where(strat), f"launch {pipe} {strat}", errors, None
-            )
+    launch = _parse_launch(data, str(name or "?"), list(targets), errors)
     if errors:
         raise RuntimeError_("\n".join(errors))
     return RuntimeSpec(
@@ -175,6 +263,152 @@ def parse_runtime(data: Any, file: str) -> RuntimeSpec:
         notes=str(data.get("notes") or ""),
         extra={"local": source.get("local")} if isinstance(source, SrcDict) and source.get("local") else {},
     )
+
+
+def _placeholders(words: list[str], where: str, what: str, errors: list[str]) -> None:
+    for w in words:
+        for ph in _PLACEHOLDER.findall(w):
+            if ph not in LAUNCH_PLACEHOLDERS:
+                errors.append(f"{where}: {what} uses unknown placeholder {{{ph}}} "
+                              f"(known: {', '.join(sorted(LAUNCH_PLACEHOLDERS))})")
+
+
+def _launch_argv(value: Any, where: str, what: str, errors: list[str]) -> tuple:
+    if not isinstance(value, list) or not value:
+        errors.append(f"{where}: {what} argv must be a non-empty list of words")
+        return ()
+    out: list = []
+    for item in value:
+        if isinstance(item, list):
+            group = _strs(item, where, f"{what} optional group", errors)
+            if not group:
+                errors.append(f"{where}: {what} has an empty optional group")
+            out.append(group)
+        elif isinstance(item, (str, int, float)):
+            out.append(str(item))
+        else:
+            errors.append(f"{where}: {what} argv words are strings (or lists of strings: optional groups)")
+    if out and isinstance(out[0], tuple):
+        errors.append(f"{where}: {what}: the program (first word) cannot be optional")
+    words = [w for a in out for w in (a if isinstance(a, tuple) else (a,))]
+    _placeholders(words, where, what, errors)
+    return tuple(out)
+
+
+def _readiness(value: Any, where: str, what: str, errors: list[str]) -> Readiness:
+    if value in (None, "alive"):
+        return Readiness("alive")
+    if not isinstance(value, dict):
+        errors.append(f"{where}: {what} ready is alive or a mapping: {{log: REGEX}}, {{http: PATH, port: P}}, "
+                      "{port: P}")
+        return Readiness("alive")
+    if "log" in value:
+        try:
+            re.compile(str(value["log"]))
+        except re.error as e:
+            errors.append(f"{where}: {what} ready.log is not a regex: {e}")
+        return Readiness("log", pattern=str(value["log"]))
+    if "http" in value:
+        if "port" not in value:
+            errors.append(f"{where}: {what} ready.http needs port")
+        return Readiness("http", path=str(value["http"]), port=str(value.get("port", "{port}")))
+    if "port" in value:
+        return Readiness("port", port=str(value["port"]))
+    errors.append(f"{where}: {what} ready has none of {', '.join(READY_KINDS)}")
+    return Readiness("alive")
+
+
+def _template(runtime: str, key: str, strat: str, raw: Any, where: str, targets: list[str],
+              errors: list[str]) -> LaunchTemplate | None:
+    what = f"launch {key} {strat}"
+    if isinstance(raw, list):  # the short form: just the argv
+        raw = SrcDict(argv=raw)
+        raw.file, raw.line = where.rsplit(":", 1)[0], int(where.rsplit(":", 1)[1] or 0)
+    if not isinstance(raw, SrcDict):
+        errors.append(f"{where}: {what} is an argv list or a mapping with argv")
+        return None
+    known = ("argv", "targets", "env", "workdir", "library_path", "ready", "adapter", "placement", "port",
+             "artifacts", "defaults", "serves")
+    for k in raw:
+        if k not in known:
+            errors.append(f"{raw.where(k)}: unknown key {k!r} in {what} (known: {', '.join(known)})")
+    argv = _launch_argv(raw.get("argv"), raw.where("argv"), what, errors)
+    tgts = _strs(raw.get("targets"), raw.where("targets"), f"{what} targets", errors) or tuple(targets)
+    for t in tgts:
+        if t not in targets:
+            errors.append(f"{raw.where('targets')}: {what} lists target {t!r} that has no recipe under targets:")
+    env_raw = raw.get("env") or {}
+    env: dict[str, str] = {}
+    if not isinstance(env_raw, dict):
+        errors.append(f"{raw.where('env')}: {what} env maps names to values")
+    else:
+        env = {str(k): str(v) for k, v in env_raw.items()}
+        _placeholders(list(env.values()), raw.where("env"), what, errors)
+    workdir = str(raw.get("workdir") or "run")
+    if workdir not in WORKDIRS:
+        errors.append(f"{raw.where('workdir')}: {what} workdir is one of {', '.join(WORKDIRS)}")
+    libpath = _strs(raw.get("library_path"), raw.where("library_path"), f"{what} library_path", errors)
+    _placeholders(list(libpath), raw.where("library_path"), what, errors)
+    adapter = str(raw.get("adapter") or "none")
+    if adapter not in ADAPTERS:
+        errors.append(f"{raw.where('adapter')}: {what} adapter {adapter!r} is not one of {', '.join(ADAPTERS)}")
+    placement = str(raw.get("placement") or "none")
+    if placement not in PLACEMENT_EVIDENCE:
+        errors.append(f"{raw.where('placement')}: {what} placement {placement!r} is not one of "
+                      f"{', '.join(PLACEMENT_EVIDENCE)}")
+    port = raw.get("port")
+    if port is not None and not (isinstance(port, int) and 0 < port < 65536):
+        errors.append(f"{raw.where('port')}: {what} port is a TCP port number")
+        port = None
+    needs: dict[str, ArtifactNeed] = {}
+    arts = raw.get("artifacts") or {}
+    if not isinstance(arts, dict):
+        errors.append(f"{raw.where('artifacts')}: {what} artifacts maps placeholders to {{kind, ext}}")
+        arts = {}
+    for ph, need in arts.items():
+        if ph not in LAUNCH_PLACEHOLDERS:
+            errors.append(f"{raw.where('artifacts')}: {what} artifacts binds unknown placeholder {ph!r}")
+        if not isinstance(need, dict) or "kind" not in need:
+            errors.append(f"{raw.where('artifacts')}: {what} artifacts.{ph} needs kind")
+            continue
+        needs[str(ph)] = ArtifactNeed(str(need["kind"]), need.get("ext"), need.get("role"))
+    defaults = raw.get("defaults") or {}
+    if not isinstance(defaults, dict):
+        errors.append(f"{raw.where('defaults')}: {what} defaults maps placeholders to values")
+        defaults = {}
+    for ph in defaults:
+        if ph not in LAUNCH_PLACEHOLDERS:
+            errors.append(f"{raw.where('defaults')}: {what} defaults names unknown placeholder {ph!r}")
+    serves = raw.get("serves")
+    if serves is not None:
+        _placeholders([str(serves)], raw.where("serves"), what, errors)
+    return LaunchTemplate(
+        runtime=runtime, key=key, strategy=strat, argv=argv, targets=tgts, where=where, env=env,
+        workdir=workdir, library_path=libpath, ready=_readiness(raw.get("ready"), raw.where("ready"), what, errors),
+        adapter=adapter, placement=placement, port=port, artifacts=needs,
+        defaults={str(k): str(v) for k, v in defaults.items()}, serves=None if serves is None else str(serves))
+
+
+def _parse_launch(data: SrcDict, runtime: str, targets: list[str],
+                  errors: list[str]) -> dict[str, dict[str, LaunchTemplate]]:
+    launch: dict[str, dict[str, LaunchTemplate]] = {}
+    raw_launch = data.get("launch") or SrcDict()
+    if not isinstance(raw_launch, SrcDict):
+        errors.append(f"{data.where('launch')}: 'launch' maps pipeline kinds to strategies to templates")
+        return launch
+    for key, strategies in raw_launch.items():
+        if not isinstance(strategies, SrcDict):
+            errors.append(f"{raw_launch.where(key)}: launch.{key} maps strategies (S1, S3, S4, S5) to templates")
+            continue
+        launch[str(key)] = {}
+        for strat, raw in strategies.items():
+            if strat not in STRATEGIES:
+                errors.append(f"{strategies.where(strat)}: unknown strategy {strat!r} (S2 is never launched)")
+                continue
+            tpl = _template(runtime, str(key), str(strat), raw, strategies.where(strat), targets, errors)
+            if tpl is not None:
+                launch[str(key)][str(strat)] = tpl
+    return launch
 
 
 def load_runtimes(path: Path | str | None = None) -> dict[str, RuntimeSpec]:

@@ -47,6 +47,7 @@ class Deployment(SQLModel, table=True):
     facts_hash: str | None = Field(default=None, max_length=64)
     virtual: bool = False
     owner: str | None = Field(default=None, max_length=64)  # user@host that started it
+    lease_id: str | None = Field(default=None, max_length=24)  # the lease it keeps while it runs
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts(nullable=False))
     started_at: datetime | None = Field(default=None, sa_column=_ts())
     ended_at: datetime | None = Field(default=None, sa_column=_ts())
@@ -71,14 +72,22 @@ class DeploymentProcess(SQLModel, table=True):
 
 
 class Reservation(SQLModel, table=True):
-    """Bytes of one named memory pool held by one deployment until ``released_at``."""
+    """Bytes of one named memory pool held by one deployment or bench run until ``released_at``.
+
+    ``lease_id`` ties it to its holder's lease: a reservation whose workload died (its lease ended
+    or expired, and no running deployment keeps it) no longer counts, so a SIGKILLed bench does not
+    hold memory forever.
+    """
 
     __tablename__ = "reservation"
     __table_args__ = (Index("ix_reservation_device_open", "device_id", "released_at"),)
 
     id: int | None = Field(default=None, primary_key=True)
-    deployment_id: int = Field(
-        sa_column=Column(Integer, ForeignKey("deployment.id", ondelete="CASCADE"), nullable=False, index=True))
+    deployment_id: int | None = Field(
+        default=None,
+        sa_column=Column(Integer, ForeignKey("deployment.id", ondelete="CASCADE"), nullable=True, index=True))
+    run_id: str | None = Field(default=None, max_length=32)  # a bench run's (no deployment)
+    lease_id: str | None = Field(default=None, max_length=24)
     device_id: int = Field(sa_column=Column(Integer, ForeignKey("device.id", ondelete="CASCADE"), nullable=False))
     pool: str = Field(max_length=64)
     bytes: int = Field(sa_column=Column(BigInteger, nullable=False))
@@ -135,8 +144,33 @@ def processes(session: Session, deployment_id: int) -> list[DeploymentProcess]:
 
 
 def open_reservations(session: Session, device_id: int) -> list[Reservation]:
-    return list(session.exec(select(Reservation).where(Reservation.device_id == device_id,
-                                                       Reservation.released_at == None)).all())  # noqa: E711
+    """What holds memory on the device now; a dead workload's reservation (its lease over) does not."""
+    from edgelab.store.leases import Lease
+
+    now = utcnow()
+    rows = session.exec(select(Reservation).where(Reservation.device_id == device_id,
+                                                  Reservation.released_at == None)).all()  # noqa: E711
+    out = []
+    for r in rows:
+        if r.lease_id:
+            lease = session.get(Lease, r.lease_id)
+            over = lease is None or lease.released_at is not None or lease.expires_at < now
+            dep = session.get(Deployment, r.deployment_id) if r.deployment_id else None
+            if over and (dep is None or dep.state != "running"):
+                continue
+        out.append(r)
+    return out
+
+
+def release_run(session: Session, run_id: str) -> int:
+    """Release a bench run's reservations."""
+    now = utcnow()
+    rows = session.exec(select(Reservation).where(Reservation.run_id == run_id,
+                                                  Reservation.released_at == None)).all()  # noqa: E711
+    for r in rows:
+        r.released_at = now
+        session.add(r)
+    return len(rows)
 
 
 def release(session: Session, deployment_id: int) -> int:

@@ -122,5 +122,6 @@ class ProbeSnapshot(SQLModel, table=True):
 # migrations) holds every table whichever module is imported first.
 from edgelab.store import artifacts as _artifacts  # noqa: E402,F401
 from edgelab.store import deployments as _deployments  # noqa: E402,F401
+from edgelab.store import leases as _leases  # noqa: E402,F401
 from edgelab.store import matrix as _matrix  # noqa: E402,F401
 from edgelab.store import runs as _runs  # noqa: E402,F401

@@ -22,7 +22,16 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from edgelab.errors import DeviceNotAnswering, DeviceStateError, RemoteTimeout, TransportError
-from edgelab.transport.adb_server import host_query, list_devices, not_answering, open_transport, recv_exact
+from edgelab.transport.adb_server import (
+    host_query,
+    list_devices,
+    not_answering,
+    open_server,
+    open_transport,
+    read_block,
+    recv_exact,
+    send_request,
+)
 from edgelab.transport.base import (
     Deadline,
     Endpoint,
@@ -34,6 +43,7 @@ from edgelab.transport.base import (
     posix_kill_argv,
     posix_stream_argv,
 )
+from edgelab.transport.forward import Forward
 from edgelab.transport.quoting import Shell, join
 
 SYNC_DATA_MAX = 64 * 1024
@@ -419,3 +429,32 @@ class ADBTransport(Transport):
             sock.close()
             tmp.unlink(missing_ok=True)
         return h.hexdigest()
+
+    # -- port forwarding -------------------------------------------------------
+    def forward(self, remote_port: int) -> Forward:
+        """``adb forward tcp:0 tcp:PORT`` through the device's adb server; closing removes the rule."""
+        serial, server = self.serial, self.server
+        sock = open_server(server, self.timeout)
+        try:
+            send_request(sock, f"host-serial:{serial}:forward:tcp:0;tcp:{int(remote_port)}")
+            status = recv_exact(sock, 4)  # the forward itself: OKAY + the port it bound
+            if status == b"FAIL":
+                raise TransportError(f"adb forward to {self.name} port {remote_port}: {read_block(sock)}",
+                                     remedy="check the device with `edgelab device check`")
+            if status != b"OKAY":
+                raise TransportError(f"adb server answered {status!r} to forward")
+            local = int(read_block(sock).strip())
+        except (OSError, EOFError, ValueError) as e:
+            raise TransportError(f"adb forward to {self.name} port {remote_port} failed: {e}") from e
+        finally:
+            sock.close()
+
+        def remove() -> None:
+            try:
+                with open_server(server, self.timeout) as s:
+                    send_request(s, f"host-serial:{serial}:killforward:tcp:{local}")
+                    recv_exact(s, 4)
+            except (TransportError, OSError, EOFError):
+                pass  # the server (or device) went away: so did the rule
+
+        return Forward(local, int(remote_port), remove)

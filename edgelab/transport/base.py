@@ -1,4 +1,4 @@
-"""The one protocol surface every transport implements (run, stream, put, get, close).
+"""The one protocol surface every transport implements (run, stream, put, get, forward, close).
 
 Layers above never care whether a device is reached over SSH, ADB or locally.
 """
@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from edgelab.transport.forward import Forward
 from edgelab.transport.quoting import Shell, join
 
 Progress = Callable[[int, int], None]
@@ -108,6 +109,10 @@ class Transport(abc.ABC):
     @abc.abstractmethod
     def get(self, remote: str, local: Path, *, progress: Progress | None = None) -> str:
         """Copy a device file here; returns the SHA-256 of the bytes received."""
+
+    def forward(self, remote_port: int) -> Forward:
+        """A lab-side 127.0.0.1 port joined to ``remote_port`` on the device's loopback (close it after)."""
+        raise NotImplementedError(f"{self.kind} transport cannot forward ports")
 
     def close(self) -> None:  # noqa: B027 - optional for transports that hold nothing
         """Release the connection."""

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from edgelab.errors import RemoteTimeout, TransportError
 from edgelab.transport.base import Progress, RemoteProcess, RunResult, Transport
+from edgelab.transport.forward import Forward
 
 _COPY_CHUNK = 1 << 20
 
@@ -160,3 +161,7 @@ class LocalTransport(Transport):
         if not src.is_file():
             raise TransportError(f"{remote}: no such file on {self.name}")
         return self._copy(src, Path(local), progress)
+
+    def forward(self, remote_port: int) -> Forward:
+        """The device is this host: its loopback port is already here."""
+        return Forward(int(remote_port), int(remote_port))

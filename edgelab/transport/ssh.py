@@ -39,6 +39,7 @@ from edgelab.transport.base import (
     posix_kill_argv,
     posix_stream_argv,
 )
+from edgelab.transport.forward import Forward
 from edgelab.transport.quoting import Shell, encode_powershell, join_posix, join_powershell
 from edgelab.transport.ssh_config import Hop, resolve
 
@@ -749,6 +750,19 @@ class SSHTransport(Transport):
         if progress and done == 0:
             progress(0, 0)
         return h.hexdigest()
+
+    def forward(self, remote_port: int) -> Forward:
+        """``ssh -L``: a direct-tcpip channel to the device's 127.0.0.1:``remote_port`` per connection."""
+        from edgelab.transport.forward import ListenerForward
+
+        def open_remote(peer: tuple[str, int]) -> paramiko.Channel:
+            client = self._client
+            if not client.is_active():
+                client = self._reconnect(client)
+            return client.open_channel("direct-tcpip", ("127.0.0.1", int(remote_port)), peer,
+                                       timeout=self.timeout)
+
+        return ListenerForward(int(remote_port), open_remote, name=f"ssh-forward-{self.name}")
 
     def close(self) -> None:
         with self._lock:

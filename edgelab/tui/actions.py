@@ -23,6 +23,35 @@ def probe(engine: Engine, name: str, *, timeout: float = 60.0) -> tuple[bool, st
     return False, f"{name}: probe failed: {snap.error}"
 
 
+def reserve(engine: Engine, name: str, *, ttl_s: float = 1800.0) -> tuple[bool, str]:
+    """Lease ``name`` for the operator (30 min by default); refused naming the holder."""
+    from edgelab.lease import acquire
+
+    try:
+        lease = acquire(engine, names=[name], ttl_s=ttl_s, purpose="reserved in the TUI")
+    except EdgelabError as err:
+        return False, f"{err}" + (f" -> {err.remedy}" if err.remedy else "")
+    return True, f"{name}: reserved (lease {lease.id}) until {lease.expires_at:%H:%M:%S} UTC"
+
+
+def release(engine: Engine, name: str) -> tuple[bool, str]:
+    """End the operator's lease on ``name`` (someone else's is refused, naming them)."""
+    from edgelab.lease import holders_by_device
+    from edgelab.lease import release as end
+    from edgelab.store.db import session_scope
+    from edgelab.store.devices import get_device
+
+    try:
+        with session_scope(engine, write=False) as s:
+            lease = holders_by_device(s, [get_device(s, name)]).get(name)
+        if lease is None:
+            return False, f"{name} is not leased"
+        end(engine, lease.id)
+    except EdgelabError as err:
+        return False, f"{err}" + (f" -> {err.remedy}" if err.remedy else "")
+    return True, f"{name}: lease {lease.id} released"
+
+
 def check(engine: Engine, names: list[str] | None, *, timeout: float = 5.0) -> tuple[bool, str]:
     from edgelab.inventory.check import check_and_record
 

@@ -59,6 +59,8 @@ class FleetRow:
     temperature_c: float | None
     tags: tuple[str, ...] = ()
     detail: str | None = None
+    holder: str | None = None  # who leases it (owner, and CI job), None when free
+    held_until: datetime | None = None
 
 
 def _latest_snapshots(session, device_ids: list[int] | None = None) -> dict[int, tuple]:
@@ -90,9 +92,12 @@ def busy_devices(engine: Engine) -> set[str]:
 
 def load_fleet(engine: Engine) -> list[FleetRow]:
     """Every device with its latest probe time and hottest sensor, ordered by name."""
+    from edgelab.lease import holders_by_device
+
     with session_scope(engine, write=False) as s:
         devices = list_devices(s)
         latest = _latest_snapshots(s)
+        holders = holders_by_device(s, devices)
     busy = busy_devices(engine)
     rows = []
     for d in devices:
@@ -111,6 +116,9 @@ def load_fleet(engine: Engine) -> list[FleetRow]:
                 temperature_c=max_temperature(facts) if ok else None,
                 tags=tuple(d.tags or ()),
                 detail=d.state_detail,
+                holder=(holders[d.name].owner + (f" ({holders[d.name].ci_job})" if holders[d.name].ci_job else ""))
+                if d.name in holders else None,
+                held_until=holders[d.name].expires_at if d.name in holders else None,
             )
         )
     return rows
@@ -124,6 +132,8 @@ def filter_rows(rows: list[FleetRow], query: str) -> list[FleetRow]:
 
     def hay(r: FleetRow) -> str:
         parts = [r.name, r.device_class or "", r.transport, r.state, r.address, " ".join(r.tags)]
+        if r.holder:
+            parts.append(r.holder)
         if r.virtual:
             parts.append("virtual")
         return " ".join(parts).lower()

@@ -11,6 +11,7 @@ from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.refusal import Refusal
 from edgelab.deploy.strategies import s1, s3, s4, s5
 from edgelab.deploy.strategies.common import REFERENCE, RUNTIME_FORMATS, PlanContext
+from edgelab.runtimes.launch import runtimes
 
 BUILDERS = {"S1": s1.build, "S3": s3.build, "S4": s4.build, "S5": s5.build}
 KNOWN = ("S1", "S2", "S3", "S4", "S5")
@@ -36,6 +37,8 @@ def choose(ctx: PlanContext, requested: str | None = None) -> tuple[str, str]:
                           remedy=_remedy(sid, d.code, pp.eligible), numbers={"profile_code": d.code})
         return sid, f"{sid} requested: {d.reason}"
     order = (["S4"] if ctx.endpoint else []) + ["S1", "S3", "S5"]
+    if ctx.runtime and ctx.runtime not in ("vllm-omni", REFERENCE):
+        order.remove("S1")  # S1 is vLLM-Omni itself: another runtime starts at S3
     for sid in order:
         d = pp.strategy(sid)
         if d.eligible:
@@ -62,9 +65,10 @@ def _remedy(sid: str, code: str | None, eligible: list[str]) -> str:
 def build_plan(ctx: PlanContext, requested: str | None = None) -> ExecutionPlan:
     """Choose the strategy and build its plan; a refused override or runtime raises Refusal."""
     sid, why = choose(ctx, requested)
-    if ctx.runtime and ctx.runtime not in RUNTIME_FORMATS:
+    known = runtimes()
+    if ctx.runtime and ctx.runtime not in known:
         raise Refusal("strategy_refused", f"unknown runtime {ctx.runtime!r}", device=ctx.device, strategy=sid,
-                      remedy=f"choose one of {', '.join(RUNTIME_FORMATS)}")
+                      remedy=f"choose one of {', '.join(sorted(known))} (runtimes/*.yaml)")
     if ctx.runtime == "vllm-omni" and sid != "S1":
         raise Refusal("strategy_refused", f"runtime vllm-omni runs only under S1, not {sid}", device=ctx.device,
                       strategy=sid, remedy="drop --runtime, or use --strategy S1 on a Jetson-class device")

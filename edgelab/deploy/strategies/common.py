@@ -6,6 +6,7 @@ weights on the CPU (``python -m edgelab.reference``); it never claims an acceler
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +14,8 @@ from typing import Any
 from edgelab.catalog.pipelines import PipelineSpec
 from edgelab.deploy.plan import ExecutionPlan, ProcessSpec, StagePlan
 from edgelab.profile import DeployProfile, PipelineProfile
+from edgelab.runtimes.launch import find as find_template
+from edgelab.runtimes.launch import host_target, pick_target, render, runtimes
 
 REFERENCE = "reference"
 REFERENCE_PLACEMENT = "cpu (reference, random weights)"
@@ -23,6 +26,7 @@ RUNTIME_FORMATS: dict[str, tuple[str, ...]] = {
     "llama.cpp": ("bf16", "fp16", "q8_0", "q4"),
     "mnn": ("fp16", "q8_0", "q4"),
     "executorch": ("fp16", "q8_0", "q4"),
+    "ncnn": ("fp16", "q8_0", "fp32"),
     REFERENCE: ("bf16", "fp16", "q8_0", "q4", "fp32"),
 }
 # Which runtime realises which backend, in preference order.
@@ -46,6 +50,8 @@ class PlanContext:
     runtime: str | None = None  # operator override
     endpoint: str | None = None  # S4 server URL
     python: str | None = None  # the reference runtime's interpreter; see __post_init__
+    values: dict[str, Any] | None = None  # template values that override what the strategy chose (bench)
+    threads: int | None = None  # operator override of the profile's thread count
 
     def __post_init__(self) -> None:
         # A virtual device's commands are processes on the lab host, so they use this interpreter;
@@ -56,7 +62,9 @@ class PlanContext:
 
 def runtime_and_backend(ctx: PlanContext) -> tuple[str, str]:
     """The runtime for a local strategy: the override, the reference on a virtual device, else by backend."""
-    backends = ctx.profile.backends or ["cpu"]
+    backends = [b.lower() for b in (ctx.profile.backends or ["cpu"])]
+    if ctx.runtime and ctx.virtual:
+        return ctx.runtime, "cpu"  # the lab host's build runs on the lab host's CPU
     if ctx.runtime:
         for b in backends:
             if BACKEND_RUNTIME.get(b) == ctx.runtime:
@@ -69,7 +77,7 @@ def runtime_and_backend(ctx: PlanContext) -> tuple[str, str]:
 
 
 def placement_of(runtime: str, backend: str) -> str:
-    return REFERENCE_PLACEMENT if runtime == REFERENCE else PLACEMENT.get(backend, backend)
+    return REFERENCE_PLACEMENT if runtime == REFERENCE else PLACEMENT.get(backend.lower(), backend)
 
 
 def memory_request(ctx: PlanContext, stages: list[str] | None = None) -> tuple[dict[str, int], dict[str, Any]]:
@@ -96,25 +104,83 @@ def memory_request(ctx: PlanContext, stages: list[str] | None = None) -> tuple[d
     return {pool.name: weights + act + kv}, detail
 
 
-REFERENCE_KINDS = ("tts", "vla")  # the workloads ``python -m edgelab.reference`` has
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
-def reference_process(ctx: PlanContext, name: str = "reference", schedule: str | None = None) -> ProcessSpec:
-    """The reference workload, emitting edgelab events as JSON lines on stdout until stopped.
+def launch_targets(ctx: PlanContext) -> list[str]:
+    """Build targets a launch may use, most specific first: the lab host's on a virtual device."""
+    if ctx.virtual:
+        return [host_target()]
+    return list(ctx.profile.runtime_targets or [])
 
-    A deployment serves until ``edgelab stop``: the workload is paced at real time with a request
-    count no session reaches.
+
+def threads(ctx: PlanContext) -> int:
+    """The profile's thread count; on a virtual device capped at the lab host's cores (it runs there)."""
+    if ctx.threads:
+        return max(1, int(ctx.threads))
+    n = ctx.profile.threads or 1
+    if ctx.virtual:
+        n = min(n, os.cpu_count() or 1)
+    return max(1, n)
+
+
+def template_process(ctx: PlanContext, name: str, runtime: str, strategy: str, backend: str = "cpu",
+                     values: dict[str, Any] | None = None, stage: str | None = None) -> tuple[ProcessSpec, list[dict]]:
+    """The process ``runtime``'s template for this pipeline and strategy describes, and the artifacts it needs.
+
+    A missing runtime, template or target is not raised here (planning has no side effects): the
+    process carries ``unavailable`` and deploy refuses it before anything is pushed.
     """
-    kind = ctx.spec.kind
-    argv = [ctx.python, "-m", "edgelab.reference", kind if kind in REFERENCE_KINDS else f"unsupported:{kind}"]
-    if kind == "tts":
-        ramp = (ctx.pipeline_profile.fit.chunk_schedule or {}).get("ramp_frames")
-        sched = schedule or (",".join(str(f) for f in ramp) if ramp else "ramp")
-        argv += ["--schedule", sched, "--frames-per-s", "12.5", "--requests", "100000", "--band", "medium"]
-    elif kind == "vla":
-        argv += ["--steps", "100000000"]
-    argv += ["--run", ctx.run_id, "--device", ctx.device]
-    return ProcessSpec(name=name, argv=argv, ready_pattern=r'"kind":\s*"run\.start"')
+    spec = runtimes().get(runtime)
+    targets = launch_targets(ctx)
+    stage = stage or next((s.name for s in ctx.spec.stages if s.model), None)
+    proc = ProcessSpec(name=name, argv=[], runtime=runtime)
+    if spec is None:
+        proc.unavailable = f"unknown runtime {runtime!r} (known: {', '.join(sorted(runtimes()))})"
+        return proc, []
+    tpl = find_template(spec, ctx.spec.id, ctx.spec.kind, strategy)
+    if tpl is None:
+        have = sorted(f"{k} {s}" for k, v in spec.launch.items() for s in v)
+        proc.unavailable = (f"{runtime} has no {strategy} launch template for {ctx.spec.id} (kind {ctx.spec.kind}); "
+                            f"its templates: {', '.join(have) or 'none'}")
+        return proc, []
+    target = pick_target(tpl, targets)
+    proc.template = tpl.ref
+    if target is None:
+        proc.unavailable = (f"{tpl.ref} is written for {', '.join(tpl.targets)}, not for this device's "
+                            f"target{'s' if len(targets) != 1 else ''} {', '.join(targets) or '(none probed)'}")
+        proc.target = targets[0] if targets else None
+        return proc, []
+    base: dict[str, Any] = {"python": ctx.python, "run": ctx.run_id, "device": ctx.device, "threads": threads(ctx),
+                            "gpu_layers": 999 if PLACEMENT.get(backend.lower()) == "gpu" else None}
+    if ctx.virtual and tpl.port is not None:
+        base["port"] = free_port()  # a virtual device's loopback is the lab host's, shared by every device
+    base.update(values or {})
+    base.update(ctx.values or {})
+    r = render(tpl, base)
+    proc.argv, proc.env, proc.library_path = r.argv, r.env, r.library_path
+    proc.target, proc.adapter, proc.placement, proc.ready = target, tpl.adapter, tpl.placement, r.ready
+    proc.port, proc.serves, proc.workdir, proc.values = r.port, r.serves, tpl.workdir, r.values
+    if r.ready.get("kind") == "log":
+        proc.ready_pattern = str(r.ready["pattern"])
+    optional_build = runtime == REFERENCE and ctx.virtual  # the lab's own interpreter has edgelab
+    needs = [{"role": f"runtime.{runtime}", "stage": None, "process": name, "kind": "runtime",
+              "runtime": runtime, "target": target, "optional": optional_build}]
+    for ph, need in tpl.artifacts.items():
+        if need.kind == "runtime":
+            needs.append({"role": f"runtime.{runtime}:{need.ext or ph}", "stage": None, "process": name,
+                          "placeholder": ph, "kind": "runtime", "runtime": runtime, "target": target,
+                          "ext": need.ext, "optional": optional_build})
+        else:
+            needs.append({"role": f"{need.role or stage or ph}.{need.kind}", "stage": stage, "process": name,
+                          "placeholder": ph, "kind": need.kind, "ext": need.ext, "want_role": need.role,
+                          "pipeline": ctx.spec.id, "target": target, "optional": False})
+    return proc, needs
 
 
 def artifact_roles(spec: PipelineSpec, stage: str, runtime: str, quant: str | None) -> list[str]:
@@ -150,10 +216,32 @@ def ready_timeout(ctx: PlanContext, floor: float = 30.0) -> float:
 
 
 def base_plan(ctx: PlanContext, strategy: str, runtime: str, reason: str, stages: list[StagePlan],
-              processes: list[ProcessSpec], memory_stages: list[str] | None = None, **extra: Any) -> ExecutionPlan:
+              processes: list[ProcessSpec], memory_stages: list[str] | None = None,
+              needs: list[dict] | None = None, **extra: Any) -> ExecutionPlan:
+    """The plan around rendered processes: artifacts are the templates' needs, plus the stages' roles
+    for a process that has no template (so a refusal names what is missing either way)."""
     memory, detail = memory_request(ctx, memory_stages)
-    artifacts = [{"role": role, "stage": st.name} for st in stages for role in st.artifacts]
-    return ExecutionPlan(pipeline=ctx.spec.id, device=ctx.device, strategy=strategy, runtime=runtime, reason=reason,
+    templated = {p.name for p in processes if p.unavailable is None}
+    artifacts = [{"role": role, "stage": st.name} for st in stages for role in st.artifacts
+                 if st.process not in templated]
+    artifacts += list(needs or [])
+    for st in stages:
+        if st.process in templated:
+            st.artifacts = [a["role"] for a in artifacts if a.get("process") == st.process and a.get("stage") == st.name]
+    plan = ExecutionPlan(pipeline=ctx.spec.id, device=ctx.device, strategy=strategy, runtime=runtime, reason=reason,
                          stages=stages, processes=processes, memory=memory, memory_detail=detail,
                          expected_outputs=list(ctx.spec.metrics), artifacts=artifacts, remote_dir=ctx.remote_dir,
-                         ready_timeout_s=ready_timeout(ctx), **extra)
+                         ready_timeout_s=ready_timeout(ctx), virtual=ctx.virtual, **extra)
+    if ctx.virtual and any(p.runtime not in (None, REFERENCE) for p in processes):
+        plan.notes.append(f"virtual device: lab host build ({host_target()}); the device's own targets are "
+                          f"{', '.join(ctx.profile.runtime_targets or []) or 'unknown'}")
+    return plan
+
+
+def strategy_values(ctx: PlanContext, strategy: str) -> dict[str, Any]:
+    """Template values a local strategy knows from the profile: the TTS chunk schedule."""
+    out: dict[str, Any] = {}
+    if ctx.spec.kind == "tts":
+        ramp = (ctx.pipeline_profile.fit.chunk_schedule or {}).get("ramp_frames")
+        out["schedule"] = ",".join(str(f) for f in ramp) if ramp else "ramp"
+    return out

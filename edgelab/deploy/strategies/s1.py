@@ -1,15 +1,18 @@
 """S1 direct port: vLLM-Omni itself on a Jetson-class device (``vllm serve MODEL --omni``).
 
-The edge deploy profile caps sequences and context at what the budget holds; the study measured
-95-355 s cold starts, so readiness waits on the server's own "startup complete" line.
+The command is vllm-omni's S1 template (runtimes/vllm-omni.yaml, what vLLM-Omni documents for the
+pipeline); the edge deploy profile caps sequences and context at what the budget holds, and the
+memory the plan reserves is exactly the ``--gpu-memory-utilization`` fraction it gives vLLM. The
+study measured 95-355 s cold starts: the start-up timeout comes from the profile's load estimate
+(``--ready-timeout`` overrides it).
 """
 
 from __future__ import annotations
 
-from edgelab.deploy.plan import ExecutionPlan, ProcessSpec
-from edgelab.deploy.strategies.common import REFERENCE, PlanContext, base_plan, reference_process, stage_plans
+import math
 
-PORT = 8091
+from edgelab.deploy.plan import ExecutionPlan
+from edgelab.deploy.strategies.common import REFERENCE, PlanContext, base_plan, stage_plans, template_process
 
 
 def model_id(ctx: PlanContext) -> str:
@@ -20,25 +23,42 @@ def model_id(ctx: PlanContext) -> str:
     return ctx.spec.id
 
 
+def gpu_fraction(ctx: PlanContext, plan: ExecutionPlan) -> float | None:
+    """The pool fraction the plan reserves, rounded up to 0.01 (what vLLM is told to take)."""
+    pool = ctx.profile.budget_pool
+    if pool is None or not plan.memory or not pool.total_bytes:
+        return None
+    want = sum(plan.memory.values())
+    return min(0.95, math.ceil(want / pool.total_bytes * 100) / 100)
+
+
 def build(ctx: PlanContext, reason: str) -> ExecutionPlan:
     runtime = REFERENCE if (ctx.runtime == REFERENCE or (ctx.virtual and not ctx.runtime)) else "vllm-omni"
     fit = ctx.pipeline_profile.fit
+    backend = "cpu" if runtime == REFERENCE else "cuda"
     if runtime == REFERENCE:
-        proc = reference_process(ctx, "server", schedule="server")
-        backend = "cpu"
+        proc, needs = template_process(ctx, "server", runtime, "S1", backend, {"schedule": "server"})
+        plan = base_plan(ctx, "S1", runtime, reason, stage_plans(ctx, runtime, backend, process="server"), [proc],
+                         needs=needs)
     else:
         b = fit.budget
         max_len = max(ctx.spec.min_context_tokens, (b.max_tokens_per_seq or 0) if b else 0)
-        argv = ["vllm", "serve", model_id(ctx), "--omni", "--host", "127.0.0.1", "--port", str(PORT),
-                "--dtype", "bfloat16" if ctx.profile.dtype == "bf16" else "float16",
-                "--max-num-seqs", str(ctx.profile.defaults.max_seqs), "--max-model-len", str(min(max_len, 32768)),
-                "--gpu-memory-utilization", "0.80", "--enforce-eager"]
-        proc = ProcessSpec("server", argv, ready_pattern=r"Application startup complete")
-        backend = "cuda"
-    stages = stage_plans(ctx, runtime, backend, process="server")
-    endpoints = [f"ws://127.0.0.1:{PORT}/v1/audio/speech/stream"] if ctx.spec.kind == "tts" else \
-        [f"http://127.0.0.1:{PORT}/v1"]
-    plan = base_plan(ctx, "S1", runtime, reason, stages, [proc], endpoints=endpoints)
+        values = {"model_id": model_id(ctx), "max_seqs": ctx.profile.defaults.max_seqs,
+                  "max_model_len": min(max_len, 32768),
+                  "dtype": "bfloat16" if ctx.profile.dtype == "bf16" else "float16", "gpu_mem_util": "0.90"}
+        proc, needs = template_process(ctx, "server", runtime, "S1", backend, values)
+        plan = base_plan(ctx, "S1", runtime, reason, stage_plans(ctx, runtime, backend, process="server"), [proc],
+                         needs=needs)
+        frac = gpu_fraction(ctx, plan)
+        if frac is not None and proc.unavailable is None:
+            pool = ctx.profile.budget_pool
+            proc, needs = template_process(ctx, "server", runtime, "S1", backend, {**values, "gpu_mem_util": f"{frac:.2f}"})
+            plan.processes = [proc]
+            plan.memory = {pool.name: int(frac * pool.total_bytes)}
+            plan.memory_detail["gpu_memory_utilization"] = frac
+            plan.notes.append(f"vLLM is told --gpu-memory-utilization {frac:.2f}: the {plan.memory[pool.name]} "
+                              f"bytes this plan reserves in {pool.name}")
+    plan.endpoints = [proc.serves] if proc.serves else []
     sched = fit.chunk_schedule or {}
     if sched.get("server"):
         plan.notes.append(f"server chunk schedule {sched['server']}; edge ramp {sched.get('ramp_frames')}")

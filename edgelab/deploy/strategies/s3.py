@@ -1,46 +1,33 @@
 """S3 light orchestration: a small controller over llama.cpp / MNN / ExecuTorch on the device.
 
-The controller keeps the pipeline's stage graph, the profile's chunk schedule and the cancel rules;
-each stage runs on the runtime and backend the device profile chose.
+The process is the runtime's S3 template: for a text LM on llama.cpp that is llama-server, the
+worker a lab-side client measures through a forwarded port; for the reference runtime it is the
+reference workload, which keeps the stage graph, the chunk schedule and the cancel rules and emits
+edgelab events. A team's own controller is a runtime with an S3 template of its own.
 """
 
 from __future__ import annotations
 
-from edgelab.deploy.plan import ExecutionPlan, ProcessSpec
+from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.strategies.common import (
-    REFERENCE,
     PlanContext,
     base_plan,
-    reference_process,
     runtime_and_backend,
     stage_plans,
+    strategy_values,
+    template_process,
 )
 
 
-def controller_argv(ctx: PlanContext, runtime: str, backend: str, only: list[str] | None = None,
-                    endpoint: str | None = None) -> list[str]:
-    argv = ["./edgelab-s3", "--pipeline", ctx.spec.id, "--runtime", runtime, "--backend", backend,
-            "--run", ctx.run_id]
-    if ctx.profile.threads:
-        argv += ["--threads", str(ctx.profile.threads)]
-    sched = ctx.pipeline_profile.fit.chunk_schedule or {}
-    if sched.get("ramp_frames"):
-        argv += ["--chunk-ramp", ",".join(str(f) for f in sched["ramp_frames"])]
-    if only:
-        argv += ["--stages", ",".join(only)]
-    if endpoint:
-        argv += ["--server", endpoint]
-    return argv
+def process_name(ctx: PlanContext) -> str:
+    return "server" if ctx.spec.kind == "text_lm" else "controller"
 
 
 def build(ctx: PlanContext, reason: str) -> ExecutionPlan:
     runtime, backend = runtime_and_backend(ctx)
-    if runtime == REFERENCE:
-        proc = reference_process(ctx, "controller")
-    else:
-        proc = ProcessSpec("controller", controller_argv(ctx, runtime, backend), ready_pattern=r"ready")
-    stages = stage_plans(ctx, runtime, backend, process="controller")
-    plan = base_plan(ctx, "S3", runtime, reason, stages, [proc])
-    if runtime != REFERENCE:
-        plan.artifacts.append({"role": "s3.controller", "stage": None})
+    name = process_name(ctx)
+    proc, needs = template_process(ctx, name, runtime, "S3", backend, strategy_values(ctx, "S3"))
+    stages = stage_plans(ctx, runtime, backend, process=name)
+    plan = base_plan(ctx, "S3", runtime, reason, stages, [proc], needs=needs)
+    plan.endpoints = [proc.serves] if proc.serves else []
     return plan

@@ -31,6 +31,8 @@ class FleetScreen(Screen):
         Binding("enter", "open", "Open", show=False),
         Binding("a", "add", "Add device"),
         Binding("d", "deploy", "Deploy"),
+        Binding("l", "reserve", "Reserve 30m"),
+        Binding("u", "release", "Release"),
         Binding("r", "refresh", "Refresh", show=False),
     ]
 
@@ -163,6 +165,23 @@ class FleetScreen(Screen):
         self.last_action = (message.text, message.ok)
         self._show()
         self.action_refresh()
+
+    def action_reserve(self) -> None:
+        name = self._selected()
+        if name and name not in self.busy:
+            self.busy.add(name)
+            self._lease(name, True)
+
+    def action_release(self) -> None:
+        name = self._selected()
+        if name and name not in self.busy:
+            self.busy.add(name)
+            self._lease(name, False)
+
+    @work(thread=True, group="device-action")
+    def _lease(self, name: str, take: bool) -> None:
+        ok, text = (actions.reserve if take else actions.release)(self.app.engine, name)
+        self.post_message(ActionDone("reserve" if take else "release", name, ok, text))
 
     def action_add(self) -> None:
         from edgelab.tui.screens.add_device import AddDeviceScreen

@@ -11,7 +11,7 @@ from textual.widgets import DataTable
 from edgelab.inventory.view import ago
 from edgelab.tui.data import FleetRow
 
-COLUMNS = ("name", "class", "transport", "state", "virtual", "last probe", "temp")
+COLUMNS = ("name", "class", "transport", "state", "virtual", "last probe", "temp", "held by")
 
 STATE_STYLE = {
     "online": "green",
@@ -58,6 +58,8 @@ class FleetTable(DataTable):
             Text("VIRTUAL", style="bold yellow") if r.virtual else "",
             probe,
             temp,
+            Text(f"{r.holder} until {r.held_until:%H:%M}", style="magenta") if r.holder and r.held_until
+            else Text(""),
         )
 
     def show(self, rows: list[FleetRow]) -> None:

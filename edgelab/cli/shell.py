@@ -1,0 +1,80 @@
+"""`edgelab shell DEVICE [-- CMD...]`: one command over the device's transport, or an interactive shell."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from edgelab.cli.common import fail, fail_from, open_engine
+from edgelab.errors import EdgelabError
+
+
+def shell(
+    device: Annotated[str, typer.Argument(help="Device name.")],
+    command: Annotated[list[str] | None, typer.Argument(help="After --: the command and its arguments "
+                                                        "(run exactly, quoted for the device's shell).")] = None,
+    lease: Annotated[str | None, typer.Option("--lease", envvar="EDGELAB_LEASE", help="Run under this lease; "
+                                              "default: yours on the device, or a new one.")] = None,
+) -> None:
+    """Run one command on a device and exit with its exit code, or open a shell when none is given.
+
+    [bold]edgelab shell s25 -- getprop ro.product.model[/]
+    [bold]edgelab shell orin-agx -- sh -c 'free -m | head -2'[/]   (pipes need a shell of their own)
+    [bold]edgelab shell orin-agx[/]   (interactive; needs a terminal)
+    A device under someone else's lease is refused, naming the holder.
+    """
+    from edgelab.inventory.console import interactive, run_command
+
+    engine = open_engine()
+    try:
+        if not command:
+            if not sys.stdin.isatty():
+                fail("no command and stdin is not a terminal", f"give one: `edgelab shell {device} -- CMD`", code=2)
+            raise typer.Exit(interactive(engine, device, lease_id=lease))
+
+        def out(line: str) -> None:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+
+        code, err = run_command(engine, device, command, on_stdout=out, lease_id=lease)
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    except EdgelabError as e:
+        fail_from(e)
+    if err:
+        sys.stderr.write(err if err.endswith("\n") else err + "\n")
+    raise typer.Exit(255 if code is None else code)
+
+
+
+
+def forward(
+    device: Annotated[str, typer.Argument(help="Device name.")],
+    remote_port: Annotated[int, typer.Argument(help="Port on the device's loopback (127.0.0.1).")],
+    local: Annotated[int | None, typer.Option("--local", help="Lab-side port (default: a free one).")] = None,
+    lease: Annotated[str | None, typer.Option("--lease", envvar="EDGELAB_LEASE", help="Run under this lease; "
+                                              "default: yours on the device, or a new one.")] = None,
+) -> None:
+    """Reach a port on the device from the lab host (127.0.0.1 only) until Ctrl-C.
+
+    [bold]edgelab forward orin-agx 8091 --local 8091[/]   then e.g. curl http://127.0.0.1:8091/health
+    """
+    from edgelab.inventory.console import forward as do_forward
+
+    def ready(port: int) -> None:
+        sys.stdout.write(f"forwarding 127.0.0.1:{port} -> {device}:{remote_port} (Ctrl-C ends)\n")
+        sys.stdout.flush()
+
+    try:
+        do_forward(open_engine(), device, remote_port, local_port=local, lease_id=lease, on_ready=ready)
+    except KeyboardInterrupt:
+        return
+    except EdgelabError as e:
+        fail_from(e)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("shell")(shell)
+    app.command("forward")(forward)

@@ -1,0 +1,86 @@
+"""Start one planned process on the device: lay out its ``{bin}``, bind store paths, launch detached.
+
+Binaries live in the device's content store under their SHA-256; a program expects its own name
+(and a shared library its soname). So each process gets ``<workdir>/bin/`` with one link per file
+of its runtime build, named as the build produced it, pointing at the verified blob; ``{bin}`` in
+the argv, environment and library path becomes that directory, ``{blob:SHA}`` a blob's path.
+Used by deploy and bench alike, so both run exactly the command the plan shows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from edgelab.deploy import remote
+from edgelab.deploy.artifacts import fill, fill_words
+from edgelab.deploy.plan import ProcessSpec
+from edgelab.errors import TransportError
+from edgelab.transport.base import Transport
+from edgelab.transport.quoting import Shell
+
+# $1 bin dir, then triples NAME BLOB X: link each blob into the dir, replacing stale links; X=1 marks
+# a program the argv runs, made executable once (a chmod moves the blob's change time, so data
+# files are left alone and stay trusted by the next push without a re-hash).
+_LAYOUT = r"""
+d=$1; shift
+mkdir -p "$d" || exit 97
+while [ $# -ge 3 ]; do
+  [ -f "$2" ] || { echo "missing blob $2" >&2; exit 98; }
+  if [ "$3" = 1 ] && [ ! -x "$2" ]; then chmod 755 "$2" || exit 99; fi
+  ln -sf "$2" "$d/$1" || exit 96
+  shift 3
+done
+"""
+
+
+@dataclass
+class Started:
+    pid: int
+    argv: list[str]  # the command as it ran (store paths bound)
+    env: dict[str, str]
+    bin_dir: str | None
+
+
+def bound(proc: ProcessSpec, workdir: str, blob_paths: dict[str, str]) -> tuple[list[str], dict[str, str], str]:
+    """The argv and environment with ``{bin}`` and blob paths filled in for this workdir."""
+    sep = "\\" if "\\" in workdir else "/"
+    bin_dir = f"{workdir}{sep}bin"
+    argv = fill_words(list(proc.argv), blob_paths, bin_dir)
+    env = fill(dict(proc.env), blob_paths, bin_dir)
+    if proc.library_path:
+        libs = fill_words(list(proc.library_path), blob_paths, bin_dir)
+        env["LD_LIBRARY_PATH"] = ":".join(libs)
+    return argv, env, bin_dir
+
+
+def programs(proc: ProcessSpec) -> set[str]:
+    """Names in ``{bin}`` the argv runs (``{bin}/llama-server``): those need the execute bit."""
+    return {w.split("{bin}/", 1)[1].split("/")[0] for w in proc.argv if "{bin}/" in w}
+
+
+def layout(t: Transport, bin_dir: str, links: dict[str, str], blob_paths: dict[str, str],
+           executable: set[str] | None = None) -> None:
+    """Make ``bin_dir`` hold one link per runtime file (name -> store blob)."""
+    if not links:
+        return
+    if t.shell is Shell.POWERSHELL:
+        raise TransportError("run directories of store links are not made on Windows yet",
+                             remedy="deploy this runtime on a Linux or Android device")
+    pairs: list[str] = []
+    for name, sha in sorted(links.items()):
+        path = blob_paths.get(sha)
+        if path is None:
+            raise TransportError(f"{name} ({sha[:12]}) was not pushed to the device store",
+                                 remedy="push the runtime build again (`edgelab push`)")
+        pairs += [name, path, "1" if name in (executable or set()) else "0"]
+    res = t.run(["sh", "-c", _LAYOUT, "edgelab-layout", bin_dir, *pairs], timeout=60)
+    if not res.ok:
+        raise TransportError(f"could not lay out {bin_dir} (exit {res.exit_code}): {res.stderr.strip()[:200]}",
+                             remedy="check the device's disk space and the store's permissions")
+
+
+def start(t: Transport, proc: ProcessSpec, workdir: str, blob_paths: dict[str, str]) -> Started:
+    argv, env, bin_dir = bound(proc, workdir, blob_paths)
+    layout(t, bin_dir, proc.links, blob_paths, programs(proc))
+    pid = remote.launch(t, workdir, argv, env)
+    return Started(pid, argv, env, bin_dir if proc.links else None)

@@ -1,0 +1,165 @@
+# ruff: noqa: F811 - pytest fixtures imported from test_deploy_helpers are parameters by design
+"""llama.cpp end to end on the virtual lab: the real build (from the cache; built when missing) and a
+random-weight GGUF, deployed by template from the device store, measured from the lab side through a
+forwarded port, stopped without a trace; refused with its remedy when the build is missing."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from test_deploy_helpers import deploy_lab, group_members  # noqa: F401 - fixture
+
+from edgelab.artifacts.registry import add_artifact
+from edgelab.bench import BenchRequest, run_bench
+from edgelab.deploy import follow, lifecycle
+from edgelab.deploy.lifecycle import DeployRequest
+from edgelab.deploy.refusal import Refusal
+from edgelab.store.db import session_scope
+from edgelab.store.deployments import processes
+
+pytestmark = [pytest.mark.ssh, pytest.mark.adb, pytest.mark.slow]
+
+SOURCES = [os.environ.get("EDGELAB_LLAMA_SOURCE"), "~/.cache/edgelab/downloads/llama_cpp_python-0.3.36.tar.gz",
+           "/work/cache/src/llama_cpp_python-0.3.36.tar.gz"]
+
+
+def _source() -> str | None:
+    for s in SOURCES:
+        if s and Path(s).expanduser().exists():
+            return str(Path(s).expanduser())
+    return None
+
+
+@pytest.fixture(scope="module")
+def llama_lab(deploy_lab, tmp_path_factory):
+    """The deploy lab plus the llama.cpp linux-x86_64 build (cache) and a 4M random GGUF, registered."""
+    from edgelab.models.synth import synth_files
+    from edgelab.runtimes import load_runtimes
+    from edgelab.runtimes.build import ensure_build, register_build
+
+    url, engine, opts = deploy_lab
+    src = _source()
+    if src is None:
+        pytest.skip("no llama.cpp source (set EDGELAB_LLAMA_SOURCE to the llama-cpp-python sdist or a tree)")
+    spec = load_runtimes()["llama.cpp"]
+    built = ensure_build(spec, "linux-x86_64", source=src)  # the cache: built once, reused after
+    model = synth_files("spark-x2.5-test", "4M", out_dir=tmp_path_factory.mktemp("models"))
+    with session_scope(engine) as s:
+        arts = register_build(s, spec, built, prefix="test-llama")
+        add_artifact(s, "spark-x2.5-test", [model.path], kind="model", target="any", component="spark-x2.5",
+                     meta=model.meta, replace=True)
+    return url, engine, opts, {a.meta["product"]: a for a in arts}
+
+
+def test_missing_build_is_refused_before_anything_is_pushed_with_the_remedy(deploy_lab):
+    _url, engine, opts = deploy_lab
+    with session_scope(engine, write=False) as s:
+        from sqlmodel import select
+
+        from edgelab.store.artifacts import Artifact
+
+        if s.exec(select(Artifact).where(Artifact.component == "llama.cpp")).first() is not None:
+            pytest.skip("a llama.cpp build is registered in this module's database already")
+    planned = lifecycle.plan(engine, DeployRequest("orin-agx", "spark-x2.5", runtime="llama.cpp"))
+    assert planned.plan.strategy == "S3" and planned.plan.processes[0].template == "llama.cpp:text_lm:S3"
+    try:
+        lifecycle.deploy(engine, DeployRequest("orin-agx", "spark-x2.5", runtime="llama.cpp"), opts=opts)
+        raise AssertionError("deployed without a runtime build")
+    except Refusal as r:
+        assert r.code == "no_exported_graph" and "a llama.cpp build for linux-x86_64" in r.detail
+        assert "edgelab runtime build llama.cpp --target linux-x86_64" in r.remedy
+        assert "--kind runtime --target linux-x86_64" in r.remedy
+
+
+def test_s3_llama_server_deploys_from_the_store_is_measured_live_and_stops_clean(llama_lab):
+    _url, engine, opts, arts = llama_lab
+    planned = lifecycle.plan(engine, DeployRequest("orin-agx", "spark-x2.5", runtime="llama.cpp"))
+    p = planned.plan
+    proc = p.processes[0]
+    assert any("virtual device: lab host build (linux-x86_64)" in n for n in p.notes)
+    assert proc.adapter == "llama-server" and proc.ready["kind"] == "http" and proc.target == "linux-x86_64"
+    assert proc.links["llama-server"] == next(f for f in _files(engine, arts["llama-server"]))
+    assert proc.argv[0] == "{bin}/llama-server" and any(w.startswith("{blob:") for w in proc.argv)
+    dep = lifecycle.deploy(engine, DeployRequest("orin-agx", "spark-x2.5", runtime="llama.cpp"), opts=opts)
+    th = None
+    try:
+        assert dep.state == "running"
+        assert {pl["observed"] for pl in dep.placement} == {"cpu"}  # from llama.cpp's own load log
+        with session_scope(engine, write=False) as s:
+            (row,) = processes(s, dep.id)
+        assert "/bin/llama-server" in row.argv[0] and "/.edgelab/store/" in row.argv[row.argv.index("-m") + 1]
+        th = follow.ensure_follower(engine, dep.run_id, transport=opts.transport)
+        assert th is not None
+        end = time.monotonic() + 120
+        while time.monotonic() < end:
+            summ = _live(engine, dep.run_id)
+            if summ and (summ.get("text") or {}).get("requests", 0) >= 2:
+                break
+            time.sleep(0.5)
+        text = _live(engine, dep.run_id)["text"]
+        assert text["ttft_ms"]["count"] >= 2 and text["decode_tok_s"]["p50"] > 0
+        pgid = row.pid
+        assert group_members(pgid)
+    finally:
+        stopped = lifecycle.stop(engine, dep.run_id, opts=opts)
+        if th is not None:
+            th.join(60)
+    assert stopped.state == "stopped" and group_members(pgid) == []  # no process left
+
+
+def test_s5_llama_completion_runs_once_and_finishes(llama_lab):
+    _url, engine, opts, _arts = llama_lab
+    dep = lifecycle.deploy(engine, DeployRequest("orin-agx", "spark-x2.5", strategy="S5", runtime="llama.cpp",
+                                                 values={"n_predict": 16}), opts=opts)
+    try:
+        assert dep.plan["processes"][0]["adapter"] == "llama-completion"
+        end = time.monotonic() + 120
+        while time.monotonic() < end:
+            dep = lifecycle.refresh(engine, dep.run_id, opts=opts)
+            if dep.state != "running":
+                break
+            time.sleep(0.5)
+        assert dep.state == "finished", dep.error
+        err = next(v for k, v in dep.logs.items() if k.endswith("stderr.log"))
+        from edgelab.adapters.llama_perf import parse_perf
+
+        perf = parse_perf(err)
+        assert perf is not None and perf.eval.tokens >= 15
+    finally:
+        lifecycle.stop(engine, dep.run_id, opts=opts)
+
+
+def test_bench_on_the_adb_phone_reports_text_figures_with_provenance(llama_lab):
+    _url, engine, opts, arts = llama_lab
+    res = run_bench(engine, BenchRequest("s25", "spark-x2.5", runtime="llama.cpp", warmup=1, requests=3,
+                                         threads=1), opts=opts)
+    rep = res.report()
+    assert res.state == "finished" and rep["virtual"] and rep["note"] == "virtual device: lab host build"
+    text = rep["text"]
+    assert text["ttft_ms"]["count"] == 3 and text["decode_tok_s"]["count"] == 3 and text["itl_ms"]["count"] > 3
+    assert text["peak_rss_bytes"] and text["peak_rss_bytes"] > 1 << 20
+    pv = rep["provenance"]
+    assert pv["runtime_build"] == arts["llama-server"].name and len(pv["runtime_sha256"]) == 64
+    assert len(pv["artifacts"]["lm.model"]) == 64 and pv["weights"] == "random" and pv["threads"] == "1"
+    assert "/data/local/tmp/edgelab/store/" in pv["command"] and " -t 1 " in pv["command"]
+    assert rep["placement"] == "cpu"
+
+
+def _files(engine, art):
+    from edgelab.artifacts.registry import artifact_files
+
+    with session_scope(engine, write=False) as s:
+        return [f.sha256 for f in artifact_files(s, art)]
+
+
+def _live(engine, run_id):
+    from edgelab.store.runs import get_summary
+
+    with session_scope(engine, write=False) as s:
+        summ = get_summary(s, run_id, "live") or get_summary(s, run_id, "final")
+        return summ.metrics if summ else None
+
+

@@ -1,0 +1,133 @@
+# ruff: noqa: F811 - pytest fixtures imported from test_deploy_helpers are parameters by design
+"""Templates on the virtual lab: S4's device stage takes the server endpoint it is given; S1 renders what
+vLLM-Omni documents with a memory fraction equal to its reservation; bench runs on a device registered
+as a plain (non-virtual) one, from the pushed zipapp."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_deploy_helpers import deploy_lab  # noqa: F401 - fixture
+
+from edgelab.artifacts.registry import add_artifact
+from edgelab.bench import BenchRequest, run_bench
+from edgelab.deploy import follow, lifecycle
+from edgelab.deploy.lifecycle import DeployRequest
+from edgelab.probe import probe_devices
+from edgelab.store.db import session_scope
+from edgelab.store.devices import get_device
+from edgelab.store.models import Device
+
+pytestmark = [pytest.mark.ssh, pytest.mark.adb]
+ROOT = Path(__file__).resolve().parents[1]
+PACK = ["edgelab/__init__.py", "edgelab/errors.py", "edgelab/metrics/__init__.py", "edgelab/metrics/events.py",
+        "edgelab/reference"]
+
+
+@pytest.fixture
+def speech_server():
+    """The lab-side reference codec-token server (what S4's talker is), on a free loopback port."""
+    proc = subprocess.Popen([sys.executable, "-m", "edgelab.protocols", "serve", "speech", "--frames-per-s", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        line = proc.stdout.readline()
+        yield json.loads(line)["url"]
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def test_s4_device_stage_streams_codec_tokens_from_the_given_server(deploy_lab, speech_server):
+    _url, engine, opts = deploy_lab
+    req = DeployRequest("s25", "qwen3-tts", endpoint=speech_server)
+    planned = lifecycle.plan(engine, req)
+    proc = planned.plan.processes[0]
+    assert planned.plan.strategy == "S4" and proc.template == "reference:tts:S4"
+    assert proc.argv[proc.argv.index("--server") + 1] == speech_server
+    dep = lifecycle.deploy(engine, req, opts=opts)
+    th = follow.ensure_follower(engine, dep.run_id, transport=opts.transport)
+    try:
+        assert dep.state == "running"
+        end, summ = time.monotonic() + 60, None
+        while time.monotonic() < end:
+            summ = _summary(engine, dep.run_id)
+            if summ and (summ.get("codec") or {}).get("first_frame_ms", {}).get("count"):
+                break
+            time.sleep(0.5)
+        assert summ and summ["codec"]["first_frame_ms"]["count"] >= 1  # frames came from the server
+        assert summ["audio"]["ttfa_ms"]["count"] >= 1  # and were decoded on the device
+    finally:
+        lifecycle.stop(engine, dep.run_id, opts=opts)
+        if th is not None:
+            th.join(30)
+
+
+@pytest.fixture(scope="module")
+def plain_orin(deploy_lab):
+    """orin-agx's sshd registered again as an ordinary device: not virtual, so nothing is lab-provided."""
+    url, engine, opts = deploy_lab
+    with session_scope(engine) as s:
+        src = get_device(s, "orin-agx")
+        data = src.model_dump(exclude={"id", "name", "virtual", "created_at", "updated_at"})
+        if not any(d.name == "orin-plain" for d in s.exec(__import__("sqlmodel").select(Device)).all()):
+            s.add(Device(name="orin-plain", virtual=False, **data))
+    outcomes = probe_devices(engine, ["orin-plain"], timeout=60, ssh_config=opts.transport.get("ssh_config"))
+    assert all(o.ok for o in outcomes), [o.error for o in outcomes]
+    return url, engine, opts
+
+
+def test_s1_renders_vllm_omni_with_the_reserved_memory_fraction(plain_orin):
+    _url, engine, _opts = plain_orin
+    p = lifecycle.plan(engine, DeployRequest("orin-plain", "qwen3-tts", strategy="S1")).plan
+    proc = p.processes[0]
+    assert p.runtime == "vllm-omni" and proc.template == "vllm-omni:qwen3-tts-0.6b:S1" and not p.virtual
+    assert proc.argv[:4] == ["vllm", "serve", "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice", "--omni"]
+    assert "--trust-remote-code" in proc.argv and proc.ready == {"kind": "http", "path": "/health", "port": 8091}
+    frac = float(proc.argv[proc.argv.index("--gpu-memory-utilization") + 1])
+    pool_bytes = next(iter(p.memory.values()))
+    assert p.memory_detail["gpu_memory_utilization"] == frac
+    total = lifecycle.plan(engine, DeployRequest("orin-plain", "qwen3-tts", strategy="S1")).profile.budget_pool
+    assert pool_bytes == int(frac * total.total_bytes)
+    assert p.ready_timeout_s >= 30  # from the profile's load estimate; --ready-timeout overrides it
+    assert p.endpoints == ["ws://127.0.0.1:8091/v1/audio/speech/stream"]
+
+
+def test_a_plain_device_without_the_reference_zipapp_is_refused_with_the_remedy(plain_orin):
+    _url, engine, opts = plain_orin
+    try:
+        run_bench(engine, BenchRequest("orin-plain", "internvla-a1", runtime="reference", requests=2), opts=opts)
+        raise AssertionError("a real device ran the reference without its zipapp")
+    except lifecycle.Refusal as r:
+        assert "edgelab runtime build reference --target" in r.remedy
+
+
+def test_bench_on_a_plain_device_runs_the_pushed_zipapp(plain_orin, tmp_path):
+    _url, engine, opts = plain_orin
+    pyz = tmp_path / "edgelab-reference.pyz"
+    subprocess.run([sys.executable, "-m", "edgelab.runtimes.pack", str(pyz), "--main", "edgelab.reference", *PACK],
+                   cwd=ROOT, check=True, capture_output=True)
+    target = lifecycle.plan(engine, DeployRequest("orin-plain", "internvla-a1")).profile.runtime_targets[0]
+    with session_scope(engine) as s:
+        add_artifact(s, "reference-plain", [pyz], kind="runtime", target=target, component="reference", replace=True)
+    res = run_bench(engine, BenchRequest("orin-plain", "internvla-a1", runtime="reference", warmup=1, requests=5,
+                                         control_hz=50), opts=opts)
+    assert res.state == "finished", res.summary
+    assert res.provenance["virtual"] is False and "PYTHONPATH=" in res.provenance["command"]
+    assert "/.edgelab/store/" in res.provenance["command"] and " python3 -m edgelab.reference" in res.provenance["command"]
+    assert res.summary["action"]["chunks"] >= 5
+
+
+def _summary(engine, run_id):
+    from edgelab.store.runs import get_summary
+
+    with session_scope(engine, write=False) as s:
+        summ = get_summary(s, run_id, "live") or get_summary(s, run_id, "final")
+        return summ.metrics if summ else None

@@ -1,0 +1,100 @@
+"""Launch templates: every template renders for every target it lists; optional groups, defaults,
+deferred store paths and errors that name the file and line."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from edgelab.errors import ConfigError
+from edgelab.runtimes import load_runtimes
+from edgelab.runtimes.launch import ART, BIN, TemplateError, find, pick_target, render
+from edgelab.runtimes.spec import LAUNCH_PLACEHOLDERS
+
+# A value for every placeholder a template may use (what a plan supplies), by name.
+VALUES = {name: f"v-{name}" for name in LAUNCH_PLACEHOLDERS} | {"port": "18080", "threads": "4"}
+
+
+def _templates():
+    for spec in load_runtimes().values():
+        for key, strategies in spec.launch.items():
+            for strat, tpl in strategies.items():
+                yield spec, key, strat, tpl
+
+
+def test_every_template_renders_for_every_target_it_lists():
+    seen = 0
+    for spec, _key, _strat, tpl in _templates():
+        assert tpl.targets, tpl.ref
+        for target in tpl.targets:
+            assert target in spec.targets, f"{tpl.ref} lists {target} without a recipe"
+            assert pick_target(tpl, [target]) == target
+            r = render(tpl, dict(VALUES))
+            words = " ".join(r.argv)
+            assert not re.search(r"\{(?!bin\}|art:|blob:)[a-z_]+\}", words), (tpl.ref, words)
+            for ph in tpl.artifacts:  # artifact-bound placeholders stay deferred to the device store
+                if any(f"{{{ph}}}" in w for w in tpl.words()):
+                    assert ART % ph in words, (tpl.ref, ph)
+            if tpl.ready.kind in ("http", "port"):
+                assert isinstance(r.ready["port"], int)
+            seen += 1
+    assert seen > 20
+
+
+def test_known_runtimes_include_ncnn_and_each_real_runtime_has_a_template():
+    specs = load_runtimes()
+    assert {"llama.cpp", "mnn", "executorch", "ncnn", "vllm-omni", "reference"} <= set(specs)
+    for name in ("llama.cpp", "mnn", "executorch", "ncnn", "vllm-omni", "reference"):
+        assert specs[name].launch, name
+
+
+def test_llama_server_template_launches_by_store_path_and_is_measured_from_the_lab():
+    spec = load_runtimes()["llama.cpp"]
+    tpl = find(spec, "spark-x2.5", "text_lm", "S3")
+    assert tpl is not None and tpl.adapter == "llama-server" and tpl.ready.kind == "http"
+    r = render(tpl, {"threads": 2, "run": "r1", "device": "d"})
+    assert r.argv[0] == f"{BIN}/llama-server"
+    assert r.argv[r.argv.index("-m") + 1] == ART % "model"
+    assert r.argv[r.argv.index("--port") + 1] == "8080" and r.ready == {"kind": "http", "path": "/health", "port": 8080}
+    assert "-s" not in r.argv  # optional group without its value is dropped
+    assert "-s" in render(tpl, {"threads": 2, "seed": 7}).argv
+    assert r.env["OMP_WAIT_POLICY"] == "passive" and r.serves == "http://127.0.0.1:8080"
+    s5 = find(spec, "spark-x2.5", "text_lm", "S5")
+    assert s5 is not None and s5.adapter == "llama-completion" and f"{BIN}/llama-completion" in s5.words()
+
+
+def test_s1_template_is_what_vllm_omni_documents():
+    tpl = find(load_runtimes()["vllm-omni"], "qwen3-tts-0.6b", "tts", "S1")
+    r = render(tpl, {"model_id": "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice", "max_seqs": 2, "max_model_len": 4096,
+                     "dtype": "bfloat16", "gpu_mem_util": "0.31"})
+    assert r.argv[:4] == ["vllm", "serve", "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice", "--omni"]
+    assert "--trust-remote-code" in r.argv and r.argv[r.argv.index("--port") + 1] == "8091"
+    assert r.argv[r.argv.index("--gpu-memory-utilization") + 1] == "0.31"
+    assert "--deploy-config" not in r.argv  # the model's own deploy config unless one is given
+    assert "--deploy-config" in render(tpl, {"model_id": "m", "max_seqs": 1, "max_model_len": 1, "dtype": "x",
+                                             "gpu_mem_util": "0.5", "stage_configs": "/c.yaml"}).argv
+
+
+def test_a_missing_value_names_the_template_line():
+    tpl = find(load_runtimes()["vllm-omni"], "qwen3-tts-0.6b", "tts", "S1")
+    with pytest.raises(TemplateError, match=r"vllm-omni\.yaml:\d+: launch vllm-omni:qwen3-tts-0.6b:S1 needs a value "
+                                            r"for \{model_id\}"):
+        render(tpl, {})
+
+
+def test_schema_errors_name_file_and_line(tmp_path):
+    (tmp_path / "bad.yaml").write_text(
+        "name: bad\nsource: {repo: https://x, ref: v1}\ntargets:\n  linux-x86_64:\n"
+        "    toolchain: [cmake]\n    steps: [[cmake, '{src}']]\n    produces: [a]\n"
+        "launch:\n  text_lm:\n    S3:\n      argv: ['{bin}/a', '{nope}']\n      ready: {kind: x}\n"
+        "      adapter: magic\n      targets: [android-arm64]\n"
+    )
+    with pytest.raises(ConfigError) as err:
+        load_runtimes(tmp_path)
+    text = str(err.value)
+    f = tmp_path / "bad.yaml"
+    assert f"{f}:11: launch text_lm S3 uses unknown placeholder {{nope}}" in text
+    assert f"{f}:12: launch text_lm S3 ready has none of log, http, port, alive" in text
+    assert f"{f}:13: launch text_lm S3 adapter 'magic'" in text
+    assert f"{f}:14: launch text_lm S3 lists target 'android-arm64' that has no recipe" in text
