@@ -128,6 +128,11 @@ def test_s5_llama_completion_runs_once_and_finishes(llama_lab):
 
         perf = parse_perf(err)
         assert perf is not None and perf.eval.tokens >= 15
+        from edgelab.store.runs import get_run
+
+        with session_scope(engine, write=False) as s:
+            res = get_run(s, dep.run_id).meta["results"]["native"]
+        assert res["perf"]["eval"]["tokens"] == perf.eval.tokens and res["placement"] == "cpu"
     finally:
         lifecycle.stop(engine, dep.run_id, opts=opts)
 
@@ -163,3 +168,14 @@ def _live(engine, run_id):
         return summ.metrics if summ else None
 
 
+
+
+def test_bench_s5_runs_llama_bench_and_stores_its_json(llama_lab):
+    _url, engine, opts, arts = llama_lab
+    res = run_bench(engine, BenchRequest("orin-agx", "spark-x2.5", runtime="llama.cpp", strategy="S5", requests=2,
+                                         threads=1), opts=opts)
+    rep = res.report()
+    assert res.state == "finished" and set(rep["llama_bench"]) == {"pp64", "tg32"}
+    assert rep["llama_bench"]["tg32"]["avg_ts"] > 0 and rep["llama_bench"]["tg32"]["n_threads"] == 1
+    assert res.meta["template"] == "llama.cpp:text_lm+bench:S5"
+    assert rep["provenance"]["runtime_build"] == arts["llama-bench"].name and " -r 2 " in rep["provenance"]["command"]

@@ -21,6 +21,8 @@ def _templates():
         for key, strategies in spec.launch.items():
             for strat, tpl in strategies.items():
                 yield spec, key, strat, tpl
+                if tpl.bench is not None:  # the variant `edgelab bench` runs renders the same way
+                    yield spec, f"{key}+bench", strat, tpl.bench
 
 
 def test_every_template_renders_for_every_target_it_lists():

@@ -94,17 +94,24 @@ def test_windows_persona_answers_encoded_powershell(ssh_lab):
     cpu = json.loads(r.stdout)
     assert cpu["Name"] == "AMD Ryzen AI 9 HX 370 w/ Radeon 890M"
     assert cpu["NumberOfLogicalProcessors"] == 24
-    r = ssh(ssh_lab, "xelite-pc", "(Get-CimInstance Win32_ComputerSystem).SystemType; systeminfo")
+    # xelite-pc runs OpenSSH's default shell, cmd.exe: PowerShell text is not understood there ...
+    r = ssh(ssh_lab, "xelite-pc", "(Get-CimInstance Win32_ComputerSystem).SystemType")
+    assert r.returncode != 0 and "is not recognized as an internal or external command" in r.stderr
+    # ... but the encoded form crosses both shells, and cmd expands %OS%
+    r = ssh(ssh_lab, "xelite-pc", join(encode_powershell("(Get-CimInstance Win32_ComputerSystem).SystemType; systeminfo"),
+                                       "powershell"))
     assert "System Type:                   ARM64-based PC" in r.stdout
+    assert ssh(ssh_lab, "xelite-pc", "echo %OS%").stdout == "Windows_NT\n"
+    assert ssh(ssh_lab, "win-hx370-rtx5090", "echo %OS%").stdout == "%OS%\n"
 
 
 def test_powershell_errors_and_exit_codes(ssh_lab):
-    r = ssh(ssh_lab, "xelite-pc", "Get-Frobnicator -Now")
+    r = ssh(ssh_lab, "win-hx370-rtx5090", "Get-Frobnicator -Now")
     assert r.returncode == 1
     assert "The term 'Get-Frobnicator' is not recognized" in r.stderr
-    assert ssh(ssh_lab, "xelite-pc", "Write-Output 'it''s'; exit 5").returncode == 5
-    assert ssh(ssh_lab, "xelite-pc", "Write-Output 'it''s'").stdout == "it's\n"
-    r = ssh(ssh_lab, "xelite-pc", "nvidia-smi")
+    assert ssh(ssh_lab, "win-hx370-rtx5090", "Write-Output 'it''s'; exit 5").returncode == 5
+    assert ssh(ssh_lab, "win-hx370-rtx5090", "Write-Output 'it''s'").stdout == "it's\n"
+    r = ssh(ssh_lab, "xelite-pc", join(encode_powershell("nvidia-smi"), "powershell"))
     assert r.returncode == 1 and "not recognized" in r.stderr
     r = ssh(ssh_lab, "win-hx370-rtx5090", "nvidia-smi")
     assert "RTX 5090" in r.stdout and "24463MiB" in r.stdout

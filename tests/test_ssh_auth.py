@@ -113,11 +113,15 @@ def test_a_port_that_never_speaks_ssh_is_offline() -> None:
 
 
 def test_powershell_devices_get_an_encoded_command() -> None:
-    """Windows OpenSSH hands the line to its shell: only base64 crosses it, decoded it is the argv."""
+    """Windows OpenSSH hands the line to its shell (cmd.exe by default): only base64 crosses it,
+    decoded it runs the argv and passes its exit code on (winscripts.run_native)."""
+    from edgelab.transport import winscripts
+
     t = SSHTransport.__new__(SSHTransport)
     t.shell = Shell.POWERSHELL
     argv = ["Get-CimInstance", "Win32_VideoController", "it's $(x); `n"]
     line = t.command_line(argv)
     prog, *flags, encoded = line.split(" ")
     assert (prog, flags) == ("powershell", ["-NoProfile", "-NonInteractive", "-EncodedCommand"])
-    assert base64.b64decode(encoded).decode("utf-16-le") == join_powershell(argv)
+    assert base64.b64decode(encoded).decode("utf-16-le") == winscripts.run_native(argv)
+    assert join_powershell(argv) in winscripts.run_native(argv)

@@ -1,13 +1,18 @@
 """One contract, every transport: local, ssh (real sshd) and adb (real adb server) behave alike.
 
 The ssh and adb transports run against the virtual lab's real servers; the
-remote side of each test is a real process whose fate is checked afterwards.
+remote side of each test is a real process whose fate is checked afterwards. ``win_ps`` and
+``win_cmd`` are the two Windows personas (OpenSSH DefaultShell powershell.exe, and its default
+cmd.exe): every argv crosses their PowerShell/cmd.exe shims, and timeouts and cancels kill by
+``taskkill /T``; the commands themselves are the lab host's programs, which a virtual Windows
+device runs as its native programs.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import time
 import uuid
 from pathlib import Path
@@ -19,12 +24,25 @@ from hypothesis import strategies as st
 from edgelab.errors import RemoteTimeout
 from edgelab.transport.base import Transport
 
-KINDS = ["local", "ssh", "adb"]
+KINDS = ["local", "ssh", "adb", "win_ps", "win_cmd"]
+
+
+WINDOWS = ("win_ps", "win_cmd")
 
 
 @pytest.fixture(params=KINDS)
 def transport(request) -> Transport:
-    return request.getfixturevalue(f"{request.param}_transport")
+    t = request.getfixturevalue(f"{request.param}_transport")
+    t.contract_kind = request.param
+    return t
+
+
+def native(transport: Transport, name: str) -> str:
+    """On a Windows device ``cat``, ``kill``, ``rm`` are PowerShell aliases (Get-Content, Stop-Process,
+    Remove-Item): the lab host's program is named by its path there, as a Windows user would."""
+    if getattr(transport, "contract_kind", "") in WINDOWS:
+        return shutil.which(name) or name
+    return name
 
 
 @pytest.fixture
@@ -34,11 +52,11 @@ def remote_dir(transport: Transport):
     path = f"{base}/edgelab-contract-{uuid.uuid4().hex[:10]}"
     assert transport.run(["mkdir", "-p", path], timeout=30).ok
     yield path
-    transport.run(["rm", "-rf", path], timeout=30)
+    transport.run([native(transport, "rm"), "-rf", path], timeout=30)
 
 
 def _alive(transport: Transport, pid: int) -> bool:
-    return transport.run(["kill", "-0", str(pid)], timeout=30).exit_code == 0
+    return transport.run([native(transport, "kill"), "-0", str(pid)], timeout=30).exit_code == 0
 
 
 def _wait_gone(transport: Transport, pid: int, seconds: float = 10.0) -> bool:
@@ -53,7 +71,7 @@ def _wait_gone(transport: Transport, pid: int, seconds: float = 10.0) -> bool:
 def _read_pid(transport: Transport, path: str, seconds: float = 10.0) -> int:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        r = transport.run(["cat", path], timeout=30)
+        r = transport.run([native(transport, "cat"), path], timeout=30)
         if r.ok and r.stdout.strip().isdigit():
             return int(r.stdout.strip())
         time.sleep(0.05)
@@ -69,11 +87,12 @@ def test_run_keeps_stdout_stderr_and_exit_code_apart(transport: Transport) -> No
 def test_run_success_and_missing_command(transport: Transport) -> None:
     assert transport.run(["true"], timeout=30).ok
     missing = transport.run(["edgelab-no-such-command-xyz"], timeout=30)
-    assert missing.exit_code == 127
+    # 127 from a POSIX shell; PowerShell's CommandNotFoundException makes powershell exit 1
+    assert missing.exit_code == (1 if getattr(transport, "contract_kind", "") in WINDOWS else 127)
 
 
 def test_run_passes_stdin(transport: Transport) -> None:
-    r = transport.run(["cat"], timeout=30, input=b"hello\nworld\n")
+    r = transport.run([native(transport, "cat")], timeout=30, input=b"hello\nworld\n")
     assert r.stdout == "hello\nworld\n"
 
 
@@ -170,10 +189,10 @@ def test_any_file_name_reaches_the_device_exactly(transport: Transport, remote_d
     src = tmp_path_factory.mktemp("names") / "payload"
     src.write_bytes(name.encode("utf-8"))
     transport.put(src, f"{remote_dir}/{name}")
-    r = transport.run(["cat", f"{remote_dir}/{name}"], timeout=30)
+    r = transport.run([native(transport, "cat"), f"{remote_dir}/{name}"], timeout=30)
     assert r.ok, r.stderr
     assert r.stdout == name
-    transport.run(["rm", "-f", f"{remote_dir}/{name}"], timeout=30)
+    transport.run([native(transport, "rm"), "-f", f"{remote_dir}/{name}"], timeout=30)
 
 
 def _free_port() -> int:

@@ -13,8 +13,9 @@ import re
 from dataclasses import dataclass
 
 from edgelab.errors import TransportError
+from edgelab.transport import winscripts
 from edgelab.transport.base import RemoteProcess, RunResult, Transport
-from edgelab.transport.quoting import Shell, encode_powershell, quote_powershell
+from edgelab.transport.quoting import Shell
 
 ANDROID_ROOT = "/data/local/tmp/edgelab/store"
 POSIX_ROOT = "~/.edgelab/store"  # resolved against $HOME on the device
@@ -270,9 +271,10 @@ class DeviceStore:
 
 
 class WindowsStore(DeviceStore):
-    """``%LOCALAPPDATA%\\edgelab\\store`` over Windows OpenSSH + PowerShell; hashes with Get-FileHash.
+    """``%LOCALAPPDATA%\\edgelab\\store`` over OpenSSH for Windows; hashes with Get-FileHash.
 
-    Paths are Windows paths for PowerShell and ``/C:/...`` for SFTP (``sftp_path``).
+    Paths are Windows paths for PowerShell and ``/C:/...`` for SFTP (``sftp_path``), as OpenSSH
+    for Windows' sftp-server names them. Every script comes from ``edgelab.transport.winscripts``.
     """
 
     os_family = "windows"
@@ -285,44 +287,27 @@ class WindowsStore(DeviceStore):
         return "/" + path.replace("\\", "/")
 
     def _ps(self, script: str, timeout: float = 60.0) -> RunResult:
-        if ";" in script:  # several statements: stop at the first error (one statement fails alone)
-            script = "$ErrorActionPreference = 'Stop'; " + script
-        line = " ".join(encode_powershell(script))
-        run_line = getattr(self.t, "run_line", None)
-        if run_line is None:
+        run_ps = getattr(self.t, "run_ps", None)
+        if run_ps is None:
             raise TransportError(f"{self.t_name}: a Windows store needs an SSH transport")
-        return run_line(line, timeout=timeout)
+        return run_ps(script, timeout=timeout)
 
     def _ps_must(self, script: str, what: str, timeout: float = 60.0) -> RunResult:
         res = self._ps(script, timeout)
         if not res.ok:
-            raise TransportError(f"{self.t_name}: {what} failed: {res.stderr.strip()[:200]}")
+            raise TransportError(f"{self.t_name}: {what} failed: {res.stderr.strip()[:200]}",
+                                 remedy="check free space and permissions of the device store")
         return res
 
     def ensure(self) -> None:
-        self._ps_must(
-            f"New-Item -ItemType Directory -Force -Path {quote_powershell(self.root)} | Out-Null", "mkdir"
-        )
+        self._ps_must(winscripts.mkdir(self.root), "mkdir")
 
     def stat(self, path: str) -> tuple[int, str] | None:
-        q = quote_powershell(path)
-        res = self._ps(f'$i = Get-Item -LiteralPath {q}; "$($i.Length)|$($i.LastWriteTimeUtc.Ticks)"')
-        if not res.ok:
-            return None
-        size, _, stamp = res.stdout.strip().partition("|")
-        return (int(size), stamp) if size.isdigit() else None
+        res = self._ps(winscripts.stat(path))
+        return _parse_stat(res.stdout.strip()) if res.ok else None
 
     def sha256(self, path: str, size: int, prefix: int | None = None) -> str:
-        q = quote_powershell(path)
-        if prefix is None:
-            script = f"(Get-FileHash -Algorithm SHA256 -LiteralPath {q}).Hash"
-        else:
-            script = (
-                f"$f = [IO.File]::OpenRead({q}); $s = New-Object IO.MemoryStream; "
-                f"$b = New-Object byte[] {prefix}; $n = $f.Read($b, 0, {prefix}); $f.Close(); "
-                "$h = [Security.Cryptography.SHA256]::Create().ComputeHash($b, 0, $n); "
-                "($h | ForEach-Object { $_.ToString('x2') }) -join ''"
-            )
+        script = winscripts.sha256(path) if prefix is None else winscripts.sha256_prefix(path, prefix)
         res = self._ps_must(script, f"Get-FileHash {path}", timeout=hash_timeout(size))
         digest = res.stdout.strip().lower()
         if not _SHA.fullmatch(digest):
@@ -330,44 +315,59 @@ class WindowsStore(DeviceStore):
         return digest
 
     def inspect(self, sha: str) -> tuple[tuple[int, str] | None, tuple[int, str] | None]:
-        self.ensure()
-        return self.stat(self.blob(sha)), self.stat(self.part(sha))
+        """One round trip: make the store, then the stat of the blob and of its ``.part``."""
+        res = self._ps_must(winscripts.inspect(self.root, [self.blob(sha), self.part(sha)]), "inspect the store")
+        lines = [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
+        if len(lines) != 2:
+            raise TransportError(f"{self.t_name}: unexpected store listing {res.stdout[:120]!r}")
+        return _parse_stat(lines[0]), _parse_stat(lines[1])
 
     def finalize(self, sha: str, size: int) -> tuple[int, str] | None:
-        got = self.sha256(self.part(sha), size)
-        if got != sha:
-            self.remove([self.part(sha)])
-            raise HashMismatch(f"{self.t_name}: {sha[:12]} hashed {got[:12]} on the device after upload")
-        self.rename(self.part(sha), self.blob(sha))
-        return self.stat(self.blob(sha))
+        """One round trip: Get-FileHash of ``.part``; on a match Move-Item into place, else remove it."""
+        res = self._ps(winscripts.finalize(self.part(sha), sha, self.blob(sha)), timeout=hash_timeout(size))
+        if res.exit_code == 3:
+            got = res.stdout.split()[-1] if res.stdout.split() else "?"
+            raise HashMismatch(f"{self.t_name}: {sha[:12]} hashed {got[:12].lower()} on the device after upload",
+                               remedy="the local file changed during the push, or the device's storage is failing")
+        if not res.ok:
+            raise TransportError(f"{self.t_name}: verify/rename of {sha[:12]} failed: {res.stderr.strip()[:200]}")
+        return _parse_stat(res.stdout.strip().splitlines()[-1] if res.stdout.strip() else "-")
 
     def rename(self, src: str, dst: str) -> None:
-        self._ps_must(
-            f"Move-Item -Force -LiteralPath {quote_powershell(src)} -Destination {quote_powershell(dst)}",
-            "rename",
-        )
+        self._ps_must(winscripts.move(src, dst), "rename")
 
     def append(self, src: str, dst: str, size: int) -> None:  # pragma: no cover - SFTP appends in place
         raise TransportError("Windows stores append over SFTP")
 
     def remove(self, paths: list[str]) -> None:
         if paths:
-            items = ", ".join(quote_powershell(p) for p in paths)
-            self._ps_must(f"Remove-Item -Force -ErrorAction SilentlyContinue -LiteralPath {items}", "rm")
+            self._ps_must(winscripts.remove(paths), "rm")
 
     def list(self) -> list[StoreEntry]:
-        q = quote_powershell(self.root)
-        res = self._ps_must(
-            f"if (Test-Path -LiteralPath {q}) {{ Get-ChildItem -File -LiteralPath {q} | "
-            'ForEach-Object { "$($_.Length) $($_.Name)" } }',
-            "list the store",
-        )
+        res = self._ps_must(winscripts.list_files(self.root), "list the store")
         out = []
         for line in res.stdout.splitlines():
             size, _, name = line.strip().partition(" ")
             if name and size.isdigit():
                 out.append(StoreEntry(name, int(size)))
         return sorted(out, key=lambda e: e.name)
+
+
+def windows_store_root(transport: Transport) -> tuple[str, str]:
+    """(store root, the variable it came from): %LOCALAPPDATA%\\edgelab\\store for a user with a profile;
+    a service account without one gets %ProgramData%\\edgelab\\store, else %TEMP%\\edgelab\\store."""
+    name = getattr(transport, "name", "device")
+    run_ps = getattr(transport, "run_ps", None)
+    if run_ps is None:
+        raise TransportError(f"{name}: a Windows store needs an SSH transport")
+    res = run_ps(winscripts.env_bases(), timeout=30)
+    base, var = winscripts.pick_base(res.stdout) if res.ok else (None, None)
+    if not base:
+        raise TransportError(
+            f"{name}: %LOCALAPPDATA%, %ProgramData% and %TEMP% are all empty: no place for the store",
+            remedy="log in as an account with a profile, or give the device a store root (open_store(root=...))",
+        )
+    return base.rstrip("\\") + "\\edgelab\\store", var or ""
 
 
 def open_store(transport: Transport, root: str | None = None) -> DeviceStore:
@@ -381,12 +381,7 @@ def open_store(transport: Transport, root: str | None = None) -> DeviceStore:
     if transport.kind == "adb":
         return DeviceStore(transport, ANDROID_ROOT)
     if transport.shell is Shell.POWERSHELL:
-        probe = WindowsStore(transport, WINDOWS_ROOT)
-        res = probe._ps_must("$env:LOCALAPPDATA", "read %LOCALAPPDATA%")
-        base = res.stdout.strip()
-        if not base:
-            raise TransportError(f"{probe.t_name}: %LOCALAPPDATA% is empty", remedy="log in as a normal user")
-        return WindowsStore(transport, base.rstrip("\\") + "\\edgelab\\store")
+        return WindowsStore(transport, windows_store_root(transport)[0])
     res = transport.run(["sh", "-c", 'printf "%s" "$HOME"'], timeout=30)
     home = res.stdout.strip()
     if not res.ok or not home.startswith("/"):

@@ -34,6 +34,8 @@ def bench(
     = None,
     slow_every: Annotated[int, typer.Option("--slow-every", help="Reference VLA: a slow step every N.")] = 0,
     slow_ms: Annotated[float, typer.Option("--slow-ms", help="Reference VLA: length of the slow step.")] = 0.0,
+    hog: Annotated[int, typer.Option("--hog", help="S3 controller (mnn, onnxruntime): N busy CPU processes "
+                                                   "beside the control loop (fault injection).")] = 0,
     model: Annotated[str | None, typer.Option("--model", help="Model artifact by name (llama.cpp: a GGUF; "
                                               "default: the newest registered for the pipeline).")] = None,
     threads: Annotated[int | None, typer.Option("--threads", help="Threads (default: the profile's).")] = None,
@@ -54,7 +56,8 @@ def bench(
     except ConfigError as err:
         fail_from(err, code=2)
     req = BenchRequest(device, pipeline, runtime, strategy, warmup, requests, band, control_hz, frames_per_s,
-                       frames, slow_every, slow_ms, model=model, threads=threads, ready_timeout=ready_timeout)
+                       frames, slow_every, slow_ms, model=model, threads=threads, ready_timeout=ready_timeout,
+                       hog=hog)
     if not json_out:
         err_console.print(f"[dim]bench {escape(pipeline)} on {escape(device)}: {warmup} warm-up + {requests} "
                           f"measured ...[/]", highlight=False)
@@ -78,7 +81,8 @@ def bench(
     if rep.get("note"):
         virtual = f"  [yellow]VIRTUAL ({escape(rep['note'])}; random weights: not a model figure)[/]"
     else:
-        virtual = "  [yellow]VIRTUAL device, reference runtime: machinery only, not a model figure[/]" \
+        what = f"{rep['runtime']} (random weights)" if rep.get("controller") else "reference runtime"
+        virtual = f"  [yellow]VIRTUAL device, {what}: machinery only, not a model figure[/]" \
             if rep["virtual"] else ""
     console.print(f"run [bold]{result.run_id}[/] {result.state} ({rep['protocol']}){virtual}")
     t = Table.grid(padding=(0, 2))
@@ -98,6 +102,18 @@ def bench(
         t.add_row("latency", _p(a["latency_ms"], " ms"))
         t.add_row("obs age", _p(a["age_ms"], " ms"))
         t.add_row("deadline misses", f"{a['deadline_misses']} of {a['chunks']} (period {a['control_period_ms']} ms)")
+    if rep.get("controller"):  # edgelab's S3 controller on a real runtime
+        for stage, pl in (rep.get("placement") or {}).items():
+            flag = f"  [red]FALLBACK from {pl.get('requested')}[/]" if pl.get("fallback") else ""
+            t.add_row(f"placement {stage}", f"{pl.get('observed')} ({escape(str(pl.get('detail', '')))[:90]}){flag}")
+        if m := rep.get("model"):
+            t.add_row("model", f"{escape(str(m.get('artifact')))} sha256 {m.get('sha256')}")
+        if par := rep.get("parity"):
+            t.add_row("parity", "ok" if par.get("ok") else f"[red]FAILED[/] {escape(str(par.get('error', '')))}")
+    for test, b in (rep.get("llama_bench") or {}).items():
+        sd = f" +- {b['stddev_ts']:.1f}" if b.get("stddev_ts") is not None else ""
+        t.add_row(f"llama-bench {test}", f"{b['avg_ts']:.1f}{sd} tok/s  (threads {b.get('n_threads')}, "
+                                         f"{b.get('backends')}, build {str(b.get('build_commit'))[:9]})")
     if x := rep.get("text"):
         t.add_row("TTFT", _p(x.get("ttft_ms"), " ms"))
         t.add_row("inter-token", _p(x.get("itl_ms"), " ms"))

@@ -1,4 +1,4 @@
-"""`edgelab model synth`: thin over edgelab.models.synth."""
+"""`edgelab model synth` (random GGUF) and `edgelab model export` (random ONNX/MNN stages): thin over edgelab.models."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from rich.markup import escape
 from edgelab.cli.common import JsonOpt, console, err_console, fail_from, open_session, print_json
 from edgelab.errors import EdgelabError
 
-app = typer.Typer(help="Models: make a random-weight GGUF for measuring runtimes without a download.",
+app = typer.Typer(help="Models edgelab makes with random weights: GGUFs (synth) and exported stages (export).",
                   no_args_is_help=True)
 
 
@@ -56,3 +56,40 @@ def synth(
     console.print(f"registered [bold]{escape(data['name'])}[/] {data['digest'][:16]}  kind model, weights random")
     for path, size in data["sizes"].items():
         console.print(f"  {m['params']:,} parameters, {m['quant']}, {escape(path)} ({size / 1e6:.1f} MB)")
+
+
+@app.command("export")
+def export(
+    stage: Annotated[str, typer.Argument(help="action-head (internvla-a1 flow head) or codec-decoder "
+                                              "(Qwen3-TTS code2wav).")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="onnx, or mnn (converted from the ONNX export).")]
+    = "onnx",
+    seed: Annotated[int, typer.Option("--seed", help="Weight seed: the same seed gives the same bytes.")] = 0,
+    out: Annotated[Path | None, typer.Option("--out", help="Cache folder (default $EDGELAB_HOME/models).")]
+    = None,
+    register: Annotated[bool, typer.Option("--register/--no-register", help="Add it to the artifact registry.")]
+    = True,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write the stage with random weights (shapes from the pipeline spec), print its SHA-256 and recipe.
+
+    Example: `edgelab model export action-head --format mnn` then `edgelab artifact show
+    action-head.random-s0.mnn`. The weights mean nothing: figures from them never qualify a cell.
+    """
+    from edgelab.models.export import export as do_export
+    from edgelab.models.export import register as do_register
+
+    try:
+        ex = do_export(stage, fmt, seed=seed, out_dir=out)
+        if register:
+            with open_session() as s:
+                do_register(s, ex)
+    except EdgelabError as err:
+        fail_from(err, code=2 if type(err).__name__ == "ConfigError" else 1)
+    d = ex.as_dict() | {"registered": register}
+    if as_json:
+        print_json(d)
+        return
+    console.print(f"[bold]{escape(ex.artifact)}[/]  {ex.size / 1e6:.1f} MB  weights: random")
+    console.print(f"  sha256 {ex.sha256}")
+    console.print(f"  file   {escape(str(ex.path))}")

@@ -97,8 +97,10 @@ def _resolve_template_need(session: Session, p: ExecutionPlan, entry: dict[str, 
 
         group = _runtime_build(cands, entry["runtime"], programs(proc))
         art = group[0] if group else None
-    else:
-        art = _model(cands, entry, model)
+    else:  # only artifacts that hold a file of the wanted type (an .onnx need never binds the .mnn export)
+        ext = entry.get("ext")
+        with_ext = [a for a in cands if ext is None or any(f.path.endswith(ext) for f in _files(session, a))]
+        art = _model(with_ext, entry, model)
     files = [f for a in (group or ([art] if art is not None else [])) for f in _files(session, a)]
     f = _file(files, entry.get("ext")) if "placeholder" in entry else None
     present = art is not None and ("placeholder" not in entry or f is not None)

@@ -11,13 +11,14 @@ import time
 
 from edgelab.errors import TransportError
 from edgelab.metrics.events import ClockOffset
+from edgelab.transport import winscripts
 from edgelab.transport.base import Transport
-from edgelab.transport.quoting import Shell, encode_powershell
+from edgelab.transport.quoting import Shell
 
 
 def _device_now(t: Transport) -> float:
     if t.shell is Shell.POWERSHELL:
-        out = t.run(encode_powershell("[DateTimeOffset]::UtcNow.ToUnixTimeMilliseconds()"), timeout=20).stdout
+        out = t.run_ps(winscripts.clock_ms(), timeout=20).stdout  # type: ignore[attr-defined]
         return int(out.strip()) / 1000.0
     out = t.run(["date", "+%s.%N"], timeout=20).stdout.strip()
     try:

@@ -242,8 +242,7 @@ class Follower:
             delay = min(delay * 2, BACKOFF_MAX_S)
 
     def _read(self, t, path: str, offset: int) -> str:
-        cmd = 'tail -c +"$2" "$1" 2>/dev/null | head -c "$3"; true'
-        return t.run(["sh", "-c", cmd, "edgelab", path, str(offset + 1), str(READ_MAX)], timeout=30).stdout
+        return remote.read_from(t, path, offset, READ_MAX)
 
     def _replay(self, t, path: str, ing: _LeasedIngestor, clock: ev.ClockOffset) -> None:
         """Rebuild the live aggregate from what an earlier follower already stored (bytes < offset)."""

@@ -65,6 +65,7 @@ class DeployRequest:
     model: str | None = None  # a model artifact by name (default: the newest registered for the pipeline)
     values: dict[str, Any] = field(default_factory=dict)  # launch template values that override the plan's
     threads: int | None = None  # override the profile's thread count
+    purpose: str = "deploy"  # bench: a template's bench variant (e.g. llama-bench for S5)
 
 
 @dataclass
@@ -121,7 +122,7 @@ def plan(engine: Engine, req: DeployRequest, *, run_id: str | None = None) -> Pl
         ctx = PlanContext(device=device.name, spec=spec, profile=profile, pipeline_profile=profile.pipeline(spec.id),
                           run_id=run, remote_dir=f"{remote_root}/{run}", virtual=bool(device.virtual),
                           runtime=req.runtime, endpoint=req.endpoint, values=dict(req.values),
-                          threads=req.threads)
+                          threads=req.threads, purpose=req.purpose)
         the_plan = admission.spread(build_plan(ctx, req.strategy), profile)
         plan_artifacts.resolve(s, the_plan, list(profile.runtime_targets or []), model=req.model)
         _check_isa(the_plan, Facts.from_dict(snap.facts or {}), bool(device.virtual))
@@ -534,8 +535,32 @@ def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> D
             row.state, row.exit_code, row.stopped_at = "exited", codes.get(row.name), utcnow()
             s.add(row)
         add_phase(d, "ended", exit_codes=codes)
+        results = adapter_results(d.plan or {}, logs or {})
+        run = s.get(Run, d.run_id)
+        if results and run is not None:
+            run.meta = {**(run.meta or {}), "results": results}
+            s.add(run)
         unpin(s, d)
     return _update(engine, dep.id, ended)
+
+
+def adapter_results(plan: dict[str, Any], logs: dict[str, str]) -> dict[str, Any]:
+    """What a one-shot runtime reported, read by its template's adapter from the logs it left.
+
+    llama-completion: the ``common_perf_print`` / ``llama_perf_context_print`` lines (load, prompt
+    eval, eval: ms, tokens, tokens/s) and the placement its load log shows.
+    """
+    out: dict[str, Any] = {}
+    for pr in plan.get("processes", []):
+        err = logs.get(f"{pr.get('name')}/stderr.log") or ""
+        if pr.get("adapter") == "llama-completion" and err:
+            from edgelab.adapters.llama_perf import parse_perf
+            from edgelab.adapters.llama_placement import parse_placement
+
+            perf = parse_perf(err)
+            out[pr["name"]] = {"adapter": "llama-completion", "perf": perf.to_dict() if perf else None,
+                               "placement": parse_placement(err).observed or "unobserved"}
+    return out
 
 
 def log_lines(engine: Engine, ref: str | int, *, follow: bool = False, stream: str = "stdout",
@@ -558,7 +583,7 @@ def log_lines(engine: Engine, ref: str | int, *, follow: bool = False, stream: s
                 yield from remote.read_file(t, f"{r.workdir}/{stream}.log", LOG_TAIL_BYTES).splitlines()
             return
         r = rows[0]
-        with t.stream(remote.follow_argv(f"{r.workdir}/{stream}.log")) as proc:
+        with remote.follow(t, f"{r.workdir}/{stream}.log") as proc:
             yield from proc.lines()
     finally:
         t.close()

@@ -3,7 +3,8 @@
 A deployed process is a group (the launch wrapper and the runtime under it); its resident set is
 the sum over members now (``VmRSS``) and its peak the largest member's high-water mark
 (``VmHWM``, what the kernel kept since the process started; the wrapper's is a few hundred kB).
-Linux and Android only; elsewhere the numbers are unknown (None), never zero.
+On Windows the group is the process tree (by ParentProcessId) and the figures are Win32_Process's
+working sets (``winscripts.tree_memory``). Elsewhere the numbers are unknown (None), never zero.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import time
 
 from edgelab.metrics import events as ev
+from edgelab.transport import winscripts
 from edgelab.transport.base import Transport
 from edgelab.transport.quoting import Shell
 
@@ -33,7 +35,13 @@ echo "$n $rss $hwm"
 def memory(t: Transport, pgid: int) -> tuple[int | None, int | None]:
     """(resident bytes now, peak bytes of the largest member); (None, None) when unknown or gone."""
     if t.shell is Shell.POWERSHELL:
-        return None, None
+        run_ps = getattr(t, "run_ps", None)
+        if run_ps is None:
+            return None, None
+        parts = run_ps(winscripts.tree_memory(pgid), timeout=20).stdout.split()
+        if len(parts) != 3 or not all(p.isdigit() for p in parts) or parts[0] == "0":
+            return None, None
+        return int(parts[1]), int(parts[2]) * 1024  # working set in bytes, peak in KiB
     res = t.run(["sh", "-c", _STAT, "edgelab", str(int(pgid))], timeout=20)
     parts = res.stdout.split()
     if len(parts) != 3 or not all(p.isdigit() for p in parts) or parts[0] == "0":

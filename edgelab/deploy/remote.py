@@ -2,9 +2,12 @@
 
 Linux and Android: each process starts under ``setsid`` (its own session and process group) with
 ``pid``, ``stdout.log``, ``stderr.log`` and ``exit`` files in its own directory of the run dir, so
-anyone who can reach the device can find and stop it later. Windows: ``Start-Process`` with
-redirected output and the pid written to a file; stop is ``taskkill /T /F`` (the process tree).
-Every script takes its values as positional arguments: nothing is spliced into shell text.
+anyone who can reach the device can find and stop it later. Windows: ``Start-Process -PassThru``
+starts a PowerShell runner (environment, the program, its exit code into ``exit``) with stdout and
+stderr redirected into the run dir and the pid written to ``pid``; stop is ``taskkill /T /F`` (the
+process tree) verified over the tree by ParentProcessId; logs and pid files are read over SFTP.
+Every script takes its values as positional arguments (POSIX) or quoted literals (PowerShell,
+``edgelab.transport.winscripts``): nothing is spliced into shell text.
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ import re
 from dataclasses import dataclass
 
 from edgelab.errors import TransportError
-from edgelab.transport.base import Transport
-from edgelab.transport.quoting import Shell, encode_powershell, quote_powershell
+from edgelab.transport import winscripts
+from edgelab.transport.base import RemoteProcess, Transport
+from edgelab.transport.quoting import Shell
 
 # $1 workdir, $2.. argv. Prints the group leader's pid once the pid file is written.
 _LAUNCH = r"""
@@ -66,9 +70,38 @@ def _posix(script: str, *args: str) -> list[str]:
     return ["sh", "-c", script, "edgelab", *args]
 
 
+def _ps(t: Transport, script: str, timeout: float = 30.0):
+    run_ps = getattr(t, "run_ps", None)
+    if run_ps is None:
+        raise TransportError(f"{getattr(t, 'name', 'device')}: a Windows device needs an SSH transport")
+    return run_ps(script, timeout=timeout)
+
+
+def _sftp_path(path: str) -> str:
+    """OpenSSH for Windows' SFTP name of a Windows path (``C:\\a\\b`` -> ``/C:/a/b``; ``/`` also separates)."""
+    return "/" + path.replace("\\", "/").lstrip("/")
+
+
+def _sftp_read(t: Transport, path: str, offset: int = 0, max_bytes: int | None = None, tail: bool = False) -> bytes:
+    """Bytes of a Windows file from ``offset`` (or its last ``max_bytes`` with ``tail``); b'' when absent."""
+    try:
+        sftp = t.sftp()  # type: ignore[attr-defined]
+        with sftp.open(_sftp_path(path), "rb") as f:
+            size = f.stat().st_size or 0
+            start = max(0, size - max_bytes) if tail and max_bytes else min(offset, size)
+            f.seek(start)
+            want = (size - start) if max_bytes is None or tail else min(max_bytes, size - start)
+            return f.read(want) if want > 0 else b""
+    except FileNotFoundError:
+        return b""
+    except OSError as e:
+        raise TransportError(f"{getattr(t, 'name', 'device')}: cannot read {path} over SFTP: {e}",
+                             remedy="the device's OpenSSH needs the sftp subsystem (default on Windows)") from e
+
+
 def home(t: Transport) -> str:
     if t.shell is Shell.POWERSHELL:
-        return t.run(encode_powershell("Write-Output $env:USERPROFILE"), timeout=20).stdout.strip()
+        return winscripts.profile_dir(_ps(t, winscripts.env_bases(), 20).stdout) or ""
     return t.run(["sh", "-c", 'echo "$HOME"'], timeout=20).stdout.strip()
 
 
@@ -84,7 +117,7 @@ def run_root(t: Transport) -> str:
 def launch(t: Transport, workdir: str, argv: list[str], env: dict[str, str] | None = None) -> int:
     """Start ``argv`` detached in its own process group; returns the group leader's pid."""
     if t.shell is Shell.POWERSHELL:
-        return _launch_windows(t, workdir, argv)
+        return _launch_windows(t, workdir, argv, env)
     full = (["env", *[f"{k}={v}" for k, v in env.items()]] if env else []) + list(argv)
     res = t.run(_posix(_LAUNCH, workdir, *full), timeout=30)
     m = re.search(r"^(\d+)\s*$", res.stdout, re.M)
@@ -98,8 +131,9 @@ def launch(t: Transport, workdir: str, argv: list[str], env: dict[str, str] | No
 def pid_from_file(t: Transport, workdir: str) -> int | None:
     """The pid a launch wrote, for processes whose launch was interrupted before it reported back."""
     if t.shell is Shell.POWERSHELL:
-        res = t.run(encode_powershell(f"Get-Content -ErrorAction SilentlyContinue {quote_powershell(workdir + chr(92) + 'pid')}"),
-                    timeout=20)
+        txt = _sftp_read(t, workdir.rstrip("\\/") + "\\pid").decode("ascii", "replace")
+        m = re.search(r"(\d+)", txt)
+        return int(m.group(1)) if m else None
     else:
         res = t.run(_posix('cat "$1/pid" 2>/dev/null; true', workdir), timeout=20)
     m = re.search(r"(\d+)", res.stdout)
@@ -109,9 +143,7 @@ def pid_from_file(t: Transport, workdir: str) -> int | None:
 def alive(t: Transport, pid: int) -> bool:
     """Whether any non-zombie member of the process group is left."""
     if t.shell is Shell.POWERSHELL:
-        res = t.run(encode_powershell(f"if (Get-Process -Id {int(pid)} -ErrorAction SilentlyContinue) "
-                                      "{ 'alive' } else { 'gone' }"), timeout=20)
-        return "alive" in res.stdout
+        return "alive" in _ps(t, winscripts.alive(pid), 20).stdout
     return bool(t.run(_posix(_MEMBERS, str(int(pid))), timeout=20).stdout.strip())
 
 
@@ -119,7 +151,13 @@ def poll(t: Transport, workdir: str, pid: int, offset: int) -> Poll:
     """Liveness, new stdout since ``offset`` bytes, and the exit code once the process wrote it."""
     is_alive = alive(t, pid)
     if t.shell is Shell.POWERSHELL:
-        return Poll(is_alive, "", None)
+        wd = workdir.rstrip("\\/")
+        out = _sftp_read(t, wd + "\\stdout.log", offset).decode("utf-8", "replace")
+        code = None
+        if not is_alive:
+            txt = _sftp_read(t, wd + "\\exit").decode("ascii", "replace").strip()
+            code = int(txt) if txt.lstrip("-").isdigit() else None
+        return Poll(is_alive, out, code)
     out = t.run(_posix(_READ_FROM, f"{workdir}/stdout.log", str(offset + 1)), timeout=20).stdout
     code = None
     if not is_alive:
@@ -131,8 +169,11 @@ def poll(t: Transport, workdir: str, pid: int, offset: int) -> Poll:
 def stop(t: Transport, pid: int, grace_s: int = 5) -> int:
     """TERM the group, KILL after ``grace_s``; returns how many members are left (0 = verified gone)."""
     if t.shell is Shell.POWERSHELL:
-        t.run(["taskkill", "/T", "/F", "/PID", str(int(pid))], timeout=30)
-        return 1 if alive(t, pid) else 0
+        res = _ps(t, winscripts.stop(pid), grace_s + 30)
+        m = re.search(r"left\s+(\d+)", res.stdout)
+        if not m:
+            raise TransportError(f"could not verify that process tree {pid} is gone: {res.stderr.strip()[:200]}")
+        return int(m.group(1))
     res = t.run(_posix(_STOP, str(int(pid)), str(int(grace_s))), timeout=grace_s + 30)
     m = re.search(r"left\s+(\d+)", res.stdout)
     if not m:
@@ -143,27 +184,34 @@ def stop(t: Transport, pid: int, grace_s: int = 5) -> int:
 def read_file(t: Transport, path: str, max_bytes: int = 65536) -> str:
     """The last ``max_bytes`` of a remote file ('' when it does not exist)."""
     if t.shell is Shell.POWERSHELL:
-        return t.run(encode_powershell(f"Get-Content -Tail 500 -ErrorAction SilentlyContinue "
-                                       f"{quote_powershell(path)}"), timeout=30).stdout
+        return _sftp_read(t, path, max_bytes=max_bytes, tail=True).decode("utf-8", "replace")
     return t.run(_posix('[ -f "$1" ] && tail -c "$2" "$1"; true', path, str(max_bytes)), timeout=30).stdout
+
+
+def read_from(t: Transport, path: str, offset: int, max_bytes: int) -> str:
+    """Up to ``max_bytes`` of a remote file from byte ``offset`` ('' when absent); SFTP on Windows."""
+    if t.shell is Shell.POWERSHELL:
+        return _sftp_read(t, path, offset, max_bytes).decode("utf-8", "replace")
+    cmd = 'tail -c +"$2" "$1" 2>/dev/null | head -c "$3"; true'
+    return t.run(["sh", "-c", cmd, "edgelab", path, str(offset + 1), str(max_bytes)], timeout=30).stdout
 
 
 def follow_argv(path: str) -> list[str]:
     return ["tail", "-n", "+1", "-f", path]
 
 
-def _launch_windows(t: Transport, workdir: str, argv: list[str]) -> int:
-    """Start-Process with redirected output; the pid goes to ``pid`` (untested against real Windows)."""
-    wd = quote_powershell(workdir)
-    args = ", ".join(quote_powershell(a) for a in argv[1:]) or "@()"
-    script = (f"New-Item -ItemType Directory -Force -Path {wd} | Out-Null; "
-              f"$p = Start-Process -FilePath {quote_powershell(argv[0])} -ArgumentList {args} "
-              f"-WorkingDirectory {wd} -RedirectStandardOutput (Join-Path {wd} 'stdout.log') "
-              f"-RedirectStandardError (Join-Path {wd} 'stderr.log') -WindowStyle Hidden -PassThru; "
-              f"Set-Content -Path (Join-Path {wd} 'pid') -Value $p.Id; Write-Output $p.Id")
-    res = t.run(encode_powershell(script), timeout=60)
+def follow(t: Transport, path: str) -> RemoteProcess:
+    """A remote file's lines from the start, then as they are written; cancel ends it."""
+    if t.shell is Shell.POWERSHELL:
+        return t.stream_ps(winscripts.follow_log(path))  # type: ignore[attr-defined]
+    return t.stream(follow_argv(path))
+
+
+def _launch_windows(t: Transport, workdir: str, argv: list[str], env: dict[str, str] | None = None) -> int:
+    """Start-Process -PassThru of the runner (see ``winscripts.launch``); the pid it prints."""
+    res = _ps(t, winscripts.launch(workdir, argv, env), 60)
     m = re.search(r"^(\d+)\s*$", res.stdout, re.M)
-    if not m:
+    if not res.ok or not m:
         raise TransportError(f"Start-Process failed for {argv[0]}: {(res.stderr or res.stdout).strip()[:200]}",
                              remedy="check the path of the program on the Windows device")
     return int(m.group(1))

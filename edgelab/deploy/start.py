@@ -15,6 +15,7 @@ from edgelab.deploy import remote
 from edgelab.deploy.artifacts import fill, fill_words
 from edgelab.deploy.plan import ProcessSpec
 from edgelab.errors import TransportError
+from edgelab.transport import winscripts
 from edgelab.transport.base import Transport
 from edgelab.transport.quoting import Shell
 
@@ -64,8 +65,8 @@ def layout(t: Transport, bin_dir: str, links: dict[str, str], blob_paths: dict[s
     if not links:
         return
     if t.shell is Shell.POWERSHELL:
-        raise TransportError("run directories of store links are not made on Windows yet",
-                             remedy="deploy this runtime on a Linux or Android device")
+        _layout_windows(t, bin_dir, links, blob_paths)
+        return
     pairs: list[str] = []
     for name, sha in sorted(links.items()):
         path = blob_paths.get(sha)
@@ -76,6 +77,21 @@ def layout(t: Transport, bin_dir: str, links: dict[str, str], blob_paths: dict[s
     res = t.run(["sh", "-c", _LAYOUT, "edgelab-layout", bin_dir, *pairs], timeout=60)
     if not res.ok:
         raise TransportError(f"could not lay out {bin_dir} (exit {res.exit_code}): {res.stderr.strip()[:200]}",
+                             remedy="check the device's disk space and the store's permissions")
+
+
+def _layout_windows(t: Transport, bin_dir: str, links: dict[str, str], blob_paths: dict[str, str]) -> None:
+    """Windows: hard links into the store (``winscripts.layout``); no execute bit to set there."""
+    pairs = []
+    for name, sha in sorted(links.items()):
+        if sha not in blob_paths:
+            raise TransportError(f"{name} ({sha[:12]}) was not pushed to the device store",
+                                 remedy="push the runtime build again (`edgelab push`)")
+        pairs.append((name, blob_paths[sha]))
+    res = t.run_ps(winscripts.layout(bin_dir, pairs), timeout=60)  # type: ignore[attr-defined]
+    if not res.ok:
+        raise TransportError(f"could not lay out {bin_dir} (exit {res.exit_code}): "
+                             f"{(res.stderr or res.stdout).strip()[:200]}",
                              remedy="check the device's disk space and the store's permissions")
 
 

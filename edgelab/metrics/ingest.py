@@ -45,6 +45,18 @@ _REQ_END = (update(_REQ).where(_REQ.c.run_id == bindparam("rid"), _REQ.c.request
             .values(finished=bindparam("fin"), ok=bindparam("ok"), error=bindparam("err"), metrics=bindparam("m")))
 
 
+def _observed(meta: dict[str, Any]) -> dict[str, Any]:
+    """From a run.start's meta: the placement the runtime reported per stage and the SHA-256 of the
+    model file it loaded (edgelab's S3 controller sends both)."""
+    out: dict[str, Any] = {}
+    if isinstance(meta.get("placement"), dict):
+        out["placement"] = meta["placement"]
+    model = meta.get("model")
+    if isinstance(model, dict) and model.get("sha256"):
+        out["model_loaded"] = {"sha256": model["sha256"], "stage": model.get("stage")}
+    return out
+
+
 class Ingestor:
     """Feed events of one run; call ``close()`` (or use ``with``) to finish it."""
 
@@ -58,6 +70,7 @@ class Ingestor:
         with session_scope(engine, write=False) as s:
             run = get_run(s, run_id)
             meta = dict(run.meta)
+            self._provenance = dict(run.provenance or {})
         if period_s is None and meta.get("control_period_s"):
             period_s = float(meta["control_period_s"])
         self.agg = RunAggregator(period_s=period_s)
@@ -121,6 +134,10 @@ class Ingestor:
                                "message": e.stage, "data": {"start": e.start, "end": e.end}})
         elif k is ev.RunStart:
             self._run_update.update(state="running", started_at=utcnow())
+            observed = _observed(e.meta or {})
+            if observed:  # where the runtime says it ran, and what it loaded: provenance, not a claim
+                self._provenance.update(observed)
+                self._run_update["provenance"] = dict(self._provenance)
         elif k is ev.RunEnd:
             self._run_update.update(state=e.state, finished_at=utcnow(), error=e.error)
         self._pending += 1

@@ -1,0 +1,1 @@
+"""Model files edgelab makes itself: random-weight stages exported to exchange formats (no imports here)."""

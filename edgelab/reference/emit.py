@@ -1,4 +1,4 @@
-"""Events as JSON lines on a stream, flushed per line, each tagged as the reference runtime.
+"""Events as JSON lines on a stream, flushed per line, each tagged with its runtime (default: reference).
 
 A process launched on a device talks to the lab only through its stdout; flushing per line
 keeps arrival times honest (a buffered line would arrive late and skew TTFA).
@@ -18,9 +18,11 @@ from edgelab.reference import PROVENANCE
 class Emitter:
     """Writes events for one run; thread-safe so a stage thread may emit too."""
 
-    def __init__(self, stream: TextIO | None = None, run: str | None = None):
+    def __init__(self, stream: TextIO | None = None, run: str | None = None,
+                 stamp: dict[str, str] | None = None):
         self._stream = stream if stream is not None else sys.stdout
         self.run = run
+        self.stamp = dict(PROVENANCE if stamp is None else stamp)  # runtime + weights on every line
         self._lock = threading.Lock()
         self.events: list[Event] = []  # kept for in-process callers (tests, servers)
 
@@ -28,7 +30,7 @@ class Emitter:
         if ev.run is None:
             ev.run = self.run
         d = to_dict(ev)
-        d.update(PROVENANCE)
+        d.update(self.stamp)
         line = json.dumps(d, separators=(",", ":"))
         with self._lock:
             self._stream.write(line + "\n")

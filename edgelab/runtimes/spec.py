@@ -30,6 +30,7 @@ launch:                                     # how deploy starts it (edgelab/runt
       artifacts: {model: {kind: model, ext: .gguf}}   # store paths bound to placeholders
       defaults: {gpu_layers: "0"}           # default placeholder values
       serves: "http://127.0.0.1:{port}"     # the endpoint a lab-side client reaches (forwarded)
+      bench: {argv: [...], adapter: llama-bench}   # what `edgelab bench` runs instead (same schema)
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ LAUNCH_PLACEHOLDERS = {
     "frames", "steps", "control_hz", "slow_every", "slow_ms", "server", "stages", "vocoder", "text", "output",
     "mmproj", "image", "prompt_file", "loops", "gpu_device", "max_seqs", "gpu_mem_util", "dtype", "max_model_len",
     "stage_configs", "model_id", "pyz", "reps", "n_prompt", "n_gen", "batch",
+    "backend", "hog",  # edgelab's S3 controller: the planned backend, fault injection (busy CPU processes)
 }
 READY_KINDS = ("log", "http", "port", "alive")
 ADAPTERS = ("edgelab-events", "llama-server", "llama-completion", "llama-bench", "none")
@@ -125,6 +127,7 @@ class LaunchTemplate:
     artifacts: dict[str, ArtifactNeed] = field(default_factory=dict)
     defaults: dict[str, str] = field(default_factory=dict)
     serves: str | None = None
+    bench: LaunchTemplate | None = None  # what `edgelab bench` runs instead (e.g. llama-bench for S5)
 
     @property
     def ref(self) -> str:
@@ -328,7 +331,7 @@ def _template(runtime: str, key: str, strat: str, raw: Any, where: str, targets:
         errors.append(f"{where}: {what} is an argv list or a mapping with argv")
         return None
     known = ("argv", "targets", "env", "workdir", "library_path", "ready", "adapter", "placement", "port",
-             "artifacts", "defaults", "serves")
+             "artifacts", "defaults", "serves", "bench")
     for k in raw:
         if k not in known:
             errors.append(f"{raw.where(k)}: unknown key {k!r} in {what} (known: {', '.join(known)})")
@@ -382,11 +385,18 @@ def _template(runtime: str, key: str, strat: str, raw: Any, where: str, targets:
     serves = raw.get("serves")
     if serves is not None:
         _placeholders([str(serves)], raw.where("serves"), what, errors)
+    bench = None
+    if raw.get("bench") is not None:
+        if key.endswith("+bench"):
+            errors.append(f"{raw.where('bench')}: {what}: a bench variant has no bench variant of its own")
+        else:
+            bench = _template(runtime, f"{key}+bench", strat, raw.get("bench"), raw.where("bench"), targets, errors)
     return LaunchTemplate(
         runtime=runtime, key=key, strategy=strat, argv=argv, targets=tgts, where=where, env=env,
         workdir=workdir, library_path=libpath, ready=_readiness(raw.get("ready"), raw.where("ready"), what, errors),
         adapter=adapter, placement=placement, port=port, artifacts=needs,
-        defaults={str(k): str(v) for k, v in defaults.items()}, serves=None if serves is None else str(serves))
+        defaults={str(k): str(v) for k, v in defaults.items()}, serves=None if serves is None else str(serves),
+        bench=bench)
 
 
 def _parse_launch(data: SrcDict, runtime: str, targets: list[str],

@@ -15,12 +15,14 @@ Layout built inside the namespace (under a tmpfs used as the new root):
   made by turning that level into a tmpfs with binds of the host's entries;
 - ``/data`` and ``/sdcard`` come from ``--device-root`` when given (writable);
 - ``bin/`` of the persona is first on PATH, the hostname is the persona's;
+- ``--drive DIR`` (Windows personas) is bound writable at ``/C:``: drive C as the PowerShell shim
+  and OpenSSH for Windows' SFTP server both name it (``C:\\Users\\edgelab`` = ``/C:/Users/edgelab``);
 - ``--home DIR`` (the SSH lab gives each persona one) becomes ``$HOME`` and an ssh session's
   working directory, so ``~/.edgelab/store`` on a virtual device is that device's own, not the
   lab host's real home (which stays mounted: the lab's Python may live under it).
 
-Usage: _enter.py --persona DIR [--device-root DIR] [--hostname NAME] [--home DIR]
-                 [--ssh posix|powershell] -- ARGV...
+Usage: _enter.py --persona DIR [--device-root DIR] [--hostname NAME] [--home DIR] [--drive DIR]
+                 [--ssh posix|powershell|cmd] -- ARGV...
 With ``--ssh`` the command comes from ``SSH_ORIGINAL_COMMAND`` as sshd's
 ForceCommand gives it (sftp mapped to the real sftp-server).
 """
@@ -175,7 +177,7 @@ def own_mountpoint(path: str) -> None:
         raise OSError(f"{path} is not a directory owned by uid {os.getuid()} and writable only by it")
 
 
-def build_root(persona: str, device_root: str | None) -> str:
+def build_root(persona: str, device_root: str | None, drive: str | None = None) -> str:
     own_mountpoint(NEWROOT)
     mount("tmpfs", NEWROOT, "tmpfs", MS_NOSUID, "mode=755")
     mount(None, NEWROOT, None, MS_UNBINDABLE)  # recursive binds below must not copy the new root
@@ -204,6 +206,11 @@ def build_root(persona: str, device_root: str | None) -> str:
         if not os.path.lexists(dst):
             os.mkdir(dst)
         bind(src, dst)
+    if drive:
+        dst = os.path.join(NEWROOT, "C:")
+        if not os.path.lexists(dst):
+            os.mkdir(dst)
+        bind(drive, dst)
     return NEWROOT
 
 
@@ -220,15 +227,24 @@ def ssh_argv(shell_kind: str) -> list[str]:
             if os.access(server, os.X_OK):
                 return [server]
         die("no sftp-server binary on the lab host")
-    if shell_kind == "powershell":
-        return ["powershell", "-NoLogo"] + (["-Command", cmd] if cmd is not None else [])
+    if shell_kind == "powershell":  # DefaultShell = powershell.exe: sshd runs `powershell -c <command>`
+        if cmd is None:
+            return ["powershell", "-NoLogo"]
+        # powershell.exe reads that as a Win32 command line (CommandLineToArgvW: double quotes are eaten,
+        # runs of spaces collapse when -Command joins the words back), so the shim gets those words.
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from winsim.native import split_command_line
+
+        return ["powershell", "-NoLogo", "-Command", *split_command_line(cmd)]
+    if shell_kind == "cmd":  # OpenSSH for Windows' default: `cmd.exe /c <command>`
+        return ["cmd"] + (["/c", cmd] if cmd is not None else [])
     if cmd is None:
         return [login, "-l"]
     return [login, "-c", cmd]
 
 
 def main(args: list[str]) -> None:
-    persona = device_root = hostname = ssh_shell = home = None
+    persona = device_root = hostname = ssh_shell = home = drive = None
     while args and args[0] != "--":
         opt = args.pop(0)
         if not args:
@@ -242,6 +258,8 @@ def main(args: list[str]) -> None:
             hostname = val
         elif opt == "--home":
             home = os.path.abspath(val)
+        elif opt == "--drive":
+            drive = os.path.abspath(val)
         elif opt == "--ssh":
             ssh_shell = val
         else:
@@ -256,7 +274,7 @@ def main(args: list[str]) -> None:
     cwd = os.getcwd()
     try:
         enter_namespace(hostname)
-        root = build_root(persona, device_root)
+        root = build_root(persona, device_root, drive)
         os.chroot(root)
     except OSError as e:
         die(f"cannot enter persona {os.path.basename(persona)}: {e}")
@@ -280,6 +298,11 @@ def main(args: list[str]) -> None:
     env["PATH"] = ":".join(path + [env.get("PATH") or "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"])
     env["EDGELAB_PERSONA"] = os.path.basename(persona)
     env["EDGELAB_PERSONA_DIR"] = persona
+    env["EDGELAB_SIM_LIB"] = os.path.dirname(os.path.abspath(__file__))  # the winsim package's parent
+    if ssh_shell in ("powershell", "cmd") and argv[0] in ("powershell", "cmd"):
+        # OpenSSH for Windows runs a session in a job object that dies with its first process
+        # (JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE); that process is this one after exec.
+        env["EDGELAB_WIN_JOB"] = str(os.getpid())
     try:
         os.execvpe(argv[0], argv, env)
     except FileNotFoundError:

@@ -34,12 +34,15 @@ def _check_dir(persona_dir: Path) -> Path:
     return persona_dir
 
 
-def persona_argv(persona_dir: Path, argv: list[str], *, device_root: Path | None = None) -> list[str]:
+def persona_argv(
+    persona_dir: Path, argv: list[str], *, device_root: Path | None = None, drive: Path | None = None
+) -> list[str]:
     """Argv that runs ``argv`` in a private mount namespace showing the persona's files.
 
     ``persona_dir`` holds ``root/`` (files overlaid at their absolute paths) and
     ``bin/`` (shims first on PATH). ``device_root`` (optional, writable) provides
-    the device's own ``/data`` and ``/sdcard``. Needs root or user namespaces.
+    the device's own ``/data`` and ``/sdcard``; ``drive`` (Windows personas) is shown as ``/C:``.
+    Needs root or user namespaces.
     """
     if not argv:
         raise ValueError("empty command")
@@ -48,6 +51,8 @@ def persona_argv(persona_dir: Path, argv: list[str], *, device_root: Path | None
     out += ["--hostname", persona_dir.name]
     if device_root is not None:
         out += ["--device-root", str(Path(device_root).resolve())]
+    if drive is not None:
+        out += ["--drive", str(Path(drive).resolve())]
     return out + ["--", *[str(a) for a in argv]]
 
 
@@ -87,21 +92,28 @@ def check_can_enter(persona_dir: Path) -> None:
     )
 
 
-def ssh_force_command(persona_dir: Path, shell: str = "posix", home: Path | None = None) -> str:
+def ssh_force_command(
+    persona_dir: Path, shell: str = "posix", home: Path | str | None = None, drive: Path | None = None
+) -> str:
     """The sshd ``ForceCommand`` line that enters the persona and runs ``$SSH_ORIGINAL_COMMAND``.
 
     sftp requests are mapped to the real sftp-server inside the persona; a
     ``powershell`` persona hands the command to its PowerShell shim, as Windows
     OpenSSH does with a PowerShell default shell. ``home`` (writable) becomes the session's
-    ``$HOME`` and working directory.
+    ``$HOME`` and working directory (for a Windows persona a path on its drive, ``/C:/Users/...``);
+    ``drive`` (Windows personas) is the writable directory shown as drive C. ``shell`` ``cmd`` is
+    OpenSSH for Windows' default shell, ``powershell`` its DefaultShell alternative.
     """
     persona_dir = _check_dir(persona_dir)
-    if shell not in ("posix", "powershell"):
+    if shell not in ("posix", "powershell", "cmd"):
         raise ConfigError(
-            f"unknown persona shell {shell!r}", remedy="use posix or powershell in persona.yaml"
+            f"unknown persona shell {shell!r}", remedy="use posix, powershell or cmd in persona.yaml"
         )
     argv = [_python(), "-I", "-S", str(ENTER_SCRIPT), "--persona", str(persona_dir)]
     argv += ["--hostname", persona_dir.name, "--ssh", shell]
     if home is not None:
-        argv[-2:-2] = ["--home", str(Path(home).resolve())]
+        h = str(home) if str(home).startswith("/C:") else str(Path(home).resolve())
+        argv[-2:-2] = ["--home", h]
+    if drive is not None:
+        argv[-2:-2] = ["--drive", str(Path(drive).resolve())]
     return "exec " + shlex.join(argv)

@@ -88,6 +88,33 @@ def persona_home(state_dir: Path, device: str) -> Path:
     return _ssh_dir(state_dir) / "homes" / device
 
 
+def persona_drive(state_dir: Path, device: str) -> Path:
+    """A Windows persona's drive C (bound at ``/C:`` inside it): profile, ProgramData, Temp."""
+    return _ssh_dir(state_dir) / "drives" / device
+
+
+def _windows_session(persona: Persona) -> tuple[str, str]:
+    """(OpenSSH DefaultShell: cmd | powershell, the profile dir as a namespace path) of a Windows persona."""
+    default = str(persona.raw.get("ssh_default_shell", "powershell"))
+    if default not in ("cmd", "powershell"):
+        raise ConfigError(f"persona {persona.name}: ssh_default_shell {default!r} is not cmd or powershell",
+                          remedy="set ssh_default_shell: cmd (OpenSSH's default) or powershell in persona.yaml")
+    env_file = persona.path / "data" / "env.json"
+    env = json.loads(env_file.read_text()) if env_file.is_file() else {}
+    profile = str(env.get("USERPROFILE", "C:\\Users\\edgelab"))
+    return default, "/C:" + profile[2:].replace("\\", "/")
+
+
+def _prepare_drive(drive: Path, persona: Persona) -> None:
+    """The folders a Windows installation has: the user profile with AppData, ProgramData, Temp."""
+    env_file = persona.path / "data" / "env.json"
+    env = json.loads(env_file.read_text()) if env_file.is_file() else {}
+    for key in ("USERPROFILE", "LOCALAPPDATA", "APPDATA", "ProgramData", "TEMP", "SystemRoot"):
+        value = env.get(key)
+        if value and value[1:3] in (":\\", ":/"):
+            (drive / value[3:].replace("\\", "/")).mkdir(parents=True, exist_ok=True)
+
+
 def _pid_file(state_dir: Path) -> Path:
     return _ssh_dir(state_dir) / "sshd.pid"
 
@@ -356,7 +383,11 @@ def _sshd_config(state_dir: Path, port: int, user: str, plan: list[tuple[str, st
         f"Subsystem sftp {SFTP_SERVER}",
     ]
     for name, addr, p, staged in plan:
-        force = ssh_force_command(staged, p.shell, home=persona_home(state_dir, name))
+        if p.shell == "powershell":  # a Windows persona: its drive C, its default shell, its profile
+            default, profile = _windows_session(p)
+            force = ssh_force_command(staged, default, home=profile, drive=persona_drive(state_dir, name))
+        else:
+            force = ssh_force_command(staged, p.shell, home=persona_home(state_dir, name))
         lines += [f"Match LocalAddress {addr}", f"    ForceCommand {force}"]
     return "\n".join(lines) + "\n"
 
@@ -473,8 +504,11 @@ def start_ssh_lab(
     host_pub_line = " ".join(host_pub.split()[:2])
 
     plan = _stage_personas(state_dir, chosen, clones)
-    for name, _addr, _p, _staged in plan:
+    for name, _addr, p, _staged in plan:
         persona_home(state_dir, name).mkdir(parents=True, exist_ok=True, mode=0o700)
+        if p.shell == "powershell":
+            persona_drive(state_dir, name).mkdir(parents=True, exist_ok=True, mode=0o700)
+            _prepare_drive(persona_drive(state_dir, name), p)
     config = _config_file(state_dir)
     config.write_text(_sshd_config(state_dir, port, user, plan))
     if os.geteuid() == 0:

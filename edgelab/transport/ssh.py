@@ -27,7 +27,7 @@ from queue import Queue
 import paramiko
 
 from edgelab.errors import DeviceNotAnswering, HostKeyError, RemoteTimeout, TransportError
-from edgelab.transport import hostkeys
+from edgelab.transport import hostkeys, winps, winscripts
 from edgelab.transport.base import (
     Deadline,
     Endpoint,
@@ -40,7 +40,7 @@ from edgelab.transport.base import (
     posix_stream_argv,
 )
 from edgelab.transport.forward import Forward
-from edgelab.transport.quoting import Shell, encode_powershell, join_posix, join_powershell
+from edgelab.transport.quoting import Shell, encode_powershell, join_posix
 from edgelab.transport.ssh_config import Hop, resolve
 
 log = logging.getLogger(__name__)
@@ -337,6 +337,7 @@ class _Pool:
 
 _POOL = _Pool()
 atexit.register(_POOL.close_all)
+_LOGIN_SHELLS: dict[tuple, str] = {}  # pool key -> the default shell a Windows host's sshd runs (cmd | powershell)
 
 
 def close_all() -> None:
@@ -543,8 +544,29 @@ class SSHTransport(Transport):
         """The exact line sshd hands to the login shell."""
         argv = [str(a) for a in argv]
         if self.shell is Shell.POWERSHELL:
-            return " ".join(encode_powershell(join_powershell(argv)))
+            return winscripts.windows_line(winscripts.run_native(argv), self.windows_shell())
         return join_posix(posix_stream_argv(argv))
+
+    # -- Windows -----------------------------------------------------------------------------
+
+    def windows_shell(self) -> str:
+        """The DefaultShell of a Windows host's OpenSSH (``cmd``, its default, or ``powershell``), asked once
+        per connection with ``echo %OS%`` (cmd expands it); ``extra["windows_shell"]`` pins it."""
+        endpoint = getattr(self, "endpoint", None)
+        pinned = (endpoint.extra or {}).get("windows_shell") if endpoint is not None else "cmd"
+        if pinned in ("cmd", "powershell"):
+            return pinned
+        key = self.hop.pool_key
+        if key not in _LOGIN_SHELLS:
+            res = self.run_line(winps.DETECT_LINE, timeout=self.timeout, label="shell detection")
+            kind = winscripts.parse_detect(res.stdout)
+            _LOGIN_SHELLS[key] = kind if kind != "unknown" else "cmd"  # encoded lines work under either
+        return _LOGIN_SHELLS[key]
+
+    def run_ps(self, script: str, *, timeout: float = 60.0, label: str | None = None) -> RunResult:
+        """Run a PowerShell script (from ``winscripts``) on a Windows device, whatever its default shell."""
+        line = winscripts.windows_line(script, self.windows_shell())
+        return self.run_line(line, timeout=timeout, label=label or "powershell")
 
     # -- run / stream ------------------------------------------------------------------------
 
@@ -594,15 +616,26 @@ class SSHTransport(Transport):
         return SSHProcess(self, chan)
 
     def kill_remote(self, pid: int, signal: str = "TERM") -> None:
-        """Signal a remote process group over a second channel (closing a channel kills nothing)."""
+        """Signal a remote process group over a second channel (closing a channel kills nothing);
+        on Windows kill the process tree (``taskkill /T /F``: Windows has no TERM for a console program)."""
         try:
+            if self.shell is Shell.POWERSHELL:
+                self.run_ps(winscripts.kill_tree(pid), timeout=self.timeout, label="taskkill")
+                return
             self.run_line(join_posix(posix_kill_argv(pid, signal)), timeout=self.timeout)
         except TransportError as e:
             log.info("%s: kill -%s %d failed: %s", self.name, signal, pid, e)
 
     def _terminate(self, chan: paramiko.Channel, pump: _Pump) -> None:
-        """TERM the remote group, KILL it after a grace period, then drop the channel."""
-        if self.shell is not Shell.POWERSHELL:
+        """TERM the remote group, KILL it after a grace period, then drop the channel.
+
+        Windows: the stream's PowerShell printed its pid; its process tree is killed with taskkill /T.
+        """
+        if self.shell is Shell.POWERSHELL:
+            pump.pid_known.wait(KILL_GRACE_S)
+            if pump.pid is not None:
+                self.kill_remote(pump.pid)
+        else:
             pump.pid_known.wait(KILL_GRACE_S)
             if pump.pid is not None:
                 self.kill_remote(pump.pid, "TERM")
@@ -611,6 +644,11 @@ class SSHTransport(Transport):
                 self.kill_remote(pump.pid, "KILL")
         chan.close()
         pump.join(KILL_GRACE_S)
+
+    def stream_ps(self, script: str) -> RemoteProcess:
+        """Stream a PowerShell script's output; it prints its pid first, so cancel kills its tree."""
+        line = winscripts.windows_line(f'"{winscripts.PID_MARKER}$PID"\n' + script, self.windows_shell())
+        return SSHProcess(self, self._exec(line, self.timeout))
 
     # -- files -------------------------------------------------------------------------------
 

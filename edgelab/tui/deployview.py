@@ -48,23 +48,35 @@ def available() -> bool:
     return bool(lc and hasattr(lc, "plan") and hasattr(lc, "deploy") and hasattr(lc, "DeployRequest"))
 
 
+def runtimes() -> list[str]:
+    """The runtimes the catalog knows (runtimes/*.yaml), for the dialog's choice."""
+    try:
+        from edgelab.runtimes.launch import runtimes as catalog
+
+        return sorted(catalog())
+    except Exception:  # noqa: BLE001 - a broken catalog must not break the dialog; the plan says why
+        return []
+
+
 def dry_run(engine: Engine, device: str, pipeline: str, strategy: str | None = None,
-            runtime: str | None = None) -> dict[str, Any]:
+            runtime: str | None = None, endpoint: str | None = None) -> dict[str, Any]:
     """The plan and its admission without reserving or touching anything (``edgelab deploy --dry-run``)."""
     if not available():
         raise EdgelabError(NOT_YET, remedy="update edgelab; meanwhile the strategies above come from the profile")
     lc = _lifecycle()
-    planned = lc.plan(engine, lc.DeployRequest(device=device, pipeline=pipeline, strategy=strategy, runtime=runtime))
+    planned = lc.plan(engine, lc.DeployRequest(device=device, pipeline=pipeline, strategy=strategy, runtime=runtime,
+                                               endpoint=endpoint))
     return planned.to_dict()
 
 
 def launch(engine: Engine, device: str, pipeline: str, strategy: str | None = None,
-           runtime: str | None = None) -> str:
+           runtime: str | None = None, endpoint: str | None = None) -> str:
     """Plan, admit, push, launch and wait until ready; returns the run id (Refusal before anything runs)."""
     if not available():
         raise EdgelabError(NOT_YET, remedy="use `edgelab deploy` once it exists")
     lc = _lifecycle()
-    dep = lc.deploy(engine, lc.DeployRequest(device=device, pipeline=pipeline, strategy=strategy, runtime=runtime))
+    dep = lc.deploy(engine, lc.DeployRequest(device=device, pipeline=pipeline, strategy=strategy, runtime=runtime,
+                                             endpoint=endpoint))
     return str(dep.run_id)
 
 

@@ -75,6 +75,7 @@ class RunFollower:
     _latency: deque = field(default_factory=lambda: deque(maxlen=SERIES_POINTS))
     _kind: str | None = None
     _polls: int = 0
+    _last_token: dict[str, float] = field(default_factory=dict)  # request -> last token's t_ms
 
     def poll(self) -> RunView:
         from edgelab.metrics.action import ActionSample, judge
@@ -139,6 +140,12 @@ class RunFollower:
                     self._latency.append(round((smp.infer_end - smp.infer_start) * 1000.0, 1))
             elif smp.kind == "text":
                 self._kind = self._kind or "text"
+                if smp.t_ms is not None:  # inter-token gaps, the text run's series
+                    req = smp.request or ""
+                    prev = self._last_token.get(req)
+                    if prev is not None:
+                        self._gaps.append(round(float(smp.t_ms) - prev, 1))
+                    self._last_token[req] = float(smp.t_ms)
         for row in logs:
             self._log_id = max(self._log_id, row.id)
         self._polls += 1

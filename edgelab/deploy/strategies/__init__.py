@@ -11,6 +11,7 @@ from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.refusal import Refusal
 from edgelab.deploy.strategies import s1, s3, s4, s5
 from edgelab.deploy.strategies.common import REFERENCE, RUNTIME_FORMATS, PlanContext
+from edgelab.deploy.strategies.controller import has_controller
 from edgelab.runtimes.launch import runtimes
 
 BUILDERS = {"S1": s1.build, "S3": s3.build, "S4": s4.build, "S5": s5.build}
@@ -78,6 +79,9 @@ def build_plan(ctx: PlanContext, requested: str | None = None) -> ExecutionPlan:
     plan = BUILDERS[sid](ctx, why)
     fit = ctx.pipeline_profile.fit
     quant = fit.quantization or (fit.budget.quantization if fit.budget else None)
+    if has_controller(plan.runtime, ctx.spec.kind):
+        quant = "fp32"  # edgelab's controller loads its exported fp32 graphs (random weights), not a checkpoint
+        plan.notes.append("S3 controller over exported fp32 stages (random weights): edgelab model export")
     if quant and plan.runtime in RUNTIME_FORMATS and quant not in RUNTIME_FORMATS[plan.runtime]:
         raise Refusal("weight_format_unsupported",
                       f"{plan.runtime} cannot load {quant} weights (it loads {', '.join(RUNTIME_FORMATS[plan.runtime])})",

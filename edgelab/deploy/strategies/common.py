@@ -13,6 +13,7 @@ from typing import Any
 
 from edgelab.catalog.pipelines import PipelineSpec
 from edgelab.deploy.plan import ExecutionPlan, ProcessSpec, StagePlan
+from edgelab.deploy.strategies.controller import has_controller
 from edgelab.profile import DeployProfile, PipelineProfile
 from edgelab.runtimes.launch import find as find_template
 from edgelab.runtimes.launch import host_target, pick_target, render, runtimes
@@ -24,7 +25,8 @@ REFERENCE_PLACEMENT = "cpu (reference, random weights)"
 RUNTIME_FORMATS: dict[str, tuple[str, ...]] = {
     "vllm-omni": ("bf16", "fp16"),
     "llama.cpp": ("bf16", "fp16", "q8_0", "q4"),
-    "mnn": ("fp16", "q8_0", "q4"),
+    "mnn": ("fp32", "fp16", "q8_0", "q4"),
+    "onnxruntime": ("fp32", "fp16", "q8_0"),  # edgelab's S3 controller loads exported ONNX graphs
     "executorch": ("fp16", "q8_0", "q4"),
     "ncnn": ("fp16", "q8_0", "fp32"),
     REFERENCE: ("bf16", "fp16", "q8_0", "q4", "fp32"),
@@ -51,6 +53,7 @@ class PlanContext:
     endpoint: str | None = None  # S4 server URL
     python: str | None = None  # the reference runtime's interpreter; see __post_init__
     values: dict[str, Any] | None = None  # template values that override what the strategy chose (bench)
+    purpose: str = "deploy"  # deploy | bench: a template's bench variant is what a bench runs
     threads: int | None = None  # operator override of the profile's thread count
 
     def __post_init__(self) -> None:
@@ -149,6 +152,8 @@ def template_process(ctx: PlanContext, name: str, runtime: str, strategy: str, b
         proc.unavailable = (f"{runtime} has no {strategy} launch template for {ctx.spec.id} (kind {ctx.spec.kind}); "
                             f"its templates: {', '.join(have) or 'none'}")
         return proc, []
+    if ctx.purpose == "bench" and tpl.bench is not None:
+        tpl = tpl.bench
     target = pick_target(tpl, targets)
     proc.template = tpl.ref
     if target is None:
@@ -157,6 +162,7 @@ def template_process(ctx: PlanContext, name: str, runtime: str, strategy: str, b
         proc.target = targets[0] if targets else None
         return proc, []
     base: dict[str, Any] = {"python": ctx.python, "run": ctx.run_id, "device": ctx.device, "threads": threads(ctx),
+                            "backend": backend,
                             "gpu_layers": 999 if PLACEMENT.get(backend.lower()) == "gpu" else None}
     if ctx.virtual and tpl.port is not None:
         base["port"] = free_port()  # a virtual device's loopback is the lab host's, shared by every device
@@ -168,7 +174,8 @@ def template_process(ctx: PlanContext, name: str, runtime: str, strategy: str, b
     proc.port, proc.serves, proc.workdir, proc.values = r.port, r.serves, tpl.workdir, r.values
     if r.ready.get("kind") == "log":
         proc.ready_pattern = str(r.ready["pattern"])
-    optional_build = runtime == REFERENCE and ctx.virtual  # the lab's own interpreter has edgelab
+    # the lab's own interpreter has edgelab (and, for edgelab's S3 controller, the vla extra's runtimes)
+    optional_build = (runtime == REFERENCE or has_controller(runtime, ctx.spec.kind)) and ctx.virtual
     needs = [{"role": f"runtime.{runtime}", "stage": None, "process": name, "kind": "runtime",
               "runtime": runtime, "target": target, "optional": optional_build}]
     for ph, need in tpl.artifacts.items():

@@ -17,6 +17,7 @@ from edgelab.deploy.strategies.common import (
     strategy_values,
     template_process,
 )
+from edgelab.deploy.strategies.controller import CONTROLLER_STAGES, has_controller
 
 
 def process_name(ctx: PlanContext) -> str:
@@ -26,7 +27,8 @@ def process_name(ctx: PlanContext) -> str:
 def build(ctx: PlanContext, reason: str) -> ExecutionPlan:
     runtime, backend = runtime_and_backend(ctx)
     name = process_name(ctx)
-    proc, needs = template_process(ctx, name, runtime, "S3", backend, strategy_values(ctx, "S3"))
+    stage = CONTROLLER_STAGES[ctx.spec.kind][0] if has_controller(runtime, ctx.spec.kind) else None
+    proc, needs = template_process(ctx, name, runtime, "S3", backend, strategy_values(ctx, "S3"), stage=stage)
     stages = stage_plans(ctx, runtime, backend, process=name)
     plan = base_plan(ctx, "S3", runtime, reason, stages, [proc], needs=needs)
     plan.endpoints = [proc.serves] if proc.serves else []

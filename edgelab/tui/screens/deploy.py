@@ -1,5 +1,5 @@
-"""Deploy dialog: pipeline, strategy (eligible with reasons, refused with theirs), runtime,
-the dry-run plan with admission, then launch (which opens the run's live screen).
+"""Deploy dialog: pipeline, strategy (eligible with reasons, refused with theirs), runtime (from
+runtimes/*.yaml), the S4 server endpoint, the dry-run plan with admission, then launch (which opens the run's live screen).
 
 Profile decisions, planning and launching run in workers; nothing is reserved or pushed
 until Launch, and Launch is offered only after a dry run that was not refused.
@@ -49,8 +49,11 @@ class DeployScreen(ModalScreen[str | None]):
             yield Label("strategy")
             yield Select([("auto (the profile's choice)", "auto")] + [(s, s) for s in STRATEGIES], value="auto",
                          allow_blank=False, id="strategy")
-            yield Label("runtime (empty: the plan's choice; e.g. reference on a virtual device)")
-            yield Input(id="runtime")
+            yield Label("runtime (auto: the plan's choice; reference on a virtual device)")
+            yield Select([("auto (the plan's choice)", "auto")] + [(r, r) for r in deployview.runtimes()],
+                         value="auto", allow_blank=False, id="runtime")
+            yield Label("S4 server endpoint (ws://HOST:PORT; empty: none)")
+            yield Input(id="endpoint", placeholder="ws://127.0.0.1:8091")
             yield InfoPanel("strategies (from the deploy profile)", id="decisions")
             yield InfoPanel("dry-run plan and admission", id="plan")
             yield Static("", id="deploy-error", classes="error")
@@ -66,10 +69,12 @@ class DeployScreen(ModalScreen[str | None]):
     def _pipeline(self) -> str:
         return str(self.query_one("#pipeline", Select).value)
 
-    def _choice(self) -> tuple[str, str | None, str | None]:
+    def _choice(self) -> tuple[str, str | None, str | None, str | None]:
         strategy = str(self.query_one("#strategy", Select).value)
-        runtime = self.query_one("#runtime", Input).value.strip() or None
-        return self._pipeline(), None if strategy == "auto" else strategy, runtime
+        runtime = str(self.query_one("#runtime", Select).value)
+        endpoint = self.query_one("#endpoint", Input).value.strip() or None
+        return (self._pipeline(), None if strategy == "auto" else strategy, None if runtime == "auto" else runtime,
+                endpoint)
 
     def on_select_changed(self, event: Select.Changed) -> None:
         self._reset_plan()
@@ -107,9 +112,9 @@ class DeployScreen(ModalScreen[str | None]):
         self._dry_run(*self._choice())
 
     @work(thread=True, exclusive=True, group="deploy-plan")
-    def _dry_run(self, pipeline: str, strategy: str | None, runtime: str | None) -> None:
+    def _dry_run(self, pipeline: str, strategy: str | None, runtime: str | None, endpoint: str | None) -> None:
         try:
-            planned = deployview.dry_run(self.app.engine, self.device, pipeline, strategy, runtime)
+            planned = deployview.dry_run(self.app.engine, self.device, pipeline, strategy, runtime, endpoint)
         except EdgelabError as err:
             self.post_message(ActionDone("dry-run", self.device, False, _err(err)))
             return
@@ -131,9 +136,9 @@ class DeployScreen(ModalScreen[str | None]):
             self._launch(*self._choice())
 
     @work(thread=True, exclusive=True, group="deploy-launch")
-    def _launch(self, pipeline: str, strategy: str | None, runtime: str | None) -> None:
+    def _launch(self, pipeline: str, strategy: str | None, runtime: str | None, endpoint: str | None) -> None:
         try:
-            run_id = deployview.launch(self.app.engine, self.device, pipeline, strategy, runtime)
+            run_id = deployview.launch(self.app.engine, self.device, pipeline, strategy, runtime, endpoint)
         except EdgelabError as err:
             self.post_message(ActionDone("launch", self.device, False, _err(err)))
             return

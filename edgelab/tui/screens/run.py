@@ -129,6 +129,8 @@ class RunScreen(Screen):
         self.query_one("#run-title", Static).update(title)
         if v.kind == "action":
             self._action(v)
+        elif v.kind == "text":
+            self._text(v)
         else:
             self._audio(v)
         self._telemetry(v.telemetry)
@@ -155,6 +157,24 @@ class RunScreen(Screen):
                                                     "latest request, from TTFA" if level is not None else "")
         self.query_one("#gaps", Telemetry).set_values(v.chunk_gaps_ms)
         self.query_one("#buffer", Telemetry).set_values(v.buffer_ms)
+
+    def _text(self, v: RunView) -> None:
+        """A text LM (llama-server measured from the lab): TTFT, inter-token, decode rate, peak RSS."""
+        x = (v.summary or {}).get("text")
+        res = (v.summary or {}).get("resources") or {}
+        tiles = [self.query_one(f"#t{i}", MetricTile) for i in (1, 2, 3, 4)]
+        for tile, label in zip(tiles, ("TTFT", "inter-token (p50s)", "decode tokens/s", "peak RSS"), strict=True):
+            tile.border_title = label
+        tiles[0].set_value(_ms(x and x.get("ttft_ms")), _sub(x and x.get("ttft_ms")))
+        tiles[1].set_value(_ms(x and x.get("itl_ms_p50")), _sub(x and x.get("itl_ms_p50")))
+        tok = x and x.get("decode_tok_s")
+        tiles[2].set_value(_num(tok, fmt="{:.1f}"), _sub(tok))
+        rss = res.get("peak_rss_bytes")
+        tiles[3].set_value(None if rss is None else f"{rss / 2**20:.0f} MiB", "the runtime's process group")
+        gaps = self.query_one("#gaps", Telemetry)
+        gaps.label = "inter-token gaps"
+        gaps.set_values(v.chunk_gaps_ms)
+        self.query_one("#buffer", Telemetry).display = False
 
     def _action(self, v: RunView) -> None:
         a = (v.summary or {}).get("action")
