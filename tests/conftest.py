@@ -19,6 +19,14 @@ pytest_plugins = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _output_width(monkeypatch):
+    """Tests read whole lines: the width of the terminal that started pytest (COLUMNS=40, say) is not
+    theirs. A test that checks narrow output sets COLUMNS itself."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+
+
 @pytest.fixture(scope="session")
 def local_transport() -> LocalTransport:
     return LocalTransport("lab-host")

@@ -89,3 +89,15 @@ def test_profile_explain_lists_rules(cli_db):
     assert res.exit_code == 0, res.output
     flat = "".join(res.stdout.split())
     assert "rulesthatfired" in flat and "device_class" in flat and "S1" in flat
+
+
+def test_profile_accepts_a_catalog_alias(cli_db):
+    """`qwen3-tts` is an alias in the pipeline catalog: profile reads it as the 0.6B spec."""
+    by_alias = runner.invoke(app, ["profile", "s25", "--pipeline", "qwen3-tts", "--json"])
+    by_id = runner.invoke(app, ["profile", "s25", "--pipeline", "qwen3-tts-0.6b", "--json"])
+    assert by_alias.exit_code == 0 and by_id.exit_code == 0, by_alias.output
+    assert json.loads(by_alias.stdout)["profile"] == json.loads(by_id.stdout)["profile"]
+    res = runner.invoke(app, ["profile", "s25", "--pipeline", "qwen3-tts", "--explain"])
+    assert res.exit_code == 0 and "qwen3-tts-0.6b" in res.stdout, res.output
+    bad = runner.invoke(app, ["profile", "s25", "--pipeline", "qwen9"])
+    assert bad.exit_code == 1 and "unknown pipeline 'qwen9'" in bad.stderr and "qwen3-tts = qwen3-tts-0.6b" in bad.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from evidence_runs import evidence_run, probed_device
 from typer.testing import CliRunner
 
 from edgelab.catalog import load_devices, load_pipelines
@@ -26,9 +27,9 @@ def engine(tmp_path):
     eng = get_engine(url)
     with session_scope(eng) as s:
         add_device(s, Device(name="s25", transport="adb", adb_serial="x", virtual=True))
-        add_device(s, Device(name="lab-s25", transport="adb", adb_serial="R5CX1"))
+        probed_device(s, "lab-s25", "galaxy-s25")
         create_run(s, id="rvirt", device_name="s25", pipeline="qwen3-tts-0.6b", virtual=True, state="finished")
-        create_run(s, id="rreal", device_name="lab-s25", pipeline="qwen3-tts-0.6b", state="finished")
+        evidence_run(s, "rreal", "lab-s25", "qwen3-tts-0.6b")  # complete evidence (see test_matrix_evidence)
     yield eng, url
     dbmod.dispose_engines()
 

@@ -114,8 +114,12 @@ def test_http_streaming_client_raw_and_sse(fmt):
         if fmt == "sse":  # SSE keeps the server's chunking
             assert [ch.samples // SAMPLES_PER_FRAME for ch in res.chunks() if ch.samples] == [1, 25, 21]
         assert res.events[-2].terminal and res.events[-1].ok
-        bad = SpeechHTTPClient(srv.url, extra={"response_format": "wav"}).synthesize(TEXT)
+        bad = SpeechHTTPClient(srv.url, extra={"response_format": "mp3"}).synthesize(TEXT)
         assert not bad.ok and "HTTP 400" in bad.error
+        for extra in ({"response_format": "wav"}, {"response_format": "wav", "stream": False}):
+            wav = SpeechHTTPClient(srv.url, stream_format=fmt, extra=extra).synthesize(TEXT)
+            assert wav.ok, wav.error
+            assert same_audio(wav.pcm, res.pcm)  # the (streaming or whole-file) WAV header is not audio
         # the connection stays usable after a refused request
         assert c.synthesize("Again.").ok
 

@@ -12,6 +12,7 @@ import io
 from datetime import timedelta
 
 import pytest
+from evidence_runs import evidence_run, probed_device
 from rich.console import Console
 from sqlmodel import select
 from tui_seed import NOW, seed
@@ -40,16 +41,18 @@ def seed_matrix_lab(engine) -> None:
     """Virtual fleet (tui_seed) + one real phone; cells in every status through the matrix API."""
     seed(engine, 6)
     with session_scope(engine) as s:
-        add_device(s, Device(name="s25-bench", transport="adb", device_class="npu_phone", virtual=False,
-                             adb_serial="R5CX00TEST", state="online", created_at=NOW, updated_at=NOW))
+        dev = add_device(s, Device(name="s25-bench", transport="adb", device_class="npu_phone", virtual=False,
+                                   adb_serial="R5CX00TEST", state="online", created_at=NOW, updated_at=NOW))
+        probed_device(s, "s25-bench", "galaxy-s25", device=dev)
+        # complete evidence: llama.cpp on real weights, 1 + 20 requests, full provenance
+        evidence_run(s, "r-s25-tts", "s25-bench", "qwen3-tts-0.6b", created_at=NOW - timedelta(hours=1))
         for i, (rid, dev, pipe, state, virtual) in enumerate([
-            ("r-s25-tts", "s25-bench", "qwen3-tts-0.6b", "finished", False),
             ("r-s25-vla", "s25-bench", "internvla-a1", "failed", False),
             ("r-virt-tts", "s25-001", "qwen3-tts-0.6b", "finished", True),
             ("r-virt-vla", "orin-agx-000", "internvla-a1", "finished", True),
         ]):
             create_run(s, id=rid, device_name=dev, pipeline=pipe, state=state, virtual=virtual, kind="bench",
-                       created_at=NOW - timedelta(hours=i + 1))
+                       created_at=NOW - timedelta(hours=i + 2))
     with session_scope(engine) as s:
         set_cell(s, S25_TTS, status="PASS", performance="PASS", stage="qualified", evidence=["r-s25-tts"])
         with pytest.raises(VirtualEvidence):

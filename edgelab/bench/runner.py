@@ -30,6 +30,7 @@ from edgelab.deploy.strategies.controller import has_controller
 from edgelab.errors import ConfigError, EdgelabError, TransportError
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
+from edgelab.metrics.provenance import complete_on_device
 from edgelab.metrics.results import provenance
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import release_run
@@ -82,6 +83,10 @@ class BenchResult:
             a = s["audio"]
             out["audio"] = {k: a[k] for k in ("ttfa_ms", "playback_start_ms", "underruns_at_ttfa",
                                               "stall_ms_at_ttfa", "rtf_streamed", "rtf_total", "chunk_gaps_ms")}
+        if self.provenance.get("endpoint"):
+            out["endpoint"] = self.provenance["endpoint"]
+            out["runtime"] = self.provenance.get("runtime")
+            out["weights"] = self.provenance.get("weights")
         if self.meta.get("llama"):
             ll = self.meta["llama"]
             out["text"] = {k: ll.get(k) for k in ("ttft_ms", "itl_ms", "decode_tok_s", "server_prompt_ms",
@@ -246,6 +251,9 @@ def _run_bench(engine: Engine, req: BenchRequest, opts: Options, on_event: Calla
                              "weights": "random"}
         if meta.get("virtual_note"):
             prov["virtual_note"] = meta["virtual_note"]
+        prov = complete_on_device(s, prov, device=device.name, runtime=p.runtime, plan=p.to_dict(),
+                                  run_id=run_id)  # cache observed, power, reference build; unknown said
+        meta["weights"] = prov["weights"]
         create_run(s, id=run_id, pipeline=p.pipeline, device_name=device.name, runtime=p.runtime,
                    strategy=p.strategy, kind="bench", virtual=bool(device.virtual), command=prov["command"],
                    provenance=prov, meta=meta)
@@ -288,7 +296,8 @@ def _bench_on_device(engine: Engine, req: BenchRequest, opts: Options, on_event,
         command = join((["env", *[f"{k}={v}" for k, v in env.items()]] if env else []) + argv, shell)
         _set_meta(engine, run_id, meta, command)
         if adapter == "llama-server":
-            final, state = _bench_llama(engine, t, proc, workdir, blob_paths, run_id, req, meta, on_event, cancel)
+            final, state = _bench_llama(engine, t, proc, workdir, blob_paths, run_id, req, meta, on_event, cancel,
+                                        beside=_telemetry_beside(engine, run_id, req.device, opts))
         elif adapter == "llama-bench":
             start.layout(t, bin_dir, proc.links, blob_paths, start.programs(proc))
             full = (["env", *[f"{k}={v}" for k, v in env.items()]] if env else []) + argv
@@ -298,7 +307,8 @@ def _bench_on_device(engine: Engine, req: BenchRequest, opts: Options, on_event,
             full = (["env", *[f"{k}={v}" for k, v in env.items()]] if env else []) + argv
             seen = _Reported(on_event)
             try:
-                final, state = _stream(engine, t, full, run_id, offset, seen, cancel)
+                final, state = _stream(engine, t, full, run_id, offset, seen, cancel,
+                                       beside=_telemetry_beside(engine, run_id, req.device, opts))
             finally:
                 seen.store(engine, run_id)
     finally:
@@ -348,12 +358,14 @@ def _llama_bench(engine: Engine, t, argv: list[str], run_id: str, meta: dict[str
 
 def _bench_llama(engine: Engine, t, proc, workdir: str, blob_paths: dict[str, str], run_id: str,
                  req: BenchRequest, meta: dict[str, Any], on_event: Callable[[ev.Event], None] | None,
-                 cancel: threading.Event | None) -> tuple[dict[str, Any], str]:
+                 cancel: threading.Event | None,
+                 beside: Callable[[Ingestor], Any] | None = None) -> tuple[dict[str, Any], str]:
     """llama-server started detached on the device, measured through a forwarded port, then stopped."""
     from edgelab.adapters.llama_placement import parse_placement
     from edgelab.bench import llama
 
     ing = Ingestor(engine, run_id)
+    sampler = beside(ing) if beside is not None else None
     started = start.start(t, proc, workdir, blob_paths)
     state, error = None, None
     result = llama.DriveResult()
@@ -376,6 +388,8 @@ def _bench_llama(engine: Engine, t, proc, workdir: str, blob_paths: dict[str, st
     except EdgelabError as exc:
         state, error = "failed", str(exc)[:2000]
     finally:
+        if sampler is not None:
+            sampler.stop()  # its queued samples are fed at the ingestor's next flush
         left = remote.stop(t, started.pid, 5)
         log = remote.read_file(t, f"{workdir}/stderr.log", 1 << 20)
         pl = parse_placement(log)
@@ -438,10 +452,19 @@ class _Reported:
             s.add(run)
 
 
+def _telemetry_beside(engine: Engine, run_id: str, device: str, opts: Options) -> Callable[[Ingestor], Any]:
+    """Starts the device's telemetry sampler beside the workload, its samples fed to the run."""
+    from edgelab.metrics.sampler import start_beside
+
+    return lambda ing: start_beside(engine, run_id, device, ing, transport=opts.transport)
+
+
 def _stream(engine: Engine, t, argv: list[str], run_id: str, offset: ev.ClockOffset,
             on_event: Callable[[ev.Event], None] | None,
-            cancel: threading.Event | None = None) -> tuple[dict[str, Any], str]:
+            cancel: threading.Event | None = None,
+            beside: Callable[[Ingestor], Any] | None = None) -> tuple[dict[str, Any], str]:
     ing = Ingestor(engine, run_id)
+    sampler = beside(ing) if beside is not None else None
     proc = t.stream(argv)
     state, error, code = None, None, None
     done = threading.Event()
@@ -478,6 +501,8 @@ def _stream(engine: Engine, t, argv: list[str], run_id: str, offset: ev.ClockOff
         raise
     finally:
         done.set()
+        if sampler is not None:
+            sampler.stop()  # its last samples are in the ingestor's queue: close() feeds them
     err_text = proc.stderr.strip()
     if err_text:
         import time

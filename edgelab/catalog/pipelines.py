@@ -41,6 +41,7 @@ _STAGE_SPEC = {
 }
 _PIPELINE_SPEC = {
     "id": Field(str, required=True),
+    "aliases": Field(list, items=str),  # short names an operator types (``qwen3-tts``): every command accepts them
     "name": Field(str, required=True),
     "kind": Field(str, required=True, choices=KINDS),
     "metrics": Field(list, required=True, items=str),
@@ -104,6 +105,7 @@ class PipelineSpec:
     provisional: bool = False
     notes: str = ""
     source: str = "?"
+    aliases: list[str] = field(default_factory=list)
 
     def weight_bytes(self, quant: str, stages: list[str] | None = None) -> int:
         return sum(s.model.weight_bytes(quant) for s in self.stages
@@ -176,7 +178,8 @@ def parse_pipeline(data: Any, file: str) -> PipelineSpec:
                         vllm_omni=data.get("vllm_omni", False), device_stages_s4=list(data.get("device_stages_s4", [])),
                         audio=dict(data.get("audio", {})), chunk_schedule=_plain(sched),
                         action=_plain(data.get("action", {})), provisional=data.get("provisional", False),
-                        notes=str(data.get("notes", "")).strip(), source=where)
+                        notes=str(data.get("notes", "")).strip(), source=where,
+                        aliases=list(data.get("aliases", [])))
 
 
 def _plain(x: Any) -> Any:
@@ -197,12 +200,36 @@ def load_pipelines(path: Path | str | None = None) -> dict[str, PipelineSpec]:
         if spec.id in out:
             raise CatalogError(f"{spec.source}: duplicate pipeline id {spec.id!r} (first at {out[spec.id].source})")
         out[spec.id] = spec
+    owners: dict[str, str] = {}
+    for spec in out.values():
+        for alias in spec.aliases:
+            if alias in out or alias in owners:
+                first = out[alias].source if alias in out else out[owners[alias]].source
+                raise CatalogError(f"{spec.source}: alias {alias!r} is already a pipeline id or alias (at {first})")
+            owners[alias] = spec.id
     return out
 
 
+def pipeline_aliases(specs: dict[str, PipelineSpec] | None = None) -> dict[str, str]:
+    """Alias -> pipeline id, from the specs' ``aliases:`` lists."""
+    specs = load_pipelines() if specs is None else specs
+    return {alias: spec.id for spec in specs.values() for alias in spec.aliases}
+
+
+def resolve_pipeline_id(name: str, specs: dict[str, PipelineSpec] | None = None) -> str:
+    """The pipeline id that ``name`` (an id or an alias) stands for; unknown names raise, listing the choices."""
+    specs = load_pipelines() if specs is None else specs
+    if name in specs:
+        return name
+    aliases = pipeline_aliases(specs)
+    if name in aliases:
+        return aliases[name]
+    choices = ", ".join(sorted(specs)) + (f" (aliases: {', '.join(f'{a} = {i}' for a, i in sorted(aliases.items()))})"
+                                          if aliases else "")
+    raise CatalogError(f"unknown pipeline {name!r}", remedy=f"choose one of: {choices}")
+
+
 def load_pipeline(pipeline_id: str, path: Path | str | None = None) -> PipelineSpec:
+    """The spec of a pipeline id or alias."""
     specs = load_pipelines(path)
-    if pipeline_id not in specs:
-        raise CatalogError(f"unknown pipeline {pipeline_id!r}",
-                           remedy=f"choose one of: {', '.join(sorted(specs))}")
-    return specs[pipeline_id]
+    return specs[resolve_pipeline_id(pipeline_id, specs)]

@@ -25,15 +25,16 @@ from edgelab.cli import (
     tui,
     watch,
 )
-from edgelab.cli.common import state
-from edgelab.cli.guard import GuardedGroup
+from edgelab.cli.common import reset_consoles, state
+from edgelab.cli.root import ErrorsGroup
 
 app = typer.Typer(
     name="edgelab",
-    cls=GuardedGroup,  # no traceback for a fault a command did not catch (--debug shows it)
+    cls=ErrorsGroup,  # one line per fault a command did not catch, never a traceback (--debug shows it)
     help="Run an edge-AI device lab: inventory, probe, push, deploy, live metrics, playbooks.",
     no_args_is_help=True,
-    rich_markup_mode="rich",
+    # Plain click help: no Rich/Markdown import on every --help, and text that grep and a pipe read whole.
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 # In the order an operator meets them: the lab, its devices, what they are, what goes on them,
@@ -80,6 +81,7 @@ def _root(
                                 "(without it a mistyped --db path is an error, not a new empty database)."),
 ) -> None:
     state.db = db
+    reset_consoles()
     state.debug = debug
     if db and not create and getattr(ctx.get_parameter_source("db"), "name", None) == "COMMANDLINE":
         _refuse_missing_db(db)
@@ -112,4 +114,6 @@ def sqlite_file(db: str) -> str | None:
 
 
 def main() -> None:
-    app()
+    from edgelab.cli.root import lazy_root
+
+    lazy_root(app)()

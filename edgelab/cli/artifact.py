@@ -7,10 +7,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from edgelab.cli.common import JsonOpt, console, fail_from, open_session, print_json
+from edgelab.cli.common import JsonOpt, console, escape, fail_from, open_session, print_json
 from edgelab.errors import EdgelabError
 
 app = typer.Typer(
@@ -96,6 +94,8 @@ def ls(
     as_json: JsonOpt = False,
 ) -> None:
     """Registered artifacts."""
+    from rich.table import Table
+
     from edgelab.artifacts.registry import list_artifacts
 
     with open_session(write=False) as s:

@@ -5,10 +5,8 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from edgelab.cli.common import console, err_console, fail, fail_from, print_json, state
+from edgelab.cli.common import console, err_console, escape, fail, fail_from, print_json, state
 from edgelab.errors import ConfigError, EdgelabError
 
 
@@ -20,7 +18,13 @@ def _p(d: dict[str, Any] | None, unit: str = "") -> str:
 
 def bench(
     pipeline: Annotated[str, typer.Argument(help="Pipeline (qwen3-tts, internvla-a1, ...).")],
-    device: Annotated[str, typer.Option("--device", "-d", help="Device name.")],
+    device: Annotated[str | None, typer.Option("--device", "-d", help="Device name (with --endpoint: the "
+                                               "device the server runs on, if it is in the inventory).")] = None,
+    endpoint: Annotated[str | None, typer.Option("--endpoint", help="Measure a server edgelab did not launch: "
+                        "ws://HOST:PORT (vLLM-Omni speech stream, OpenPI policy) or http://HOST:PORT.")] = None,
+    endpoint_option: Annotated[list[str] | None, typer.Option("--endpoint-option", "-o", help="KEY=VALUE for the "
+                               "endpoint's session (voice, response_format, split_granularity, observation=droid|"
+                               "aloha|libero); repeatable.")] = None,
     runtime: Annotated[str | None, typer.Option("--runtime", help="Runtime (reference, ...).")] = None,
     strategy: Annotated[str | None, typer.Option("--strategy", help="S1, S3, S4 or S5 (default: automatic).")]
     = None,
@@ -47,6 +51,8 @@ def bench(
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")] = False,
 ) -> None:
     """Warm-up then measured requests, batch 1 (single_request_batch1_v1); raw records and summary stored."""
+    from rich.table import Table
+
     from edgelab.bench import BenchRequest, run_bench
     from edgelab.deploy.refusal import Refusal
     from edgelab.store.db import get_engine
@@ -55,14 +61,25 @@ def bench(
         engine = get_engine(state.db)
     except ConfigError as err:
         fail_from(err, code=2)
-    req = BenchRequest(device, pipeline, runtime, strategy, warmup, requests, band, control_hz, frames_per_s,
-                       frames, slow_every, slow_ms, model=model, threads=threads, ready_timeout=ready_timeout,
-                       hog=hog)
+    if endpoint is None and device is None:
+        fail("pass --device DEVICE (a launched workload) or --endpoint URL (a running server)", code=2)
+    if endpoint is not None and (runtime or strategy):
+        fail("--runtime/--strategy choose what edgelab launches; an --endpoint server is already running", code=2)
+    where = escape(endpoint or device or "")
     if not json_out:
-        err_console.print(f"[dim]bench {escape(pipeline)} on {escape(device)}: {warmup} warm-up + {requests} "
+        err_console.print(f"[dim]bench {escape(pipeline)} on {where}: {warmup} warm-up + {requests} "
                           f"measured ...[/]", highlight=False)
     try:
-        result = run_bench(engine, req, lease_id=lease)
+        if endpoint is not None:
+            from edgelab.bench.endpoint import EndpointBenchRequest, run_endpoint_bench
+
+            result = run_endpoint_bench(engine, EndpointBenchRequest(
+                pipeline, endpoint, device, warmup, requests, band, control_hz, _options(endpoint_option)))
+        else:
+            req = BenchRequest(device, pipeline, runtime, strategy, warmup, requests, band, control_hz,
+                               frames_per_s, frames, slow_every, slow_ms, model=model, threads=threads,
+                               ready_timeout=ready_timeout, hog=hog)
+            result = run_bench(engine, req, lease_id=lease)
     except Refusal as r:
         if json_out:
             print_json({"device": device, "pipeline": pipeline, "refusal": r.to_dict()})
@@ -85,6 +102,10 @@ def bench(
         virtual = f"  [yellow]VIRTUAL device, {what}: machinery only, not a model figure[/]" \
             if rep["virtual"] else ""
     console.print(f"run [bold]{result.run_id}[/] {result.state} ({rep['protocol']}){virtual}")
+    if ep := rep.get("endpoint"):
+        said = ", ".join(f"{k} {v}" for k, v in ep["reported"].items() if k in ("model", "runtime", "weights"))
+        console.print(f"endpoint {escape(ep['url'])} ({ep['protocol']}; {escape(said or 'reported nothing')})",
+                      highlight=False)
     t = Table.grid(padding=(0, 2))
     t.add_column(style="bold")
     t.add_column()
@@ -129,6 +150,22 @@ def bench(
         if pv.get("runtime_build"):
             t.add_row("runtime", f"{pv['runtime_build']} {str(pv.get('runtime_sha256'))[:12]}, threads {pv.get('threads')}")
     console.print(t)
+
+
+def _options(pairs: list[str] | None) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs; true/false and integers become JSON values."""
+    import json
+
+    out: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            fail(f"--endpoint-option {pair!r} is not KEY=VALUE", code=2)
+        try:
+            out[key] = json.loads(value) if value in ("true", "false") or value.lstrip("-").isdigit() else value
+        except ValueError:
+            out[key] = value
+    return out
 
 
 def register(app: typer.Typer) -> None:

@@ -9,23 +9,63 @@ from dataclasses import dataclass
 from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
 
 from edgelab.errors import ConfigError, EdgelabError
 
 
-def _pipe_width() -> int | None:
+def _pipe_width(stream) -> int | None:
     """A pipe has no width to respect: give tables room so grep and awk see whole lines.
 
     ``COLUMNS`` still wins, as Rich honours it; on a terminal Rich measures the terminal.
     """
-    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
+    if stream.isatty() or os.environ.get("COLUMNS"):
         return None
     return 160
 
 
-console = Console(width=_pipe_width())
-err_console = Console(stderr=True)
+class _LazyConsole:
+    """A Rich console made on first use in each command: Rich is not imported by commands that
+    print nothing through it (``--help``, ``--json``), and each command sees its own ``COLUMNS``
+    and streams (the root callback resets it)."""
+
+    def __init__(self, stderr: bool = False):
+        self._stderr = stderr
+        self._real = None
+
+    def _get(self):
+        if self._real is None:
+            from rich.console import Console
+
+            self._real = Console(stderr=self._stderr, width=_pipe_width(sys.stderr if self._stderr else sys.stdout))
+        return self._real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._get(), name)
+
+    def __enter__(self):
+        return self._get().__enter__()
+
+    def __exit__(self, *exc) -> None:
+        self._get().__exit__(*exc)
+
+    def reset(self) -> None:
+        self._real = None
+
+
+console: Any = _LazyConsole()
+err_console: Any = _LazyConsole(stderr=True)
+
+
+def reset_consoles() -> None:
+    console.reset()
+    err_console.reset()
+
+
+def escape(text: str) -> str:
+    """``rich.markup.escape``, imported only when a command renders markup."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 
 @dataclass
@@ -42,11 +82,33 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str, sort_keys=False) + "\n")
 
 
+def _colour(stream) -> bool:
+    """Colour only on a terminal, and never when NO_COLOR is set (https://no-color.org)."""
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+    return tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
+def error_lines(message: str, remedy: str | None = None, *, colour: bool = False) -> str:
+    """``error: MESSAGE`` and ``  -> REMEDY``, as plain text: never wrapped, never read as markup."""
+    red, dim, off = ("\x1b[1;31m", "\x1b[2m", "\x1b[0m") if colour else ("", "", "")
+    text = f"{red}error:{off} {message}\n"
+    if remedy:
+        text += f"  {dim}->{off} {remedy}\n"
+    return text
+
+
+def emit_error(message: str, remedy: str | None = None) -> None:
+    """Write one error (and its remedy on the next line) to stderr."""
+    sys.stderr.write(error_lines(message, remedy, colour=_colour(sys.stderr)))
+    sys.stderr.flush()
+
+
 def fail(message: str, remedy: str | None = None, code: int = 1) -> NoReturn:
     """Exit with one clear line and what to do about it (exit 1: the thing asked failed; 2: usage)."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
-    if remedy:
-        err_console.print(f"  [dim]->[/] {remedy}", highlight=False)
+    emit_error(message, remedy)
     raise typer.Exit(code)
 
 

@@ -5,10 +5,18 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from edgelab.cli.common import JsonOpt, console, err_console, fail, fail_from, open_engine, print_json
+from edgelab.cli.common import (
+    JsonOpt,
+    console,
+    emit_error,
+    err_console,
+    escape,
+    fail,
+    fail_from,
+    open_engine,
+    print_json,
+)
 from edgelab.errors import EdgelabError
 
 
@@ -21,6 +29,8 @@ def _dep_dict(d) -> dict[str, Any]:
 
 
 def _render_plan(planned) -> None:
+    from rich.table import Table
+
     p = planned.plan
     virtual = "  [dim]VIRTUAL[/]" if planned.virtual else ""
     console.print(f"[bold]{escape(p.pipeline)}[/] on [bold]{escape(p.device)}[/]: strategy [bold]{p.strategy}[/] "
@@ -168,14 +178,15 @@ def ps(
     else:
         _ps_table(out)
     for why in unreachable.values():  # after the table: every device that did not answer, then exit 1
-        err_console.print(f"[bold red]error:[/] {escape(str(why))}", highlight=False)
         remedy = getattr(why, "remedy", None) or "check the device (`edgelab device check`), then `edgelab ps` again"
-        err_console.print(f"  [dim]->[/] {escape(remedy)}", highlight=False)
+        emit_error(str(why), remedy)
     if unreachable:
         raise typer.Exit(1)
 
 
 def _ps_table(out) -> None:
+    from rich.table import Table
+
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     for col in ("run", "device", "pipeline", "strategy", "runtime", "state", "started", ""):
         table.add_column(col, overflow="fold")

@@ -6,8 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-from rich.table import Table
 
 from edgelab.cli.common import (
     JsonOpt,
@@ -92,15 +90,25 @@ def ls(
     as_json: JsonOpt = False,
 ) -> None:
     """List devices: class, transport, address, state, last seen, and whether each is virtual."""
+    from edgelab.cli.common import state as cli_state
     from edgelab.inventory.view import address_of, ago, device_record
-    from edgelab.lease import holders_by_device
-    from edgelab.store.devices import list_devices
+    from edgelab.store import quickread
 
-    with open_session(write=False) as s:
-        devices = list_devices(s, tag=tag, device_class=device_class)
-        holders = holders_by_device(s, devices)
+    # a database at the shipped schema with no device under a lease: read it without the ORM's start-up cost
+    quick = quickread.list_devices(url=cli_state.db, tag=tag, device_class=device_class, unleased=True)
+    if quick is not None:
+        columns, devices = quick
+        holders: dict = {}
+    else:
+        from edgelab.lease import holders_by_device
+        from edgelab.store.devices import list_devices
+
+        with open_session(write=False) as s:
+            devices = list_devices(s, tag=tag, device_class=device_class)
+            holders = holders_by_device(s, devices)
+        columns = None
     if as_json:
-        print_json([{**device_record(d), "lease": _lease_rec(holders.get(d.name))} for d in devices])
+        print_json([{**device_record(d, columns), "lease": _lease_rec(holders.get(d.name))} for d in devices])
         return
     if not devices:
         err_console.print(
@@ -121,6 +129,8 @@ def ls(
         )
         for d in devices
     ]
+    from rich.table import Table
+
     # The columns an operator scans first come first; only the last two may wrap.
     columns = ("NAME", "VIRTUAL", "STATE", "CLASS", "VIA", "SEEN", "HELD BY", "ADDRESS", "TAGS")
     widths = [max(len(col), *(len(r[i]) for r in rows)) for i, col in enumerate(columns)]
@@ -155,6 +165,8 @@ def _held_text(lease) -> str:
 
 
 def _show_one(device, as_json: bool, added: bool = False, lease=None) -> None:
+    from rich.table import Table
+
     from edgelab.inventory.view import ago, device_record
 
     rec = {**device_record(device), "lease": _lease_rec(lease)}
@@ -277,6 +289,9 @@ def check(
     as_json: JsonOpt = False,
 ) -> None:
     """Reach devices in parallel and record their state; exit 1 if any is not online."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from rich.table import Table
+
     from edgelab.inventory.check import check_and_record
     from edgelab.store.devices import get_device, list_devices
 
@@ -394,10 +409,8 @@ def _print_import(report, as_json: bool, source: str) -> None:
         from edgelab.inventory.view import address_of
 
         console.print(f"added [bold]{d.name}[/] ({address_of(d)})")
-    from rich.markup import escape
-
     for note in report.notes:
-        err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
+        err_console.print(f"[yellow]note:[/] {note}", markup=False, highlight=False, soft_wrap=True)
     for n, why in report.skipped:
         err_console.print(f"skipped {n}: {why}", highlight=False)
     console.print(f"{len(report.added)} added, {len(report.skipped)} skipped from {source}")

@@ -7,10 +7,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from edgelab.cli.common import console, err_console, print_json
+from edgelab.cli.common import console, emit_error, escape, print_json
 
 app = typer.Typer(help="Device facts: parse captured command outputs into typed facts.", no_args_is_help=True)
 
@@ -40,6 +38,8 @@ def _fmt(v: Any) -> str:
 
 
 def _render(path: str, res) -> None:
+    from rich.table import Table
+
     console.rule(f"[bold]{escape(path)}[/]  [dim]detected:[/] {escape(res.command)}", align="left")
     typed = {k: v for k, v in res.facts.to_dict().items() if k not in ("provenance", "warnings")}
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
@@ -79,8 +79,7 @@ def parse(
     from edgelab.probe.detect import BY_NAME, detect
 
     if as_command and as_command not in BY_NAME:
-        err_console.print(f"[bold red]error:[/] unknown command id {as_command!r}; known: {', '.join(BY_NAME)}",
-                          highlight=False)
+        emit_error(f"unknown command id {as_command!r}; known: {', '.join(BY_NAME)}")
         raise typer.Exit(2)
     results: list[dict[str, Any]] = []
     failed = bad_input = False
@@ -88,20 +87,19 @@ def parse(
         try:
             data = path.read_bytes()
         except OSError as exc:
-            err_console.print(f"[bold red]error:[/] {escape(str(path))}: cannot read ({exc.strerror or exc})", highlight=False)
+            emit_error(f"{path}: cannot read ({exc.strerror or exc})")
             failed = True
             continue
         try:
             data = read_capture(str(path), data)
         except BadCapture as err:
-            err_console.print(f"[bold red]error:[/] {escape(str(err))}", highlight=False, soft_wrap=True)
+            emit_error(str(err))
             bad_input = True
             continue
         cmd = BY_NAME[as_command] if as_command else detect(data)
         if cmd is None:
             known = ", ".join(dict.fromkeys(c.command for c in BY_NAME.values()))
-            err_console.print(f"[bold red]error:[/] {escape(str(path))}: unknown format; recognized commands: {known}",
-                              highlight=False, soft_wrap=True)
+            emit_error(f"{path}: unknown format; recognized commands: {known}")
             failed = True
             continue
         res = cmd.parse(data)

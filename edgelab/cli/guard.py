@@ -1,19 +1,15 @@
 """The last line of the CLI: a fault becomes one error line and an exit code, never a traceback.
 
-Commands handle the errors they expect (``fail_from``). Whatever escapes them lands here: an
-``EdgelabError`` is the operator's error line (exit 1); a raw OS or socket fault (a timeout, a
-reset connection, a full disk) is an operational fault named in one line (exit 1); anything else is
-a bug, still one line, with how to see the traceback. ``--debug`` (or ``EDGELAB_DEBUG=1``) lets
-every exception through with its traceback.
+Commands handle the errors they expect (``fail_from``). Whatever escapes them lands in the root
+group (:class:`edgelab.cli.root.ErrorsGroup`): an ``EdgelabError`` is the operator's error line; a
+raw OS or socket fault (a timeout, a reset connection, a full disk) is an operational fault named in
+one line (exit 1); anything else is a bug, still one line, with how to see the traceback.
+``--debug`` (or ``EDGELAB_DEBUG=1``) lets every exception through with its traceback.
 """
 
 from __future__ import annotations
 
 import os
-
-import click
-import typer
-from typer.core import TyperGroup
 
 
 def debug_enabled() -> bool:
@@ -22,34 +18,10 @@ def debug_enabled() -> bool:
     return state.debug or os.environ.get("EDGELAB_DEBUG", "") not in ("", "0")
 
 
-class GuardedGroup(TyperGroup):
-    """The root command group; its ``invoke`` wraps every subcommand."""
-
-    def invoke(self, ctx: click.Context):
-        try:
-            return super().invoke(ctx)
-        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, typer.Exit, typer.Abort,
-                SystemExit):
-            raise
-        except Exception as err:
-            if _is_cli_framework(err):  # usage errors of typer's own (vendored) click: its exit 2
-                raise
-            if debug_enabled():
-                raise
-            fail_for(err)
-        except KeyboardInterrupt:
-            if debug_enabled():
-                raise
-            from edgelab.cli.common import err_console
-
-            err_console.print("interrupted", highlight=False, markup=False)
-            raise click.exceptions.Exit(130) from None
-
-
-def _is_cli_framework(err: BaseException) -> bool:
+def is_cli_framework(err: BaseException) -> bool:
     """Exit, Abort and usage errors of click or of typer's vendored copy of it."""
     mod = type(err).__module__
-    return mod.startswith(("click.", "typer.")) and mod != "typer.main"
+    return mod.startswith(("click.", "typer.", "click")) and mod != "typer.main"
 
 
 def fail_for(err: BaseException):

@@ -7,10 +7,8 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from edgelab.cli.common import JsonOpt, console, err_console, fail, fail_from, open_engine, print_json
+from edgelab.cli.common import JsonOpt, console, err_console, escape, fail, fail_from, open_engine, print_json
 from edgelab.errors import ConfigError, EdgelabError
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -194,6 +192,8 @@ def leases(
     json_out: JsonOpt = False,
 ) -> None:
     """Who holds which device, for what, until when (expired leases are freed as this looks)."""
+    from rich.table import Table
+
     from edgelab.lease import list_leases, sweep
     from edgelab.store.db import session_scope
 

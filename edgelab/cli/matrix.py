@@ -5,10 +5,8 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from edgelab.cli.common import console, fail_from, open_engine, print_json
+from edgelab.cli.common import console, escape, fail_from, open_engine, print_json
 from edgelab.errors import ConfigError, EdgelabError
 
 app = typer.Typer(help="The qualification matrix: pipeline x device-configuration cells.", invoke_without_command=True,
@@ -26,6 +24,8 @@ def show(
     = None,
 ) -> None:
     """Show the 60 cells (or one, with its history)."""
+    from rich.table import Table
+
     if ctx.invoked_subcommand is not None:
         return
     from edgelab.matrix import cell_dict, matrix_rows, resolve_cell
@@ -41,6 +41,9 @@ def show(
                 data["history"] = [{"at": h.at.isoformat(), "source": h.source, "before": h.before,
                                     "after": h.after, "evidence": h.evidence, "note": h.note}
                                    for h in history(s, c.id)]
+                from edgelab.matrix.evidence import judge
+
+                data["evidence_check"] = [v.as_dict() for v in judge(s, list(c.evidence), c.row_key, c.pipeline)]
                 cells = None
             else:
                 cells = [cell_dict(c) for c in matrix_rows(s)]
@@ -56,6 +59,9 @@ def show(
         for h in data["history"]:
             console.print(f"  {h['at']} {escape(str(h['source']))}: {h['before'].get('stage')} -> "
                           f"{h['after'].get('stage')} {escape(str(h['note'] or ''))}", highlight=False)
+        for v in data["evidence_check"]:  # would each run qualify this cell, and if not, why
+            verdict = "qualifying evidence" if v["ok"] else "not qualifying: " + "; ".join(v["failures"])
+            console.print(f"  run {escape(v['run'])}: {escape(verdict)}", highlight=False)
         return
     if json_out:
         print_json(cells)
@@ -79,6 +85,16 @@ def show(
         table.add_row(str(row.index), escape(row.label), *out)
     console.print(table)
     console.print(f"{len(cells)} cells; (v) = virtual-device runs attached as demonstration only", highlight=False)
+
+
+def _who() -> str:
+    """The operator recorded with a hand-made change (the OS user; no secret)."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):
+        return "unknown"
 
 
 @app.command("set")
@@ -106,7 +122,8 @@ def set_(
     try:
         with session_scope(engine) as s:
             c, notes = set_cell(s, cell, status=status, performance=performance, stage=stage,
-                                evidence=list(evidence or []), reason=reason, layer=layer, next_experiment=next_)
+                                evidence=list(evidence or []), reason=reason, layer=layer, next_experiment=next_,
+                                source=f"manual:{_who()}")
             data = cell_dict(c)
     except VirtualEvidence as err:
         fail_from(err, code=1)

@@ -6,9 +6,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
-from edgelab.cli.common import JsonOpt, console, err_console, fail_from, open_session, print_json
+from edgelab.cli.common import JsonOpt, console, err_console, escape, fail_from, open_session, print_json
 from edgelab.errors import EdgelabError
 
 app = typer.Typer(help="Models edgelab makes with random weights: GGUFs (synth) and exported stages (export).",

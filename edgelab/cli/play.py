@@ -6,9 +6,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
-from edgelab.cli.common import console, err_console, fail_from, print_json, state
+from edgelab.cli.common import console, err_console, escape, fail_from, print_json, state
 from edgelab.errors import ConfigError, EdgelabError
 
 _MARK = {"passed": "[green]ok[/]", "failed": "[bold red]FAILED[/]", "skipped": "[dim]skipped[/]"}

@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import click
 import typer
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 from typer.core import TyperGroup
 
-from edgelab.cli.common import JsonOpt, console, err_console, fail, fail_from, open_engine, print_json
+from edgelab.cli.common import (
+    JsonOpt,
+    console,
+    emit_error,
+    err_console,
+    escape,
+    fail,
+    fail_from,
+    open_engine,
+    print_json,
+)
 from edgelab.errors import EdgelabError
+
+if TYPE_CHECKING:
+    import click
 
 # ---------------------------------------------------------------- edgelab probe
 
@@ -47,6 +56,9 @@ def probe(
     parallel: Annotated[int, typer.Option("--parallel", min=1, help="Devices probed at once.")] = 16,
 ) -> None:
     """Probe devices into facts (one batched exec each), classify them, store a snapshot."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
     from edgelab.probe.snapshot import probe_devices
     from edgelab.probe.summary import summarize
 
@@ -101,7 +113,7 @@ def probe(
         )
     console.print(table)
     for o in failed:
-        err_console.print(f"[bold red]error:[/] {escape(o.name)}: {escape(o.error or 'failed')}", highlight=False)
+        emit_error(f"{o.name}: {o.error or 'failed'}")
     console.print(f"[dim]{len(outcomes) - len(failed)} of {len(outcomes)} probed[/]")
     raise typer.Exit(1 if failed else 0)
 
@@ -151,6 +163,8 @@ def facts_show(
     json_out: JsonOpt = False,
 ) -> None:
     """The facts of DEVICE from its latest probe snapshot, grouped (`--raw`: what the device printed)."""
+    from rich.table import Table
+
     snap = _latest(device)
     if json_out:
         body = {"snapshot": _snap_meta(snap)}
@@ -240,6 +254,8 @@ def _derive(facts_dict: dict[str, Any], pipeline: str | None) -> dict[str, Any]:
 
 
 def _render_profile(device: str, snap, prof: dict[str, Any], explain: bool) -> None:
+    from rich.table import Table
+
     virtual = "  [dim]VIRTUAL[/]" if snap.virtual else ""
     console.rule(f"[bold]{escape(device)}[/]  [dim]profile from the probe of "
                  f"{snap.taken_at.strftime('%Y-%m-%d %H:%M UTC')}[/]{virtual}", align="left")

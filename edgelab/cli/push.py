@@ -5,11 +5,8 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.markup import escape
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
-from rich.table import Table
 
-from edgelab.cli.common import JsonOpt, console, err_console, fail, fail_from, open_engine, print_json
+from edgelab.cli.common import JsonOpt, console, err_console, escape, fail, fail_from, open_engine, print_json
 from edgelab.errors import ConfigError, EdgelabError
 
 store_app = typer.Typer(help="Device content-addressed stores.", no_args_is_help=True)
@@ -32,6 +29,8 @@ def push(
     as_json: JsonOpt = False,
 ) -> None:
     """Push artifacts into device stores: skip verified blobs, resume cut uploads, verify SHA-256 on the device."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
     from edgelab.artifacts.service import push_artifacts, resolve_devices
 
     engine = open_engine()
@@ -104,6 +103,8 @@ def push(
 @store_app.command("ls")
 def store_ls(device: Annotated[str, typer.Argument()], as_json: JsonOpt = False) -> None:
     """What a device's store holds, and which artifacts name each blob."""
+    from rich.table import Table
+
     from edgelab.artifacts.service import store_ls as do_ls
 
     try:

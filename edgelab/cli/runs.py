@@ -6,10 +6,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from edgelab.cli.common import JsonOpt, console, err_console, fail, fail_from, open_engine, print_json
+from edgelab.cli.common import JsonOpt, console, emit_error, escape, fail, fail_from, open_engine, print_json
 from edgelab.errors import ConfigError, EdgelabError
 
 app = typer.Typer(help="Runs and their results: list, show, export, import the study's records.",
@@ -51,6 +49,8 @@ def ls(
     run_state: Annotated[str | None, typer.Option("--state", help="Only runs in this state.")] = None,
 ) -> None:
     """List runs, newest first."""
+    from rich.table import Table
+
     from edgelab.store.db import session_scope
     from edgelab.store.runs import get_summary, list_runs
 
@@ -79,6 +79,8 @@ def ls(
 @app.command("show")
 def show(run: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")], json_out: JsonOpt = False) -> None:
     """One run: state, provenance, summary and its requests."""
+    from rich.table import Table
+
     from edgelab.metrics.results import run_record
     from edgelab.store.db import session_scope
     from edgelab.store.runs import get_run
@@ -117,9 +119,9 @@ def fail_lines(lines: list[str], remedy: str | None, code: int):
     from edgelab.metrics.study import MAX_REPORTED
 
     for line in lines[:MAX_REPORTED]:
-        err_console.print(f"[bold red]error:[/] {escape(line)}", highlight=False, soft_wrap=True)
+        emit_error(line)
     if len(lines) > MAX_REPORTED:
-        err_console.print(f"[bold red]error:[/] ... and {len(lines) - MAX_REPORTED} more bad lines", highlight=False)
+        emit_error(f"... and {len(lines) - MAX_REPORTED} more bad lines")
     fail(f"{len(lines)} problem{'s' if len(lines) != 1 else ''} in the input; nothing was imported", remedy, code)
 
 

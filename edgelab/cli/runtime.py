@@ -6,10 +6,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from edgelab.cli.common import JsonOpt, console, err_console, fail_from, print_json, state
+from edgelab.cli.common import JsonOpt, console, err_console, escape, fail_from, print_json, state
 from edgelab.errors import ConfigError, EdgelabError
 
 app = typer.Typer(
@@ -57,6 +55,8 @@ def _dict(spec) -> dict:
 @app.command("ls")
 def ls(folder: DirOpt = None, as_json: JsonOpt = False) -> None:
     """Every runtime with its targets, and whether this host can build each."""
+    from rich.table import Table
+
     specs = _load(folder)
     rows = [_dict(s) for s in specs.values()]
     if as_json:

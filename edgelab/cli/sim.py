@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.table import Table
 
 from edgelab.cli.common import console, err_console, fail, fail_from, print_json, state
 from edgelab.errors import EdgelabError
-from edgelab.sim import lab
-from edgelab.sim.sshd import client_config
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from edgelab.sim import lab
 
 app = typer.Typer(
     help="The virtual lab: real sshd and adb server in front of emulated devices.", no_args_is_help=True
@@ -26,6 +29,10 @@ def _say(msg: str) -> None:
 
 
 def _table(status: lab.LabStatus) -> Table:
+    from rich.table import Table
+
+    from edgelab.sim import lab
+
     data = lab.status_json(status)
     table = Table(title=f"virtual lab ({data['state_dir']})", title_justify="left")
     for col in ("name", "transport", "address", "class", "shell", "state"):
@@ -53,6 +60,8 @@ def up(
     as_json: bool = typer.Option(False, "--json", help="Print the lab status as JSON on stdout."),
 ) -> None:
     """Start the virtual lab (idempotent) and register its devices in the inventory."""
+    from edgelab.sim import lab
+
     try:
         status = lab.lab_up(
             state_dir,
@@ -81,6 +90,8 @@ def up(
 @app.command()
 def down(state_dir: Path = StateDir) -> None:
     """Stop the virtual lab (no process or mount left); its devices stay in the inventory, offline."""
+    from edgelab.sim import lab
+
     try:
         marked = lab.lab_down(state_dir, db_url=state.db, progress=_say)
     except EdgelabError as e:
@@ -93,6 +104,8 @@ def status(
     state_dir: Path = StateDir, as_json: bool = typer.Option(False, "--json", help="JSON on stdout.")
 ) -> None:
     """Each virtual device's address and state, and the lab's adb server host:port."""
+    from edgelab.sim import lab
+
     st = lab.lab_status(state_dir)
     if as_json:
         print_json(lab.status_json(st))
@@ -110,6 +123,9 @@ def status(
 @app.command("ssh-config")
 def ssh_config(state_dir: Path = StateDir) -> None:
     """Print an OpenSSH config block so plain ssh, scp and rsync reach the virtual SSH devices."""
+    from edgelab.sim import lab
+    from edgelab.sim.sshd import client_config
+
     st = lab.lab_status(state_dir)
     if st.ssh is None:
         fail("the virtual SSH lab is not running", "start it with `edgelab sim up`")

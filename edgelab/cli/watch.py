@@ -8,18 +8,15 @@ process or host.
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Group
-from rich.live import Live
-from rich.markup import escape
-from rich.panel import Panel
-from rich.table import Table
-from rich.text import Text
 
-from edgelab.cli.common import console, fail_from, state
+from edgelab.cli.common import console, escape, fail_from, state
 from edgelab.errors import ConfigError, EdgelabError
+
+if TYPE_CHECKING:
+    from rich.panel import Panel
 
 BARS = "▁▂▃▄▅▆▇█"
 FINAL = {"finished", "failed", "stopped", "device-lost"}
@@ -67,10 +64,19 @@ def snapshot(engine, ref: str, *, gaps: int = 60) -> dict[str, Any]:
         return {"id": run.id, "pipeline": run.pipeline, "device": run.device_name, "virtual": run.virtual,
                 "state": run.state, "summary": summ.metrics if summ else None,
                 "summary_kind": summ.kind if summ else None, "recent_gaps_ms": recent, "gap_kind": gap_kind,
-                "temps_c": dict(tel[-1].temps_c) if tel else {}}
+                "temps_c": dict(tel[-1].temps_c) if tel else {},
+                "power_w": dict(tel[-1].power_w) if tel else {}, "clocks_mhz": dict(tel[-1].clocks_mhz) if tel else {},
+                "mem_available_bytes": tel[-1].mem_available_bytes if tel else None,
+                "telemetry_source": tel[-1].source if tel else None,
+                "telemetry_virtual": bool(tel[-1].virtual) if tel else None}
 
 
 def render(snap: dict[str, Any]) -> Panel:
+    from rich.console import Group
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+
     m = snap["summary"] or {}
     t = Table.grid(padding=(0, 2))
     t.add_column(style="bold")
@@ -114,6 +120,16 @@ def render(snap: dict[str, Any]) -> Panel:
         t.add_row("temperature", escape("  ".join(f"{k} {v:.1f}°C" for k, v in hot)))
     else:
         t.add_row("temperature", "-")
+    if snap.get("power_w"):
+        total = sum(snap["power_w"].values())
+        t.add_row("power", escape(f"{total:.2f} W over {len(snap['power_w'])} rail(s)  " + "  ".join(
+            f"{k} {v:.2f}W" for k, v in sorted(snap["power_w"].items(), key=lambda kv: -kv[1])[:3])))
+    if snap.get("clocks_mhz"):
+        t.add_row("clocks", escape("  ".join(f"{k} {v:.0f} MHz" for k, v in sorted(snap["clocks_mhz"].items())[:4])))
+    if snap.get("mem_available_bytes") is not None:
+        t.add_row("memory", f"{snap['mem_available_bytes'] / 2**30:.2f} GiB available")
+    if snap.get("telemetry_source"):
+        t.add_row("telemetry", escape(snap["telemetry_source"]) + (" (virtual shim)" if snap["telemetry_virtual"] else ""))
     req = m.get("requests") or {}
     t.add_row("requests", f"{req.get('total', 0)} ({', '.join(f'{k} {v}' for k, v in (req.get('by_phase') or {}).items())})")
     gap_kind = snap.get("gap_kind", "chunk")
@@ -125,17 +141,37 @@ def render(snap: dict[str, Any]) -> Panel:
                  subtitle=f"{snap['summary_kind'] or 'no'} summary")
 
 
+def _duration_s(text: str) -> float:
+    """``5``, ``5s``, ``2m``, ``1h`` -> seconds; anything else is a usage error."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    raw = text.strip().lower()
+    scale = units.get(raw[-1:], None)
+    number = raw[:-1] if scale else raw
+    try:
+        value = float(number) * (scale or 1)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ConfigError(f"--for {text!r} is not a duration", remedy="give seconds or a unit: 5s, 2m, 1h")
+    return value
+
+
 def register(app: typer.Typer) -> None:
     @app.command("watch")
     def watch(
         run: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")],
         interval: Annotated[float, typer.Option("--interval", help="Seconds between refreshes.")] = 0.25,
         once: Annotated[bool, typer.Option("--once", help="Print one frame and exit.")] = False,
+        for_: Annotated[str | None, typer.Option("--for", help="Watch this long, then exit 0 and leave the run "
+                                                 "running (e.g. 5s, 2m).")] = None,
     ) -> None:
         """Live view of a run (works from any process that reaches the database)."""
+        from rich.live import Live
+
         from edgelab.store.db import get_engine
 
         try:
+            deadline = None if for_ is None else time.monotonic() + _duration_s(for_)
             engine = get_engine(state.db)
             snap = snapshot(engine, run)
         except EdgelabError as err:
@@ -148,8 +184,8 @@ def register(app: typer.Typer) -> None:
         follower = ensure_follower(engine, snap["id"]) if snap["state"] not in FINAL else None  # none alive: ingest here
         with Live(render(snap), console=console, refresh_per_second=max(1, int(1 / max(interval, 0.05)))) as live:
             try:
-                while snap["state"] not in FINAL:
-                    time.sleep(interval)
+                while snap["state"] not in FINAL and (deadline is None or time.monotonic() < deadline):
+                    time.sleep(interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic())))
                     snap = snapshot(engine, run)
                     live.update(render(snap))
             except KeyboardInterrupt:

@@ -212,7 +212,12 @@ class Follower:
             ing = _LeasedIngestor(self.engine, self.run_id, lease, meta)
             if ing.offset:
                 self._replay(t, path, ing, clock)
-            return self._loop(t, endpoint, path, pid, ing, clock, stop_event)
+            sampler = self._telemetry(ing)
+            try:
+                return self._loop(t, endpoint, path, pid, ing, clock, stop_event)
+            finally:
+                if sampler is not None:
+                    sampler.stop()
         finally:
             try:
                 t.close()
@@ -240,6 +245,20 @@ class Follower:
             if stop_event.wait(delay):
                 return None
             delay = min(delay * 2, BACKOFF_MAX_S)
+
+    def _telemetry(self, ing: _LeasedIngestor):
+        """The device's telemetry sampler beside this follower (telemetry never stops a follower)."""
+        from edgelab.metrics.sampler import start_beside
+
+        with session_scope(self.engine, write=False) as s:
+            device = get_deployment(s, self.run_id).device_name
+        try:
+            sampler = start_beside(self.engine, self.run_id, device, ing, transport=self.transport)
+        except EdgelabError:
+            return None
+        with session_scope(self.engine, write=False) as s:  # the lease's meta writes must keep it
+            ing.base_meta["telemetry"] = get_run(s, self.run_id).meta.get("telemetry")
+        return sampler
 
     def _read(self, t, path: str, offset: int) -> str:
         return remote.read_from(t, path, offset, READ_MAX)

@@ -20,14 +20,15 @@ from typing import Any
 from sqlalchemy import Engine
 
 from edgelab.catalog.devices import load_devices
-from edgelab.catalog.pipelines import load_pipelines
+from edgelab.catalog.pipelines import load_pipelines, resolve_pipeline_id
 from edgelab.deploy import admission, placement, ready, remote, start
 from edgelab.deploy import artifacts as plan_artifacts
 from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.refusal import Refusal
 from edgelab.deploy.strategies import PlanContext, build_plan
-from edgelab.errors import ConfigError, EdgelabError, TransportError
+from edgelab.errors import EdgelabError, TransportError
 from edgelab.lease.use import unpin
+from edgelab.metrics.provenance import for_plan
 from edgelab.probe.facts import Facts
 from edgelab.profile import DeployProfile, derive_profile
 from edgelab.store.db import session_scope
@@ -48,7 +49,6 @@ from edgelab.store.runs import Run, create_run, new_run_id, set_state
 from edgelab.store.snapshots import latest_snapshot
 from edgelab.transport import Transport, open_transport
 
-ALIASES = {"qwen3-tts": "qwen3-tts-0.6b"}
 POLL_S = 0.5
 LOG_TAIL_BYTES = 65536
 
@@ -96,11 +96,8 @@ class Options:
 
 
 def resolve_pipeline(name: str) -> str:
-    specs = load_pipelines()
-    pid = ALIASES.get(name, name)
-    if pid not in specs:
-        raise ConfigError(f"unknown pipeline {name!r}", remedy=f"choose one of: {', '.join(sorted([*ALIASES, *specs]))}")
-    return pid
+    """A pipeline id or an alias from the catalog (``qwen3-tts``) -> the id; unknown is a ConfigError."""
+    return resolve_pipeline_id(name, load_pipelines())  # CatalogError is a ConfigError
 
 
 def _connect(endpoint, opts: Options) -> Transport:
@@ -230,10 +227,13 @@ def _deploy(engine: Engine, req: DeployRequest, opts: Options, on_phase: Phase |
     try:
         with session_scope(engine) as s:
             device = get_device(s, req.device)
+            command = " ".join(" ".join(pr.argv) for pr in p.processes)[:4000]
+            prov = for_plan(s, device=device.name, virtual=planned.virtual, plan=p.to_dict(),
+                            facts_hash=planned.facts_hash, profile=planned.profile.device_class, command=command,
+                            source="deploy", run_id=run_id)
             create_run(s, id=run_id, pipeline=p.pipeline, device_name=device.name, runtime=p.runtime,
-                       strategy=p.strategy, kind="deploy", virtual=planned.virtual,
-                       command=" ".join(" ".join(pr.argv) for pr in p.processes)[:4000],
-                       provenance={"facts_hash": planned.facts_hash, "plan": p.to_dict()})
+                       strategy=p.strategy, kind="deploy", virtual=planned.virtual, command=command,
+                       provenance={**prov, "plan": p.to_dict()})
             dep = Deployment(run_id=run_id, device_id=device.id, device_name=device.name, pipeline=p.pipeline,
                              strategy=p.strategy, runtime=p.runtime, state="pending", plan=p.to_dict(),
                              facts_hash=planned.facts_hash, virtual=planned.virtual, remote_dir=p.remote_dir,

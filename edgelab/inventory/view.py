@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from edgelab.store.models import Device
+if TYPE_CHECKING:  # the table class costs more to import than a listing takes; see store/quickread.py
+    from edgelab.store.models import Device
 
 
 def address_of(d: Device) -> str:
@@ -18,14 +21,22 @@ def address_of(d: Device) -> str:
     return "local"
 
 
-def device_record(d: Device) -> dict:
-    """Every column plus the display address; datetimes in ISO 8601 (UTC)."""
+def device_record(d: Device, columns: Sequence[str] | None = None) -> dict:
+    """Every column plus the display address; datetimes in ISO 8601 (UTC).
+
+    ``columns`` names them for a row read without the ORM (``store.quickread``); by default
+    they are the table's, in table order, stable for readers and diffs.
+    """
+    if columns is None:
+        from edgelab.store.models import Device
+
+        columns = [c.name for c in Device.__table__.columns]
     rec = {"name": d.name, "class": d.device_class, "transport": d.transport, "address": address_of(d)}
-    for column in Device.__table__.columns:  # table order, stable for readers and diffs
-        if column.name in ("id", "name", "device_class", "transport"):
+    for name in columns:
+        if name in ("id", "name", "device_class", "transport"):
             continue
-        value = getattr(d, column.name)
-        rec[column.name] = value.isoformat() if isinstance(value, datetime) else value
+        value = getattr(d, name)
+        rec[name] = value.isoformat() if isinstance(value, datetime) else value
     return rec
 
 

@@ -1,8 +1,11 @@
 """Cells of the matrix: seed, look up, change by hand, and update from playbook outcomes.
 
-Every change appends a MatrixChange row. Evidence is a list of run ids; a run on a virtual
-device demonstrates the machinery and never qualifies a cell: it is kept apart (demo_evidence)
-and a request to qualify from it is refused with the run and device named.
+Every change appends a MatrixChange row (who, when, which runs, before and after). Evidence
+is a list of run ids; a run on a virtual device demonstrates the machinery and never qualifies
+a cell: it is kept apart (demo_evidence) and a request to qualify from it is refused with the
+run and device named. A move to ``profiled`` or ``qualified`` also needs every evidence run to
+pass :mod:`edgelab.matrix.evidence` (right row and column, real runtime and weights, the
+protocol's counts, complete provenance); a refusal names each failing condition.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from sqlmodel import Session, select
 
 from edgelab.errors import ConfigError, EdgelabError, NotFound
 from edgelab.matrix import ladder
+from edgelab.matrix.evidence import judge, require
 from edgelab.matrix.layout import COLUMNS, ROWS, cell_id, column_by, row_by
 from edgelab.store.matrix import MatrixCell, MatrixChange, get_cell, list_cells
 from edgelab.store.models import Device, utcnow
@@ -154,6 +158,8 @@ def set_cell(
         if (perf or cell.performance) != "PASS":
             raise ConfigError(f"qualifying {cell.id} needs performance status PASS",
                               remedy="add --performance PASS once the profile meets its gates")
+    if target in ("profiled", "qualified") and (target != cell.stage or real):
+        require(session, cell.id, cell.row_key, cell.pipeline, real or list(cell.evidence), target)
     ladder.check_transition(cell.stage, target, reason=reason or cell.reason, layer=layer or cell.failing_layer,
                             next_experiment=next_experiment or cell.next_experiment)
     before = _snapshot(cell)
@@ -206,12 +212,19 @@ def record_outcome(
         _change(session, cell, before, source, [v for v, _ in virtual], "virtual run: demonstration only")
         return f"{cell.id}: unchanged (virtual device: demonstration evidence only, never qualifies)"
     cell.evidence = list(dict.fromkeys([*cell.evidence, *real]))
+    refused = ""
     if passed:
         cell.functional = "PASS"
         target = "executes"
         if gated:
-            cell.performance = "PASS"
-            target = "qualified" if qualify else "profiled"
+            wanted = "qualified" if qualify else "profiled"
+            bad = [v for v in judge(session, real, cell.row_key, cell.pipeline) if not v.ok]
+            if bad:  # functional PASS stands; the performance claim does not
+                refused = (f"; not {wanted}: " + "; ".join(f"run {v.run}: {', '.join(v.failures)}" for v in bad))
+                reason = (reason + " | " if reason else "") + refused[2:]
+            else:
+                cell.performance = "PASS"
+                target = wanted
         if cell.stage in ladder.ENDS or ladder.rank(target) > ladder.rank(cell.stage):
             cell.stage = target
         cell.failing_layer = None
@@ -223,7 +236,8 @@ def record_outcome(
         cell.failing_layer = failing_layer
         cell.reason = reason
     _change(session, cell, before, source, real, reason)
-    return f"{cell.id}: {cell.stage} (functional {cell.functional or '-'}, performance {cell.performance or '-'})"
+    return (f"{cell.id}: {cell.stage} (functional {cell.functional or '-'}, performance {cell.performance or '-'})"
+            f"{refused}")
 
 
 def cell_dict(cell: MatrixCell) -> dict[str, Any]:

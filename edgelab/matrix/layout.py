@@ -7,6 +7,7 @@ spec ids. Both are checked against the catalogs in the tests, so a renamed entry
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 
 @dataclass(frozen=True)
@@ -39,8 +40,6 @@ COLUMNS: tuple[Axis, ...] = (
     Axis(5, "internvla-a1", "InternVLA-A1"),
 )
 
-# Pipeline ids that stand for a column (the reference workloads name the family, not the size).
-PIPELINE_ALIASES = {"qwen3-tts": "qwen3-tts-0.6b"}
 
 
 def cell_id(row_key: str, pipeline: str) -> str:
@@ -54,8 +53,16 @@ def row_by(ref: str | int) -> Axis | None:
     return None
 
 
+@cache
+def _catalog_aliases() -> dict[str, str]:
+    from edgelab.catalog.pipelines import pipeline_aliases
+
+    return pipeline_aliases()
+
+
 def column_by(ref: str | int) -> Axis | None:
-    ref = PIPELINE_ALIASES.get(str(ref), ref)
+    # a pipeline alias from the catalog stands for its column (the reference workloads name the family)
+    ref = _catalog_aliases().get(str(ref), ref)
     for c in COLUMNS:
         if str(c.index) == str(ref) or c.key == ref:
             return c

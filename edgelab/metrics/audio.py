@@ -24,6 +24,7 @@ class Chunk:
     t_ms: float
     samples: int
     sr: int = QWEN3_TTS_SR
+    sentence: int | None = None  # the sentence of a split utterance it belongs to (None: not split)
 
 
 @dataclass
@@ -99,6 +100,49 @@ def audio_metrics(chunks: Iterable[Chunk], wall_ms: float | None = None) -> Audi
         if wall_ms is not None:
             m.rtf_total = wall_ms / m.audio_ms
     return m
+
+
+@dataclass
+class SentenceTiming:
+    """One sentence of an utterance, times in ms since the utterance was sent.
+
+    ``ttfa_ms`` is the sentence's first audio; ``gap_ms`` the silence a player hears before
+    it: its first audio minus the previous sentence's last audio (None for the first sentence).
+    """
+
+    index: int
+    chunks: int
+    audio_ms: float
+    ttfa_ms: float | None
+    last_chunk_ms: float | None
+    gap_ms: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def sentence_timings(chunks: Iterable[Chunk]) -> list[SentenceTiming]:
+    """Per-sentence figures of one utterance from its chunks' ``sentence`` tags, in sentence order.
+
+    The utterance's own TTFA is the first sentence's; ``gap_ms`` of the later ones are the
+    between-sentence gaps (a per-sentence request pays its start-up again: it shows here).
+    """
+    by: dict[int, list[Chunk]] = {}
+    for c in chunks:
+        if c.sentence is not None:
+            by.setdefault(c.sentence, [])
+            if c.samples > 0:
+                by[c.sentence].append(c)
+    out: list[SentenceTiming] = []
+    prev_last: float | None = None
+    for i in sorted(by):
+        audio = by[i]
+        first = audio[0].t_ms if audio else None
+        last = audio[-1].t_ms if audio else None
+        gap = None if (prev_last is None or first is None) else first - prev_last
+        out.append(SentenceTiming(i, len(audio), sum(c.samples * 1000.0 / c.sr for c in audio), first, last, gap))
+        prev_last = last if last is not None else prev_last
+    return out
 
 
 def schedule_arrivals(schedule: Sequence[int], total_frames: int, frames_per_s: float,

@@ -92,6 +92,7 @@ class AudioChunk(Event):
     sample_rate: int = 24000
     sha256: str | None = None
     terminal: bool = False
+    sentence: int | None = None  # which sentence of a split utterance (vLLM-Omni sentence_index)
 
 
 @dataclass(slots=True)
@@ -156,6 +157,8 @@ class ResourceSample(Event):
     power_w: dict[str, float] = field(default_factory=dict)
     gpu_util_pct: float | None = None
     throttled: bool | None = None
+    virtual: bool | None = None  # a virtual device's shim made it: machinery, not a device figure
+    raw: dict[str, Any] = field(default_factory=dict)  # every other field the source gave, unknown ones kept
 
 
 @dataclass(slots=True)

@@ -9,6 +9,7 @@ records whether it equals the live figures.
 
 from __future__ import annotations
 
+import collections
 import time
 from collections import namedtuple
 from collections.abc import Iterable
@@ -84,10 +85,31 @@ class Ingestor:
         self._last_flush = time.monotonic()
         self._last_live = 0.0
         self._live_gap = live_every_s
+        self._offered: collections.deque[ev.Event] = collections.deque()
+        self._draining = False
         self.closed = False
 
     # --- feeding ------------------------------------------------------------------------------
+    def offer(self, e: ev.Event) -> None:
+        """From another thread (a telemetry sampler beside the run): queued, fed by the ingesting
+        thread at its next feed or flush, so one thread writes and the live summary sees it."""
+        self._offered.append(e)
+
+    def _drain_offered(self) -> None:
+        if self._draining:
+            return
+        self._draining = True
+        try:
+            while self._offered:
+                self._feed(self._offered.popleft())
+        finally:
+            self._draining = False
+
     def feed(self, e: ev.Event) -> None:
+        self._drain_offered()
+        self._feed(e)
+
+    def _feed(self, e: ev.Event) -> None:
         rid = self.run_id
         req = getattr(e, "request", None)
         if req and req not in self.agg.requests and type(e) is not ev.RequestStart:
@@ -122,7 +144,7 @@ class Ingestor:
                               "cpu_pct": e.cpu_pct, "rss_bytes": e.rss_bytes,
                               "mem_available_bytes": e.mem_available_bytes, "gpu_util_pct": e.gpu_util_pct,
                               "throttled": e.throttled, "temps_c": e.temps_c, "clocks_mhz": e.clocks_mhz,
-                              "power_w": e.power_w})
+                              "power_w": e.power_w, "virtual": e.virtual, "raw": e.raw or None})
         elif k is ev.LogLine:
             self._logs.append({"run_id": rid, "t": e.t, "kind": "log", "level": e.level, "request": None,
                                "message": e.line, "data": {"stream": e.stream}})
@@ -150,6 +172,7 @@ class Ingestor:
 
     # --- writing ------------------------------------------------------------------------------
     def flush(self, *, live: bool | None = None) -> None:
+        self._drain_offered()
         now = time.monotonic()
         write_live = live if live is not None else now - self._last_live >= self._live_gap
         with self.engine.begin() as conn:
@@ -257,7 +280,8 @@ def store_telemetry(engine: Engine, samples: Iterable[ev.ResourceSample], *, run
     """Device telemetry outside (or beside) a run, e.g. a sampler left running on a device."""
     rows = [{"run_id": run_id or e.run, "device_name": e.device, "t": e.t, "source": e.source, "cpu_pct": e.cpu_pct,
              "rss_bytes": e.rss_bytes, "mem_available_bytes": e.mem_available_bytes, "gpu_util_pct": e.gpu_util_pct,
-             "throttled": e.throttled, "temps_c": e.temps_c, "clocks_mhz": e.clocks_mhz, "power_w": e.power_w}
+             "throttled": e.throttled, "temps_c": e.temps_c, "clocks_mhz": e.clocks_mhz, "power_w": e.power_w,
+             "virtual": e.virtual, "raw": e.raw or None}
             for e in samples]
     if rows:
         with engine.begin() as conn:

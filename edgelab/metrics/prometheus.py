@@ -93,6 +93,8 @@ def exposition(engine: Engine, *, states: tuple[str, ...] = ("running",)) -> str
                       .order_by(TelemetrySample.device_name, TelemetrySample.source)).all() if ids else []
         for t in rows:
             lab = {"device": t.device_name, "source": t.source}
+            if t.virtual:
+                lab["virtual"] = "true"  # a virtual device's shim: machinery, not a device figure
             out.add("edgelab_device_cpu_percent", "gauge", "CPU busy %", lab, t.cpu_pct)
             out.add("edgelab_device_rss_bytes", "gauge", "resident set of the workload", lab, t.rss_bytes)
             out.add("edgelab_device_mem_available_bytes", "gauge", "memory the OS reports available", lab,

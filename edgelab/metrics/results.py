@@ -152,4 +152,22 @@ def run_record(session: Session, run: Run) -> dict[str, Any]:
         "requests": [{"request": r.request, "phase": r.phase, "band": r.band, "submitted": r.submitted,
                       "finished": r.finished, "ok": r.ok, "error": r.error, "metrics": r.metrics}
                      for r in requests_of(session, run.id)],
+        "telemetry": telemetry_record(session, run),
     }
+
+
+def telemetry_record(session: Session, run: Run, last: int = 20) -> dict[str, Any]:
+    """The run's telemetry: how many samples, from which sampler, and the latest ``last`` of them."""
+    from sqlalchemy import func
+    from sqlmodel import select
+
+    from edgelab.store.runs import TelemetrySample, telemetry_of
+
+    count = session.exec(select(func.count()).select_from(TelemetrySample)
+                         .where(TelemetrySample.run_id == run.id)).one()
+    rows = telemetry_of(session, run_id=run.id, limit=last)
+    return {"samples": int(count), "sampler": (run.meta or {}).get("telemetry"),
+            "latest": [{"t": r.t, "source": r.source, "virtual": r.virtual, "cpu_pct": r.cpu_pct,
+                        "mem_available_bytes": r.mem_available_bytes, "rss_bytes": r.rss_bytes,
+                        "gpu_util_pct": r.gpu_util_pct, "throttled": r.throttled, "temps_c": r.temps_c,
+                        "clocks_mhz": r.clocks_mhz, "power_w": r.power_w, "raw": r.raw} for r in rows]}

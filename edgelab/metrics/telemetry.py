@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from edgelab.metrics.events import ResourceSample
+from edgelab.metrics.tegrastats import parse_line
 from edgelab.probe.parsers.android import parse_dumpsys_battery
-from edgelab.probe.parsers.jetson import parse_tegrastats
 from edgelab.probe.parsers.thermal import parse_thermal
 from edgelab.transport.base import Transport
 
@@ -25,33 +24,37 @@ Clock = Callable[[], float]
 
 
 def from_tegrastats(line: str, *, t: float, device: str | None = None) -> ResourceSample | None:
-    """One tegrastats line: CPU load (mean of online cores), RAM available, temps, rails, GR3D as GPU util."""
-    res = parse_tegrastats(line)
-    v = res.values
-    if "ram_total_mb" not in v:
+    """One tegrastats line (:mod:`edgelab.metrics.tegrastats` grammar): CPU load (mean of online
+    cores), RAM available, temps, rail power (current), GR3D as GPU util; every other field in raw."""
+    v = parse_line(line)
+    if v is None or "ram_total_mb" not in v:
         return None
     mib = 1024 * 1024
-    loads = v.get("cpu_load_pct") or []
+    cores = [c for c in v.get("cpus", []) if c.get("online")]
+    loads = [c["load_pct"] for c in cores if c.get("load_pct") is not None]
+    freqs = [c["mhz"] for c in cores if c.get("mhz") is not None]
     clocks: dict[str, float] = {}
-    if "cpu_freq_mhz_all" in v:
-        clocks["cpu"] = float(v["cpu_freq_mhz_all"])
-    elif v.get("cpu_freq_mhz"):
-        clocks["cpu_max"] = float(max(v["cpu_freq_mhz"]))
-    gpu_util = None
-    if m := re.match(r"(\d+)%(?:@\[?(\d+))?", v.get("gr3d_freq", "")):
-        gpu_util = float(m[1])
-        if m[2] and int(m[2]) > 0:
-            clocks["gpu"] = float(m[2])
-    if m := re.match(r"\d+%@(\d+)", v.get("emc_freq", "")):
-        clocks["emc"] = float(m[1])
+    if freqs and len(set(freqs)) == 1:
+        clocks["cpu"] = float(freqs[0])
+    elif freqs:
+        clocks["cpu_max"] = float(max(freqs))
+    engines = v.get("engines", {})
+    gr3d = engines.get("GR3D_FREQ") or {}
+    if gr3d.get("mhz") and max(gr3d["mhz"]) > 0:
+        clocks["gpu"] = float(max(gr3d["mhz"]))
+    emc = engines.get("EMC_FREQ") or {}
+    if emc.get("mhz") and max(emc["mhz"]) > 0:
+        clocks["emc"] = float(max(emc["mhz"]))
+    raw = {k: val for k, val in v.items() if k not in ("temps_c", "rails_mw")}
     return ResourceSample(
         t=t, device=device, source="tegrastats",
         cpu_pct=sum(loads) / len(loads) if loads else None,
-        mem_available_bytes=(v["ram_total_mb"] - v["ram_used_mb"]) * mib,
-        temps_c=dict(res.facts.power.temperatures_c),
+        mem_available_bytes=int((v["ram_total_mb"] - v["ram_used_mb"]) * mib),
+        temps_c=dict(v["temps_c"]),
         clocks_mhz=clocks,
-        power_w={k: mw / 1000.0 for k, mw in res.facts.power.rails_mw.items()},
-        gpu_util_pct=gpu_util,
+        power_w={k: mw / 1000.0 for k, mw in v["rails_mw"].items() if k != "NC"},
+        gpu_util_pct=gr3d.get("load_pct"),
+        raw=raw,
     )
 
 
@@ -76,7 +79,15 @@ def from_dumpsys_battery(text: str, *, t: float, device: str | None = None) -> R
 
 NVSMI_FIELDS = ("index", "utilization.gpu", "temperature.gpu", "power.draw", "clocks.sm", "clocks.mem",
                 "memory.used", "memory.total")
+# what a sampler asks for (nvidia-smi --help-query-gpu); an older driver refusing a field falls back
+NVSMI_FULL = ("index", "name", "uuid", "pstate", "utilization.gpu", "utilization.memory", "temperature.gpu",
+              "temperature.memory", "power.draw", "power.limit", "clocks.sm", "clocks.mem", "clocks.gr",
+              "memory.used", "memory.total", "memory.free", "fan.speed", "clocks_throttle_reasons.active")
+NVSMI_MIN = ("index", "utilization.gpu", "temperature.gpu", "power.draw", "clocks.sm", "memory.used", "memory.total")
 NVSMI_ARGV = ["nvidia-smi", f"--query-gpu={','.join(NVSMI_FIELDS)}", "--format=csv,noheader,nounits"]
+# clocks_throttle_reasons bits that mean the GPU was slowed (not idle 0x1 or app clocks 0x2):
+# SW power cap 0x4, HW slowdown 0x8, SW thermal 0x20, HW thermal 0x40, HW power brake 0x80
+THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 
 
 def _num(s: str) -> float | None:
@@ -87,24 +98,42 @@ def _num(s: str) -> float | None:
         return None
 
 
+def _throttled(raw: str | None) -> bool | None:
+    if raw is None or not raw.strip().lower().startswith("0x"):
+        return None
+    try:
+        return bool(int(raw.strip(), 16) & THROTTLE_MASK)
+    except ValueError:
+        return None
+
+
 def from_nvidia_smi_csv(text: str, *, t: float, device: str | None = None,
                         fields: tuple[str, ...] = NVSMI_FIELDS) -> list[ResourceSample]:
-    """``nvidia-smi --query-gpu=<NVSMI_FIELDS> --format=csv,noheader,nounits``: one sample per GPU."""
+    """``nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits``: one sample per GPU.
+
+    Utilization, temperature, power and clocks go to the sample's fields; every queried field,
+    known or not, is also kept in ``raw`` as nvidia-smi printed it ([N/A] stays [N/A])."""
     out = []
-    for row in csv.reader(io.StringIO(text.strip())):
+    for row in csv.reader(io.StringIO(text.strip()), skipinitialspace=True):
         if len(row) != len(fields):
             continue
-        rec = dict(zip(fields, row, strict=True))
-        i = rec.get("index", "0").strip()
+        rec = {k: v.strip() for k, v in zip(fields, row, strict=True)}
+        i = rec.get("index", "0")
         temp, power = _num(rec.get("temperature.gpu", "")), _num(rec.get("power.draw", ""))
-        clocks = {k: v for k, v in (("sm", _num(rec.get("clocks.sm", ""))),
-                                    ("mem", _num(rec.get("clocks.mem", "")))) if v is not None}
+        clocks = {k: v for k, v in (("sm", _num(rec.get("clocks.sm", ""))), ("mem", _num(rec.get("clocks.mem", ""))),
+                                    ("gr", _num(rec.get("clocks.gr", "")))) if v is not None}
+        temps = {f"gpu{i}": temp} if temp is not None else {}
+        if (tm := _num(rec.get("temperature.memory", ""))) is not None:
+            temps[f"gpu{i}_mem"] = tm
+        reasons = rec.get("clocks_throttle_reasons.active") or rec.get("clocks_event_reasons.active")
         out.append(ResourceSample(
             t=t, device=device, source=f"nvidia-smi:gpu{i}",
             gpu_util_pct=_num(rec.get("utilization.gpu", "")),
-            temps_c={f"gpu{i}": temp} if temp is not None else {},
+            temps_c=temps,
             power_w={f"gpu{i}": power} if power is not None else {},
             clocks_mhz={f"gpu{i}_{k}": v for k, v in clocks.items()},
+            throttled=_throttled(reasons),
+            raw=rec,
         ))
     return out
 

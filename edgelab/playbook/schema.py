@@ -59,6 +59,8 @@ OPTION_SPECS: dict[str, dict[str, Field]] = {
         "control_hz": Field((float, str)),
         "slow_every": Field((int, str)),
         "slow_ms": Field((float, str)),
+        "endpoint": Field(str),  # a server edgelab did not launch (ws://, http://): measured, not launched
+        "endpoint_options": Field(dict),
     },
     "gate": {"checks": Field(list, required=True, items=str), "run": Field(str)},
     "soak": {"minutes": Field((float, str), required=True), "interval_s": Field((float, str), minimum=0.1)},

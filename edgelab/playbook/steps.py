@@ -218,12 +218,13 @@ def do_bench(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float 
     from edgelab.store.snapshots import latest_snapshot
 
     req = bench_request(ctx, opts)
-    try:
-        with session_scope(ctx.engine, write=False) as s:
-            latest_snapshot(s, ctx.device)
-    except NotFound as err:
-        raise StepFailure(f"{ctx.device} has no probe snapshot: bench plans from the device's facts "
-                          "(put a `probe: {}` step before it)", "infra") from err
+    if not opts.get("endpoint"):
+        try:
+            with session_scope(ctx.engine, write=False) as s:
+                latest_snapshot(s, ctx.device)
+        except NotFound as err:
+            raise StepFailure(f"{ctx.device} has no probe snapshot: bench plans from the device's facts "
+                              "(put a `probe: {}` step before it)", "infra") from err
     cancel = threading.Event()
     timed_out = threading.Event()
 
@@ -244,7 +245,14 @@ def do_bench(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float 
         watchdog.start()
     relay.start()
     try:
-        res = run_bench(ctx.engine, req, opts=Options(transport={"timeout": 15}), cancel=cancel)
+        if opts.get("endpoint"):  # a running server: measured from the lab, nothing launched
+            from edgelab.bench.endpoint import EndpointBenchRequest, run_endpoint_bench
+
+            res = run_endpoint_bench(ctx.engine, EndpointBenchRequest(
+                req.pipeline, str(opts["endpoint"]), ctx.device, req.warmup, req.requests, req.band,
+                req.control_hz, dict(opts.get("endpoint_options") or {})), cancel=cancel)
+        else:
+            res = run_bench(ctx.engine, req, opts=Options(transport={"timeout": 15}), cancel=cancel)
     except Refusal as r:
         out.details = {"refusal": r.to_dict(), "pipeline": req.pipeline}
         raise StepFailure(f"refused: {r}" + (f" (-> {r.remedy})" if r.remedy else ""),

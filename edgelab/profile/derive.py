@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from edgelab.catalog.devices import DeviceCatalog
-from edgelab.catalog.pipelines import PipelineSpec, load_pipeline, load_pipelines
+from edgelab.catalog.pipelines import PipelineSpec, load_pipeline, load_pipelines, resolve_pipeline_id
 from edgelab.catalog.rules import ram_bytes
 from edgelab.probe.facts import Facts
 from edgelab.profile import device as dev
@@ -105,7 +105,7 @@ def derive_profile(facts: Facts, catalog: DeviceCatalog, pipeline: str | Pipelin
     if isinstance(pipeline, PipelineSpec):
         specs = [pipeline]
     elif isinstance(pipeline, str):
-        specs = [pipelines[pipeline] if pipelines and pipeline in pipelines else load_pipeline(pipeline)]
+        specs = [pipelines[resolve_pipeline_id(pipeline, pipelines)] if pipelines else load_pipeline(pipeline)]
     else:
         specs = list((pipelines or load_pipelines()).values())
     ram = budget_pool.total_bytes if budget_pool and budget_pool.kind != "vram" else ram_bytes(facts)

@@ -256,8 +256,10 @@ class CodecStreamClient:
 # ---------------------------------------------------------------- server side (used by SpeechServer)
 
 
-async def codec_session(ws: ServerConnection, inbox: Any, cfg: dict[str, Any], opts: Any) -> None:
-    """Serve one codec-token session: segments in, frames out on the schedule, cancellable."""
+async def codec_session(ws: ServerConnection, inbox: Any, cfg: dict[str, Any], opts: Any,
+                        pending: list | None = None) -> None:
+    """Serve one codec-token session: segments in, frames out on the schedule, cancellable.
+    ``pending`` holds messages the speech session already read after the config."""
     from edgelab.protocols.serving import iterate_in_thread
     from edgelab.protocols.speech_ws import _json, loaded_models, watch_for_stop
 
@@ -267,7 +269,7 @@ async def codec_session(ws: ServerConnection, inbox: Any, cfg: dict[str, Any], o
     seed = int(cfg["seed"]) if cfg.get("seed") is not None else opts.seed
     talker, _ = loaded_models(seed)
     segments: list[str] = []
-    pending: list = []
+    pending = pending if pending is not None else []
     while True:
         msg = pending.pop(0) if pending else await inbox.get()
         if msg is None:

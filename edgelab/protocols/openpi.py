@@ -24,7 +24,7 @@ from edgelab.metrics.events import RunStart
 from edgelab.protocols.serving import check_loopback
 from edgelab.reference import PROVENANCE
 from edgelab.reference.emit import Emitter
-from edgelab.reference.vla import ReferenceVLA
+from edgelab.reference.vla import ReferenceVLA, synthetic_observation
 from edgelab.reference.vla_run import episode
 
 
@@ -55,11 +55,14 @@ def _free_port(host: str) -> int:
 class OpenPIServer:
     """``openpi_server.WebsocketPolicyServer`` on a loopback port in a background thread."""
 
-    def __init__(self, policy: BasePolicy | None = None, *, host: str = "127.0.0.1", port: int | None = None):
+    def __init__(self, policy: BasePolicy | None = None, *, host: str = "127.0.0.1", port: int | None = None,
+                 metadata: dict[str, Any] | None = None):
         check_loopback(host)
         self.policy = policy or ReferencePolicy()
-        meta = getattr(getattr(self.policy, "vla", None), "metadata", None) or dict(PROVENANCE)
-        self.metadata: dict[str, Any] = meta
+        if metadata is None:  # the reference policy describes itself (runtime reference, weights random)
+            vla = getattr(self.policy, "vla", None)
+            metadata = getattr(vla, "metadata", None) or (dict(PROVENANCE) if vla is not None else {})
+        self.metadata: dict[str, Any] = metadata
         self.host = host
         self.port = port
         self._thread: threading.Thread | None = None
@@ -136,6 +139,45 @@ class OpenPIServer:
         self.stop()
 
 
+def observation_for(schema: str, rng: np.random.Generator, prompt: str = "pick up the red cube",
+                    metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A synthetic observation in the key layout an OpenPI policy of that robot expects
+    (openpi's examples: DROID, ALOHA, LIBERO), or the reference VLA's own layout.
+
+    The server's metadata shapes it where it says: ``image_resolution`` (H, W) sizes the camera
+    images, ``needs_session_id`` adds a session id (vLLM-Omni's robot endpoint asks both)."""
+    meta = metadata or {}
+    res = meta.get("image_resolution")
+    hw = (int(res[0]), int(res[1])) if isinstance(res, (list, tuple)) and len(res) == 2 else (224, 224)
+
+    def img(shape: tuple[int, ...]) -> np.ndarray:
+        return rng.integers(0, 256, shape, dtype=np.uint8)
+
+    if schema == "droid":  # two exterior cameras and a wrist camera, 7 joints + gripper
+        obs = {"observation/exterior_image_1_left": img((*hw, 3)),
+               "observation/exterior_image_2_left": img((*hw, 3)),
+               "observation/wrist_image_left": img((*hw, 3)),
+               "observation/joint_position": rng.standard_normal(7).astype(np.float32),
+               "observation/gripper_position": rng.random(1).astype(np.float32), "prompt": prompt}
+    elif schema == "aloha":
+        obs = {"state": rng.standard_normal(14).astype(np.float32),
+               "images": {cam: img((3, *hw)) for cam in ("cam_high", "cam_left_wrist", "cam_right_wrist")},
+               "prompt": prompt}
+    elif schema == "libero":
+        obs = {"observation/image": img((*hw, 3)), "observation/wrist_image": img((*hw, 3)),
+               "observation/state": rng.standard_normal(8).astype(np.float32), "prompt": prompt}
+    elif schema == "reference":
+        obs = synthetic_observation(rng, prompt)
+    else:
+        raise ValueError(f"unknown observation layout {schema!r} (droid, aloha, libero, reference)")
+    if meta.get("needs_session_id"):
+        obs["session_id"] = "edgelab-bench"
+    return obs
+
+
+OBSERVATIONS = ("droid", "aloha", "libero", "reference")
+
+
 class OpenPIClient:
     """``openpi_client.WebsocketClientPolicy`` with the lab's reset and close."""
 
@@ -155,11 +197,20 @@ class OpenPIClient:
         return self._policy.get_server_metadata()
 
     def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
-        return self._policy.infer(obs)
+        """One inference; a server that answers a bare action array (vLLM-Omni's robot endpoint)
+        gives ``{"actions": array}`` like openpi-server's dict."""
+        out = self._policy.infer(obs)
+        return out if isinstance(out, dict) else {"actions": np.asarray(out)}
 
     def reset(self) -> None:
-        """OpenPI's ``endpoint: reset`` (the package's own reset() sends nothing)."""
-        self._policy.infer({"endpoint": "reset"})
+        """``endpoint: reset`` (the package's own reset() sends nothing): openpi-server hands it to
+        the policy and answers a dict; vLLM-Omni's robot endpoint answers the text "reset successful"."""
+        ws = self._policy._ws  # the package exposes no raw send; its own packer keeps the wire format
+        ws.send(self._policy._packer.pack({"endpoint": "reset"}))
+        reply = ws.recv()
+        if isinstance(reply, str) and "reset successful" not in reply:
+            raise TransportError(f"the OpenPI endpoint refused the reset: {reply[:300]}",
+                                 remedy="check the server's log; this server may not support reset")
 
     def close(self) -> None:
         ws = getattr(self._policy, "_ws", None)  # the package exposes no close()

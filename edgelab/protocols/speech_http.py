@@ -1,8 +1,11 @@
 """HTTP ``/v1/audio/speech`` streaming: a lab-side client (httpx) and a reference-backed server.
 
-With ``stream: true`` the body is either raw s16le PCM (chunked transfer) or, with
-``stream_format: "sse"``, Server-Sent Events whose ``speech.audio.delta`` carry base64 PCM and
-``speech.audio.done`` ends the stream. The client stamps each arrival on the lab clock.
+With ``stream: true`` the body is either the audio itself (chunked transfer: raw s16le PCM for
+``response_format: "pcm"``, a WAV whose header carries the 0xFFFFFFFF streaming sizes for
+``wav``, vLLM-Omni's default) or, with ``stream_format: "sse"``, Server-Sent Events whose
+``speech.audio.delta`` carry base64 audio and ``speech.audio.done`` ends the stream. Without
+``stream`` the body is one whole file. The client stamps each arrival on the lab clock and
+strips a WAV header from the audio it counts.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from edgelab.errors import TransportError
 from edgelab.metrics.events import AudioChunk, ErrorEvent, Event, RequestEnd, RequestStart
 from edgelab.protocols.serving import check_loopback
 from edgelab.protocols.speech_ws import ServerOptions, SpeechResult, loaded_models, pcm_chunk
+from edgelab.protocols.wav import parse_wav_header, wav_file, wav_header
 from edgelab.reference import PROVENANCE
 from edgelab.reference.tts import SAMPLE_RATE, ReferenceTTS
 
@@ -82,8 +86,22 @@ class SpeechHTTPClient:
         rec(RequestStart(t=res.submit_t, request=rid, phase=phase, band=band, input=text))
         idx = 0
 
+        head = b""  # the first bytes, held until a WAV header (if any) is complete
+
         def audio(data: bytes, now: float) -> None:
-            nonlocal idx
+            nonlocal idx, head
+            if idx == 0 and not res.pcm and (head or data[:4] == b"RIFF"):
+                head += data
+                info = parse_wav_header(head)
+                if info is None and len(head) < 4096:
+                    return  # wait for the rest of the header
+                if info is not None:
+                    res.sample_rate = info.sample_rate
+                    data, head = head[info.data_offset:], b""
+                else:
+                    data, head = head, b""
+                if not data:
+                    return
             rec(pcm_chunk(res, rid, idx, data, now))
             idx += 1
 
@@ -106,7 +124,7 @@ class SpeechHTTPClient:
                                 data, carry = data[:-1], data[-1:]
                             if data:
                                 audio(data, now)
-                        res.total_bytes = len(res.pcm) + len(carry)
+                        res.total_bytes = len(res.pcm) + len(carry) + len(head)
         except httpx.HTTPError as err:
             if not res.pcm and isinstance(err, httpx.ConnectError):
                 raise TransportError(
@@ -189,8 +207,10 @@ class _Handler(BaseHTTPRequestHandler):
         text = req.get("input")
         if not isinstance(text, str) or not text:
             return self._fail(400, "'input' (the text) is required")
-        if (req.get("response_format") or "pcm") != "pcm":
-            return self._fail(400, "only response_format 'pcm' is served here")
+        fmt = req.get("response_format") or "wav"  # vLLM-Omni's (and OpenAI's) default
+        if fmt not in ("pcm", "wav"):
+            return self._fail(400, f"response_format {fmt!r} is not served here; use 'wav' or 'pcm'")
+        streamed = bool(req.get("stream", False))
         opts = self.server.opts
         talker, decoder = loaded_models(opts.seed)
         tts = ReferenceTTS(
@@ -202,24 +222,35 @@ class _Handler(BaseHTTPRequestHandler):
         )
         sse = req.get("stream_format") == "sse"
         self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream" if sse else "audio/pcm")
+        self.send_header("Content-Type", "text/event-stream" if sse else ("audio/wav" if fmt == "wav" else "audio/pcm"))
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("X-Sample-Rate", str(SAMPLE_RATE))
         self.send_header("X-Edgelab-Runtime", f"{PROVENANCE['runtime']}; weights={PROVENANCE['weights']}")
         self.end_headers()
         stop = threading.Event()
-        total = 0
+        total, held = 0, b""
+
+        def send(data: bytes) -> None:
+            if sse:
+                ev = {"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()}
+                self._chunk(f"data: {json.dumps(ev)}\n\n".encode())
+            else:
+                self._chunk(data)
+
         try:
-            for ch in tts.stream(text, stop=stop):
+            for k, ch in enumerate(tts.stream(text, stop=stop)):
                 data = ch.pcm.astype("<i2").tobytes()
-                total += len(data)
-                if not req.get("stream", True):
+                if not streamed:
+                    held += data
                     continue
-                if sse:
-                    ev = {"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()}
-                    self._chunk(f"data: {json.dumps(ev)}\n\n".encode())
-                else:
-                    self._chunk(data)
+                if k == 0 and fmt == "wav":
+                    data = wav_header(SAMPLE_RATE) + data
+                total += len(data)
+                send(data)
+            if not streamed:
+                body = wav_file(held, SAMPLE_RATE) if fmt == "wav" else held
+                total = len(body)
+                send(body)
             if sse:
                 done = {"type": "speech.audio.done", "usage": {"total_bytes": total}, **PROVENANCE}
                 self._chunk(f"data: {json.dumps(done)}\n\n".encode())

@@ -1,10 +1,21 @@
 """vLLM-Omni speech streaming over WebSocket (``/v1/audio/speech/stream``): lab-side client and server.
 
-Client: ``session.config`` -> ``input.text`` -> ``input.done``; the server answers ``audio.start``,
-binary s16le PCM (24 kHz), ``audio.done{total_bytes, error}``; ``session.close`` -> ``session.done``.
-The client stamps every arrival on the lab clock and turns it into edgelab events.
+The protocol is vLLM-Omni's own (``vllm_omni/entrypoints/openai/serving_speech_stream.py``):
 
-Server: the same protocol backed by the reference TTS (and by the codec-token mode of
+- client: ``session.config`` first (repeatable between utterances), ``input.text`` chunks,
+  ``input.done`` (flushes one utterance, the connection stays open), ``session.close``;
+- server, per sentence: ``audio.start{utterance_index, sentence_index, sentence_text, format}``
+  (for streamed ``pcm`` sent with the first audio and carrying ``sample_rate``, ``channels``),
+  binary audio, ``audio.done{utterance_index, sentence_index, total_bytes, error}``; per
+  utterance ``session.done{utterance_index, total_sentences}``; ``error{message}``.
+- ``response_format`` ``wav`` (the default) or ``pcm``; ``stream_audio`` (default false) sends
+  raw s16le PCM chunks as they are decoded, otherwise one binary message per sentence (a whole
+  WAV file for ``wav``); ``split_granularity`` none (default) / sentence / clause
+  (:mod:`edgelab.protocols.speech_text`).
+
+The client stamps every arrival on the lab clock, keeps per-sentence records and turns them
+into edgelab events (audio chunks tagged with their sentence). The server is the same
+protocol backed by the reference TTS (and the codec-token mode of
 :mod:`edgelab.protocols.codec_ws` when ``output_mode`` is ``codec_tokens``), for tests and demos.
 """
 
@@ -16,7 +27,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,10 +36,12 @@ from websockets.exceptions import ConnectionClosed, WebSocketException
 from websockets.sync.client import connect
 
 from edgelab.errors import TransportError
-from edgelab.metrics.audio import AudioMetrics, audio_metrics
+from edgelab.metrics.audio import AudioMetrics, SentenceTiming, audio_metrics, sentence_timings
 from edgelab.metrics.audio import Chunk as AudioSample
 from edgelab.metrics.events import AudioChunk, ErrorEvent, Event, RequestEnd, RequestStart, StageTiming
 from edgelab.protocols.serving import BackgroundServer, Inbox, iterate_in_thread
+from edgelab.protocols.speech_text import GRANULARITIES, TextSplitter
+from edgelab.protocols.wav import parse_wav_header, wav_file
 from edgelab.reference import PROVENANCE
 from edgelab.reference.tts import SAMPLE_RATE, CodecDecoder, ReferenceTTS, Talker, schedule_of
 
@@ -45,8 +58,25 @@ def stream_url(base: str) -> str:
 
 
 @dataclass
+class SentenceResult:
+    """One sentence of an utterance as the lab saw it (times on the lab clock, s)."""
+
+    index: int
+    text: str | None = None
+    format: str | None = None
+    start_t: float | None = None  # audio.start arrived
+    first_audio_t: float | None = None
+    last_audio_t: float | None = None
+    done_t: float | None = None  # audio.done arrived
+    bytes: int = 0  # binary bytes received (a WAV header included), the server's unit in total_bytes
+    server_bytes: int | None = None
+    failed: bool = False
+    start_info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class SpeechResult:
-    """One request as the lab saw it: its events, the PCM, and what the server said."""
+    """One utterance (one ``input.done`` flush) as the lab saw it: events, PCM, its sentences."""
 
     request: str
     submit_t: float
@@ -54,9 +84,12 @@ class SpeechResult:
     events: list[Event] = field(default_factory=list)
     pcm: bytes = b""
     sample_rate: int = SAMPLE_RATE
-    start_info: dict[str, Any] = field(default_factory=dict)
-    total_bytes: int | None = None  # the server's count in audio.done
+    start_info: dict[str, Any] = field(default_factory=dict)  # the first sentence's audio.start
+    total_bytes: int | None = None  # the server's byte counts (audio.done), summed
     error: str | None = None
+    utterance: int | None = None  # the server's utterance_index
+    total_sentences: int | None = None  # session.done's count
+    sentences: list[SentenceResult] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -64,14 +97,20 @@ class SpeechResult:
 
     def chunks(self) -> list[AudioSample]:
         return [
-            AudioSample(t_ms=(e.t - self.submit_t) * 1000.0, samples=e.samples, sr=e.sample_rate)
+            AudioSample(t_ms=(e.t - self.submit_t) * 1000.0, samples=e.samples, sr=e.sample_rate,
+                        sentence=e.sentence)
             for e in self.events
             if isinstance(e, AudioChunk)
         ]
 
     def metrics(self) -> AudioMetrics:
+        """The utterance's audio figures: TTFA is its first sentence's, chunk gaps span sentences."""
         wall = None if self.end_t is None else (self.end_t - self.submit_t) * 1000.0
         return audio_metrics(self.chunks(), wall_ms=wall)
+
+    def sentence_timings(self) -> list[SentenceTiming]:
+        """Per sentence: TTFA since the utterance was sent, audio, gap after the previous sentence."""
+        return sentence_timings(self.chunks())
 
 
 def open_ws(url: str, timeout: float):
@@ -82,7 +121,8 @@ def open_ws(url: str, timeout: float):
         raise TransportError(f"cannot open {url}: {err}", remedy="check the server is running and the URL/port") from err
 
 
-def pcm_chunk(res: SpeechResult, rid: str, idx: int, data: bytes, now: float) -> AudioChunk:
+def pcm_chunk(res: SpeechResult, rid: str, idx: int, data: bytes, now: float,
+              sentence: int | None = None) -> AudioChunk:
     """Keep a piece of s16le PCM on the result and describe it as an audio-chunk event."""
     res.pcm += data
     return AudioChunk(
@@ -92,6 +132,7 @@ def pcm_chunk(res: SpeechResult, rid: str, idx: int, data: bytes, now: float) ->
         samples=len(data) // 2,
         sample_rate=res.sample_rate,
         sha256=hashlib.sha256(data).hexdigest(),
+        sentence=sentence,
     )
 
 
@@ -108,8 +149,200 @@ class Recorder:
             self.sink(ev)
 
 
+DEFAULT_CLIENT_CONFIG = {"model": "qwen3-tts", "response_format": "pcm", "stream_audio": True}
+
+
+class SpeechSession:
+    """One connection to a vLLM-Omni-compatible speech stream: several utterances, one handshake.
+
+    ``utterance()`` sends text (one string or several ``input.text`` chunks) and ``input.done``
+    and reads the per-sentence answer up to ``session.done``; ``configure()`` replaces the
+    session config between utterances; ``close()`` sends ``session.close``.
+    """
+
+    def __init__(self, url: str, *, config: dict[str, Any] | None = None, run: str | None = None,
+                 on_event: EventSink | None = None, timeout: float = 120.0, name: str | None = None):
+        self.url = stream_url(url)
+        self.config = {**DEFAULT_CLIENT_CONFIG, **(config or {})}
+        self.run, self.on_event, self.timeout = run, on_event, timeout
+        self.name = name or run or "speech"
+        self._n = 0
+        self._ws: Any = None
+        self._connect: tuple[float, float] | None = None  # (start, end), reported with the first utterance
+        self.broken: str | None = None  # why the connection cannot serve another utterance
+
+    def open(self) -> SpeechSession:
+        t0 = time.time()
+        self._ws = open_ws(self.url, self.timeout).__enter__()  # entered: it is closed in close()
+        self._connect = (t0, time.time())
+        self._send({"type": "session.config", **self.config})
+        return self
+
+    def configure(self, config: dict[str, Any]) -> None:
+        """A new session.config between utterances (vLLM-Omni keeps it for the next ones)."""
+        self.config = {**self.config, **config}
+        self._send({"type": "session.config", **self.config})
+
+    def _send(self, msg: dict[str, Any]) -> None:
+        try:
+            self._ws.send(json.dumps(msg))
+        except ConnectionClosed:
+            pass  # a server that refused the config closes at once: its error message is still queued
+
+    def close(self) -> None:
+        if self._ws is None:
+            return
+        try:
+            self._send({"type": "session.close"})
+            try:  # drain until the server closes (an older server answers session.done first)
+                while True:
+                    self._ws.recv(timeout=min(self.timeout, 5.0))
+            except (ConnectionClosed, TimeoutError):
+                pass
+        finally:
+            self._ws.close()
+            self._ws = None
+
+    def __enter__(self) -> SpeechSession:
+        return self.open() if self._ws is None else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def utterance(self, text: str | Sequence[str], *, request: str | None = None, phase: str = "measured",
+                  band: str | None = None) -> SpeechResult:
+        if self._ws is None:
+            self.open()
+        pieces = [text] if isinstance(text, str) else list(text)
+        self._n += 1
+        rid = request or f"{self.name}-r{self._n:03d}"
+        res = SpeechResult(request=rid, submit_t=time.time())
+        rec = Recorder(res, self.run, self.on_event)
+        if self._connect is not None:
+            # the session's, not a request's (a request row made by it would clash with RequestStart's)
+            rec(StageTiming(t=self._connect[1], request=None, stage="connect", start=self._connect[0],
+                            end=self._connect[1]))
+            self._connect = None
+            res.submit_t = time.time()
+        rec(RequestStart(t=res.submit_t, request=rid, phase=phase, band=band, input="".join(pieces)))
+        if self.broken:
+            res.error = self.broken
+        else:
+            for piece in pieces:
+                self._send({"type": "input.text", "text": piece})
+            self._send({"type": "input.done"})
+            self._read(res, rec)
+            self._gaps(res, rec)
+        self._check_counts(res, rec)
+        res.end_t = time.time()
+        rec(RequestEnd(t=res.end_t, request=rid, ok=res.ok, error=res.error))
+        return res
+
+    def _read(self, res: SpeechResult, rec: Recorder) -> None:
+        rid, idx = res.request, 0
+        cur: SentenceResult | None = None
+        try:
+            while True:
+                msg = self._ws.recv(timeout=self.timeout)
+                now = time.time()
+                if isinstance(msg, bytes):
+                    if cur is None:  # audio before audio.start: keep it, on a sentence of its own
+                        cur = SentenceResult(index=len(res.sentences), start_t=now)
+                        res.sentences.append(cur)
+                    cur.bytes += len(msg)
+                    data = msg
+                    if cur.first_audio_t is None and msg[:4] == b"RIFF":
+                        info = parse_wav_header(msg)
+                        if info is not None:
+                            res.sample_rate = info.sample_rate
+                            data = msg[info.data_offset:]
+                    cur.first_audio_t = cur.first_audio_t or now
+                    cur.last_audio_t = now
+                    rec(pcm_chunk(res, rid, idx, data, now, sentence=cur.index))
+                    idx += 1
+                    continue
+                d = json.loads(msg)
+                kind = d.get("type")
+                if kind == "audio.start":
+                    cur = SentenceResult(index=int(d.get("sentence_index", len(res.sentences))),
+                                         text=d.get("sentence_text"), format=d.get("format"),
+                                         start_t=now, start_info=d)
+                    res.sentences.append(cur)
+                    if not res.start_info:
+                        res.start_info = d
+                    if res.utterance is None and d.get("utterance_index") is not None:
+                        res.utterance = int(d["utterance_index"])
+                    if d.get("sample_rate"):
+                        res.sample_rate = int(d["sample_rate"])
+                elif kind == "audio.done":
+                    if cur is not None:
+                        cur.done_t = now
+                        cur.server_bytes = d.get("total_bytes")
+                        cur.failed = bool(d.get("error"))
+                        if cur.start_t is not None:
+                            rec(StageTiming(t=now, request=rid, stage=f"sentence{cur.index}",
+                                            start=cur.start_t, end=now))
+                    if d.get("total_bytes") is not None:
+                        res.total_bytes = (res.total_bytes or 0) + int(d["total_bytes"])
+                    if d.get("error") and res.error is None:
+                        res.error = d["error"] if isinstance(d["error"], str) else (
+                            f"sentence {d.get('sentence_index')} failed on the server")
+                    cur = None
+                elif kind == "error":
+                    message = str(d.get("message") or d)
+                    rec(ErrorEvent(t=now, request=rid, cls="workload", message=message))
+                    res.error = res.error or message
+                    if cur is None:  # not inside a sentence: nothing else answers this utterance
+                        self.broken = message
+                        return
+                elif kind == "session.done":
+                    res.total_sentences = d.get("total_sentences")
+                    if res.utterance is None and d.get("utterance_index") is not None:
+                        res.utterance = int(d["utterance_index"])
+                    rec(AudioChunk(t=now, request=rid, idx=idx, samples=0, sample_rate=res.sample_rate,
+                                   terminal=True))
+                    return
+        except TimeoutError:
+            res.error = f"no message from the server within {self.timeout:g} s"
+            rec(ErrorEvent(t=time.time(), request=rid, cls="infra", message=res.error))
+            self.broken = res.error
+        except ConnectionClosed as err:
+            if res.error is None:
+                res.error = f"connection closed: {err}"
+                rec(ErrorEvent(t=time.time(), request=rid, cls="infra", message=res.error))
+            self.broken = res.error
+
+    @staticmethod
+    def _gaps(res: SpeechResult, rec: Recorder) -> None:
+        """The silence between sentences (previous sentence's last audio -> this one's first) as a
+        ``sentence_gap`` stage, so a stored run summarises it beside TTFA."""
+        prev = None
+        for sen in res.sentences:
+            if prev is not None and prev.last_audio_t is not None and sen.first_audio_t is not None:
+                rec(StageTiming(t=sen.first_audio_t, request=res.request, stage="sentence_gap",
+                                start=prev.last_audio_t, end=sen.first_audio_t))
+            prev = sen if sen.last_audio_t is not None else prev
+
+    @staticmethod
+    def _check_counts(res: SpeechResult, rec: Recorder) -> None:
+        if res.error is not None:
+            return
+        for s in res.sentences:
+            if s.server_bytes is not None and s.server_bytes != s.bytes:
+                res.error = f"sentence {s.index}: server sent {s.server_bytes} bytes by its count, {s.bytes} arrived"
+        if res.error is None and res.total_sentences is not None and res.total_sentences != len(res.sentences):
+            res.error = f"server counted {res.total_sentences} sentences, {len(res.sentences)} arrived"
+        if res.error is not None:
+            rec(ErrorEvent(t=time.time(), request=res.request, cls="infra", message=res.error))
+
+
 class SpeechStreamClient:
-    """Measures speech streaming requests against a vLLM-Omni-compatible endpoint, one session each."""
+    """Measures speech streaming requests against a vLLM-Omni-compatible endpoint.
+
+    ``synthesize()`` is one request on its own connection (connect, config, one utterance,
+    close); ``session()`` gives a connection for several utterances, as a real voice client
+    keeps one open.
+    """
 
     def __init__(
         self,
@@ -121,76 +354,22 @@ class SpeechStreamClient:
         timeout: float = 120.0,
     ):
         self.url = stream_url(url)
-        self.config = {"model": "qwen3-tts", "response_format": "pcm", "stream_audio": True, **(config or {})}
+        self.config = {**DEFAULT_CLIENT_CONFIG, **(config or {})}
         self.run, self.on_event, self.timeout = run, on_event, timeout
         self._n = 0
 
+    def session(self, config: dict[str, Any] | None = None) -> SpeechSession:
+        return SpeechSession(self.url, config={**self.config, **(config or {})}, run=self.run,
+                             on_event=self.on_event, timeout=self.timeout)
+
     def synthesize(
-        self, text: str, *, request: str | None = None, phase: str = "measured", band: str | None = None
+        self, text: str | Sequence[str], *, request: str | None = None, phase: str = "measured",
+        band: str | None = None
     ) -> SpeechResult:
         self._n += 1
         rid = request or f"{self.run or 'speech'}-r{self._n:03d}"
-        t_conn = time.time()
-        ws = open_ws(self.url, self.timeout)
-        res = SpeechResult(request=rid, submit_t=time.time())
-        rec = Recorder(res, self.run, self.on_event)
-        rec(StageTiming(t=res.submit_t, request=rid, stage="connect", start=t_conn, end=res.submit_t))
-        rec(RequestStart(t=res.submit_t, request=rid, phase=phase, band=band, input=text))
-        idx = 0
-        try:
-            with ws:
-                try:
-                    ws.send(json.dumps({"type": "session.config", **self.config}))
-                    ws.send(json.dumps({"type": "input.text", "text": text}))
-                    ws.send(json.dumps({"type": "input.done"}))
-                except ConnectionClosed:
-                    pass  # a server that refuses the config closes at once: its error message is still queued
-                while True:
-                    msg = ws.recv(timeout=self.timeout)
-                    now = time.time()
-                    if isinstance(msg, bytes):
-                        rec(pcm_chunk(res, rid, idx, msg, now))
-                        idx += 1
-                        continue
-                    d = json.loads(msg)
-                    kind = d.get("type")
-                    if kind == "audio.start":
-                        res.start_info = d
-                        res.sample_rate = int(d.get("sample_rate") or SAMPLE_RATE)
-                    elif kind == "audio.done":
-                        res.total_bytes = d.get("total_bytes")
-                        if d.get("error"):
-                            res.error = str(d["error"])
-                        rec(
-                            AudioChunk(
-                                t=now,
-                                request=rid,
-                                idx=idx,
-                                samples=0,
-                                sample_rate=res.sample_rate,
-                                terminal=True,
-                            )
-                        )
-                        ws.send(json.dumps({"type": "session.close"}))
-                    elif kind == "error":
-                        res.error = str(d.get("message") or d)
-                        rec(ErrorEvent(t=now, request=rid, cls="workload", message=res.error))
-                        break
-                    elif kind == "session.done":
-                        break
-        except TimeoutError as err:
-            res.error = f"no message from the server within {self.timeout:g} s"
-            rec(ErrorEvent(t=time.time(), request=rid, cls="infra", message=res.error))
-            del err
-        except ConnectionClosed as err:
-            res.error = f"connection closed: {err}"
-            rec(ErrorEvent(t=time.time(), request=rid, cls="infra", message=res.error))
-        if res.error is None and res.total_bytes is not None and res.total_bytes != len(res.pcm):
-            res.error = f"server sent {res.total_bytes} bytes by its count, {len(res.pcm)} arrived"
-            rec(ErrorEvent(t=time.time(), request=rid, cls="infra", message=res.error))
-        res.end_t = time.time()
-        rec(RequestEnd(t=res.end_t, request=rid, ok=res.ok, error=res.error))
-        return res
+        with self.session() as s:
+            return s.utterance(text, request=rid, phase=phase, band=band)
 
 
 # ---------------------------------------------------------------- lab-side server
@@ -215,20 +394,54 @@ def _json(kind: str, **kw: Any) -> str:
     return json.dumps({"type": kind, **kw})
 
 
-async def watch_for_stop(inbox: Inbox, stop: threading.Event, deferred: list) -> None:
-    """While a response streams: ``input.cancel``, ``session.close`` or a hang-up stops it."""
+async def watch_for_stop(inbox: Inbox, stop: threading.Event, deferred: list,
+                         stop_on: tuple[str, ...] = ("input.cancel", "session.close")) -> None:
+    """While a response streams: a message of a ``stop_on`` type or a hang-up stops it; every
+    message read meanwhile is kept (in order) for the session loop."""
     while True:
         msg = await inbox.get()
-        if msg is None or (isinstance(msg, dict) and msg.get("type") in ("input.cancel", "session.close")):
-            stop.set()
-            deferred.append(msg)
-            return
         deferred.append(msg)
+        if msg is None or (isinstance(msg, dict) and msg.get("type") in stop_on):
+            stop.set()
+            return
 
 
-async def _speech_response(
-    ws: ServerConnection, inbox: Inbox, cfg: dict, text: str, opts: ServerOptions
+RESPONSE_FORMATS = ("wav", "pcm")
+
+
+def session_config(msg: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """(config, None) for a valid ``session.config`` message, (None, why) otherwise.
+
+    The defaults are vLLM-Omni's: ``response_format`` wav, ``stream_audio`` false,
+    ``split_granularity`` none.
+    """
+    cfg = {k: v for k, v in msg.items() if k != "type"}
+    cfg.setdefault("response_format", "wav")
+    cfg["response_format"] = cfg["response_format"] or "wav"
+    if cfg.get("output_mode") == "codec_tokens":
+        return cfg, None
+    if cfg["response_format"] not in RESPONSE_FORMATS:
+        return None, (f"Invalid session config: response_format {cfg['response_format']!r} is not served "
+                      f"here (use {' or '.join(RESPONSE_FORMATS)})")
+    gran = cfg.get("split_granularity") or "none"
+    if gran not in GRANULARITIES:
+        return None, f"Invalid session config: split_granularity {gran!r} is not one of {', '.join(GRANULARITIES)}"
+    cfg["split_granularity"] = gran
+    if not isinstance(cfg.get("stream_audio", False), bool):
+        return None, "Invalid session config: stream_audio must be a boolean"
+    for key in ("initial_codec_chunk_frames", "seed"):
+        v = cfg.get(key)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+            return None, f"Invalid session config: {key} must be a non-negative integer"
+    return cfg, None
+
+
+async def _sentence_response(
+    ws: ServerConnection, inbox: Inbox, cfg: dict, text: str, opts: ServerOptions, *,
+    utterance: int, sentence: int,
 ) -> list:
+    """Synthesize one sentence: audio.start, binary audio, audio.done. Returns the messages
+    that arrived meanwhile (the session loop handles them next, in order)."""
     sched = list(schedule_of(opts.schedule))
     if cfg.get("initial_codec_chunk_frames"):
         sched[0] = int(cfg["initial_codec_chunk_frames"])
@@ -237,71 +450,112 @@ async def _speech_response(
     tts = ReferenceTTS(
         frames_per_s=opts.frames_per_s, schedule=sched, seed=seed, talker=talker, decoder=decoder
     )
+    fmt, streamed = cfg["response_format"], bool(cfg.get("stream_audio", False))
+    start = {"utterance_index": utterance, "sentence_index": sentence, "sentence_text": text, "format": fmt,
+             **PROVENANCE}
+    describe_pcm = streamed and fmt == "pcm"  # sent with the first audio, stating its rate and channels
+    if not describe_pcm:
+        await ws.send(_json("audio.start", **start))
+    started = not describe_pcm
     stop = threading.Event()
     deferred: list = []
-    watcher = asyncio.create_task(watch_for_stop(inbox, stop, deferred))
-    await ws.send(_json("audio.start", sample_rate=SAMPLE_RATE, channels=1, format="pcm_s16le", **PROVENANCE))
-    total, held = 0, b""
-    error = None
+    watcher = asyncio.create_task(watch_for_stop(inbox, stop, deferred, stop_on=("input.cancel",)))
+    total, held, failed = 0, b"", False
     try:
         async for ch in iterate_in_thread(lambda: tts.stream(text, stop=stop)):
             data = ch.pcm.astype("<i2").tobytes()
-            total += len(data)
-            if cfg.get("stream_audio", True):
-                await ws.send(data)
-            else:
+            if not streamed:
                 held += data
-        if held:
-            await ws.send(held)
-    except Exception as err:  # the workload failed: say so in audio.done
-        error = f"{type(err).__name__}: {err}"
+                continue
+            if not started:
+                await ws.send(_json("audio.start", **start, sample_rate=SAMPLE_RATE, channels=1))
+                started = True
+            total += len(data)
+            await ws.send(data)
+        if not streamed:
+            body = wav_file(held, SAMPLE_RATE) if fmt == "wav" else held
+            total = len(body)
+            await ws.send(body)
+    except ConnectionClosed:
+        raise
+    except Exception as err:  # the workload failed: error, then the sentence's audio.done
+        failed = True
+        if not started:
+            await ws.send(_json("audio.start", **start))
+            started = True
+        await ws.send(_json("error", message=f"Generation failed for utterance {utterance}, sentence "
+                                             f"{sentence}: {type(err).__name__}: {err}"))
     finally:
         watcher.cancel()
-    await ws.send(_json("audio.done", total_bytes=total, error=error, cancelled=stop.is_set()))
+    if not started:
+        await ws.send(_json("audio.start", **start))  # keep start/done paired when no audio came
+    await ws.send(_json("audio.done", utterance_index=utterance, sentence_index=sentence, total_bytes=total,
+                        error=failed, cancelled=stop.is_set()))
     return deferred
 
 
 async def speech_session(ws: ServerConnection, opts: ServerOptions) -> None:
-    """One client session of the speech stream protocol."""
+    """One connection of the speech stream protocol: any number of utterances."""
     inbox = Inbox(ws)
+    cfg: dict[str, Any] | None = None
+    splitter = TextSplitter("none")
+    utterance = sentence = 0
+    open_utterance = False
+    pending: list = []
     try:
-        first = await inbox.get()
-        if not (isinstance(first, dict) and first.get("type") == "session.config"):
-            await ws.send(_json("error", message="the first message must be session.config"))
-            return
-        cfg = first
-        if cfg.get("output_mode") == "codec_tokens":
-            from edgelab.protocols.codec_ws import codec_session
-
-            await codec_session(ws, inbox, cfg, opts)
-            return
-        fmt = cfg.get("response_format") or "pcm"
-        if fmt != "pcm":
-            await ws.send(_json("error", message=f"response_format {fmt!r} is not served here; use 'pcm'"))
-            return
-        texts: list[str] = []
-        pending: list = []
         while True:
             msg = pending.pop(0) if pending else await inbox.get()
             if msg is None:
                 return
             kind = msg.get("type") if isinstance(msg, dict) else None
-            if kind == "input.text":
-                texts.append(str(msg.get("text", "")))
-            elif kind == "input.done":
-                text = " ".join(t for t in texts if t)
-                texts = []
-                if not text:
-                    await ws.send(_json("error", message="input.done before any input.text"))
+            if kind == "session.config":
+                if open_utterance:
+                    await ws.send(_json("error", message="session.config cannot be applied while an utterance "
+                                                         "is in progress; send input.done first"))
                     continue
-                pending.extend(await _speech_response(ws, inbox, cfg, text, opts))
+                new, why = session_config(msg)
+                if new is None:
+                    await ws.send(_json("error", message=why))
+                    if cfg is None:
+                        return  # a refused handshake closes the connection
+                    continue  # keep serving with the previous config
+                cfg = new
+                if cfg.get("output_mode") == "codec_tokens":
+                    from edgelab.protocols.codec_ws import codec_session
+
+                    await codec_session(ws, inbox, cfg, opts, pending=pending)
+                    return
+                splitter = TextSplitter(cfg["split_granularity"])
+            elif cfg is None:
+                await ws.send(_json("error", message=f"Expected session.config, got: {kind or type(msg).__name__}"))
+                return
+            elif kind == "input.text":
+                text = msg.get("text", "")
+                if not isinstance(text, str):
+                    await ws.send(_json("error", message="input.text requires a string value"))
+                    continue
+                open_utterance = open_utterance or bool(text)
+                for unit in splitter.feed(text):
+                    pending.extend(await _sentence_response(ws, inbox, cfg, unit, opts, utterance=utterance,
+                                                            sentence=sentence))
+                    sentence += 1
+            elif kind == "input.done":
+                for unit in splitter.flush():
+                    pending.extend(await _sentence_response(ws, inbox, cfg, unit, opts, utterance=utterance,
+                                                            sentence=sentence))
+                    sentence += 1
+                await ws.send(_json("session.done", utterance_index=utterance, total_sentences=sentence))
+                utterance, sentence, open_utterance = utterance + 1, 0, False
             elif kind == "session.close":
-                await ws.send(_json("session.done"))
+                # vLLM-Omni just closes; a session.done first keeps older edgelab clients working
+                await ws.send(_json("session.done", utterance_index=utterance, total_sentences=sentence,
+                                    closed=True))
+                await ws.close()
                 return
             elif kind == "input.cancel":
-                continue  # nothing is streaming
+                continue  # nothing is streaming (an edgelab extension; vLLM-Omni has no cancel here)
             else:
-                await ws.send(_json("error", message=f"unexpected message {kind or type(msg).__name__!r}"))
+                await ws.send(_json("error", message=f"Unknown message type: {kind or type(msg).__name__}"))
     except ConnectionClosed:
         return
     finally:

@@ -127,6 +127,8 @@ class TelemetrySample(SQLModel, table=True):
     temps_c: dict = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     clocks_mhz: dict = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     power_w: dict = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    virtual: bool | None = None  # from a virtual device's shim
+    raw: dict | None = Field(default=None, sa_column=Column(JSON, nullable=True))  # all other fields, kept
 
 
 class RunLog(SQLModel, table=True):

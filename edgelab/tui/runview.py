@@ -195,7 +195,9 @@ def _telemetry_series(rows: list[Any]) -> dict[str, list[float]]:
         power = [float(v) for v in (r.power_w or {}).values() if isinstance(v, int | float)]
         if power:
             out["power W"].append(round(sum(power), 2))
-    return {k: v for k, v in out.items() if v}
+    # a virtual device's shim made these figures: the label says so
+    tag = " (virtual)" if any(getattr(r, "virtual", None) for r in rows) else ""
+    return {k + tag: v for k, v in out.items() if v}
 
 
 def live_runs(engine: Engine, limit: int = 50) -> list[dict[str, Any]]:

@@ -1,0 +1,366 @@
+"""Bench a server edgelab did not launch: ``edgelab bench PIPELINE --endpoint URL``.
+
+The protocol is the same as a launched workload's (``single_request_batch1_v1``: warm-up, then
+measured requests, batch 1), measured from the lab side with the protocol clients:
+
+- ``ws://`` + a TTS pipeline: vLLM-Omni's speech stream (``/v1/audio/speech/stream``), one
+  connection, one utterance per request, per-sentence records;
+- ``http://`` + a TTS pipeline: vLLM-Omni's ``/v1/audio/speech`` stream;
+- ``ws://`` + a VLA pipeline: an OpenPI policy server (``openpi-client``), a control loop;
+- ``http://`` + a text-LM pipeline: a llama-server (``/completion`` stream, the llama-server
+  adapter's records: TTFT, inter-token interval, decode tokens/s), ``/props`` and ``/v1/models``
+  for what it says it is. Other text kinds may register in :data:`TEXT_BENCHES`.
+ The run records the endpoint and what the server reported
+about itself (its metadata, its model list, extra fields it sent); the runtime label is the
+server's own word, else ``external``, never ``reference``; weights are ``unknown`` unless
+the server says. Nothing here launches or stops anything.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from sqlalchemy import Engine
+
+from edgelab.bench.runner import BANDS, PROTOCOL, BenchResult
+from edgelab.errors import ConfigError, TransportError
+from edgelab.metrics import events as ev
+from edgelab.metrics.ingest import Ingestor
+from edgelab.metrics.provenance import complete
+from edgelab.metrics.results import provenance
+from edgelab.store.db import session_scope
+from edgelab.store.devices import get_device
+from edgelab.store.runs import create_run, get_run, new_run_id
+
+EXTERNAL = "external"
+# vLLM-Omni's speech fields: anything else a server puts in audio.start is something it reports
+_SPEECH_FIELDS = {"type", "utterance_index", "sentence_index", "sentence_text", "format", "sample_rate",
+                  "channels", "word_timestamps"}
+# pipeline kind -> callable(engine, req, run_id, sink) for text LMs (llama-server adapter registers here)
+TEXT_BENCHES: dict[str, Callable[..., dict[str, Any]]] = {}
+
+
+@dataclass
+class EndpointBenchRequest:
+    pipeline: str
+    endpoint: str
+    device: str | None = None  # the inventory device the server runs on (its matrix row), if known
+    warmup: int = 1
+    requests: int = 20
+    band: str = "short"
+    control_hz: float = 10.0
+    config: dict[str, Any] = field(default_factory=dict)  # extra session config (voice, format, split)
+    timeout: float = 120.0
+
+
+def _plain(x: Any) -> Any:
+    """Server metadata (msgpack + numpy) as JSON-storable values."""
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if hasattr(x, "tolist"):
+        return x.tolist()
+    if isinstance(x, bytes):
+        return x.hex()
+    return x
+
+
+def pipeline_kind(pipeline: str) -> tuple[str, str]:
+    """(pipeline id, kind) of a pipeline name or alias."""
+    from edgelab.catalog.pipelines import load_pipelines
+    from edgelab.deploy.lifecycle import resolve_pipeline
+
+    pid = resolve_pipeline(pipeline)
+    return pid, load_pipelines()[pid].kind
+
+
+def _models(url: str, timeout: float) -> list[str] | None:
+    """The model ids of an OpenAI-compatible server (``GET /v1/models``), None if it has no such list."""
+    import httpx
+
+    parts = urlsplit(url)
+    scheme = "https" if parts.scheme in ("wss", "https") else "http"
+    try:
+        r = httpx.get(f"{scheme}://{parts.netloc}/v1/models", timeout=min(timeout, 5.0))
+        if r.status_code != 200:
+            return None
+        data = r.json().get("data") or []
+        return [str(m.get("id")) for m in data if isinstance(m, dict) and m.get("id")]
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+
+
+def _validate(req: EndpointBenchRequest, kind: str) -> str:
+    scheme = urlsplit(req.endpoint).scheme
+    if scheme not in ("ws", "wss", "http", "https"):
+        raise ConfigError(f"endpoint {req.endpoint!r} is not a ws:// or http:// URL",
+                          remedy="pass e.g. --endpoint ws://HOST:PORT")
+    if req.band not in BANDS:
+        raise ConfigError(f"unknown band {req.band!r}", remedy=f"use one of {', '.join(BANDS)}")
+    if req.warmup < 0 or req.requests < 1:
+        raise ConfigError("the protocol needs warm-up >= 0 and at least one measured request",
+                          remedy="pass --warmup 1 --requests 20 (the study's minimum)")
+    if req.control_hz <= 0:
+        raise ConfigError("--control-hz must be positive", remedy="pass e.g. --control-hz 10")
+    if kind in ("tts", "omni"):
+        return "speech-ws" if scheme.startswith("ws") else "speech-http"
+    if kind == "vla":
+        if not scheme.startswith("ws"):
+            raise ConfigError("an OpenPI policy endpoint is a WebSocket", remedy="pass --endpoint ws://HOST:PORT")
+        return "openpi"
+    if kind == "text_lm" and scheme.startswith("http"):
+        return "llama-server"
+    if kind in TEXT_BENCHES:
+        return kind
+    raise ConfigError(f"no endpoint bench for {kind} pipelines yet",
+                      remedy="text-LM endpoints (llama-server) are measured once the llama-server adapter is merged")
+
+
+def run_endpoint_bench(engine: Engine, req: EndpointBenchRequest, *,
+                       on_event: Callable[[ev.Event], None] | None = None,
+                       cancel: threading.Event | None = None) -> BenchResult:
+    """Measure the endpoint with the protocol; the run and its records are stored as any bench."""
+    pid, kind = pipeline_kind(req.pipeline)
+    proto = _validate(req, kind)
+    run_id = new_run_id()
+    reported: dict[str, Any] = {}
+    opened = _open(proto, req, reported)  # connect first: an unreachable endpoint stores no run
+    runtime = str(reported.get("runtime") or EXTERNAL)
+    weights = str(reported.get("weights") or "unknown")
+    endpoint = {"url": req.endpoint, "protocol": proto, "reported": reported}
+    meta: dict[str, Any] = {"protocol": PROTOCOL, "band": req.band if kind != "vla" else None,
+                            "warmup": req.warmup, "requests": req.requests, "batch": 1, "concurrency": 1,
+                            "weights": weights, "endpoint": endpoint}
+    if kind == "vla":
+        meta.update(control_hz=req.control_hz, control_period_s=1.0 / req.control_hz)
+    virtual = False
+    with session_scope(engine) as s:
+        if req.device:
+            virtual = bool(get_device(s, req.device).virtual)
+        prov = provenance(s, device=req.device, virtual=virtual if req.device else None, runtime=runtime,
+                          command=None, source=f"bench:{PROTOCOL}:endpoint")
+        prov.update(endpoint=endpoint, weights=weights, strategy=None)
+        facts: dict[str, Any] = {}
+        if req.device:
+            from edgelab.errors import NotFound
+            from edgelab.store.snapshots import latest_snapshot
+
+            try:
+                facts = latest_snapshot(s, req.device).facts or {}
+            except NotFound:
+                pass
+        # an external server's cache is not observable from here, nor its binary's SHA-256: unknown,
+        # said so; its build is its own word (llama-server's build_info) where it gives one
+        build = reported.get("build") or (None if runtime == "reference" else "unknown")
+        prov = complete(s, {**prov, "cache": "unknown", "runtime_build": build}, device=None, runtime=runtime,
+                        facts=facts)
+        create_run(s, id=run_id, pipeline=pid, device_name=req.device, runtime=runtime, strategy=None,
+                   kind="bench", virtual=virtual, command=f"endpoint {req.endpoint}", provenance=prov, meta=meta)
+    ing = Ingestor(engine, run_id)
+
+    def sink(e: ev.Event) -> None:
+        e.run = run_id
+        ing.feed(e)
+        if on_event:
+            on_event(e)
+
+    state, error = "finished", None
+    try:
+        sink(ev.RunStart(t=time.time(), pipeline=pid, device=req.device, runtime=runtime, virtual=virtual,
+                         meta={"endpoint": endpoint, "weights": weights}))
+        failed = _drive(proto, opened, req, run_id, sink, cancel, reported)
+        if cancel is not None and cancel.is_set():
+            state, error = "stopped", "cancelled by the caller (timeout or stop)"
+        elif failed:
+            error = f"{failed} request(s) failed"
+        sink(ev.RunEnd(t=time.time(), state=state, error=error))
+        _relabel(engine, run_id, reported)
+    except KeyboardInterrupt:
+        ing.close(state="stopped", error="interrupted (SIGINT) during bench")
+        raise
+    except BaseException as exc:
+        ing.close(state="failed", error=f"{type(exc).__name__}: {exc}"[:2000])
+        raise
+    finally:
+        _close(opened)
+    final = ing.close(state=state, error=error)
+    with session_scope(engine, write=False) as s:
+        run = get_run(s, run_id)
+        return BenchResult(run_id, run.state, "vla" if kind == "vla" else kind, final,
+                           bool(final.get("live_equals_final")), dict(run.provenance), dict(run.meta))
+
+
+def _relabel(engine: Engine, run_id: str, reported: dict[str, Any]) -> None:
+    """What the server said during the run (e.g. in audio.start) becomes the run's labels."""
+    with session_scope(engine) as s:
+        run = get_run(s, run_id)
+        prov, meta = dict(run.provenance), dict(run.meta)
+        endpoint = dict(prov.get("endpoint") or {}, reported=_plain(reported))
+        runtime = str(reported.get("runtime") or EXTERNAL)
+        weights = str(reported.get("weights") or "unknown")
+        prov.update(endpoint=endpoint, runtime=runtime, weights=weights)
+        meta.update(endpoint=endpoint, weights=weights)
+        run.provenance, run.meta, run.runtime = prov, meta, runtime
+        s.add(run)
+
+
+def _open(proto: str, req: EndpointBenchRequest, reported: dict[str, Any]) -> Any:
+    """Connect and fill ``reported`` with what the server says about itself."""
+    if proto == "openpi":
+        from edgelab.protocols.openpi import OpenPIClient
+
+        client = OpenPIClient(req.endpoint)
+        meta = _plain(client.metadata or {})
+        reported["metadata"] = meta
+        for key in ("runtime", "weights", "model", "pipeline"):
+            if isinstance(meta, dict) and meta.get(key) is not None:
+                reported[key] = meta[key]
+        return client
+    models = _models(req.endpoint, req.timeout)
+    if models is not None:
+        reported["models"] = models
+        if len(models) == 1:
+            reported["model"] = models[0]
+    if proto == "speech-ws":
+        from edgelab.protocols.speech_ws import SpeechSession
+
+        sess = SpeechSession(req.endpoint, config=req.config, timeout=req.timeout)
+        sess.open()
+        return sess
+    if proto == "speech-http":
+        from edgelab.protocols.speech_http import SpeechHTTPClient
+
+        extra = {k: v for k, v in req.config.items() if k not in ("model", "voice")}
+        return SpeechHTTPClient(req.endpoint, model=req.config.get("model", reported.get("model", "qwen3-tts")),
+                                voice=req.config.get("voice"), extra=extra, timeout=req.timeout)
+    if proto == "llama-server":
+        import httpx
+
+        client = httpx.Client(timeout=httpx.Timeout(req.timeout, connect=5.0))
+        base = req.endpoint.rstrip("/")
+        try:
+            props = client.get(base + "/props")
+        except httpx.HTTPError as err:
+            client.close()
+            raise TransportError(f"cannot reach the llama-server at {base}: {err}",
+                                 remedy="check the server is running and the URL/port") from err
+        if props.status_code == 200:
+            try:
+                pj = props.json()
+            except ValueError:
+                pj = {}
+            reported["props"] = {k: pj.get(k) for k in ("model_path", "build_info", "total_slots", "chat_template")
+                                 if pj.get(k) is not None}
+            reported["props"]["chat_template"] = (reported["props"].get("chat_template") or "")[:200] or None
+            if pj.get("build_info"):
+                reported["build"] = pj["build_info"]
+            if pj.get("model_path") and "model" not in reported:
+                reported["model"] = pj["model_path"]
+        reported.setdefault("runtime", "llama.cpp")  # llama-server's own API answered
+        return client
+    return None  # a registered text bench opens its own client
+
+
+def _close(opened: Any) -> None:
+    if opened is not None and hasattr(opened, "close"):
+        try:
+            opened.close()
+        except (OSError, TransportError):
+            pass
+
+
+def _drive(proto: str, opened: Any, req: EndpointBenchRequest, run_id: str, sink: Callable[[ev.Event], None],
+           cancel: threading.Event | None, reported: dict[str, Any]) -> int:
+    """Run warm-up then measured requests; returns how many failed."""
+    if proto == "openpi":
+        return _drive_openpi(opened, req, run_id, sink, reported)
+    if proto == "llama-server":
+        return _drive_llama(opened, req, run_id, sink, cancel)
+    if proto not in ("speech-ws", "speech-http"):
+        return int(TEXT_BENCHES[proto](opened, req, run_id, sink).get("failed", 0))
+    from edgelab.reference.tts import BAND_TEXTS
+
+    text = BAND_TEXTS[req.band]
+    failed = 0
+    phases = ["warmup"] * req.warmup + ["measured"] * req.requests
+    for i, phase in enumerate(phases):
+        if cancel is not None and cancel.is_set():
+            break
+        rid = f"{run_id}-{'w' if phase == 'warmup' else 'm'}{i:03d}"
+        if proto == "speech-ws":
+            opened.on_event, opened.run = sink, run_id
+            res = opened.utterance(text, request=rid, phase=phase, band=req.band)
+            if opened.broken:  # the connection cannot serve the next utterance: a fresh one
+                opened.close()
+                opened.broken = None
+                opened.open()
+        else:
+            opened.on_event, opened.run = sink, run_id
+            res = opened.synthesize(text, request=rid, phase=phase, band=req.band)
+        failed += 0 if res.ok else 1
+        for k, v in (res.start_info or {}).items():  # what the server adds to audio.start, it reports
+            if k not in _SPEECH_FIELDS:
+                reported.setdefault(k, v)
+    return failed
+
+
+def _drive_llama(client: Any, req: EndpointBenchRequest, run_id: str, sink: Callable[[ev.Event], None],
+                 cancel: threading.Event | None) -> int:
+    """Warm-up then measured streamed completions, as the launched llama.cpp bench sends them."""
+    from edgelab.adapters import llama_server
+    from edgelab.bench.llama import N_PREDICT, PROMPTS
+
+    prompt, n = PROMPTS.get(req.band, PROMPTS["short"]), N_PREDICT.get(req.band, 64)
+    failed = 0
+    for i in range(req.warmup + req.requests):
+        if cancel is not None and cancel.is_set():
+            break
+        phase = "warmup" if i < req.warmup else "measured"
+        rec = llama_server.stream_completion(client, req.endpoint, prompt, n, seed=0,
+                                             extra={"cache_prompt": False}, cancel=cancel)
+        for e in llama_server.record_to_events(rec, run_id, f"{run_id}-{phase[0]}{i:03d}", phase, band=req.band):
+            sink(e)
+        failed += 0 if rec.ok else 1
+    return failed
+
+
+def _drive_openpi(client: Any, req: EndpointBenchRequest, run_id: str, sink: Callable[[ev.Event], None],
+                  reported: dict[str, Any]) -> int:
+    import numpy as np
+
+    from edgelab.protocols.openpi import observation_for
+    from edgelab.reference.vla_run import control_loop
+
+    class _Sink:
+        run = run_id
+
+        @staticmethod
+        def emit(e: ev.Event) -> ev.Event:
+            sink(e)
+            return e
+
+    rng = np.random.default_rng(0)
+    # edgelab's own lab-side policy takes its layout; a real OpenPI server DROID's unless told
+    layout = req.config.get("observation") or ("reference" if reported.get("runtime") == "reference" else "droid")
+    period = 1.0 / req.control_hz
+    for phase, steps in (("warmup", req.warmup), ("measured", req.requests)):
+        if steps == 0:
+            continue
+        rid = f"{run_id}-{phase}"
+        sink(ev.RequestStart(t=time.time(), request=rid, phase=phase, input="synthetic observations"))
+        try:
+            control_loop(_Sink, client.infer, period_s=period, steps=steps, request=rid,
+                         observe=lambda: observation_for(layout, rng, metadata=reported.get("metadata")))
+        except Exception as err:  # the server failed an inference (openpi-server sends its traceback)
+            sink(ev.ErrorEvent(t=time.time(), request=rid, cls="workload", message=str(err)[:2000]))
+            sink(ev.RequestEnd(t=time.time(), request=rid, ok=False, error=str(err)[:300]))
+            return 1
+        sink(ev.RequestEnd(t=time.time(), request=rid, ok=True))
+    return 0
+

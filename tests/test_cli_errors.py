@@ -1,0 +1,85 @@
+"""Error output: one plain line on stderr (remedy on the next), never wrapped, never markup,
+colour only on a terminal; one handler at the root for every `EdgelabError`."""
+
+from __future__ import annotations
+
+import os
+import pty
+import subprocess
+import sys
+
+import typer
+from typer.testing import CliRunner
+
+from edgelab.cli.common import error_lines
+from edgelab.cli.root import ErrorsGroup
+from edgelab.errors import EdgelabError, NotFound
+
+EDGELAB = [sys.executable, "-c", "from edgelab.cli import main; main()"]
+
+
+def _run(args, dbpath, **env):
+    full = {**os.environ, "EDGELAB_DB": str(dbpath), **env}
+    return subprocess.run([*EDGELAB, *args], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL, env=full)
+
+
+def test_brackets_survive_and_narrow_terminal_does_not_wrap(dbpath):
+    long_name = "s25" + "-x" * 40
+    for name in ("[s25]", "a[/x]b", "[bold red]s25[/]", long_name):
+        res = _run(["device", "show", name], dbpath, COLUMNS="40")
+        assert res.returncode == 1, res.stderr
+        lines = res.stderr.splitlines()
+        assert len(lines) == 2, res.stderr
+        assert lines[0] == f"error: no device named {name!r}", res.stderr
+        assert lines[1].startswith("  -> "), res.stderr
+        assert "\x1b[" not in res.stderr and res.stdout == ""
+
+
+def test_colour_only_on_a_terminal(dbpath):
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.Popen([*EDGELAB, "device", "show", "[s25]"], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=follower,
+                                env={**os.environ, "EDGELAB_DB": str(dbpath), "TERM": "xterm", "NO_COLOR": ""})
+        os.close(follower)
+        follower = -1
+        chunks = []
+        while True:
+            try:
+                data = os.read(leader, 4096)
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+        assert proc.wait(timeout=60) == 1
+    finally:
+        os.close(leader)
+        if follower != -1:
+            os.close(follower)
+    text = b"".join(chunks).decode()
+    assert "\x1b[1;31merror:\x1b[0m no device named '[s25]'" in text, text
+    assert error_lines("m", "r", colour=False) == "error: m\n  -> r\n"
+
+
+def test_root_handler_turns_any_edgelab_error_into_one_line():
+    app = typer.Typer(cls=ErrorsGroup)
+
+    @app.callback()
+    def _root() -> None:
+        pass
+
+    @app.command()
+    def boom(markup: bool = False) -> None:
+        raise NotFound("run [/x] of [s25] " + "is gone " * 20, remedy="see [bold]edgelab runs ls[/]")
+
+    @app.command()
+    def other() -> None:
+        raise EdgelabError("plain")
+
+    res = CliRunner().invoke(app, ["boom"], env={"COLUMNS": "40"})
+    assert res.exit_code == 1 and res.exception is None or isinstance(res.exception, SystemExit)
+    assert res.stderr == "error: run [/x] of [s25] " + "is gone " * 20 + "\n  -> see [bold]edgelab runs ls[/]\n"
+    res = CliRunner().invoke(app, ["other"])
+    assert res.exit_code == 1 and res.stderr == "error: plain\n"

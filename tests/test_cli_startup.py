@@ -1,0 +1,86 @@
+"""Start-up: `import edgelab.cli` and `edgelab --help` load no heavy library.
+
+Checked in a fresh interpreter's ``sys.modules`` (the way harlequin checks its CLI's
+imports): the database, SSH, TUI, numeric and WebSocket stacks are imported by the
+commands that use them, when they run. CPU figures live in ``bench/cli_start.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("sqlalchemy", "sqlmodel", "paramiko", "textual", "numpy", "websockets", "alembic", "pydantic")
+# typer itself coerces a subcommand's parameters through pydantic (typer._adapters), so a
+# subcommand's --help may load it; the root --help and the import do not.
+TYPER_OWN = {"pydantic"}
+
+_PROBE = r"""
+import json, sys
+HEAVY = {heavy!r}
+{body}
+print(json.dumps(sorted({{m.split(".")[0] for m in sys.modules}} & set(HEAVY))))
+"""
+
+
+def _loaded(body: str, env: dict[str, str] | None = None) -> list[str]:
+    code = _PROBE.format(heavy=HEAVY, body=body)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_import_cli_loads_no_heavy_library() -> None:
+    assert _loaded("import edgelab.cli") == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--help"], ["device", "--help"], ["deploy", "--help"], ["sim", "up", "--help"], ["--version"]],
+    ids=" ".join,
+)
+def test_help_loads_no_heavy_library(argv) -> None:
+    body = (
+        "import contextlib, io\n"
+        "from edgelab.cli import main\n"
+        f"sys.argv = ['edgelab', *{argv!r}]\n"
+        "buf = io.StringIO()\n"
+        "with contextlib.redirect_stdout(buf):\n"
+        "    try:\n"
+        "        main()\n"
+        "    except SystemExit as e:\n"
+        "        assert e.code in (0, None), e.code\n"
+        "assert buf.getvalue().strip(), 'no help printed'\n"
+    )
+    allowed = set() if argv in (["--help"], ["--version"]) else TYPER_OWN
+    assert set(_loaded(body)) <= allowed
+
+
+def test_lazy_root_lists_every_command_of_the_app() -> None:
+    """The lazily built root lists and builds exactly what typer's eager conversion would."""
+    import typer.main
+
+    from edgelab.cli import app
+    from edgelab.cli.root import lazy_root
+
+    eager = typer.main.get_command(app)
+    lazy = lazy_root(app)
+    ctx = lazy.make_context("edgelab", ["--help"], resilient_parsing=True)
+    assert lazy.list_commands(ctx) == eager.list_commands(ctx)
+    for name in eager.list_commands(ctx):
+        built = lazy.get_command(ctx, name)
+        assert built is not None and built.name == eager.get_command(ctx, name).name
+        assert [p.name for p in built.params] == [p.name for p in eager.get_command(ctx, name).params]
+
+
+def test_help_lists_commands_with_their_summaries(dbpath) -> None:
+    out = subprocess.run([sys.executable, "-c", "from edgelab.cli import main; main()", "--help"],
+                         capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    for name in ("device", "deploy", "probe", "profile", "sim", "watch"):
+        assert any(line.split()[:1] == [name] for line in lines), (name, out.stdout)
+    assert "The device inventory" in out.stdout
