@@ -15,6 +15,7 @@ pytest_plugins = [
     "fixtures.ssh_lab",
     "fixtures.adb_lab",
     "fixtures.faults",
+    "fixtures.llama_build",
     "fixtures.postgres",
 ]
 

@@ -166,21 +166,14 @@ def test_bench_pi0_against_a_vllm_omni_shaped_robot_endpoint(dbpath):
 
 
 @pytest.mark.slow
-def test_bench_a_text_lm_against_a_real_llama_server(dbpath, tmp_path):
+def test_bench_a_text_lm_against_a_real_llama_server(dbpath, tmp_path, llama_build):
     """llama-server (the llama.cpp build from edgelab's build cache) with a 4M random GGUF on a free
     loopback port: TTFT / decode tokens/s measured, labelled with the endpoint and its own word."""
     import subprocess
 
-    from test_deploy_llamacpp import _source
-
     from edgelab.models.synth import synth_files
-    from edgelab.runtimes import load_runtimes
-    from edgelab.runtimes.build import ensure_build
 
-    src = _source()
-    if src is None:
-        pytest.skip("no llama.cpp source (set EDGELAB_LLAMA_SOURCE)")
-    built = ensure_build(load_runtimes()["llama.cpp"], "linux-x86_64", source=src)
+    built = llama_build  # the shared build fixture (tests/fixtures/llama_build.py): the cache, built when missing
     model = synth_files("endpoint-test", "4M", out_dir=tmp_path)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

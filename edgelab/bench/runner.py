@@ -293,24 +293,22 @@ def _bench_on_device(engine: Engine, req: BenchRequest, opts: Options, on_event,
         blob_paths, _pushed = plan_artifacts.push(engine, t, device_id, p)
         workdir = f"{remote.run_root(t)}/{run_id}/{proc.name}"
         argv, env, bin_dir = start.bound(proc, workdir, blob_paths)
-        command = join((["env", *[f"{k}={v}" for k, v in env.items()]] if env else []) + argv, shell)
-        _set_meta(engine, run_id, meta, command)
-        if adapter == "llama-server":
+        full = (["env", *[f"{k}={v}" for k, v in env.items()]] if env else []) + argv  # store paths bound
+        _set_meta(engine, run_id, meta, join(full, shell))
+        if adapter == "llama-server":  # started detached, measured from the lab through a forwarded port
             final, state = _bench_llama(engine, t, proc, workdir, blob_paths, run_id, req, meta, on_event, cancel,
                                         beside=_telemetry_beside(engine, run_id, req.device, opts))
-        elif adapter == "llama-bench":
+        else:  # streamed: its stdout is the output its adapter reads
             start.layout(t, bin_dir, proc.links, blob_paths, start.programs(proc))
-            full = (["env", *[f"{k}={v}" for k, v in env.items()]] if env else []) + argv
-            final, state = _llama_bench(engine, t, full, run_id, meta)
-        else:
-            start.layout(t, bin_dir, proc.links, blob_paths, start.programs(proc))
-            full = (["env", *[f"{k}={v}" for k, v in env.items()]] if env else []) + argv
-            seen = _Reported(on_event)
-            try:
-                final, state = _stream(engine, t, full, run_id, offset, seen, cancel,
-                                       beside=_telemetry_beside(engine, run_id, req.device, opts))
-            finally:
-                seen.store(engine, run_id)
+            if adapter == "llama-bench":
+                final, state = _llama_bench(engine, t, full, run_id, meta)
+            else:
+                seen = _Reported(on_event)  # what the workload's run.start reports goes to provenance
+                try:
+                    final, state = _stream(engine, t, full, run_id, offset, seen, cancel,
+                                           beside=_telemetry_beside(engine, run_id, req.device, opts))
+                finally:
+                    seen.store(engine, run_id)
     finally:
         t.close()
     return final

@@ -44,7 +44,16 @@ def _render_plan(planned) -> None:
                    escape(", ".join(s.artifacts) or "-"))
     console.print(st)
     for proc in p.processes:
+        if proc.unavailable:
+            console.print(f"  process {escape(proc.name)}: [red]not launchable here[/]: {escape(proc.unavailable)}",
+                          highlight=False)
+            continue
+        tpl = f"  [dim]({escape(proc.template or '-')}, ready {proc.ready.get('kind', 'alive')}, adapter "
         console.print(f"  process {escape(proc.name)}: {escape(' '.join(proc.argv))}", highlight=False)
+        console.print(tpl + f"{escape(proc.adapter)})[/]", highlight=False)
+    for a in p.artifacts:
+        if not a.get("present") and not a.get("optional"):
+            console.print(f"  [yellow]missing artifact[/] {escape(str(a.get('role')))}", highlight=False)
     for line in planned.admission:
         if "text" in line:
             console.print(f"  admission: {escape(line['text'])}", highlight=False)
@@ -80,7 +89,8 @@ def deploy(
     from edgelab.deploy.refusal import Refusal
 
     engine = open_engine()
-    req = lifecycle.DeployRequest(device, pipeline, strategy, runtime, endpoint, model=model, threads=threads)
+    req = lifecycle.DeployRequest(device, pipeline, strategy, runtime, endpoint, model=model, threads=threads,
+                                  ready_timeout=ready_timeout)
     if dry_run:
         try:
             planned = lifecycle.plan(engine, req)
@@ -106,8 +116,7 @@ def deploy(
             err_console.print(f"[dim]{name:<10}[/] {escape(fields)}", highlight=False)
 
     try:
-        dep = lifecycle.deploy(engine, req, on_phase=phase, opts=lifecycle.Options(ready_timeout_s=ready_timeout),
-                                lease_id=lease)
+        dep = lifecycle.deploy(engine, req, on_phase=phase, lease_id=lease)
     except Refusal as r:
         if json_out:
             print_json({"device": device, "pipeline": pipeline, "refusal": r.to_dict()})

@@ -63,20 +63,22 @@ def _runtime_build(cands: list[Artifact], runtime: str, programs: set[str]) -> l
 
 
 def _model(cands: list[Artifact], entry: dict[str, Any], name: str | None) -> Artifact | None:
+    """The newest model for the pipeline (``component``/``meta.pipeline``/name prefix); a need with a
+    role (talker, code2wav, mmproj) takes only an artifact of that role (``meta.role``, or component)."""
     kinds = {"model", "weights"} if entry["kind"] in ("model", "weights") else {entry["kind"]}
+    pipe, role = entry.get("pipeline"), entry.get("want_role")
     for a in cands:
         if a.kind not in kinds:
             continue
-        meta = a.meta or {}
         if name is not None:
             if a.name == name:
                 return a
             continue
-        if entry.get("want_role") and meta.get("role") not in (None, entry["want_role"]) and \
-                a.component != entry["want_role"]:
-            continue
-        pipe = entry.get("pipeline")
-        if meta.get("pipeline") == pipe or a.component == pipe or a.name.startswith(f"{pipe}-") or a.name == pipe:
+        meta = a.meta or {}
+        pipe_ok = meta.get("pipeline") == pipe or a.component == pipe or a.name == pipe or \
+            a.name.startswith(f"{pipe}-")
+        role_ok = role is None or meta.get("role") == role or a.component == role
+        if pipe_ok and role_ok:
             return a
     return None
 
@@ -95,7 +97,8 @@ def _resolve_template_need(session: Session, p: ExecutionPlan, entry: dict[str, 
     if entry["kind"] == "runtime":
         from edgelab.deploy.start import programs
 
-        group = _runtime_build(cands, entry["runtime"], programs(proc))
+        entry["programs"] = sorted(programs(proc))
+        group = _runtime_build(cands, entry["runtime"], set(entry["programs"]))
         art = group[0] if group else None
     else:  # only artifacts that hold a file of the wanted type (an .onnx need never binds the .mnn export)
         ext = entry.get("ext")
@@ -165,9 +168,11 @@ def remedy_for(entry: dict[str, Any]) -> str:
         return (f"`edgelab runtime build {rt} --target {target}`, or register a build: "
                 f"`edgelab artifact add NAME FILES... --kind runtime --target {target} --component {rt}`")
     if entry.get("kind") in ("model", "weights"):
-        return (f"register a {entry.get('ext') or ''} model for {entry.get('pipeline')}: "
-                f"`edgelab model synth {entry.get('pipeline')}` (random weights) or "
-                f"`edgelab artifact add NAME FILE --kind model --target any --component {entry.get('pipeline')}`")
+        synth = (f"`edgelab model synth {entry.get('pipeline')}` (random weights) or "
+                 if entry.get("pipeline_kind") == "text_lm" and entry.get("ext") == ".gguf" else "")
+        return (f"register a {entry.get('ext') or ''} model for {entry.get('pipeline')}: {synth}"
+                f"`edgelab artifact add NAME FILE --kind model --target any --component {entry.get('pipeline')}`"
+                + (f" --meta role={entry['want_role']}" if entry.get("want_role") else ""))
     return "build or export it and register it (`edgelab artifact add`)"
 
 

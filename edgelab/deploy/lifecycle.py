@@ -48,6 +48,7 @@ from edgelab.store.models import utcnow
 from edgelab.store.runs import Run, create_run, new_run_id, set_state
 from edgelab.store.snapshots import latest_snapshot
 from edgelab.transport import Transport, open_transport
+from edgelab.transport.quoting import Shell
 
 POLL_S = 0.5
 LOG_TAIL_BYTES = 65536
@@ -66,6 +67,7 @@ class DeployRequest:
     values: dict[str, Any] = field(default_factory=dict)  # launch template values that override the plan's
     threads: int | None = None  # override the profile's thread count
     purpose: str = "deploy"  # bench: a template's bench variant (e.g. llama-bench for S5)
+    ready_timeout: float | None = None  # start-up limit in seconds (default: the profile's load estimate)
 
 
 @dataclass
@@ -121,6 +123,8 @@ def plan(engine: Engine, req: DeployRequest, *, run_id: str | None = None) -> Pl
                           runtime=req.runtime, endpoint=req.endpoint, values=dict(req.values),
                           threads=req.threads, purpose=req.purpose)
         the_plan = admission.spread(build_plan(ctx, req.strategy), profile)
+        if req.ready_timeout:
+            the_plan.ready_timeout_s = float(req.ready_timeout)
         plan_artifacts.resolve(s, the_plan, list(profile.runtime_targets or []), model=req.model)
         _check_isa(the_plan, Facts.from_dict(snap.facts or {}), bool(device.virtual))
         planned = Planned(req, the_plan, profile, [], snap.facts_hash, bool(device.virtual))
@@ -143,20 +147,25 @@ def _attempt(engine: Engine, req: DeployRequest, refusal: Refusal | None, deploy
 
 
 def _check_artifacts(p: ExecutionPlan) -> None:
-    """Every artifact registered and every process launchable here; refused before anything is reserved."""
+    """Every process launchable here and every artifact registered; refused before anything is reserved.
+
+    A process with no template for this pipeline, strategy or target says so first; the artifacts
+    it would need are named beside it, so one refusal lists everything that is missing.
+    """
     missing = plan_artifacts.missing_entries(p)
+    what = ", ".join(_describe(e) for e in missing)
+    remedies = list(dict.fromkeys(plan_artifacts.remedy_for(e) for e in missing))
+    blocked = [f"{proc.name}: {proc.unavailable}" for proc in p.processes if proc.unavailable]
+    if blocked:
+        detail = "; ".join(blocked) + (f"; it also needs artifacts that are not registered: {what}" if missing else "")
+        raise Refusal("no_exported_graph", detail, device=p.device, strategy=p.strategy,
+                      remedy="; ".join(["choose a runtime and strategy with a launch template for this pipeline "
+                                        "(`edgelab runtime show RUNTIME`), or add one to runtimes/*.yaml",
+                                        *remedies]))
     if missing:
-        what = ", ".join(_describe(e) for e in missing)
-        remedies = list(dict.fromkeys(plan_artifacts.remedy_for(e) for e in missing))
         raise Refusal("no_exported_graph", f"{p.runtime} needs artifacts that are not registered: {what}",
                       device=p.device, strategy=p.strategy, remedy="; ".join(remedies)
                       + ("" if p.virtual else "; or deploy on a virtual device with --runtime reference"))
-    for proc in p.processes:
-        if proc.unavailable:
-            raise Refusal("no_exported_graph", f"{proc.name}: {proc.unavailable}", device=p.device,
-                          strategy=p.strategy,
-                          remedy="choose a runtime and strategy with a launch template for this pipeline "
-                                 "(`edgelab runtime show RUNTIME`), or add one to runtimes/*.yaml")
 
 
 def _host_cpu_flags() -> list[str]:
@@ -191,7 +200,8 @@ def _check_isa(p: ExecutionPlan, facts: Facts, virtual: bool) -> None:
 
 def _describe(e: dict[str, Any]) -> str:
     if e.get("kind") == "runtime":
-        return f"a {e.get('runtime')} build for {e.get('target')}" + (f" with a {e['ext']} file" if e.get("ext") else "")
+        progs = f" with {', '.join(e['programs'])}" if e.get("programs") else ""
+        return f"a {e.get('runtime')} build for {e.get('target')}{progs}" + (f" with a {e['ext']} file" if e.get("ext") else "")
     if e.get("kind") in ("model", "weights"):
         return f"a {e.get('ext') or ''} model for {e.get('pipeline')} ({e.get('role')})"
     return str(e.get("role"))
@@ -312,6 +322,10 @@ def _launch(engine: Engine, dep_id: int, p: ExecutionPlan, opts: Options, on_pha
         _update(engine, dep_id, lambda s, d: add_phase(d, "pushed", artifacts=len(p.artifacts), blobs=pushed))
         _phase(on_phase, "pushed", {"blobs": pushed})
         for proc in p.processes:
+            if proc.port and t.shell is not Shell.POWERSHELL and ready.listening(t, proc.port):
+                # another server answering on the port would pass this one's readiness check
+                raise EdgelabError(f"port {proc.port} is already in use on {p.device}",
+                                   remedy="stop what listens there (`edgelab ps`), or deploy again")
             wd = f"{run_dir}/{proc.name}"
             workdirs[proc.name] = wd
             ts = time.monotonic()
@@ -535,12 +549,12 @@ def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> D
             row.state, row.exit_code, row.stopped_at = "exited", codes.get(row.name), utcnow()
             s.add(row)
         add_phase(d, "ended", exit_codes=codes)
+        unpin(s, d)
         results = adapter_results(d.plan or {}, logs or {})
         run = s.get(Run, d.run_id)
         if results and run is not None:
             run.meta = {**(run.meta or {}), "results": results}
             s.add(run)
-        unpin(s, d)
     return _update(engine, dep.id, ended)
 
 

@@ -189,6 +189,10 @@ class Ingestor:
                                          "err": e.error, "m": request_metrics(self.agg.request_view(e.request))}
                                         for e in self._ended])
             upd = dict(self._run_update, heartbeat_at=utcnow())
+            if upd.get("state") == "running":  # a late run.start never reopens a run stopped meanwhile
+                start = {k: upd.pop(k) for k in ("state", "started_at") if k in upd}
+                conn.execute(update(_RUN).where(_RUN.c.id == self.run_id, _RUN.c.state.notin_(FINAL_STATES))
+                             .values(**start))
             conn.execute(update(_RUN).where(_RUN.c.id == self.run_id).values(**upd))
             if write_live:  # same transaction: one write lock per flush
                 t_sum = time.perf_counter()

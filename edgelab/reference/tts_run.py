@@ -110,7 +110,14 @@ def run_tts_device_stage(
     with the reference vocoder as they arrive: the events say when frames came and when audio was
     ready on the device. Returns the number of requests that failed.
     """
-    from edgelab.protocols.codec_ws import CodecStreamClient  # the lab's client; not in the device zipapp
+    try:  # the lab's codec-token client: in the lab's edgelab, not in the device zipapp
+        from edgelab.protocols.codec_ws import CodecStreamClient
+    except ImportError as err:
+        from edgelab.errors import ConfigError
+
+        raise ConfigError(f"the S4 device stage needs edgelab's codec-token client and websockets here ({err})",
+                          remedy="install edgelab with its dependencies on the device (pip install edgelab), "
+                                 "or run S4 on a virtual device") from err
 
     texts = list(texts) if texts else [BAND_TEXTS[band]]
     em.emit(RunStart(t=time.time(), pipeline="qwen3-tts", device=device, runtime=PROVENANCE["runtime"],

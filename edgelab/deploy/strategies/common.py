@@ -186,7 +186,8 @@ def template_process(ctx: PlanContext, name: str, runtime: str, strategy: str, b
         else:
             needs.append({"role": f"{need.role or stage or ph}.{need.kind}", "stage": stage, "process": name,
                           "placeholder": ph, "kind": need.kind, "ext": need.ext, "want_role": need.role,
-                          "pipeline": ctx.spec.id, "target": target, "optional": False})
+                          "pipeline": ctx.spec.id, "pipeline_kind": ctx.spec.kind, "target": target,
+                          "optional": False})
     return proc, needs
 
 
