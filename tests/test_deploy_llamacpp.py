@@ -85,6 +85,16 @@ def test_s3_llama_server_deploys_from_the_store_is_measured_live_and_stops_clean
             time.sleep(0.5)
         text = _live(engine, dep.run_id)["text"]
         assert text["ttft_ms"]["count"] >= 2 and text["decode_tok_s"]["p50"] > 0
+        from edgelab.store.runs import telemetry_of
+
+        end = time.monotonic() + 60  # the Jetson's tegrastats runs beside the lab-side requests too
+        while time.monotonic() < end:
+            with session_scope(engine, write=False) as s:
+                sources = {row.source for row in telemetry_of(s, run_id=dep.run_id)}
+            if "tegrastats" in sources:
+                break
+            time.sleep(0.5)
+        assert "tegrastats" in sources, sources
         pgid = row.pid
         assert group_members(pgid)
     finally:

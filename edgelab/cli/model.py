@@ -31,8 +31,7 @@ def synth(
 ) -> None:
     """Write a random-weight llama-architecture GGUF and register it as a model artifact.
 
-    The weights are random: the text is noise, the timings and memory are a real model's of that
-    shape. Its metadata says weights: random, and so does every result that uses it.
+    The weights are random: the text is noise, the timings and memory are a real model's of that shape. Its metadata says weights: random, and so does every result that uses it.
 
     \b
       edgelab model synth spark-x2.5 --params 100M --quant q4_k_m

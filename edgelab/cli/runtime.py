@@ -41,6 +41,7 @@ def _dict(spec) -> dict:
                 "flags": list(r.flags),
                 "steps": [list(s) for s in r.steps],
                 "produces": list(r.produces),
+                "isa": r.isa,
                 "missing": [str(m) for m in check_toolchain(r)],
             }
             for t, r in spec.targets.items()
@@ -98,6 +99,8 @@ def show(name: str, folder: DirOpt = None, as_json: JsonOpt = False) -> None:
         for s in r["steps"]:
             console.print(f"  $ {escape(' '.join(s))}")
         console.print(f"  produces  {escape(', '.join(r['produces']))}")
+        if r["isa"]:
+            console.print(f"  needs     {escape(r['isa'])} (instruction set)")
     console.print("[bold]launch[/]")
     for p, strategies in d["launch"].items():
         for s, argv in strategies.items():
@@ -131,9 +134,7 @@ def build(
 ) -> None:
     """Run the recipe where its toolchain is present and register the result with provenance.
 
-    A recipe that builds a source tree (llama.cpp for linux-x86_64) is built once per (source hash,
-    target, flags) into the build cache ($EDGELAB_CACHE, default ~/.cache/edgelab) and reused after;
-    each product becomes a runtime artifact (llama.cpp-linux-x86_64-llama-server, ...).
+    A recipe that builds a source tree (llama.cpp for linux-x86_64) is built once per (source hash, target, flags) into the build cache ($EDGELAB_CACHE, default ~/.cache/edgelab) and reused after; each product becomes a runtime artifact (llama.cpp-linux-x86_64-llama-server, ...).
 
     \b
       edgelab runtime build llama.cpp --target linux-x86_64 --source llama_cpp_python-0.3.36.tar.gz

@@ -159,6 +159,7 @@ class Follower:
             return state in ACTIVE_STATES and not stop_event.is_set()
 
         t = self._connect(server["endpoint"])
+        sampler = self._telemetry(ing)  # beside the lab-side requests too, like every other deployment
         try:
             ing.feed(ev.RunStart(t=time.time(), run=self.run_id, device=server["device"], runtime="llama.cpp",
                                  strategy="S3", meta={"adapter": "llama-server", "measured_from": "lab"}))
@@ -171,6 +172,8 @@ class Follower:
                     self.error = str(e)
                     lifecycle.refresh(self.engine, self.run_id)
         finally:
+            if sampler is not None:
+                sampler.stop()
             try:
                 t.close()
             except Exception:  # noqa: BLE001

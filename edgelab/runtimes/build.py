@@ -205,17 +205,23 @@ def _run_step(argv: list[str], label: str, cwd: Path, env: dict[str, str], logf,
                             text=True, errors="replace", bufsize=1)
     last_t, last_pct = time.monotonic(), -10
     assert proc.stdout is not None
-    for line in proc.stdout:
-        logf.write(line)
-        m = _NINJA.match(line)
-        if m and progress:
-            done, total = int(m.group(1)), int(m.group(2))
-            pct = 100 * done // max(total, 1)
-            now = time.monotonic()
-            if pct >= last_pct + 10 or now - last_t >= 20 or done == total:
-                progress(f"{label}: {done}/{total} ({pct} %)")
-                last_t, last_pct = now, pct
-    logf.flush()
+    try:
+        for line in proc.stdout:
+            logf.write(line)
+            m = _NINJA.match(line)
+            if m and progress:
+                done, total = int(m.group(1)), int(m.group(2))
+                pct = 100 * done // max(total, 1)
+                now = time.monotonic()
+                if pct >= last_pct + 10 or now - last_t >= 20 or done == total:
+                    progress(f"{label}: {done}/{total} ({pct} %)")
+                    last_t, last_pct = now, pct
+    except BaseException:  # Ctrl-C, a closed console: the compiler must not outlive the build
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        logf.flush()
     return proc.wait()
 
 
