@@ -102,11 +102,19 @@ def frozen_lab(tmp_path_factory):
     finally:
         for f in locals().get("freezers", {}).values():
             f.thaw()
+        # the lab cleans up after itself: every deployment still running is stopped the normal way
+        # (a test that stopped its run leaves nothing to do here), then nothing of theirs may remain
+        left = []
+        for run in locals().get("runs", {}).values():
+            res = subprocess.run([*CLI, "stop", run], env=env, capture_output=True, text=True, timeout=120)
+            if res.returncode != 0:
+                left.append((run, res.stderr[-300:]))
         dbmod.dispose_engines()
         stop_adb_lab(state)
         if adb_info is not None:
             kill_lab_processes(adb_info)
         sshd.stop_ssh_lab(state)
+        assert not left, left
 
 
 def _cli(env, *args, timeout=180):
