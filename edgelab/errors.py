@@ -7,6 +7,7 @@ class EdgelabError(Exception):
     """Base class: ``str(err)`` is the one-line message, ``remedy`` what to do next."""
 
     remedy: str | None = None
+    exit_code: int | None = None  # the CLI's exit code when the class fixes it (2: bad input, a usage error)
 
     def __init__(self, message: str, *, remedy: str | None = None):
         super().__init__(message)
@@ -36,3 +37,8 @@ class DeviceStateError(TransportError):
 
 class RemoteTimeout(TransportError):
     """A remote command ran past its timeout and was killed."""
+
+
+class DeviceNotAnswering(TransportError):
+    """A device that is listed (its server or sshd accepted us) but never answers: frozen, hung or
+    overloaded. Raised when a transport call's timeout ran out before the device said anything."""

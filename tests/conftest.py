@@ -1,6 +1,12 @@
 """Shared test fixtures. Virtual devices are real server processes (sshd, the adb server)."""
 
+import os
+
 import pytest
+
+# Tests pass fresh ``--db`` paths everywhere; the CLI creates them as scripts do (the refusal of a
+# missing --db path without --create is tested with this unset).
+os.environ.setdefault("EDGELAB_DB_CREATE", "1")
 
 from edgelab.store import db as dbmod
 from edgelab.transport.local import LocalTransport
@@ -8,6 +14,7 @@ from edgelab.transport.local import LocalTransport
 pytest_plugins = [
     "fixtures.ssh_lab",
     "fixtures.adb_lab",
+    "fixtures.faults",
     "fixtures.llama_build",
     "fixtures.postgres",
 ]

@@ -178,7 +178,7 @@ def test_import_ssh_config_cli(dbpath, tmp_path):
         "Host rig-1\n  HostName 10.0.0.1\n  User pi\nHost rig-2 other\n  HostName 10.0.0.2\nHost *\n  Port 2200\n"
     )
     report = ok_json(dbpath, "device", "import", "ssh-config", "--file", str(cfg), "--pattern", "rig-*")
-    assert report == {"added": ["rig-1", "rig-2"], "skipped": []}
+    assert report == {"added": ["rig-1", "rig-2"], "skipped": [], "notes": []}
     rows = {r["name"]: r for r in ok_json(dbpath, "device", "ls")}
     assert rows["rig-1"]["address"] == "pi@10.0.0.1:2200"
     res = cli(dbpath, "device", "import", "ssh-config", "--file", str(tmp_path / "missing"))

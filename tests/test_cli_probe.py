@@ -100,4 +100,4 @@ def test_profile_accepts_a_catalog_alias(cli_db):
     res = runner.invoke(app, ["profile", "s25", "--pipeline", "qwen3-tts", "--explain"])
     assert res.exit_code == 0 and "qwen3-tts-0.6b" in res.stdout, res.output
     bad = runner.invoke(app, ["profile", "s25", "--pipeline", "qwen9"])
-    assert bad.exit_code == 1 and "unknown pipeline 'qwen9'" in bad.stderr and "qwen3-tts = qwen3-tts-0.6b" in bad.stderr
+    assert bad.exit_code == 2 and "unknown pipeline 'qwen9'" in bad.stderr and "qwen3-tts = qwen3-tts-0.6b" in bad.stderr

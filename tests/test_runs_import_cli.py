@@ -100,6 +100,9 @@ def test_imported_and_live_runs_sit_in_one_table(dbpath, tmp_path):
 def test_import_a_results_directory_of_several_runs(dbpath, tmp_path):
     for name in ("s25-short", "orin-long"):
         shutil.copytree(STUDY, tmp_path / "results" / name)
+    # a byte-identical copy is the same input (refused below); this one is a different measurement
+    other = tmp_path / "results" / "orin-long" / "requests.jsonl"
+    other.write_text(other.read_text().replace('"submitted_unix": 1750000010.0', '"submitted_unix": 1750000010.5'))
     res = cli(dbpath, "runs", "import", str(tmp_path / "results"), "--json")
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
@@ -109,13 +112,13 @@ def test_import_a_results_directory_of_several_runs(dbpath, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     res = cli(dbpath, "runs", "import", str(empty))
-    assert res.exit_code == 1 and "no requests.jsonl" in res.output
+    assert res.exit_code == 2 and "no requests.jsonl" in res.output
 
 
 def test_import_errors_name_file_and_line(dbpath, tmp_path):
     bad = tmp_path / "requests.jsonl"
     bad.write_text('{"request_id": "a", "submitted_unix": 1, "chunks_all": []}\n{not json\n')
     res = cli(dbpath, "runs", "import", str(bad))
-    assert res.exit_code == 1 and f"{bad}:2" in res.output
+    assert res.exit_code == 2 and f"{bad}:2" in res.output  # malformed input is a usage error
     res = cli(dbpath, "runs", "import", str(tmp_path / "nowhere"))
-    assert res.exit_code == 1 and "does not exist" in res.output
+    assert res.exit_code == 2 and "does not exist" in res.output

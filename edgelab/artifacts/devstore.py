@@ -93,6 +93,12 @@ def _parse_stat(line: str) -> tuple[int, str] | None:
 class StoreEntry:
     name: str
     size: int
+    age_s: float | None = None  # since its last write, by the device's clock (None: not known)
+
+    @property
+    def partial(self) -> bool:
+        """An upload not finished: ours (``<sha>.part``) or one adbd left hidden (``.<name>.adb-part``)."""
+        return self.name.endswith((".part", ".adb-part"))
 
     @property
     def sha256(self) -> str | None:
@@ -249,13 +255,18 @@ class DeviceStore:
         return _parse_stat(lines[-1])
 
     def list(self) -> list[StoreEntry]:
-        script = 'cd "$1" 2>/dev/null || exit 0; for f in *; do if [ -f "$f" ]; then stat -c "%s %n" "$f"; fi; done; true'
+        # the device's clock first, then "size mtime name" per file (hidden adb leftovers included)
+        script = ('cd "$1" 2>/dev/null || exit 0; date +%s; for f in * .*.adb-part; do '
+                  'if [ -f "$f" ]; then stat -c "%s %Y %n" "$f"; fi; done; true')
         res = self._must(["sh", "-c", script, "edgelab-ls", self.root], "list the store")
         out = []
-        for line in res.stdout.splitlines():
-            size, _, name = line.strip().partition(" ")
-            if name and size.isdigit():
-                out.append(StoreEntry(name, int(size)))
+        lines = res.stdout.splitlines()
+        now = int(lines[0]) if lines and lines[0].strip().isdigit() else None
+        for line in lines[1:] if now is not None else lines:
+            size, _, rest = line.strip().partition(" ")
+            mtime, _, name = rest.partition(" ")
+            if name and size.isdigit() and mtime.isdigit():
+                out.append(StoreEntry(name, int(size), float(now - int(mtime)) if now is not None else None))
         return sorted(out, key=lambda e: e.name)
 
 

@@ -122,6 +122,9 @@ def store_ls(engine: Engine, device_name: str) -> tuple[str, list[StoreRow]]:
     return store.root, rows
 
 
+STALE_PART_S = 15 * 60  # a partial upload untouched this long is abandoned (a resume would have written it)
+
+
 def gc_device(engine: Engine, device_name: str, *, dry_run: bool = False) -> list[StoreRow]:
     """Remove blobs no registered artifact names, and leftover partial uploads."""
     with session_scope(engine, write=False) as s:
@@ -130,7 +133,9 @@ def gc_device(engine: Engine, device_name: str, *, dry_run: bool = False) -> lis
     t = open_transport(dev.endpoint())
     try:
         store = open_store(t)
-        doomed = [e for e in store.list() if e.sha256 not in keep]
+        # a partial still being written (an upload in flight, resumable) stays; a stale one goes
+        doomed = [e for e in store.list() if e.sha256 not in keep
+                  and not (e.partial and e.age_s is not None and e.age_s < STALE_PART_S)]
         if not dry_run and doomed:
             store.remove([store.blob(e.name) for e in doomed])
     finally:

@@ -19,6 +19,7 @@ class CatalogError(ConfigError):
     """A catalog file (device entry, pipeline spec) that cannot be used; the message starts with file:line."""
 
     remedy = "fix the named line of the catalog file (see devices/README.md for the schema)"
+    exit_code = 2  # a bad file is bad input: a usage error, whatever command read it
 
 
 class SrcDict(dict):
@@ -82,12 +83,39 @@ def _make_loader(file: str) -> type[yaml.SafeLoader]:
     return Loader
 
 
+MAX_YAML_BYTES = 16 << 20  # no catalog, runtime or playbook file is anywhere near this
+MAX_YAML_DEPTH = 64
+
+
+def _depth_error(text: str, file: str) -> CatalogError | None:
+    """Refuse nesting deeper than MAX_YAML_DEPTH before the (recursive) parser sees it."""
+    depth, line = 0, 1
+    for tok in yaml.scan(text, Loader=yaml.SafeLoader):
+        if isinstance(tok, yaml.BlockMappingStartToken | yaml.BlockSequenceStartToken |
+                      yaml.FlowMappingStartToken | yaml.FlowSequenceStartToken):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                line = tok.start_mark.line + 1
+                return CatalogError(f"{file}:{line}: nested deeper than {MAX_YAML_DEPTH} levels")
+        elif isinstance(tok, yaml.BlockEndToken | yaml.FlowMappingEndToken | yaml.FlowSequenceEndToken):
+            depth -= 1
+    return None
+
+
 def load_text(text: str, file: str) -> Any:
     """Parse YAML text; syntax errors become :class:`CatalogError` naming ``file:line``."""
     try:
+        deep = _depth_error(text, file)
+        if deep is not None:
+            raise deep
         return yaml.load(text, Loader=_make_loader(file))  # noqa: S506 - a SafeLoader subclass
     except CatalogError:
         raise
+    except RecursionError:
+        raise CatalogError(f"{file}:1: nested too deeply to read") from None
+    except yaml.reader.ReaderError as exc:
+        line = text[: exc.position].count("\n") + 1 if isinstance(exc.position, int) else 1
+        raise CatalogError(f"{file}:{line}: not YAML text ({exc.reason}: {exc.character!r})") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 0
@@ -97,8 +125,22 @@ def load_text(text: str, file: str) -> Any:
 
 
 def load_file(path: Path) -> Any:
+    """A YAML file; binary, non-UTF-8, huge and too deeply nested files are one CatalogError line."""
     try:
-        text = path.read_text(encoding="utf-8")
+        size = path.stat().st_size
+        if size > MAX_YAML_BYTES:
+            raise CatalogError(f"{path}:1: {size} bytes is larger than the {MAX_YAML_BYTES >> 20} MiB a YAML file "
+                               "may have here")
+        data = path.read_bytes()
     except OSError as exc:
         raise CatalogError(f"{path}: cannot read: {exc.strerror}", remedy="check the catalog path") from None
+    if b"\0" in data:
+        line = data[: data.index(b"\0")].count(b"\n") + 1
+        raise CatalogError(f"{path}:{line}: binary data (a NUL byte), not YAML text")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise CatalogError(f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x})",
+                           remedy="save the file as UTF-8") from None
     return load_text(text, str(path))

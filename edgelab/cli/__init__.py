@@ -30,7 +30,7 @@ from edgelab.cli.root import ErrorsGroup
 
 app = typer.Typer(
     name="edgelab",
-    cls=ErrorsGroup,
+    cls=ErrorsGroup,  # one line per fault a command did not catch, never a traceback (--debug shows it)
     help="Run an edge-AI device lab: inventory, probe, push, deploy, live metrics, playbooks.",
     no_args_is_help=True,
     # Plain click help: no Rich/Markdown import on every --help, and text that grep and a pipe read whole.
@@ -66,6 +66,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     db: str = typer.Option(
         None,
         "--db",
@@ -73,9 +74,42 @@ def _root(
         help="Database URL or SQLite path (default ./edgelab.db; PostgreSQL: postgresql+psycopg://...).",
     ),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
+    debug: bool = typer.Option(False, "--debug", envvar="EDGELAB_DEBUG",
+                               help="Show the full traceback of an error instead of one line."),
+    create: bool = typer.Option(False, "--create", help="Create the --db SQLite file if it does not exist "
+                                "(without it a mistyped --db path is an error, not a new empty database)."),
 ) -> None:
     state.db = db
     reset_consoles()
+    state.debug = debug
+    if db and not create and getattr(ctx.get_parameter_source("db"), "name", None) == "COMMANDLINE":
+        _refuse_missing_db(db)
+
+
+def _refuse_missing_db(db: str) -> None:
+    """An explicit ``--db`` naming a SQLite file that does not exist is refused (exit 2) unless
+    ``--create``: a typo must not silently start an empty database. ``EDGELAB_DB`` and the default
+    ``./edgelab.db`` are created as before; ``EDGELAB_DB_CREATE=1`` lets scripts create any."""
+    import os
+
+    if os.environ.get("EDGELAB_DB_CREATE", "") not in ("", "0"):
+        return
+    from edgelab.cli.common import fail
+
+    path = sqlite_file(db)
+    if path is not None and not os.path.exists(path):
+        fail(f"no database at {path}", "check the path, or pass --create to make a new database there", code=2)
+
+
+def sqlite_file(db: str) -> str | None:
+    """The file a SQLite ``--db`` value names (None: not SQLite, or in memory)."""
+    if "://" not in db:
+        return db
+    if not db.startswith("sqlite:"):
+        return None
+    rest = db.split("://", 1)[1].split("?", 1)[0]
+    path = rest[1:] if rest.startswith("/") else rest
+    return None if path in ("", ":memory:") else path
 
 
 def main() -> None:

@@ -71,6 +71,7 @@ def escape(text: str) -> str:
 @dataclass
 class CliState:
     db: str | None = None
+    debug: bool = False
 
 
 state = CliState()
@@ -112,7 +113,8 @@ def fail(message: str, remedy: str | None = None, code: int = 1) -> NoReturn:
 
 
 def fail_from(err: EdgelabError, code: int = 1) -> NoReturn:
-    fail(str(err), getattr(err, "remedy", None), code)
+    """``err`` as one line + remedy; an error class that fixes its exit code (bad input files: 2) wins."""
+    fail(str(err), getattr(err, "remedy", None), getattr(err, "exit_code", None) or code)
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]

@@ -6,7 +6,17 @@ from typing import Annotated, Any
 
 import typer
 
-from edgelab.cli.common import JsonOpt, console, err_console, escape, fail, fail_from, open_engine, print_json
+from edgelab.cli.common import (
+    JsonOpt,
+    console,
+    emit_error,
+    err_console,
+    escape,
+    fail,
+    fail_from,
+    open_engine,
+    print_json,
+)
 from edgelab.errors import EdgelabError
 
 
@@ -148,8 +158,6 @@ def ps(
     json_out: JsonOpt = False,
 ) -> None:
     """Deployments and their state (running ones are checked on their device)."""
-    from rich.table import Table
-
     from edgelab.deploy import lifecycle
     from edgelab.store.db import session_scope
     from edgelab.store.deployments import list_deployments
@@ -158,16 +166,36 @@ def ps(
     with session_scope(engine, write=False) as s:
         deps = list_deployments(s, active_only=not all_)
     out = []
+    unreachable: dict[str, EdgelabError | str] = {}  # device -> why; one slow device is asked once
     for d in deps:
-        try:
-            out.append(lifecycle.refresh(engine, d.run_id))
-        except EdgelabError:
+        if d.device_name in unreachable:
             out.append(d)
+            continue
+        try:
+            now = lifecycle.refresh(engine, d.run_id)
+        except EdgelabError as err:
+            unreachable[d.device_name] = err
+            out.append(d)
+            continue
+        if now.state == "device-lost" and d.state != "device-lost":
+            unreachable[d.device_name] = now.error or "device lost"
+        out.append(now)
     if not all_:
         out = [d for d in out if d.state in ("pending", "starting", "running")] or out
     if json_out:
         print_json([_dep_dict(d) for d in out])
-        return
+    else:
+        _ps_table(out)
+    for why in unreachable.values():  # after the table: every device that did not answer, then exit 1
+        remedy = getattr(why, "remedy", None) or "check the device (`edgelab device check`), then `edgelab ps` again"
+        emit_error(str(why), remedy)
+    if unreachable:
+        raise typer.Exit(1)
+
+
+def _ps_table(out) -> None:
+    from rich.table import Table
+
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     for col in ("run", "device", "pipeline", "strategy", "runtime", "state", "started", ""):
         table.add_column(col, overflow="fold")

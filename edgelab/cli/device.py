@@ -409,6 +409,8 @@ def _print_import(report, as_json: bool, source: str) -> None:
         from edgelab.inventory.view import address_of
 
         console.print(f"added [bold]{d.name}[/] ({address_of(d)})")
+    for note in report.notes:
+        err_console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     for n, why in report.skipped:
         err_console.print(f"skipped {n}: {why}", highlight=False)
     console.print(f"{len(report.added)} added, {len(report.skipped)} skipped from {source}")

@@ -75,19 +75,26 @@ def parse(
     ] = None,
 ) -> None:
     """Parse captured outputs offline, detecting which command produced each one."""
+    from edgelab.probe.capture import BadCapture, read_capture
     from edgelab.probe.detect import BY_NAME, detect
 
     if as_command and as_command not in BY_NAME:
         emit_error(f"unknown command id {as_command!r}; known: {', '.join(BY_NAME)}")
         raise typer.Exit(2)
     results: list[dict[str, Any]] = []
-    failed = False
+    failed = bad_input = False
     for path in files:
         try:
             data = path.read_bytes()
         except OSError as exc:
             emit_error(f"{path}: cannot read ({exc.strerror or exc})")
             failed = True
+            continue
+        try:
+            data = read_capture(str(path), data)
+        except BadCapture as err:
+            emit_error(str(err))
+            bad_input = True
             continue
         cmd = BY_NAME[as_command] if as_command else detect(data)
         if cmd is None:
@@ -103,5 +110,7 @@ def parse(
             _render(str(path), res)
     if json_out:
         print_json(results)
+    if bad_input:
+        raise typer.Exit(2)  # a file that is no command output: bad input, a usage error
     if failed:
         raise typer.Exit(1)

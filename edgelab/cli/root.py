@@ -27,14 +27,28 @@ from edgelab.errors import EdgelabError
 
 
 class ErrorsGroup(TyperGroup):
-    """The root group: a domain error from any command is one line plus its remedy, exit 1."""
+    """The root group: a domain error from any command is one line plus its remedy, exit 1 (or the
+    error class's own code: 2 for bad input); any other fault is one line too (edgelab.cli.guard)."""
 
     def invoke(self, ctx: click.Context):
+        from edgelab.cli.guard import debug_enabled, fail_for, is_cli_framework
+
         try:
             return super().invoke(ctx)
         except EdgelabError as err:
+            if debug_enabled():
+                raise
             emit_error(str(err), err.remedy)
-            raise typer.Exit(1) from None
+            raise typer.Exit(err.exit_code or 1) from None
+        except KeyboardInterrupt:
+            if debug_enabled():
+                raise
+            emit_error("interrupted")
+            raise typer.Exit(130) from None
+        except Exception as err:
+            if is_cli_framework(err) or debug_enabled():  # typer's Exit and usage errors keep their codes
+                raise
+            fail_for(err)
 
 
 class LazyGroup(ErrorsGroup):

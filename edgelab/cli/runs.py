@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
-from edgelab.cli.common import JsonOpt, console, escape, fail_from, open_engine, print_json
-from edgelab.errors import EdgelabError
+from edgelab.cli.common import JsonOpt, console, emit_error, escape, fail, fail_from, open_engine, print_json
+from edgelab.errors import ConfigError, EdgelabError
 
 app = typer.Typer(help="Runs and their results: list, show, export, import the study's records.",
                   no_args_is_help=True)
@@ -114,18 +114,45 @@ def show(run: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")
         console.print(table)
 
 
+def fail_lines(lines: list[str], remedy: str | None, code: int):
+    """Several error lines (each ``file:line: reason``), the remedy once, then exit ``code``."""
+    from edgelab.metrics.study import MAX_REPORTED
+
+    for line in lines[:MAX_REPORTED]:
+        emit_error(line)
+    if len(lines) > MAX_REPORTED:
+        emit_error(f"... and {len(lines) - MAX_REPORTED} more bad lines")
+    fail(f"{len(lines)} problem{'s' if len(lines) != 1 else ''} in the input; nothing was imported", remedy, code)
+
+
 @app.command("export")
 def export(
     run: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")],
-    json_out: Annotated[bool, typer.Option("--json", help="JSON on stdout (the only format so far).")] = True,
+    json_out: Annotated[bool, typer.Option("--json", help="JSON on stdout (the default).")] = True,
     samples: Annotated[bool, typer.Option("--samples", help="Include every raw sample (chunks, actions).")] = False,
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="Write the study's format instead (DIR/requests.jsonl + report.json), which "
+                      "`edgelab runs import DIR` reads back to the same figures.")] = None,
 ) -> None:
-    """The whole run as JSON: provenance, summary, requests and (with --samples) raw samples."""
+    """The whole run as JSON (provenance, summary, requests, with --samples the raw samples), or
+    with --out in the study's requests.jsonl format for a round trip through `runs import`."""
     from edgelab.metrics.ingest import SAMPLE_COLS
     from edgelab.metrics.results import run_record
     from edgelab.store.db import session_scope
     from edgelab.store.runs import get_run, samples_of
 
+    if out is not None:
+        from edgelab.metrics.study import export_study
+
+        try:
+            with session_scope(open_engine(), write=False) as s:
+                path = export_study(s, get_run(s, run).id, out)
+        except ConfigError as err:
+            fail_from(err, code=2)
+        except EdgelabError as err:
+            fail_from(err)
+        console.print(f"wrote {escape(str(path))} (+ report.json)", highlight=False)
+        return
     try:
         with session_scope(open_engine(), write=False) as s:
             r = get_run(s, run)
@@ -147,6 +174,7 @@ def import_(
     """Store a study run (or every run under a results directory) as imported runs, every metric
     recomputed from the raw chunks."""
     from edgelab.metrics.results import import_tree, run_record
+    from edgelab.metrics.study import InvalidInput
     from edgelab.store.db import session_scope
     from edgelab.store.runs import get_run
 
@@ -155,6 +183,10 @@ def import_(
         ids = import_tree(engine, path, device=device, pipeline=pipeline)
         with session_scope(engine, write=False) as s:
             recs = [run_record(s, get_run(s, rid)) for rid in ids]
+    except InvalidInput as err:  # malformed input is a usage error: every bad line, then exit 2
+        fail_lines(err.problems, err.remedy, code=2)
+    except ConfigError as err:
+        fail_from(err, code=2)
     except EdgelabError as err:
         fail_from(err)
     if json_out:
@@ -165,3 +197,29 @@ def import_(
     for r in recs:
         console.print(f"imported [bold]{r['id']}[/]: {len(r['requests'])} requests; {escape(_headline(r['summary']))}"
                       f"  [dim]{escape(str(r['meta'].get('imported_from')))}[/]")
+
+
+@app.command("rm")
+def rm(
+    runs: Annotated[list[str], typer.Argument(help="Run ids (or unique prefixes).")],
+    force: Annotated[bool, typer.Option("--force", help="Also a pending/running run, or one cited as matrix "
+                                                         "evidence. A run whose deployment is live is always "
+                                                         "refused: `edgelab stop` it first.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Delete runs with everything recorded for them: requests, raw samples, summaries, telemetry,
+    log lines and their deployment records. One transaction: all named runs go, or none."""
+    from edgelab.store.db import session_scope
+    from edgelab.store.runs import delete_runs
+
+    try:
+        with session_scope(open_engine()) as s:
+            gone = delete_runs(s, runs, force=force)
+    except EdgelabError as err:
+        fail_from(err)
+    if json_out:
+        print_json(gone)
+        return
+    for g in gone:
+        console.print(f"removed run [bold]{g['id']}[/] ({g['state']}): {g['requests']} requests, "
+                      f"{g['samples']} samples", highlight=False)

@@ -35,6 +35,8 @@ from edgelab.store.runs import get_run
 
 LEASE_S = 10.0  # a follower silent this long has lost its run to the next one
 POLL_S = 0.25
+LOSS_S = 10.0  # a device that has not answered the follower this long is checked (and marked device-lost)
+BACKOFF_MAX_S = 4.0  # retries of a failed read back off up to this
 READ_MAX = 4 << 20  # bytes read per poll (a slow reader catches up in steps)
 
 
@@ -202,7 +204,9 @@ class Follower:
             run = get_run(s, self.run_id)
             meta = {k: v for k, v in run.meta.items() if k != "follower"}
             lease = dict(run.meta.get("follower") or {})
-        t = self._connect(endpoint)
+        t = self._connect_retrying(endpoint, stop_event)
+        if t is None:
+            return None
         try:
             if "clock" not in lease:  # measured once per run, so replayed and new events agree
                 c = measure_offset(t)
@@ -222,6 +226,28 @@ class Follower:
                 t.close()
             except Exception:  # noqa: BLE001
                 pass
+
+    def _connect_retrying(self, endpoint, stop_event: threading.Event):
+        """Connect and measure the clock, retrying a transient fault with backoff for ``LOSS_S``;
+        then the device is checked once more (an unreachable one marks the run device-lost)."""
+        from edgelab.deploy import lifecycle
+
+        start, delay = time.monotonic(), self.poll_s
+        while True:
+            try:
+                t = self._connect(endpoint)
+                t.run(["true"], timeout=LOSS_S)  # a listed-but-frozen device fails here, not later
+                return t
+            except TransportError as err:
+                self.error = str(err)
+                if time.monotonic() - start >= LOSS_S:
+                    dep = lifecycle.refresh(self.engine, self.run_id)
+                    if dep.state != "running":
+                        raise TransportError(f"run {self.run_id}: {err}", remedy=getattr(err, "remedy", None)) from None
+                    start = time.monotonic()
+            if stop_event.wait(delay):
+                return None
+            delay = min(delay * 2, BACKOFF_MAX_S)
 
     def _telemetry(self, ing: _LeasedIngestor):
         """The device's telemetry sampler beside this follower (telemetry never stops a follower)."""
@@ -267,13 +293,36 @@ class Follower:
 
         last_beat = last_data = time.monotonic()
         final_pass = False
+        failing_since: float | None = None  # first failed read of the current outage
+        delay = self.poll_s
         while True:
             try:
                 text = self._read(t, path, ing.offset)
-            except TransportError:
+            except TransportError as err:
+                # transient until proven otherwise: retry with backoff, then let the device decide
                 text = ""
-                if not final_pass:
-                    lifecycle.refresh(self.engine, self.run_id)  # an unreachable device marks the run lost
+                if failing_since is None:
+                    failing_since = time.monotonic()
+                    ing.feed(ev.ErrorEvent(time.time(), self.run_id, cls="infra",
+                                           message=f"follower: device did not answer, retrying: {err}"[:500]))
+                if final_pass:
+                    break  # the run already ended: what could be read was read
+                if time.monotonic() - failing_since >= LOSS_S:
+                    dep = lifecycle.refresh(self.engine, self.run_id)  # unreachable: marked device-lost
+                    self.error = dep.error if dep.state == "device-lost" else None
+                    failing_since = None
+                if stop_event.wait(delay):
+                    ing.flush(live=True)
+                    return None
+                delay = min(delay * 2, BACKOFF_MAX_S)
+                if time.monotonic() - last_beat >= self.lease_s / 4:
+                    ing.flush()  # keep the lease while retrying
+                    last_beat = time.monotonic()
+                with session_scope(self.engine, write=False) as s:
+                    if get_deployment(s, self.run_id).state not in ACTIVE_STATES:
+                        final_pass = True
+                continue
+            failing_since, delay = None, self.poll_s
             end = text.rfind("\n")
             if end >= 0:
                 last_data = time.monotonic()
@@ -390,10 +439,33 @@ def main(argv: list[str] | None = None) -> int:
         f.run()
     except KeyboardInterrupt:
         return 130
-    except EdgelabError as err:
-        print(f"error: {err}", file=sys.stderr)
+    except Exception as err:  # noqa: BLE001 - a detached follower must leave its reason in the run
+        why = str(err) if isinstance(err, EdgelabError) else f"{type(err).__name__}: {err}"
+        record_failure(engine, f.run_id, why)
+        print(f"error: {why}", file=sys.stderr)
         return 1
     return 0
+
+
+def record_failure(engine: Engine, run_id: str, why: str) -> None:
+    """A follower that gives up says why in the run: an infra error line and ``meta.follower.error``.
+
+    Its stdout goes nowhere (it is detached), so this is the only place its end is visible; the
+    lease then expires and the next ``watch`` (or the TUI) takes the run over.
+    """
+    from edgelab.store.runs import RunLog
+
+    try:
+        with session_scope(engine) as s:
+            run = get_run(s, run_id)
+            f = dict(run.meta.get("follower") or {})
+            f.update(error=why[:500], failed_at=time.time())
+            run.meta = {**run.meta, "follower": f}
+            s.add(run)
+            s.add(RunLog(run_id=run.id, t=time.time(), kind="error", level="infra",
+                         message=f"follower stopped: {why}"[:2000]))
+    except Exception:  # noqa: BLE001 - the database itself may be what failed
+        pass
 
 
 if __name__ == "__main__":

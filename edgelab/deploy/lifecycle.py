@@ -459,6 +459,9 @@ def _abort(engine: Engine, dep_id: int, t: Transport | None, workdirs: dict[str,
     _update(engine, dep_id, final)
 
 
+GONE_PROCESS_STATES = ("killed", "exited", "gone")
+
+
 def stop(engine: Engine, ref: str | int, *, opts: Options | None = None) -> Deployment:
     """Kill every process group of the run, verify they are gone, fetch logs, release the reservation."""
     opts = opts or Options()
@@ -466,25 +469,29 @@ def stop(engine: Engine, ref: str | int, *, opts: Options | None = None) -> Depl
         dep = get_deployment(s, ref)
         rows = processes(s, dep.id)
         endpoint = get_device(s, dep.device_name).endpoint()
-    if dep.state not in ACTIVE_STATES:
+    # a device-lost run's processes were never seen to end: they are stopped once the device answers
+    unproven = dep.state == "device-lost" and any(r.pid and r.state not in GONE_PROCESS_STATES for r in rows)
+    if dep.state not in ACTIVE_STATES and not unproven:
         with session_scope(engine) as s:
             release(s, dep.id)  # a final run never holds memory, nor a lease
             unpin(s, s.get(Deployment, dep.id))
         return dep
     try:
         t = _connect(endpoint, opts)
+        try:
+            left = {}
+            for row in rows:
+                if row.pid:
+                    left[row.name] = remote.stop(t, row.pid, opts.stop_grace_s)
+            logs = _fetch_logs(t, {r.name: r.workdir for r in rows})
+        finally:
+            t.close()
     except TransportError as e:
-        raise TransportError(f"{dep.device_name} is unreachable; run {dep.run_id} stays {dep.state}: {e}",
-                             remedy="bring the device back and stop again, or mark it with `edgelab ps` "
-                                    "(an unreachable device marks its runs device-lost)") from e
-    try:
-        left = {}
-        for row in rows:
-            if row.pid:
-                left[row.name] = remote.stop(t, row.pid, opts.stop_grace_s)
-        logs = _fetch_logs(t, {r.name: r.workdir for r in rows})
-    finally:
-        t.close()
+        # the transport's own class (device not answering, host key, ...) with the run's context
+        raise type(e)(f"{dep.device_name} is unreachable; run {dep.run_id} stays {dep.state} and its processes "
+                      f"may still run there: {e}",
+                      remedy=(getattr(e, "remedy", None) or "bring the device back")
+                      + f"; then `edgelab stop {dep.run_id}` again") from None
     if any(left.values()):
         raise EdgelabError(f"run {dep.run_id}: processes survived the stop: "
                            + ", ".join(f"{k} ({v} left)" for k, v in left.items() if v),

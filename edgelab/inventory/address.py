@@ -105,7 +105,17 @@ def parse_adb_server(text: str) -> str:
 
 
 def parse_adb_serial(text: str) -> str:
+    """A serial as ``adb devices`` prints it; a ``user[:password]@`` part is refused, never stored."""
     s = text.strip()
+    if "@" in s:
+        user, _, rest = s.rpartition("@")
+        secret = ":" in user or bool(user)
+        shown = f"{'***' if secret else ''}@{rest}"
+        raise ConfigError(
+            f"the adb serial {shown} holds a user{'/password' if ':' in user else ''} part; an adb serial takes "
+            "none, and edgelab never stores secrets",
+            remedy=f"give the serial alone ({rest}); pair a Wi-Fi device once with `adb pair` instead",
+        )
     if not s or any(c.isspace() for c in s) or len(s) > 128:
         raise ConfigError(
             f"bad adb serial {text!r}",

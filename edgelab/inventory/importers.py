@@ -10,7 +10,7 @@ import paramiko
 from sqlmodel import Session, select
 
 from edgelab.errors import ConfigError, EdgelabError
-from edgelab.inventory.address import parse_adb_server, parse_jump, parse_ssh_address
+from edgelab.inventory.address import parse_adb_serial, parse_adb_server, parse_jump, parse_ssh_address
 from edgelab.store.devices import add_device, normalize_name, record_state
 from edgelab.store.models import Device
 
@@ -24,11 +24,13 @@ class ImportReport:
 
     added: list[Device] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (name or source, why)
+    notes: list[str] = field(default_factory=list)  # what was left out of the source, and why
 
     def as_dict(self) -> dict:
         return {
             "added": [d.name for d in self.added],
             "skipped": [{"name": n, "reason": r} for n, r in self.skipped],
+            "notes": list(self.notes),
         }
 
 
@@ -41,13 +43,53 @@ class SshConfigHost:
     proxyjump: str | None
 
 
-def read_ssh_config(path: Path, pattern: str | None = None) -> list[SshConfigHost]:
-    """Every concrete ``Host`` alias of an OpenSSH config (wildcards and negations skipped), resolved."""
+def strip_match_blocks(text: str, path: Path | str) -> tuple[str, list[str]]:
+    """The config without its ``Match`` blocks, and a note per block left out.
+
+    A Match block's conditions depend on the moment it is evaluated (``Match exec`` even runs a
+    command, which an import must never do), so the inventory cannot hold what it decides.
+    """
+    out, notes = [], []
+    skipping = False
+    for n, line in enumerate(text.splitlines(), 1):
+        word = line.strip().split(None, 1)[0].lower() if line.strip() else ""
+        word = word.split("=", 1)[0]
+        if word == "match":
+            skipping = True
+            notes.append(f"{path}:{n}: skipped the Match block ({line.strip()[:80]}): its conditions are "
+                         "evaluated at connect time; add such hosts with `edgelab device add`")
+            continue
+        if word == "host":
+            skipping = False
+        out.append("" if skipping else line)
+    return "\n".join(out) + "\n", notes
+
+
+def read_ssh_config(path: Path, pattern: str | None = None,
+                    notes: list[str] | None = None) -> list[SshConfigHost]:
+    """Every concrete ``Host`` alias of an OpenSSH config (wildcards, negations and Match blocks
+    skipped, each Match block with a note in ``notes``), resolved."""
     try:
-        cfg = paramiko.SSHConfig.from_path(str(path))
+        data = Path(path).read_bytes()
     except FileNotFoundError as err:
         raise ConfigError(f"no ssh config at {path}", remedy="give an existing file with --file") from err
-    except (OSError, UnicodeDecodeError, paramiko.ConfigParseError) as err:
+    except OSError as err:
+        raise ConfigError(f"cannot read ssh config {path}: {err.strerror or err}",
+                          remedy="fix that file or pass another --file") from err
+    if b"\0" in data:
+        line = data[: data.index(b"\0")].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: binary data, not an ssh config", remedy="pass another --file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8 text", remedy="save the file as UTF-8") from None
+    text, skipped = strip_match_blocks(text, path)
+    if notes is not None:
+        notes.extend(skipped)
+    try:
+        cfg = paramiko.SSHConfig.from_text(text)
+    except (ValueError, paramiko.ConfigParseError) as err:
         raise ConfigError(
             f"cannot read ssh config {path}: {err}", remedy="fix that file or pass another --file"
         ) from err
@@ -80,7 +122,7 @@ def read_ssh_config(path: Path, pattern: str | None = None) -> list[SshConfigHos
 def import_ssh_config(session: Session, path: Path, pattern: str | None = None) -> ImportReport:
     """Add a device per concrete Host; names already in the inventory are left as they are."""
     report = ImportReport()
-    for host in read_ssh_config(path, pattern):
+    for host in read_ssh_config(path, pattern, report.notes):
         name = normalize_name(host.alias)
         if _name_taken(session, name):
             report.skipped.append((name, f"a device named {name} already exists"))
@@ -109,6 +151,11 @@ def import_adb(session: Session, adb_server: str | None = None) -> ImportReport:
     server = parse_adb_server(adb_server) if adb_server else None
     report = ImportReport()
     for serial, state in list_adb_devices(server):
+        try:
+            serial = parse_adb_serial(serial)
+        except ConfigError as err:  # e.g. a serial carrying user:password@: never stored
+            report.skipped.append(("(an adb device)", str(err)))
+            continue
         known = session.exec(
             select(Device).where(Device.adb_serial == serial, Device.adb_server == server)
         ).first()

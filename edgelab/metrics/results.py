@@ -8,22 +8,21 @@ virtual. What is not known is null, so a reader can tell "not recorded" from "no
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, insert
+from sqlalchemy import Engine
 from sqlmodel import Session
 
 import edgelab
 from edgelab import __version__
 from edgelab.errors import ConfigError, NotFound
-from edgelab.metrics.ingest import _sample_sql, finalize
+from edgelab.metrics.ingest import finalize
 from edgelab.store.db import session_scope
-from edgelab.store.runs import Run, RunRequest, create_run, get_run, put_summary
+from edgelab.store.runs import Run, create_run
 from edgelab.transport.quoting import Shell, join
 
 PROVENANCE_KEYS = (
@@ -108,123 +107,32 @@ def verify_recompute(engine: Engine, run_id: str) -> bool:
     return fresh == stored
 
 
-# --- the study's requests.jsonl -------------------------------------------------------------------
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _find_files(path: Path) -> tuple[Path, Path | None]:
-    if path.is_dir():
-        req = path / "requests.jsonl"
-        if not req.is_file():
-            raise ConfigError(f"{path} holds no requests.jsonl", remedy="point at the study's run directory or file")
-    elif path.is_file():
-        req = path
-    else:
-        raise ConfigError(f"{path} does not exist", remedy="give the path of a requests.jsonl or its directory")
-    report = req.parent / "report.json"
-    return req, report if report.is_file() else None
+# --- the study's requests.jsonl (validated, then written in one transaction: edgelab.metrics.study) -----
 
 
 def read_requests(path: Path) -> list[dict[str, Any]]:
-    """The study's per-request records; errors name file and line."""
-    out = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except ValueError as err:
-            raise ConfigError(f"{path}:{lineno}: not JSON ({err.msg})", remedy="fix or remove that line") from None
-        missing = [k for k in ("request_id", "submitted_unix", "chunks_all") if k not in rec]
-        if missing:
-            raise ConfigError(f"{path}:{lineno}: record lacks {', '.join(missing)}",
-                              remedy="requests.jsonl records need request_id, submitted_unix and chunks_all")
-        out.append(rec)
-    if not out:
-        raise ConfigError(f"{path} holds no records", remedy="import a requests.jsonl with at least one request")
-    return out
+    """The study's per-request records, validated; errors name file and line (every bad one)."""
+    from edgelab.metrics.study import read_records
+
+    return [r.model_dump() for r in read_records(Path(path))]
 
 
 def import_study(engine: Engine, path: str | Path, *, device: str | None = None, pipeline: str | None = None,
                  virtual: bool | None = None) -> str:
     """Store a study run (``requests.jsonl`` + optional ``report.json``) as an imported run and
-    recompute every metric from its raw chunks; returns the run id."""
-    req_path, report_path = _find_files(Path(path))
-    records = read_requests(req_path)
-    report = json.loads(report_path.read_text(encoding="utf-8")) if report_path else None
-    meta: dict[str, Any] = {"imported_from": str(req_path.resolve()), "report": report}
-    if isinstance(report, dict):
-        pipeline = pipeline or report.get("model") or report.get("pipeline")
-        device = device or report.get("device") or report.get("host")
-    prov = provenance(device=device, virtual=virtual, source="imported")
-    prov["imported"] = {"requests_sha256": _sha256(req_path),
-                        "report_sha256": _sha256(report_path) if report_path else None}
-    with session_scope(engine) as s:
-        run = create_run(s, pipeline=pipeline, device_name=device, kind="imported", state="running",
-                         virtual=bool(virtual), provenance=prov, meta=meta)
-        rid = run.id
-    reqs, samples = [], []
-    for rec in records:
-        rq, sub = str(rec["request_id"]), float(rec["submitted_unix"])
-        fin = rec.get("finished_unix")
-        reqs.append({"run_id": rid, "request": rq, "phase": rec.get("phase") or "measured",
-                     "band": rec.get("length_band"), "submitted": sub,
-                     "finished": float(fin) if fin is not None else None,
-                     "ok": rec.get("error") in (None, "") if "error" in rec else (fin is not None),
-                     "error": rec.get("error") or None, "metrics": None})
-        default_sr = rec.get("sr") or 24000
-        for i, ch in enumerate(rec["chunks_all"]):
-            t_ms = float(ch["t_ms"])
-            samples.append((rid, rq, "audio", ch.get("idx", i), sub + t_ms / 1000.0, t_ms, int(ch.get("samples") or 0),
-                            int(ch.get("sr") or default_sr), ch.get("sha256"), bool(ch.get("terminal", False)),
-                            None, None, None, None, None))
-    with engine.begin() as conn:
-        conn.execute(insert(RunRequest.__table__), reqs)
-        if samples:
-            conn.exec_driver_sql(_sample_sql(conn.dialect.paramstyle), samples)
-    final = finalize(engine, rid)
-    _store_request_metrics(engine, rid)
-    with session_scope(engine) as s:
-        run = get_run(s, rid)
-        put_summary(s, rid, "final", final, run.provenance)
-        run.state = "finished"
-        s.add(run)
-    return rid
+    recompute every metric from its raw chunks; returns the run id. All or nothing."""
+    from edgelab.metrics.study import load_input, write_inputs
+
+    return write_inputs(engine, [load_input(Path(path))], device=device, pipeline=pipeline, virtual=virtual)[0]
 
 
 def import_tree(engine: Engine, path: str | Path, **kwargs: Any) -> list[str]:
     """Import ``path`` (a requests.jsonl or a directory holding one) or, for a directory of study
-    runs, every ``requests.jsonl`` below it, each as its own run; returns the run ids in path order."""
-    root = Path(path)
-    if root.is_dir() and not (root / "requests.jsonl").is_file():
-        found = sorted(root.rglob("requests.jsonl"))
-        if not found:
-            raise ConfigError(f"no requests.jsonl under {root}", remedy="point at the study's results directory")
-        return [import_study(engine, f, **kwargs) for f in found]
-    return [import_study(engine, root, **kwargs)]
+    runs, every ``requests.jsonl`` below it, each as its own run; returns the run ids in path order.
+    Every input is validated before the first is written, and all are written in one transaction."""
+    from edgelab.metrics.study import import_paths
 
-
-def _store_request_metrics(engine: Engine, run_id: str) -> None:
-    """Per-request audio figures recomputed from each request's chunks."""
-    from sqlmodel import select
-
-    from edgelab.metrics.audio import Chunk, audio_metrics
-    from edgelab.metrics.live import wall_ms
-    from edgelab.store.runs import RunSample
-
-    with session_scope(engine) as s:
-        rows = s.exec(select(RunSample).where(RunSample.run_id == run_id, RunSample.kind == "audio")
-                      .order_by(RunSample.id)).all()
-        by_req: dict[str, list[Chunk]] = {}
-        for r in rows:
-            by_req.setdefault(r.request, []).append(Chunk(r.t_ms, r.n or 0, r.sample_rate or 24000))
-        for rq in s.exec(select(RunRequest).where(RunRequest.run_id == run_id)).all():
-            m = audio_metrics(by_req.get(rq.request, []), wall_ms(rq.submitted, rq.finished))
-            rq.metrics = {"audio": m.as_dict(), "text": None, "codec": None}
-            s.add(rq)
+    return import_paths(engine, path, **kwargs)
 
 
 def run_record(session: Session, run: Run) -> dict[str, Any]:

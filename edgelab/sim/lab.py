@@ -238,6 +238,9 @@ def lab_down(
     before = lab_status(sdir)
     names = [d.name for d in (before.ssh.devices if before.ssh else [])]
     names += [d.name for d in (before.adb.devices if before.adb else [])]
+    if names:
+        ssh_config = before.ssh.ssh_config_path if before.ssh else None
+        stop_lab_deployments(db_url, names, ssh_config, progress=say)
     say("stopping the SSH lab")
     sshd.stop_ssh_lab(sdir)
     try:
@@ -308,3 +311,67 @@ def status_json(status: LabStatus) -> dict:
         },
         "devices": devices,
     }
+
+
+def stop_lab_deployments(db_url: str | None, names: list[str], ssh_config: Path | None = None,
+                         progress: Progress | None = None) -> list[str]:
+    """Stop every deployment on the lab's virtual devices through the normal stop path (kill the
+    process groups, verify them gone on the device, release memory), then check the lab host too:
+    virtual devices run their processes here, so a recorded pid still alive is a leak. Raises when
+    anything of theirs remains, before the servers are stopped (so ``edgelab stop`` can still
+    reach them). Returns the run ids stopped."""
+    from sqlmodel import select
+
+    from edgelab.deploy import lifecycle
+    from edgelab.store.db import get_engine, session_scope
+    from edgelab.store.deployments import ACTIVE_STATES, Deployment, processes
+    from edgelab.store.devices import get_device
+
+    say = progress or (lambda _msg: None)
+    engine = get_engine(db_url)
+    with session_scope(engine, write=False) as s:
+        deps = [d for d in s.exec(select(Deployment).where(Deployment.device_name.in_(names))).all()
+                if d.state in ACTIVE_STATES or (d.state == "device-lost" and any(
+                    p.pid and p.state not in lifecycle.GONE_PROCESS_STATES for p in processes(s, d.id)))]
+        virtual = {n for n in names if _is_virtual(s, get_device, n)}
+        deps = [d for d in deps if d.device_name in virtual]  # a real device of the same name: not ours
+        pids = {d.run_id: [p.pid for p in processes(s, d.id) if p.pid] for d in deps}
+    if not deps:
+        return []
+    say(f"stopping {len(deps)} deployment(s) on the lab's devices")
+    opts = lifecycle.Options(transport={"ssh_config": str(ssh_config)} if ssh_config else {})
+    problems, stopped = [], []
+    for d in deps:
+        try:
+            lifecycle.stop(engine, d.run_id, opts=opts)
+            stopped.append(d.run_id)
+        except EdgelabError as err:
+            problems.append(f"{d.run_id} on {d.device_name}: {err}")
+    for run_id, run_pids in pids.items():
+        left = [p for p in run_pids if _alive_on_host(p)]
+        if left and run_id in stopped:
+            problems.append(f"{run_id}: process group(s) {left} still alive on the lab host")
+    if problems:
+        raise EdgelabError("the lab still runs deployments; not stopping it: " + "; ".join(problems),
+                           remedy="stop them with `edgelab stop RUN` (see `edgelab ps`), then `edgelab sim down`")
+    say(f"stopped {', '.join(stopped)}; nothing of theirs remains")
+    return stopped
+
+
+def _is_virtual(session, get_device, name: str) -> bool:
+    try:
+        return bool(get_device(session, name).virtual)
+    except NotFound:
+        return False
+
+
+def _alive_on_host(pid: int) -> bool:
+    """Any live member of process group ``pid`` on this host (virtual devices run here)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[2] == str(pid) and fields[0] != "Z":
+            return True
+    return False

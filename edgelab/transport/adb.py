@@ -21,10 +21,11 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from edgelab.errors import DeviceStateError, RemoteTimeout, TransportError
+from edgelab.errors import DeviceNotAnswering, DeviceStateError, RemoteTimeout, TransportError
 from edgelab.transport.adb_server import (
     host_query,
     list_devices,
+    not_answering,
     open_server,
     open_transport,
     read_block,
@@ -232,6 +233,8 @@ class ADBTransport(Transport):
     def _open(self, service: str, timeout: float | None) -> socket.socket:
         try:
             sock = open_transport(self.server, self.serial, service, timeout=self.timeout)
+        except DeviceNotAnswering:
+            raise self._frozen(service.split(":", 1)[0].split(",", 1)[0]) from None
         except TransportError as e:
             if "not found" in str(e) or "offline" in str(e) or "unauthorized" in str(e):
                 state = self.device_state(self.endpoint)
@@ -271,8 +274,9 @@ class ADBTransport(Transport):
         except TimeoutError:
             pid = parse_pid_line(bytes(out).split(b"\n", 1)[0].decode("utf-8", "replace"))
             chan.close()
-            if pid is not None:
-                self._kill(pid, "KILL")
+            if pid is None or not self._kill(pid, "KILL"):
+                # no pid line, or the kill itself went unanswered: the device, not the command, hangs
+                raise self._frozen(argv[0], timeout) from None
             raise RemoteTimeout(
                 f"{argv[0]} ran past {timeout:g}s on {self.name} and was killed",
                 remedy="raise the timeout or check the device's load",
@@ -306,7 +310,11 @@ class ADBTransport(Transport):
                     break
                 data += chunk
         except TimeoutError:
+            if not data:
+                raise self._frozen(argv[0], timeout) from None
             raise RemoteTimeout(f"{argv[0]} ran past {timeout:g}s on {self.name}", remedy="raise the timeout") from None
+        except OSError as e:
+            raise TransportError(f"{self.name}: adb shell failed: {e}") from None
         finally:
             sock.close()
         text = bytes(data).decode("utf-8", "replace").replace("\r\n", "\n")
@@ -315,11 +323,22 @@ class ADBTransport(Transport):
             raise TransportError(f"{self.name}: no exit status from the shell")
         return RunResult(tuple(argv), int(tail.strip() or 255), body, "", time.monotonic() - start)
 
-    def _kill(self, pid: int, signal: str) -> None:
+    def _kill(self, pid: int, signal: str) -> bool:
+        """Best effort; False when the device did not take the kill (unreachable, not answering)."""
         try:
             self.run(posix_kill_argv(pid, signal), timeout=10.0)
+            return True
         except TransportError:
-            pass
+            return False
+
+    def _frozen(self, doing: str, timeout: float | None = None) -> DeviceNotAnswering:
+        return not_answering(self.serial, self.server, timeout or self.timeout, self.name, doing)
+
+    def _io_error(self, what: str, e: BaseException) -> TransportError:
+        """A socket fault during a transfer: a timeout means the device stopped answering."""
+        if isinstance(e, TimeoutError):
+            return self._frozen(what, _IO_IDLE_S)
+        return TransportError(f"{what} failed: {e}")
 
     def stream(self, argv: Sequence[str]) -> RemoteProcess:
         if not self.shell_v2:
@@ -362,7 +381,7 @@ class ADBTransport(Transport):
                 raise TransportError(f"push to {self.name}:{remote}: unexpected sync reply {ident!r}")
             sock.sendall(_SYNC.pack(b"QUIT", 0))
         except (OSError, EOFError) as e:
-            raise TransportError(f"push to {self.name}:{remote} failed: {e}") from None
+            raise self._io_error(f"push to {self.name}:{remote}", e) from None
         finally:
             sock.close()
         return h.hexdigest()
@@ -405,7 +424,7 @@ class ADBTransport(Transport):
             sock.sendall(_SYNC.pack(b"QUIT", 0))
             os.replace(tmp, local)
         except (OSError, EOFError) as e:
-            raise TransportError(f"pull {self.name}:{remote} failed: {e}") from None
+            raise self._io_error(f"pull {self.name}:{remote}", e) from None
         finally:
             sock.close()
             tmp.unlink(missing_ok=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import socket
 
-from edgelab.errors import TransportError
+from edgelab.errors import DeviceNotAnswering, TransportError
 
 DEFAULT_SERVER = "127.0.0.1:5037"
 
@@ -89,7 +89,28 @@ def open_transport(adb_server: str | None, serial: str, service: str, timeout: f
     try:
         send_request(sock, f"host:transport:{serial}")
         send_request(sock, service)
+    except TimeoutError:
+        sock.close()
+        raise not_answering(serial, adb_server, timeout) from None
+    except (OSError, EOFError, ValueError) as e:
+        sock.close()
+        raise TransportError(f"adb device {serial}: opening {service.split(':', 1)[0]} failed: {e}",
+                             remedy="check the device with `adb devices`; reconnect it if it is offline") from None
     except BaseException:
         sock.close()
         raise
     return sock
+
+
+def not_answering(serial: str, adb_server: str | None, timeout: float | None, name: str | None = None,
+                  doing: str = "") -> DeviceNotAnswering:
+    """The error for a device the adb server lists but that never answered (frozen, hung)."""
+    who = f"{name}: adb device {serial}" if name and name != serial else f"adb device {serial}"
+    where = f" on adb server {adb_server}" if adb_server else ""
+    after = f" within {timeout:g}s" if timeout else ""
+    what = f" ({doing})" if doing else ""
+    return DeviceNotAnswering(
+        f"{who}{where} is listed but did not answer{after}{what}: frozen or hung",
+        remedy=f"check it with `adb -s {serial} shell true`; if that hangs too, reconnect "
+               f"(`adb disconnect {serial} && adb connect {serial}`) or reboot the device, then retry",
+    )

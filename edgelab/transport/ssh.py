@@ -27,7 +27,7 @@ from queue import Queue
 
 import paramiko
 
-from edgelab.errors import HostKeyError, RemoteTimeout, TransportError
+from edgelab.errors import DeviceNotAnswering, HostKeyError, RemoteTimeout, TransportError
 from edgelab.transport import hostkeys, winps, winscripts
 from edgelab.transport.base import (
     Deadline,
@@ -69,6 +69,11 @@ class SSHUnreachable(TransportError):
     """No SSH session: refused, timed out, unresolvable, or the handshake failed."""
 
 
+class SSHNotAnswering(SSHUnreachable, DeviceNotAnswering):
+    """The TCP connection was accepted but sshd never sent its banner or finished the handshake:
+    the host (or its sshd) is frozen, hung or overloaded."""
+
+
 # --------------------------------------------------------------------------- resolution & sockets
 
 
@@ -100,6 +105,15 @@ def unreachable(hop: Hop, exc: BaseException, timeout: float | None = None) -> S
         why = f"{via} could not open a connection to {where} ({exc.text})"
     elif isinstance(exc, EOFError):
         why = f"{where} closed the connection during the SSH handshake"
+    elif isinstance(exc, paramiko.SSHException) and (
+        "protocol banner" in str(exc) or "no SSH handshake" in str(exc)
+    ):
+        after = f" within {timeout:g}s" if timeout else ""
+        return SSHNotAnswering(
+            f"{hop.name}: {where} accepted the connection but sshd did not answer{after}: frozen or hung",
+            remedy="the host or its sshd hangs (SIGSTOPped, swapping, overloaded): check its console, "
+                   "restart sshd or reboot it, then retry",
+        )
     else:
         why = f"SSH to {where} failed: {exc}"
     return SSHUnreachable(

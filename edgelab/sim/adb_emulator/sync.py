@@ -146,6 +146,7 @@ async def _do_send(stream: Stream, spec: DeviceSpec, arg: str) -> None:
         error = f"couldn't create file: {e.strerror or e}"
     link_target = bytearray()
     mtime = 0
+    cut = True  # until DONE or a protocol error: a cut connection must not leave the hidden file
     try:
         while True:
             ident, length = _REQ.unpack(await stream.readexactly(_REQ.size))
@@ -161,9 +162,12 @@ async def _do_send(stream: Stream, spec: DeviceSpec, arg: str) -> None:
             else:
                 error = f"invalid data message: expected DATA or DONE, got {ident!r}"
                 break
+        cut = False
     finally:
         if fh is not None:
             fh.close()
+        if cut and tmp is not None:
+            tmp.unlink(missing_ok=True)  # adbd removes a half-received file as well
     if error is None and target is not None and tmp is not None:
         try:
             if stat.S_ISLNK(mode):

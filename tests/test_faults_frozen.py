@@ -1,0 +1,208 @@
+"""A frozen device (listed by its server, never answering) under every command that reaches it.
+
+Each transport gets a lab of its own (one ADB emulator, one sshd), so SIGSTOP freezes exactly one
+device and nothing the rest of the suite uses. A deployment of the reference workload runs on each
+device with its detached follower; while the device is frozen, ``ps``, ``stop``, ``push``,
+``store ls``, ``probe`` and ``device check`` (as real CLI processes) must each end with the
+transport's own one-line error and exit 1, never a traceback. After the device thaws, ``stop``
+ends the run's processes for real and nothing of the run is left on the lab host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from sqlmodel import select
+from test_deploy_helpers import alive_on_host, group_members
+
+from edgelab.probe import probe_devices
+from edgelab.sim import sshd
+from edgelab.sim.adb_lab import free_port as adb_free_port
+from edgelab.sim.adb_lab import kill_lab_processes, start_adb_lab, stop_adb_lab
+from edgelab.sim.lab import LabStatus, register
+from edgelab.store import db as dbmod
+from edgelab.store.db import get_engine, session_scope
+from edgelab.store.deployments import get_deployment, processes
+from edgelab.store.runs import RunLog, get_run, samples_of
+
+CLI = [sys.executable, "-c", "from edgelab.cli import main; main()"]
+
+
+def _descendants(pid: int) -> list[int]:
+    return sshd._descendants(pid)
+
+
+def _signal_all(pids: list[int], sig: int) -> None:
+    for p in pids:
+        try:
+            os.kill(p, sig)
+        except ProcessLookupError:
+            pass
+
+
+class Freezer:
+    """SIGSTOP a device's server process and everything it runs; always thawed (``thaw``)."""
+
+    def __init__(self, pids_fn):
+        self.pids_fn = pids_fn
+        self.frozen: list[int] = []
+
+    def freeze(self) -> None:
+        self.frozen = sorted(set(self.pids_fn()))
+        _signal_all(self.frozen, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        _signal_all(self.frozen, signal.SIGCONT)
+        self.frozen = []
+
+
+@pytest.fixture(scope="module")
+def frozen_lab(tmp_path_factory):
+    """A private lab (s25 on its own emulator + adb server, orin-agx on its own sshd), registered and
+    probed in a fresh database, with the reference TTS deployed on both by the real CLI."""
+    state = tmp_path_factory.mktemp("frozen-lab")
+    home = tmp_path_factory.mktemp("frozen-home")
+    adb_info = ssh_info = None
+    try:
+        adb_info = start_adb_lab(state, ["s25"], base_port=adb_free_port(None))
+        ssh_info = sshd.start_ssh_lab(state, ["orin-agx"], port=sshd.free_port(["127.0.0.11"]))
+        url = f"sqlite:///{state / 'lab.db'}"
+        register(url, LabStatus(state, ssh=ssh_info, adb=adb_info), check=False)
+        engine = get_engine(url)
+        outcomes = probe_devices(engine, ["s25", "orin-agx"], timeout=60, ssh_config=str(ssh_info.ssh_config_path))
+        assert all(o.ok for o in outcomes), [o.error for o in outcomes]
+        env = {**os.environ, "EDGELAB_DB": url, "EDGELAB_HOME": str(home), "EDGELAB_SIM_DIR": str(state),
+               "COLUMNS": "300"}
+        art = state / "blob.bin"
+        art.write_bytes(os.urandom(3 << 20))
+        res = subprocess.run([*CLI, "artifact", "add", str(art), "--kind", "other", "--target", "any",
+                              "--name", "frozen-blob"], env=env, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+        runs = {}
+        for device in ("s25", "orin-agx"):
+            res = subprocess.run([*CLI, "deploy", "qwen3-tts", "--device", device, "--json"], env=env,
+                                 capture_output=True, text=True, timeout=300)
+            assert res.returncode == 0, res.stderr
+            runs[device] = json.loads(res.stdout)["run"]
+        emulator = adb_info.emulator_pid
+        ssh_pid = ssh_info.pid
+        freezers = {
+            "s25": Freezer(lambda: [emulator, *_descendants(emulator)]),
+            "orin-agx": Freezer(lambda: [ssh_pid, *_descendants(ssh_pid), *sshd.persona_processes(state)]),
+        }
+        yield {"url": url, "engine": engine, "env": env, "runs": runs, "freezers": freezers}
+    finally:
+        for f in locals().get("freezers", {}).values():
+            f.thaw()
+        # the lab cleans up after itself: every deployment still running is stopped the normal way
+        # (a test that stopped its run leaves nothing to do here), then nothing of theirs may remain
+        left = []
+        for run in locals().get("runs", {}).values():
+            res = subprocess.run([*CLI, "stop", run], env=env, capture_output=True, text=True, timeout=120)
+            if res.returncode != 0:
+                left.append((run, res.stderr[-300:]))
+        dbmod.dispose_engines()
+        stop_adb_lab(state)
+        if adb_info is not None:
+            kill_lab_processes(adb_info)
+        sshd.stop_ssh_lab(state)
+        assert not left, left
+
+
+def _cli(env, *args, timeout=180):
+    t0 = time.monotonic()
+    res = subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=timeout)
+    return args, res, time.monotonic() - t0
+
+
+def _run_pids(engine, run_id) -> list[int]:
+    with session_scope(engine, write=False) as s:
+        return [p.pid for p in processes(s, get_deployment(s, run_id).id) if p.pid]
+
+
+def _rows_lost(engine, run_id) -> int:
+    """Audio chunks missing inside what was stored: per request, idx must run 0..max without a gap."""
+    with session_scope(engine, write=False) as s:
+        by_req: dict[str, set[int]] = {}
+        for x in samples_of(s, run_id, kind="audio"):
+            by_req.setdefault(x.request, set()).add(x.idx)
+    return sum(max(idx) + 1 - len(idx) for idx in by_req.values() if idx)
+
+
+WORDS = ("did not answer", "not answering")
+
+
+@pytest.mark.adb
+@pytest.mark.ssh
+@pytest.mark.parametrize("device", ["s25", "orin-agx"])
+def test_a_frozen_device_gives_every_command_its_transport_error_and_stop_cleans_up_after_thaw(
+        frozen_lab, device, fault_figures):
+    env, engine = frozen_lab["env"], frozen_lab["engine"]
+    run = frozen_lab["runs"][device]
+    pids = _run_pids(engine, run)
+    assert pids and all(alive_on_host(p) for p in pids)
+    commands = [("ps",), ("stop", run), ("push", "frozen-blob", "--device", device), ("store", "ls", device),
+                ("probe", device), ("device", "check", device), ("ps", "--json")]
+    freezer = frozen_lab["freezers"][device]
+    freezer.freeze()
+    try:
+        with ThreadPoolExecutor(len(commands)) as pool:
+            results = list(pool.map(lambda a: _cli(env, *a), commands))
+    finally:
+        freezer.thaw()
+    failures = []
+    for args, res, _took in results:
+        out = res.stdout + res.stderr
+        if res.returncode != 1 or "Traceback" in out or not any(w in out for w in WORDS) or "bug" in out:
+            failures.append((args, res.returncode, out[-1500:]))
+    # the follower retried, recorded the outage in the run and ended: the run is device-lost, not "running"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with session_scope(engine, write=False) as s:
+            r = get_run(s, run)
+            done = (r.meta.get("follower") or {}).get("done")
+        if done:
+            break
+        time.sleep(0.5)
+    with session_scope(engine, write=False) as s:
+        r = get_run(s, run)
+        infra = s.exec(select(RunLog).where(RunLog.run_id == run, RunLog.kind == "error",
+                                            RunLog.level == "infra")).all()
+        dep_state = get_deployment(s, run).state
+    assert dep_state == "device-lost" and r.state == "device-lost", (dep_state, r.state)
+    assert (r.meta.get("follower") or {}).get("done"), r.meta.get("follower")
+    # the run says why it is lost: the follower's own retry line (when its reads hit the freeze, as on
+    # ADB), or the error of the command that found the device frozen first
+    assert any("did not answer" in x.message for x in infra) or "did not answer" in (r.error or ""), (
+        [x.message for x in infra], r.error)
+    if device == "s25":  # the emulator freezes every channel: the follower met it and retried
+        assert any("retrying" in x.message for x in infra), [x.message for x in infra]
+
+    # thawed: the lost run's processes are still there (never proven gone), and stop ends them for real
+    args, res, _ = _cli(env, "stop", run, "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert json.loads(res.stdout)["state"] == "stopped"
+    orphans = sum(len(group_members(p)) for p in pids) + sum(alive_on_host(p) for p in pids)
+    rows_lost = _rows_lost(engine, run)
+    fault_figures[f"frozen {device}"].add(trials=len(commands), failures=len(failures), rows_lost=rows_lost,
+                                          orphans=orphans)
+    print(f"frozen {device}: trials {len(commands)}, failures {len(failures)}, rows lost {rows_lost}, "
+          f"orphans left {orphans}")
+    assert not failures, failures
+    assert orphans == 0 and rows_lost == 0
+
+
+def test_freezer_targets_only_the_private_lab(frozen_lab):
+    """The freeze never reaches this test process or anything outside the private lab."""
+    for f in frozen_lab["freezers"].values():
+        pids = f.pids_fn()
+        assert os.getpid() not in pids and os.getppid() not in pids
+        assert all(Path(f"/proc/{p}").exists() for p in pids[:1])
