@@ -349,3 +349,17 @@ def test_facts_from_outputs_merges_and_keeps_wsl_quota_apart():
     assert {"wsl_quota", "available", "swap", "vram"} <= kinds and "ram" not in kinds
     assert facts.provenance["os.kernel"] == "uname -a"
     assert any("garbage" in w for w in facts.warnings)
+
+
+@pytest.mark.parametrize("name", ["lenovo-83ED-snapdragon-x-elite_systeminfo.txt"])
+def test_systeminfo_with_a_label_repeated_by_a_damaged_capture_is_parsed_not_crashed(name):
+    """Hypothesis found it: swapping two lines made a scalar label (System Type, Processor(s)...) hold
+    a list, and the parser called .lower() on it. Every single swap with a neighbour is tried here."""
+    lines = (Path(__file__).parent / "corpus" / "windows" / name).read_text(encoding="utf-8").split("\n")
+    for i in range(len(lines) - 1):
+        swapped = list(lines)
+        swapped[i], swapped[i + 1] = swapped[i + 1], swapped[i]
+        _assert_total("\n".join(swapped))
+        blanked = list(lines)
+        blanked[i] = ""
+        _assert_total("\n".join(blanked))

@@ -75,6 +75,13 @@ def _mem_mb(s: str | None) -> int | None:
 
 # ---------------------------------------------------------------- systeminfo
 
+def _first_line_of(value: object) -> str | None:
+    """A field's value as one string: its first line when the capture gave it several."""
+    if isinstance(value, list):
+        value = next((x for x in value if isinstance(x, str) and x), None)
+    return value if isinstance(value, str) else None
+
+
 @parser("systeminfo")
 def parse_systeminfo(text: str, res: ParseResult) -> None:
     v, f = res.values, res.facts
@@ -105,18 +112,19 @@ def parse_systeminfo(text: str, res: ParseResult) -> None:
             v[key] = [re.sub(r"^\[\d+\]:\s*", "", x) for x in vals[1:]]
         else:
             v[key] = vals[0] if len(vals) == 1 else vals
-    if v.get("system_type"):
-        v["arch"] = _arch_from_system_type(v["system_type"])
-    _os_fill(f, v.get("os_name"), v.get("os_version"))
+    one = _first_line_of  # a label repeated or continued in a damaged capture holds a list
+    if one(v.get("system_type")):
+        v["arch"] = _arch_from_system_type(one(v["system_type"]))
+    _os_fill(f, one(v.get("os_name")), one(v.get("os_version")))
     f.os.arch = norm_arch(v.get("arch"))
     f.cpu.arch = f.os.arch
-    f.identity.vendor = v.get("system_manufacturer")
-    f.identity.model = v.get("system_model")
-    f.identity.hostname = v.get("host_name")
-    if v.get("processor"):
-        f.cpu.model = v["processor"]
-        f.cpu.vendor = _cpu_vendor(v["processor"])
-        _qualcomm_soc(f, v["processor"])
+    f.identity.vendor = one(v.get("system_manufacturer"))
+    f.identity.model = one(v.get("system_model"))
+    f.identity.hostname = one(v.get("host_name"))
+    if one(v.get("processor")):
+        f.cpu.model = one(v["processor"])
+        f.cpu.vendor = _cpu_vendor(f.cpu.model)
+        _qualcomm_soc(f, f.cpu.model)
     total = _mem_mb(v.get("total_physical_memory") if isinstance(v.get("total_physical_memory"), str) else None)
     if total:
         v["memory_mb"] = total
