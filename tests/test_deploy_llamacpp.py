@@ -121,12 +121,15 @@ def test_s5_llama_completion_runs_once_and_finishes(llama_lab):
         from edgelab.adapters.llama_perf import parse_perf
 
         perf = parse_perf(err)
-        assert perf is not None and perf.eval.tokens >= 15, err[-2000:]
         from edgelab.store.runs import get_run
 
         with session_scope(engine, write=False) as s:
             res = get_run(s, dep.run_id).meta["results"]["native"]
-        assert res["perf"]["eval"]["tokens"] == perf.eval.tokens and res["placement"] == "cpu"
+        assert res["placement"] == "cpu"  # the load log comes first: always there
+        if perf is None:  # llama.cpp's own logger dropped its last lines at exit (a loaded host): said so
+            assert "generate:" in err and res["perf"] is None and res["perf_missing"] == lifecycle.PERF_LOST
+        else:
+            assert perf.eval.tokens >= 15 and res["perf"]["eval"]["tokens"] == perf.eval.tokens
     finally:
         lifecycle.stop(engine, dep.run_id, opts=opts)
 

@@ -558,6 +558,10 @@ def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> D
     return _update(engine, dep.id, ended)
 
 
+PERF_LOST = ("no perf lines in its stderr: llama.cpp's logger writes from a thread it never joins at exit, "
+             "so a busy host can lose the last lines (ggml-org/llama.cpp#22142)")
+
+
 def adapter_results(plan: dict[str, Any], logs: dict[str, str]) -> dict[str, Any]:
     """What a one-shot runtime reported, read by its template's adapter from the logs it left.
 
@@ -574,6 +578,8 @@ def adapter_results(plan: dict[str, Any], logs: dict[str, str]) -> dict[str, Any
             perf = parse_perf(err)
             out[pr["name"]] = {"adapter": "llama-completion", "perf": perf.to_dict() if perf else None,
                                "placement": parse_placement(err).observed or "unobserved"}
+            if perf is None:  # said, never guessed: the run finished but its figures are not in the log
+                out[pr["name"]]["perf_missing"] = PERF_LOST
     return out
 
 
