@@ -13,6 +13,7 @@ array operator. Anything else is a ParseError, reported the way PowerShell repor
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -430,7 +431,11 @@ class Parser:
         return cmd
 
     def parse_command_arg_list(self) -> Node:
-        first = self.parse_command_arg()
+        return self._comma_list(self.parse_command_arg)
+
+    def _comma_list(self, item: Callable[[], Node]) -> Node:
+        """``a, b, c`` (an array literal) or just ``a``: PowerShell's comma operator."""
+        first = item()
         items = [first]
         while True:
             save = self.i
@@ -438,7 +443,7 @@ class Parser:
             if self.peek() == ",":
                 self.i += 1
                 self.ws_nl()
-                items.append(self.parse_command_arg())
+                items.append(item())
             else:
                 self.i = save
                 break
@@ -501,19 +506,7 @@ class Parser:
         return None
 
     def parse_comma(self) -> Node:
-        first = self.parse_unary()
-        items = [first]
-        while True:
-            save = self.i
-            self.ws()
-            if self.peek() == ",":
-                self.i += 1
-                self.ws_nl()
-                items.append(self.parse_unary())
-            else:
-                self.i = save
-                break
-        return first if len(items) == 1 else ArrayLit(items, pos=first.pos)
+        return self._comma_list(self.parse_unary)
 
     def parse_unary(self) -> Node:
         pos = self.i
