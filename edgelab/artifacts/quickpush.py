@@ -24,7 +24,7 @@ from pathlib import Path
 
 from edgelab.artifacts.push import BlobResult, DeviceResult
 from edgelab.errors import EdgelabError
-from edgelab.store.quickread import _ANY_HELD, read_table
+from edgelab.store.quickread import ANY_LEASE_HELD, read_table
 
 
 def _endpoint(row):
@@ -75,7 +75,7 @@ def quick_repush(refs: Sequence[str], devices: Sequence[str], *, url: str | None
     if not refs or not devices:
         return None
     blobs = _blobs(refs, url)
-    rows = read_table("device", url=url, unless=_ANY_HELD)
+    rows = read_table("device", url=url, unless=ANY_LEASE_HELD)
     entries = read_table("device_store_entry", url=url, order_by="id")
     if blobs is None or rows is None or entries is None:
         return None

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 from sqlalchemy import Engine
 
-from edgelab.bench.runner import BANDS, PROTOCOL, BenchResult
+from edgelab.bench.runner import PROTOCOL, BenchResult, check_protocol
 from edgelab.errors import ConfigError, TransportError
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
@@ -101,13 +101,7 @@ def _validate(req: EndpointBenchRequest, kind: str) -> str:
     if scheme not in ("ws", "wss", "http", "https"):
         raise ConfigError(f"endpoint {req.endpoint!r} is not a ws:// or http:// URL",
                           remedy="pass e.g. --endpoint ws://HOST:PORT")
-    if req.band not in BANDS:
-        raise ConfigError(f"unknown band {req.band!r}", remedy=f"use one of {', '.join(BANDS)}")
-    if req.warmup < 0 or req.requests < 1:
-        raise ConfigError("the protocol needs warm-up >= 0 and at least one measured request",
-                          remedy="pass --warmup 1 --requests 20 (the study's minimum)")
-    if req.control_hz <= 0:
-        raise ConfigError("--control-hz must be positive", remedy="pass e.g. --control-hz 10")
+    check_protocol(req.band, req.warmup, req.requests, req.control_hz)
     if kind in ("tts", "omni"):
         return "speech-ws" if scheme.startswith("ws") else "speech-http"
     if kind == "vla":

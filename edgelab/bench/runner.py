@@ -131,14 +131,19 @@ class BenchFailed(EdgelabError):
         self.stderr = stderr
 
 
-def _validate(req: BenchRequest) -> None:
-    if req.band not in BANDS:
-        raise ConfigError(f"unknown band {req.band!r}", remedy=f"use one of {', '.join(BANDS)}")
-    if req.warmup < 0 or req.requests < 1:
+def check_protocol(band: str, warmup: int, requests: int, control_hz: float) -> None:
+    """The measured-run protocol's own bounds, for a launched workload and an external endpoint alike."""
+    if band not in BANDS:
+        raise ConfigError(f"unknown band {band!r}", remedy=f"use one of {', '.join(BANDS)}")
+    if warmup < 0 or requests < 1:
         raise ConfigError("the protocol needs warm-up >= 0 and at least one measured request",
                           remedy="pass --warmup 1 --requests 20 (the study's minimum)")
-    if req.control_hz <= 0:
+    if control_hz <= 0:
         raise ConfigError("--control-hz must be positive", remedy="pass e.g. --control-hz 10")
+
+
+def _validate(req: BenchRequest) -> None:
+    check_protocol(req.band, req.warmup, req.requests, req.control_hz)
 
 
 def template_values(kind: str, req: BenchRequest) -> dict[str, Any]:

@@ -16,11 +16,12 @@ from typing import Any
 
 import numpy as np
 
+from edgelab.artifacts.hashing import sha256_path
 from edgelab.controller.engine import Engine
-from edgelab.controller.vla import sha256_file
 from edgelab.metrics.events import RunEnd, RunStart
-from edgelab.models.stages import CODEBOOK_SIZE, CODEBOOKS, LEFT_CONTEXT, SAMPLES_PER_FRAME
+from edgelab.models.stages import CODEBOOK_SIZE, LEFT_CONTEXT, SAMPLES_PER_FRAME
 from edgelab.reference.emit import Emitter
+from edgelab.reference.tts import with_left_context
 
 
 class RuntimeCodecDecoder:
@@ -31,12 +32,7 @@ class RuntimeCodecDecoder:
         self.decode_ms: list[float] = []
 
     def decode(self, codes: np.ndarray, context: np.ndarray | None = None) -> np.ndarray:
-        codes = np.asarray(codes)
-        if codes.ndim != 2 or codes.shape[1] != CODEBOOKS:
-            raise ValueError(f"codes must be [T, {CODEBOOKS}], got {codes.shape}")
-        t_new = codes.shape[0]
-        if context is not None and len(context):
-            codes = np.concatenate([np.asarray(context)[-LEFT_CONTEXT:], codes])
+        codes, t_new = with_left_context(codes, context)
         feed = np.ascontiguousarray(np.clip(codes, 0, CODEBOOK_SIZE - 1).astype(np.int32).T)  # [16, frames]
         t0 = time.perf_counter()
         pcm = self.engine.run({"codes": feed})
@@ -52,7 +48,7 @@ def run_codec(em: Emitter, engine: Engine, *, model: Path, url: str, texts: Sequ
 
     decoder = RuntimeCodecDecoder(engine)
     meta: dict[str, Any] = {"weights": "random", "server": url, "left_context_frames": LEFT_CONTEXT,
-                            "model": {"path": str(model), "sha256": sha256_file(model), "stage": "code2wav"},
+                            "model": {"path": str(model), "sha256": sha256_path(model), "stage": "code2wav"},
                             "placement": {"code2wav": engine.placement.as_dict()}}
     em.emit(RunStart(t=time.time(), pipeline="qwen3-tts", device=device, runtime=engine.runtime,
                      strategy=strategy, meta=meta))

@@ -14,7 +14,6 @@ the action head runs on the device runtime, and the events say so.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from edgelab.artifacts.hashing import sha256_path
 from edgelab.controller.chunks import Chunk, ChunkBuffer
 from edgelab.controller.engine import Engine
 from edgelab.metrics.events import (
@@ -42,14 +42,6 @@ from edgelab.metrics.stats import summarize
 from edgelab.models.stages import ACTION_DIMS, FLOW_STEPS, HORIZON
 from edgelab.reference.emit import Emitter
 from edgelab.reference.vla import ObservationEncoder, synthetic_observation
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 class FlowSampler:
@@ -225,7 +217,7 @@ def run_episode(em: Emitter, engine: Engine, *, model: Path, control_hz: float, 
     meta = {"control_hz": control_hz, "control_period_s": ctl.period, "horizon": HORIZON, "dims": ACTION_DIMS,
             "flow_steps": ctl.sampler.steps, "seed": seed, "warmup_chunks": warmup, "cpu_hog": hog,
             "staleness_s": ctl.buffer.staleness_s, "weights": "random",
-            "model": {"path": str(model), "sha256": sha256_file(model), "stage": "action_head"},
+            "model": {"path": str(model), "sha256": sha256_path(model), "stage": "action_head"},
             "placement": {"action_head": engine.placement.as_dict(),
                           "encoder": {"runtime": "reference", "observed": "cpu", "fallback": False,
                                       "detail": "edgelab numpy reference encoder on the host CPU"}},

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from edgelab.artifacts.hashing import sha256_path
 from edgelab.errors import ConfigError
 
 FORMATS = ("onnx", "mnn")
@@ -39,14 +40,6 @@ def cache_dir() -> Path:
     """``$EDGELAB_HOME/models`` (default ``~/.edgelab/models``)."""
     home = os.environ.get("EDGELAB_HOME")
     return (Path(home) if home else Path.home() / ".edgelab") / "models"
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def recipe(stage: str, fmt: str, seed: int) -> dict[str, Any]:
@@ -82,7 +75,7 @@ def export(stage: str, fmt: str, *, seed: int = 0, out_dir: Path | None = None) 
     folder = (out_dir or cache_dir()) / key
     path = folder / f"{stage}.{fmt}"
     stamp = folder / f"{stage}.{fmt}.sha256"
-    if path.is_file() and stamp.is_file() and _sha256(path) == stamp.read_text().strip():
+    if path.is_file() and stamp.is_file() and sha256_path(path) == stamp.read_text().strip():
         saved = folder / "recipe.json"
         rec = json.loads(saved.read_text()) if saved.is_file() else rec
         return _result(stage, fmt, seed, path, stamp.read_text().strip(), rec)
@@ -101,7 +94,7 @@ def export(stage: str, fmt: str, *, seed: int = 0, out_dir: Path | None = None) 
         src = export(stage, "onnx", seed=seed, out_dir=out_dir)
         convert(src.path, path)
         rec["source_onnx_sha256"] = src.sha256
-    digest = _sha256(path)
+    digest = sha256_path(path)
     (folder / "recipe.json").write_text(json.dumps(rec, indent=1, sort_keys=True))
     stamp.write_text(digest + "\n")
     return _result(stage, fmt, seed, path, digest, rec)

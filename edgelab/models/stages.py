@@ -22,14 +22,16 @@ from typing import Any
 
 import numpy as np
 
+from edgelab.reference.tts import CODEBOOK_SIZE, CODEBOOKS, LEFT_CONTEXT, SAMPLE_RATE, SAMPLES_PER_FRAME
+
 OPSET = 17
 IR_VERSION = 8  # readable by every ONNX Runtime and MNN converter in use
 PRODUCER = "edgelab.models.stages"
 
 # internvla-a1 / pi0 action head (catalog: action {chunk: [50, 32], flow_steps: 10})
 HORIZON, ACTION_DIMS, FLOW_STEPS, COND_DIM = 50, 32, 10, 128
-# Qwen3-TTS code2wav (catalog: audio {codebooks: 16, codebook_size: 2048, samples_per_frame: 1920})
-CODEBOOKS, CODEBOOK_SIZE, SAMPLES_PER_FRAME, LEFT_CONTEXT, SAMPLE_RATE = 16, 2048, 1920, 72, 24000
+# Qwen3-TTS code2wav numbers (CODEBOOKS, CODEBOOK_SIZE, SAMPLES_PER_FRAME, LEFT_CONTEXT, SAMPLE_RATE)
+# come from edgelab.reference.tts, their one home.
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,18 @@ def _seed_of(*parts: object) -> int:
     return int.from_bytes(h[:8], "little")
 
 
+def with_left_context(codes: np.ndarray, context: np.ndarray | None) -> tuple[np.ndarray, int]:
+    """``codes`` [T, 16] checked, with up to 72 earlier frames of ``context`` before them, and T:
+    what every code2wav decoder (this one, a runtime's exported graph) is fed."""
+    codes = np.asarray(codes)
+    if codes.ndim != 2 or codes.shape[1] != CODEBOOKS:
+        raise ValueError(f"codes must be [T, {CODEBOOKS}], got {codes.shape}")
+    t_new = codes.shape[0]
+    if context is not None and len(context):
+        codes = np.concatenate([np.asarray(context)[-LEFT_CONTEXT:], codes])
+    return codes, t_new
+
+
 class CodecDecoder:
     """code2wav: codebook embeddings, two causal convolutions, two upsampling layers to 1920 samples/frame.
 
@@ -107,12 +119,7 @@ class CodecDecoder:
 
     def decode(self, codes: np.ndarray, context: np.ndarray | None = None) -> np.ndarray:
         """int16 PCM for ``codes`` [T, 16]; ``context`` [C, 16] are earlier frames (only the last 72 used)."""
-        codes = np.asarray(codes)
-        if codes.ndim != 2 or codes.shape[1] != CODEBOOKS:
-            raise ValueError(f"codes must be [T, {CODEBOOKS}], got {codes.shape}")
-        t_new = codes.shape[0]
-        if context is not None and len(context):
-            codes = np.concatenate([np.asarray(context)[-LEFT_CONTEXT:], codes])
+        codes, t_new = with_left_context(codes, context)
         idx = np.clip(codes.astype(np.int64), 0, CODEBOOK_SIZE - 1)
         x = self.emb[self._cb, idx].sum(axis=1)  # [T, dim]
         x = self._causal(x, self.conv1)

@@ -20,6 +20,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from edgelab.artifacts.hashing import sha256_path
 from edgelab.errors import EdgelabError
 from edgelab.runtimes.cache import cache_root, locked
 
@@ -53,14 +54,6 @@ class Source:
                 "source_tree_sha256": self.tree_sha256, "source_commit": self.commit}
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def tree_sha256(tree: Path) -> str:
     """A hash of a folder's contents: every file's relative path, executable bit and SHA-256
     (links by their target), sorted; ``.git`` is left out (a checkout and its export agree)."""
@@ -77,7 +70,7 @@ def tree_sha256(tree: Path) -> str:
         if p.is_symlink():
             digest, mode = "link:" + os.readlink(p), "l"
         else:
-            digest, mode = sha256_file(p), "x" if os.access(p, os.X_OK) else "f"
+            digest, mode = sha256_path(p), "x" if os.access(p, os.X_OK) else "f"
         h.update(f"{rel}\0{mode}\0{digest}\n".encode())
     return h.hexdigest()
 
@@ -182,7 +175,7 @@ def _unpack(archive: Path, dest: Path) -> None:
 
 def from_archive(archive: Path, runtime: str, root: Path | None = None) -> Source:
     archive = archive.resolve()
-    digest = sha256_file(archive)
+    digest = sha256_path(archive)
     dest = (root or cache_root()) / "sources" / digest[:16]
     with locked(dest.with_name(dest.name + ".lock")):
         if not dest.is_dir():
@@ -270,6 +263,5 @@ __all__ = [
     "read_commit",
     "sdist_commit",
     "resolve_source",
-    "sha256_file",
     "tree_sha256",
 ]

@@ -162,26 +162,25 @@ def open_reservations(session: Session, device_id: int) -> list[Reservation]:
     return out
 
 
-def release_run(session: Session, run_id: str) -> int:
-    """Release a bench run's reservations."""
+def _release_open(session: Session, owner_clause: Any) -> int:
+    """Mark the open reservations matching ``owner_clause`` released; returns how many were open."""
     now = utcnow()
-    rows = session.exec(select(Reservation).where(Reservation.run_id == run_id,
+    rows = session.exec(select(Reservation).where(owner_clause,
                                                   Reservation.released_at == None)).all()  # noqa: E711
     for r in rows:
         r.released_at = now
         session.add(r)
     return len(rows)
+
+
+def release_run(session: Session, run_id: str) -> int:
+    """Release a bench run's reservations."""
+    return _release_open(session, Reservation.run_id == run_id)
 
 
 def release(session: Session, deployment_id: int) -> int:
     """Release every open reservation of a deployment; returns how many were open."""
-    now = utcnow()
-    rows = session.exec(select(Reservation).where(Reservation.deployment_id == deployment_id,
-                                                  Reservation.released_at == None)).all()  # noqa: E711
-    for r in rows:
-        r.released_at = now
-        session.add(r)
-    return len(rows)
+    return _release_open(session, Reservation.deployment_id == deployment_id)
 
 
 def add_phase(dep: Deployment, name: str, **info: Any) -> None:

@@ -92,7 +92,7 @@ def read_table(table: str, *, url: str | None = None, order_by: str = "name",
 
 
 # a device held by an open lease: who holds it, and until when, is edgelab.lease's to say
-_ANY_HELD = "SELECT 1 FROM lease_device WHERE held_key IS NOT NULL LIMIT 1"
+ANY_LEASE_HELD = "SELECT 1 FROM lease_device WHERE held_key IS NOT NULL LIMIT 1"
 
 
 def list_devices(*, url: str | None = None, tag: str | None = None, device_class: str | None = None,
@@ -101,7 +101,7 @@ def list_devices(*, url: str | None = None, tag: str | None = None, device_class
 
     ``unleased``: only when no device is under an open lease (else ``None``: the caller asks the ORM).
     """
-    read = read_table("device", url=url, unless=_ANY_HELD if unleased else None)
+    read = read_table("device", url=url, unless=ANY_LEASE_HELD if unleased else None)
     if read is None:
         return None
     columns, rows = read
