@@ -118,3 +118,29 @@ def test_wait_ready_gives_up_says_why_and_can_be_cancelled(llama_build, tmp_path
     threading.Timer(0.2, cancel.set).start()
     with pytest.raises(ReadyCancelled):
         wait_ready(f"http://127.0.0.1:{_port()}", 60, cancel)
+
+
+def test_server_closes_after_a_stream_so_the_client_asks_for_it(server):
+    """Upstream fact behind ``Connection: close``: llama-server ends a streamed response with the
+    chunked terminator and then drops the kept-alive connection (the CI flake this fixes was a
+    GET /metrics sent on that dying connection)."""
+    proc, url = server
+    wait_ready(url, 60, alive=lambda: proc.poll() is None)
+    host, port = url.removeprefix("http://").split(":")
+    body = b'{"prompt": "hi", "n_predict": 2, "stream": true}'
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(b"POST /completion HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n"
+                  b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        f = s.makefile("rb")
+        head = b"".join(iter(f.readline, b"\r\n"))
+        assert b"keep-alive" in head.lower() and b"chunked" in head.lower()  # it promised to keep it open
+        while (size := int(f.readline().strip(), 16)) > 0:  # read the body chunk by chunk
+            f.read(size + 2)
+        assert f.readline() == b"\r\n"  # the terminator: a complete response
+        assert f.read(1) == b""  # and then it closed the connection anyway
+    sent = []
+    with httpx.Client(timeout=60, event_hooks={"request": [sent.append]}) as client:
+        for _ in range(3):
+            assert stream_completion(client, url, "hi", 2, chat=True).ok
+            assert scrape_metrics(client, url) is not None
+    assert [r.headers.get("connection") for r in sent if r.method == "POST"] == ["close"] * 3

@@ -86,6 +86,15 @@ class Readiness:
         return out
 
 
+def get_idempotent(client: httpx.Client, url: str) -> httpx.Response:
+    """``GET url``, sent once more when the server closed a kept-alive connection before any
+    response (cpp-httplib drops idle ones after 5 s; a GET is safe to repeat, RFC 9110 9.2.2)."""
+    try:
+        return client.get(url)
+    except httpx.RemoteProtocolError:
+        return client.get(url)
+
+
 def wait_ready(
     base_url: str,
     timeout: float,
@@ -105,7 +114,7 @@ def wait_ready(
     try:
         while True:
             try:
-                r = c.get(base_url.rstrip("/") + "/health")
+                r = get_idempotent(c, base_url.rstrip("/") + "/health")
                 status, body = r.status_code, r.text
             except httpx.TransportError as err:
                 status, body = None, type(err).__name__
@@ -308,7 +317,12 @@ def stream_completion(
     rec = CompletionRecord(endpoint=endpoint, prompt=prompt, n_predict=n_predict, submitted=wall0)
     reader = ChunkReader(rec)
     try:
-        with client.stream("POST", url, json=body, timeout=timeout) as resp:
+        # llama-server closes the connection after every streamed response, *after* sending the
+        # chunked terminator (its content provider returns false once done, which cpp-httplib
+        # treats as cancelled), so a client that reuses that connection races the close and may
+        # lose its next request. Asking for the close makes that deterministic.
+        with client.stream("POST", url, json=body, timeout=timeout,
+                           headers={"Connection": "close"}) as resp:
             rec.status = resp.status_code
             if resp.status_code != 200:
                 resp.read()
@@ -388,7 +402,7 @@ def parse_prometheus(text: str) -> dict[str, float]:
 def scrape_metrics(client: httpx.Client, base_url: str) -> dict[str, float] | None:
     """``GET /metrics`` as numbers (``llamacpp:prompt_tokens_total``...), or None when the server
     was started without ``--metrics`` (it answers 501)."""
-    r = client.get(base_url.rstrip("/") + "/metrics")
+    r = get_idempotent(client, base_url.rstrip("/") + "/metrics")
     if r.status_code == 501:
         return None
     r.raise_for_status()
@@ -406,6 +420,7 @@ __all__ = [
     "ServerNotReady",
     "TokenChunk",
     "classify_health",
+    "get_idempotent",
     "parse_prometheus",
     "record_from_sse",
     "record_to_events",
