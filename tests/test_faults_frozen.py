@@ -30,7 +30,7 @@ from edgelab.sim.adb_lab import kill_lab_processes, start_adb_lab, stop_adb_lab
 from edgelab.sim.lab import LabStatus, register
 from edgelab.store import db as dbmod
 from edgelab.store.db import get_engine, session_scope
-from edgelab.store.deployments import get_deployment, processes
+from edgelab.store.deployments import get_deployment, open_reservations, processes
 from edgelab.store.runs import RunLog, get_run, samples_of
 
 CLI = [sys.executable, "-c", "from edgelab.cli import main; main()"]
@@ -178,6 +178,11 @@ def test_a_frozen_device_gives_every_command_its_transport_error_and_stop_cleans
                                             RunLog.level == "infra")).all()
         dep_state = get_deployment(s, run).state
     assert dep_state == "device-lost" and r.state == "device-lost", (dep_state, r.state)
+    # lost, not proven gone: the run keeps its memory and is marked to stop
+    with session_scope(engine, write=False) as s:
+        dep = get_deployment(s, run)
+        held = [x for x in open_reservations(s, dep.device_id) if x.deployment_id == dep.id]
+        assert dep.to_stop and held, (dep.to_stop, held)
     assert (r.meta.get("follower") or {}).get("done"), r.meta.get("follower")
     # the run says why it is lost: the follower's own retry line (when its reads hit the freeze, as on
     # ADB), or the error of the command that found the device frozen first
@@ -190,6 +195,9 @@ def test_a_frozen_device_gives_every_command_its_transport_error_and_stop_cleans
     args, res, _ = _cli(env, "stop", run, "--json")
     assert res.returncode == 0, res.stdout + res.stderr
     assert json.loads(res.stdout)["state"] == "stopped"
+    with session_scope(engine, write=False) as s:  # seen gone: only now released
+        dep = get_deployment(s, run)
+        assert not dep.to_stop and not [x for x in open_reservations(s, dep.device_id) if x.deployment_id == dep.id]
     orphans = sum(len(group_members(p)) for p in pids) + sum(alive_on_host(p) for p in pids)
     rows_lost = _rows_lost(engine, run)
     fault_figures[f"frozen {device}"].add(trials=len(commands), failures=len(failures), rows_lost=rows_lost,

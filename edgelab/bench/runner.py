@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from edgelab.catalog.pipelines import load_pipelines
-from edgelab.deploy import admission, options, planning, remote, start
+from edgelab.deploy import admission, options, owner, planning, remote, start
 from edgelab.deploy import artifacts as plan_artifacts
 from edgelab.deploy.clock import measure_offset
 from edgelab.deploy.options import Options
@@ -203,9 +203,11 @@ def run_bench(engine: Engine, req: BenchRequest, *, opts: Options | None = None,
     remote process and leaves the run ``stopped`` with what was measured so far. Setting ``cancel``
     (a caller's timeout or stop) does the same without an exception: the result's state is ``stopped``.
     """
+    from edgelab.deploy.reap import reap
     from edgelab.lease import held
 
     _validate(req)
+    reap(engine, req.device, opts=opts)  # what a dead command left on this device is finished first
     cancel = cancel if cancel is not None else threading.Event()
     with held(engine, [req.device], f"bench {req.pipeline}", lease_id=lease_id,
               on_lost=lambda _why: cancel.set()) as use:
@@ -263,7 +265,7 @@ def _run_bench(engine: Engine, req: BenchRequest, opts: Options, on_event: Calla
         meta["weights"] = prov["weights"]
         create_run(s, id=run_id, pipeline=p.pipeline, device_name=device.name, runtime=p.runtime,
                    strategy=p.strategy, kind="bench", virtual=bool(device.virtual), command=prov["command"],
-                   provenance=prov, meta=meta)
+                   provenance=prov, meta=meta, **owner.me())
     try:
         with session_scope(engine) as s:  # the same ledger as deploy: check and reserve in one transaction
             lines = admission.admit(s, get_device(s, req.device), planned.profile, p, run_id=run_id,
@@ -301,6 +303,7 @@ def _bench_on_device(engine: Engine, req: BenchRequest, opts: Options, on_event,
         workdir = f"{remote.run_root(t)}/{run_id}/{proc.name}"
         argv, env, bin_dir = start.bound(proc, workdir, blob_paths)
         full = (["env", *[f"{k}={v}" for k, v in env.items()]] if env else []) + argv  # store paths bound
+        meta["workdir"] = workdir  # where a detached process leaves its pid file (the reaper reads it)
         _set_meta(engine, run_id, meta, join(full, shell))
         if adapter == "llama-server":  # started detached, measured from the lab through a forwarded port
             final, state = _bench_llama(engine, t, proc, workdir, blob_paths, run_id, req, meta, on_event, cancel,

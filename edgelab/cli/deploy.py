@@ -25,7 +25,7 @@ def _dep_dict(d) -> dict[str, Any]:
             "runtime": d.runtime, "state": d.state, "virtual": d.virtual, "remote_dir": d.remote_dir,
             "error": d.error, "phases": d.phases, "placement": d.placement, "admission": d.admission,
             "created_at": d.created_at.isoformat() if d.created_at else None,
-            "lease": getattr(d, "lease_id", None)}
+            "lease": getattr(d, "lease_id", None), "to_stop": bool(getattr(d, "to_stop", False))}
 
 
 def _render_plan(planned) -> None:
@@ -159,10 +159,12 @@ def ps(
 ) -> None:
     """Deployments and their state (running ones are checked on their device)."""
     from edgelab.deploy import control
+    from edgelab.deploy.reap import reap
     from edgelab.store.db import session_scope
     from edgelab.store.deployments import list_deployments
 
     engine = open_engine()
+    reap(engine)  # what a dead deploy or bench left (its owner proven gone) is finished first
     with session_scope(engine, write=False) as s:
         deps = list_deployments(s, active_only=not all_)
     out = []
@@ -181,7 +183,7 @@ def ps(
             unreachable[d.device_name] = now.error or "device lost"
         out.append(now)
     if not all_:
-        out = [d for d in out if d.state in ("pending", "starting", "running")] or out
+        out = [d for d in out if d.state in ("pending", "starting", "running") or d.to_stop] or out
     if json_out:
         print_json([_dep_dict(d) for d in out])
     else:
@@ -200,7 +202,8 @@ def _ps_table(out) -> None:
     for col in ("run", "device", "pipeline", "strategy", "runtime", "state", "started", ""):
         table.add_column(col, overflow="fold")
     for d in out:
-        table.add_row(d.run_id, escape(d.device_name), escape(d.pipeline), d.strategy, escape(d.runtime), d.state,
+        table.add_row(d.run_id, escape(d.device_name), escape(d.pipeline), d.strategy, escape(d.runtime),
+                      d.state + (" (to stop)" if d.to_stop else ""),
                       d.started_at.strftime("%H:%M:%S") if d.started_at else "-",
                       "[dim]VIRTUAL[/]" if d.virtual else "")
     console.print(table)

@@ -30,7 +30,8 @@ def stop(engine: Engine, ref: str | int, *, opts: Options | None = None) -> Depl
         rows = processes(s, dep.id)
         endpoint = get_device(s, dep.device_name).endpoint()
     # a device-lost run's processes were never seen to end: they are stopped once the device answers
-    unproven = dep.state == "device-lost" and any(r.pid and r.state not in GONE_PROCESS_STATES for r in rows)
+    unproven = dep.to_stop or (dep.state == "device-lost"
+                               and any(r.pid and r.state not in GONE_PROCESS_STATES for r in rows))
     if dep.state not in ACTIVE_STATES and not unproven:
         return transition(engine, dep.id, dep.state)  # a final run never holds memory, nor a lease
     try:
@@ -40,7 +41,14 @@ def stop(engine: Engine, ref: str | int, *, opts: Options | None = None) -> Depl
             for row in rows:
                 if row.pid:
                     left[row.name] = remote.stop(t, row.pid, opts.stop_grace_s)
-            logs = remote.fetch_logs(t, {r.name: r.workdir for r in rows})
+            workdirs = {r.name: r.workdir for r in rows}
+            if dep.state == "starting":  # one launched before its row was written left its pid file
+                for pr in (dep.plan or {}).get("processes", []):
+                    if pr["name"] not in workdirs:
+                        workdirs[pr["name"]] = wd = f"{dep.remote_dir}/{pr['name']}"
+                        pid = remote.pid_from_file(t, wd)
+                        left[pr["name"]] = remote.stop(t, pid, opts.stop_grace_s) if pid else 0
+            logs = remote.fetch_logs(t, workdirs)
         finally:
             t.close()
     except TransportError as e:
@@ -58,12 +66,17 @@ def stop(engine: Engine, ref: str | int, *, opts: Options | None = None) -> Depl
         for row in processes(s, d.id):
             row.state, row.stopped_at = "killed", utcnow()
             s.add(row)
-        d.logs = logs
+        d.logs, d.to_stop = logs, False
     return transition(engine, dep.id, "stopped", phase="stopped", edit=final)
 
 
 def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> Deployment:
-    """Look at the device: a run whose processes all ended is finished/failed; an unreachable one device-lost."""
+    """Look at the device: a run whose processes all ended is finished/failed; an unreachable one device-lost.
+
+    A device-lost run keeps its reservation and the ``to_stop`` mark: its processes were not seen
+    to end, so its memory is counted until ``stop`` (or the next command that reaches the device,
+    :mod:`edgelab.deploy.reap`) kills them and sees them gone.
+    """
     opts = opts or Options()
     with session_scope(engine, write=False) as s:
         dep = get_deployment(s, ref)
@@ -84,8 +97,11 @@ def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> D
             t.close()
     except TransportError as e:
         msg = str(e)
-        return transition(engine, dep.id, "device-lost", phase="device-lost",
-                          edit=lambda s, d: setattr(d, "error", msg[:2000]))
+        unseen = any(r.pid and r.state not in GONE_PROCESS_STATES for r in rows)
+
+        def lost(s, d: Deployment) -> None:  # its processes may still run: memory held, marked to stop
+            d.error, d.to_stop = msg[:2000], unseen
+        return transition(engine, dep.id, "device-lost", phase="device-lost", edit=lost)
     if any(status.values()):
         return dep
     ok = all(c == 0 for c in codes.values())

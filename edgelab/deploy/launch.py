@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from edgelab.deploy import admission, placement, ready, remote, start
+from edgelab.deploy import admission, owner, placement, ready, remote, start
 from edgelab.deploy import artifacts as plan_artifacts
 from edgelab.deploy.options import Options, connect
 from edgelab.deploy.plan import ExecutionPlan
@@ -67,8 +67,10 @@ def deploy(engine: Engine, req: DeployRequest, *, opts: Options | None = None,
     until it is stopped. Raises LeaseHeld when someone else holds the device, and Refusal before
     anything is pushed or launched when the plan cannot run here.
     """
+    from edgelab.deploy.reap import reap
     from edgelab.lease import held
 
+    reap(engine, req.device, opts=opts)  # what a dead command left on this device is finished first
     with held(engine, [req.device], f"deploy {req.pipeline}", lease_id=lease_id) as use:
         return _deploy(engine, req, opts or Options(), on_phase, use.lease_for(req.device))
 
@@ -94,7 +96,7 @@ def _deploy(engine: Engine, req: DeployRequest, opts: Options, on_phase: Phase |
                             source="deploy", run_id=run_id)
             create_run(s, id=run_id, pipeline=p.pipeline, device_name=device.name, runtime=p.runtime,
                        strategy=p.strategy, kind="deploy", virtual=planned.virtual, command=command,
-                       provenance={**prov, "plan": p.to_dict()})
+                       provenance={**prov, "plan": p.to_dict()}, **owner.me())
             dep = Deployment(run_id=run_id, device_id=device.id, device_name=device.name, pipeline=p.pipeline,
                              strategy=p.strategy, runtime=p.runtime, state="pending", plan=p.to_dict(),
                              facts_hash=planned.facts_hash, virtual=planned.virtual, remote_dir=p.remote_dir,
@@ -108,8 +110,12 @@ def _deploy(engine: Engine, req: DeployRequest, opts: Options, on_phase: Phase |
     except Refusal as r:
         _attempt(engine, req, r)
         raise
-    _attempt(engine, req, None, dep.id)
-    _phase(on_phase, "admitted", {"run": run_id, "strategy": p.strategy, "runtime": p.runtime})
+    try:  # admitted: from here on anything that interrupts cleans up (a SIGKILL: the next command reaps)
+        _attempt(engine, req, None, dep.id)
+        _phase(on_phase, "admitted", {"run": run_id, "strategy": p.strategy, "runtime": p.runtime})
+    except BaseException as exc:
+        _interrupted(engine, dep.id, None, {}, exc, opts)
+        raise
     return _launch(engine, dep.id, p, opts, on_phase)
 
 
@@ -138,6 +144,16 @@ def _no_sigint() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, old)
+
+
+def _interrupted(engine: Engine, dep_id: int, t: Transport | None, workdirs: dict[str, str], exc: BaseException,
+                 opts: Options) -> None:
+    """Whatever stopped the deploy: stop what was started and end the deployment (Ctrl-C: stopped)."""
+    with _no_sigint():
+        state = "stopped" if isinstance(exc, KeyboardInterrupt) else "failed"
+        why = "interrupted (SIGINT) during deploy" if isinstance(exc, KeyboardInterrupt) else \
+            (str(exc) or type(exc).__name__)
+        _abort(engine, dep_id, t, workdirs, state, why, opts)
 
 
 def _launch(engine: Engine, dep_id: int, p: ExecutionPlan, opts: Options, on_phase: Phase | None) -> Deployment:
@@ -193,11 +209,7 @@ def _launch(engine: Engine, dep_id: int, p: ExecutionPlan, opts: Options, on_pha
         _phase(on_phase, "ready", {"placement": obs})
         return dep
     except BaseException as exc:
-        with _no_sigint():
-            state = "stopped" if isinstance(exc, KeyboardInterrupt) else "failed"
-            why = "interrupted (SIGINT) during deploy" if isinstance(exc, KeyboardInterrupt) else \
-                (str(exc) or type(exc).__name__)
-            _abort(engine, dep_id, t, workdirs, state, why, opts)
+        _interrupted(engine, dep_id, t, workdirs, exc, opts)
         raise
     finally:
         if t is not None:
@@ -279,5 +291,6 @@ def _abort(engine: Engine, dep_id: int, t: Transport | None, workdirs: dict[str,
             s.add(row)
         d.error = why[:2000]
         d.logs = logs
+        d.to_stop = left_total != 0  # not seen gone: memory held until a stop sees them gone
     transition(engine, dep_id, state if left_total >= 0 else "device-lost", phase="aborted", edit=final,
                why=why[:300], left=left_total)

@@ -4,7 +4,9 @@ A deployment moves ``pending -> starting -> running`` and then to one final stat
 failed, stopped, device-lost); a device-lost one may still end as stopped, finished or failed
 once its processes are seen again. Each change is one write transaction that also mirrors the
 state on the run and, on entering a final state, releases the reservation and the lease pin, so
-no signal between two statements leaves a final deployment holding memory. A change out of a
+no signal between two statements leaves a final deployment holding memory. The exception is a
+deployment marked ``to_stop`` (its processes were never seen to end): it keeps its reservation
+until a stop proves them gone. A change out of a
 final state (another process ended it first) is not made: the first final state stands.
 """
 
@@ -52,7 +54,7 @@ def transition(engine: Engine, dep_id: int, to: str | None = None, *, phase: str
     """Move deployment ``dep_id`` to state ``to`` (None: keep it), apply ``edit``, record ``phase``.
 
     Entering ``running`` stamps ``started_at``; entering a final state stamps ``ended_at``,
-    releases the reservation and unpins the lease. Returns the deployment as written (or as
+    releases the reservation (unless ``to_stop``) and unpins the lease. Returns the deployment as written (or as
     found, when ``to`` is not allowed from its current state).
     """
     with session_scope(engine) as s:
@@ -68,7 +70,8 @@ def transition(engine: Engine, dep_id: int, to: str | None = None, *, phase: str
             if to in FINAL_STATES:
                 dep.ended_at = utcnow()
         if to in FINAL_STATES:
-            release(s, dep.id)
+            if not dep.to_stop:  # memory is released only once the processes are seen gone
+                release(s, dep.id)
             unpin(s, dep)
         if phase:
             add_phase(dep, phase, **phase_info)

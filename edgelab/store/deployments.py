@@ -48,6 +48,9 @@ class Deployment(SQLModel, table=True):
     virtual: bool = False
     owner: str | None = Field(default=None, max_length=64)  # user@host that started it
     lease_id: str | None = Field(default=None, max_length=24)  # the lease it keeps while it runs
+    # its processes were never seen to end (device lost, cleanup interrupted): the reservation is kept
+    # and the next command that reaches the device (or ``edgelab stop``) stops them, then releases
+    to_stop: bool = False
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts(nullable=False))
     started_at: datetime | None = Field(default=None, sa_column=_ts())
     ended_at: datetime | None = Field(default=None, sa_column=_ts())
@@ -130,9 +133,10 @@ def get_deployment(session: Session, ref: str | int) -> Deployment:
 
 
 def list_deployments(session: Session, *, active_only: bool = True, device_id: int | None = None) -> list[Deployment]:
+    """Newest first; ``active_only``: those that run or may still run (marked ``to_stop``)."""
     query = select(Deployment)
     if active_only:
-        query = query.where(Deployment.state.in_(ACTIVE_STATES))  # type: ignore[attr-defined]
+        query = query.where(Deployment.state.in_(ACTIVE_STATES) | (Deployment.to_stop == True))  # type: ignore[attr-defined]  # noqa: E712
     if device_id is not None:
         query = query.where(Deployment.device_id == device_id)
     return list(session.exec(query.order_by(Deployment.created_at.desc(), Deployment.id.desc())).all())
@@ -156,7 +160,7 @@ def open_reservations(session: Session, device_id: int) -> list[Reservation]:
             lease = session.get(Lease, r.lease_id)
             over = lease is None or lease.released_at is not None or lease.expires_at < now
             dep = session.get(Deployment, r.deployment_id) if r.deployment_id else None
-            if over and (dep is None or dep.state != "running"):
+            if over and (dep is None or (dep.state != "running" and not dep.to_stop)):
                 continue
         out.append(r)
     return out

@@ -49,6 +49,11 @@ class Run(SQLModel, table=True):
     started_at: datetime | None = Field(default=None, sa_column=_ts())
     finished_at: datetime | None = Field(default=None, sa_column=_ts())
     heartbeat_at: datetime | None = Field(default=None, sa_column=_ts())
+    # the process driving the run while it starts (deploy) or runs (bench): pid, host and start
+    # time, so another command can prove it gone (``edgelab.deploy.owner``) and reap what it left
+    owner_pid: int | None = None
+    owner_host: str | None = Field(default=None, max_length=255)
+    owner_start: str | None = Field(default=None, max_length=64)
     provenance: dict = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     meta: dict = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
 
