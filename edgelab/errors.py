@@ -23,6 +23,12 @@ class NotFound(EdgelabError):
     """A device, run or artifact that the database does not hold."""
 
 
+class Interrupted(EdgelabError):
+    """The operator stopped the operation (Ctrl-C): what was done is kept, what was not is said."""
+
+    exit_code = 130
+
+
 class TransportError(EdgelabError):
     """A device could not be reached or a remote operation failed at the transport level."""
 

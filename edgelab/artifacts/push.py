@@ -20,7 +20,7 @@ from typing import Protocol
 from edgelab.artifacts.devstore import DeviceStore, HashMismatch, open_store
 from edgelab.artifacts.hashing import sha256_path
 from edgelab.artifacts.upload import ADB_SEGMENT, upload
-from edgelab.errors import EdgelabError, TransportError
+from edgelab.errors import EdgelabError, Interrupted, TransportError
 
 log = logging.getLogger(__name__)
 
@@ -153,11 +153,13 @@ def push_blob(
     progress: BlobProgress | None = None,
     attempts: int = 3,
     segment: int = ADB_SEGMENT,
+    cancel: threading.Event | None = None,
 ) -> BlobResult:
     """Make ``store`` hold ``blob`` under its SHA-256, verified on the device.
 
     A cut upload (TransportError) is retried up to ``attempts`` times, each resuming from the
-    verified prefix of ``.part`` left on the device.
+    verified prefix of ``.part`` left on the device. Setting ``cancel`` (a Ctrl-C) stops the
+    sending at its next progress report with Interrupted; ``.part`` stays for the next push to resume.
     """
     stamps = stamps or NoStamps()
     sha, total, local = blob.sha256, blob.size, blob.path
@@ -167,6 +169,8 @@ def push_blob(
     status = "uploaded"
     sent_total = 0
     for attempt in range(1, attempts + 1):
+        if cancel is not None and cancel.is_set():
+            raise Interrupted(f"push of {sha[:12]} interrupted", remedy="push again")
         try:
             have, part = store.inspect(sha)
             if attempt == 1 and have is not None:
@@ -187,6 +191,9 @@ def push_blob(
 
             def sent(n: int) -> None:
                 nonlocal done, sent_total
+                if cancel is not None and cancel.is_set():
+                    raise Interrupted(f"push of {sha[:12]} interrupted after {done} of {total} bytes",
+                                      remedy="push again: it resumes from what arrived")
                 done += n
                 sent_total += n
                 if progress:
@@ -243,6 +250,7 @@ def push_to_device(
     verify: bool = False,
     progress: Callable[[str, str, int, int], None] | None = None,
     segment: int = ADB_SEGMENT,
+    cancel: threading.Event | None = None,
 ) -> DeviceResult:
     """Push every blob to one device; failures are returned, not raised (others keep going)."""
     out = DeviceResult(device)
@@ -253,7 +261,7 @@ def push_to_device(
         for blob in blobs:
             cb = (lambda sha, d, t: progress(device, sha, d, t)) if progress else None
             out.blobs.append(
-                push_blob(store, blob, stamps=stamps, verify=verify, progress=cb, segment=segment)
+                push_blob(store, blob, stamps=stamps, verify=verify, progress=cb, segment=segment, cancel=cancel)
             )
     except EdgelabError as e:
         out.error, out.remedy = str(e), e.remedy
@@ -270,9 +278,15 @@ def push_parallel(
     verify: bool = False,
     progress: Callable[[str, str, int, int], None] | None = None,
     workers: int = 8,
+    cancel: threading.Event | None = None,
 ) -> list[DeviceResult]:
-    """Push ``blobs`` to several devices at once: one thread per device (up to ``workers``)."""
+    """Push ``blobs`` to several devices at once: one thread per device (up to ``workers``).
+
+    A Ctrl-C (KeyboardInterrupt in the waiting thread) sets ``cancel``: every upload stops at its
+    next progress report (within about a MiB), then the interrupt goes on up.
+    """
     lock = threading.Lock()
+    cancel = cancel if cancel is not None else threading.Event()
 
     def guarded(device: str, sha: str, done: int, total: int) -> None:
         if progress:
@@ -281,7 +295,12 @@ def push_parallel(
 
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(jobs)))) as pool:
         futures = [
-            pool.submit(push_to_device, factory, name, blobs, stamps=stamps, verify=verify, progress=guarded)
+            pool.submit(push_to_device, factory, name, blobs, stamps=stamps, verify=verify, progress=guarded,
+                        cancel=cancel)
             for name, factory, stamps in jobs
         ]
-        return [f.result() for f in futures]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            cancel.set()  # before the pool's exit waits for the workers: they stop sending now
+            raise
