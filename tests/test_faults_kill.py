@@ -150,15 +150,21 @@ def _run_ids(engine) -> set[str]:
         return {r.id for r in s.exec(select(Run)).all()}
 
 
-def consistency(engine, env, run_id: str | None) -> list[str]:
-    """What is wrong after a trial, once the next command looked (empty: consistent)."""
+def consistency(engine, env, run_id: str | None, *, allow_running: bool = True) -> list[str]:
+    """What is wrong after a trial, once the next command looked (empty: consistent).
+
+    ``allow_running``: a deployment still running is no leak (a deploy that finished before its
+    signal); it is stopped here. A play's deployments must not outlive the play.
+    """
     problems = []
     ps = _cli(env, "ps", "--json")
     if ps.returncode != 0 or "Traceback" in ps.stderr:
         problems.append(f"ps after the trial: exit {ps.returncode}: {ps.stderr[-300:]}")
     with session_scope(engine, write=False) as s:
         running = [d.run_id for d in s.exec(select(Deployment).where(Deployment.state == "running")).all()]
-    for run in running:  # a deploy that had finished before its signal: a running deployment is no leak
+    for run in running:
+        if not allow_running:
+            problems.append(f"deployment {run} still running")
         res = _cli(env, "stop", run)
         if res.returncode != 0:
             problems.append(f"stop {run}: {res.stderr[-300:]}")
@@ -249,3 +255,114 @@ def test_push_stops_sending_on_sigint_and_leaves_nothing_on_sigkill(deploy_lab, 
     fault_figures["kill push"].add(trials=trials, failures=len(failures), orphans=orphan_total)
     print(f"kill push: trials {trials}, failures {len(failures)}, orphans left {orphan_total}")
     assert not failures, "\n".join(failures)
+
+
+PLAYBOOK = """
+name: kill
+devices: [s25]
+steps:
+  - name: look
+    probe: {}
+    timeout: 90
+  - name: deploy tts
+    deploy: {pipeline: qwen3-tts}
+    timeout: 180
+  - name: soak
+    soak: {minutes: 5, interval_s: 1}
+    timeout: 400
+cleanup:
+  - name: stop all
+    stop: {}
+"""
+PLAY_PHASES = [("edgelab.playbook.runner:_run_step|look", "look"),
+               ("edgelab.playbook.runner:_run_step|deploy tts", "deploy tts"),
+               ("edgelab.playbook.steps:_mem_available", "soaking")]
+
+
+def _junit_cases(path: Path) -> dict[str, str]:
+    import xml.etree.ElementTree as ET
+
+    out = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        kids = [k for k in case if k.tag in ("failure", "error", "skipped")]
+        out[case.get("name")] = (kids[0].tag + ":" + (kids[0].get("type") or "")) if kids else "passed"
+    return out
+
+
+def test_play_first_ctrl_c_stops_the_step_runs_cleanup_and_writes_junit(deploy_lab, ssh_lab, tmp_path, fault_figures):
+    url, engine, _opts = deploy_lab
+    env = cli_env(url, ssh_lab)
+    book = tmp_path / "kill.yaml"
+    book.write_text(PLAYBOOK)
+    failures, trials, orphan_total = [], 0, 0
+    for hold, phase in PLAY_PHASES:
+        for sig in SIGNALS:
+            trials += 1
+            junit = tmp_path / f"junit-{trials}.xml"
+            before = _run_ids(engine)
+            code, _out, err, held = Trial(tmp_path, env, hold, ["play", str(book), "--junit", str(junit)]).run(sig)
+            where = f"play {signal.Signals(sig).name} after {phase}"
+            run = _newest(engine, "deploy", before)
+            if not held:
+                failures.append(f"{where}: never reached the phase (exit {code}): {err[-500:]}")
+                continue
+            if sig == signal.SIGINT:
+                cases = _junit_cases(junit) if junit.exists() else {}
+                if code != 130 or "Traceback" in err:
+                    failures.append(f"{where}: exit {code} (want 130): {err[-500:]}")
+                if cases.get("cleanup: stop all") != "passed":
+                    failures.append(f"{where}: cleanup did not run (JUnit {cases}): {err[-300:]}")
+                if "error:interrupted" not in cases.values():
+                    failures.append(f"{where}: no interrupted case in the JUnit: {cases}")
+            problems = consistency(engine, env, None, allow_running=False)
+            left = orphans(run.id) if run else []
+            orphan_total += len(left)
+            if problems or left:
+                failures.append(f"{where}: {problems} orphans {left}")
+    fault_figures["kill play"].add(trials=trials, failures=len(failures), orphans=orphan_total)
+    print(f"kill play: trials {trials}, failures {len(failures)}, orphans left {orphan_total}")
+    assert not failures, "\n".join(failures)
+
+
+def test_play_second_ctrl_c_records_the_cleanup_left_and_the_next_command_finishes_it(
+        deploy_lab, ssh_lab, tmp_path):
+    url, engine, _opts = deploy_lab
+    env = cli_env(url, ssh_lab)
+    book = tmp_path / "kill.yaml"
+    book.write_text(PLAYBOOK)
+    junit = tmp_path / "twice.xml"
+    trial = Trial(tmp_path, env, "before:edgelab.playbook.runner:_run_step|stop all",
+                  ["play", str(book), "--junit", str(junit)])
+    env2 = {**trial.env, "EDGELAB_TEST_RELEASE": str(tmp_path / "never")}  # the cleanup stays held
+    before = _run_ids(engine)
+    proc = subprocess.Popen([sys.executable, "-c", HARNESS, *trial.args], env=env2, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    seen = []
+    try:
+        for line in proc.stderr:  # deployed, now soaking: the first Ctrl-C ends the soak
+            seen.append(line)
+            if "deploy tts:" in line:
+                proc.send_signal(signal.SIGINT)
+            if line.startswith("stopping:"):
+                break
+        for line in proc.stderr:
+            seen.append(line)
+            if line.startswith("HELD "):  # in the cleanup now, held: a second Ctrl-C cuts it short
+                proc.send_signal(signal.SIGINT)
+                break
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    err = "".join(seen) + err
+    assert proc.returncode == 130 and "Traceback" not in err, err[-1500:]
+    assert "interrupted twice" in err and "edgelab stop" in err, err[-1500:]
+    run = _newest(engine, "deploy", before)
+    with session_scope(engine, write=False) as s:  # recorded: the play's deployment is marked to stop
+        dep = s.exec(select(Deployment).where(Deployment.run_id == run.id)).one()
+        assert dep.to_stop and dep.state == "running", (dep.state, dep.to_stop)
+    cases = _junit_cases(junit)
+    assert "error:interrupted" in cases.values(), cases
+    assert consistency(engine, env, None, allow_running=False) == []  # the next command (ps) finished it
+    assert orphans(run.id) == []

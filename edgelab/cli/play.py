@@ -58,16 +58,31 @@ def play(
         err_console.print(f"[cyan]{escape(job.label)}[/] {escape(step.name)}: {_MARK.get(step.status, step.status)}"
                           f"{extra} {escape(step.message)} [dim]{step.duration_s:.1f}s[/]", highlight=False)
 
+    from edgelab.playbook.results import PlayInterrupted
+
     try:
         result = run_playbook(engine, pb, limit=limits, variables=overrides, out_dir=collect, on_step=on_step,
-                              lease_id=lease)
+                              lease_id=lease, on_stop=lambda: err_console.print(
+                                  "stopping: the current steps end, then the cleanup runs "
+                                  "(Ctrl-C again cuts the cleanup short)", highlight=False))
+    except PlayInterrupted as stop:  # a second Ctrl-C: JUnit of what ran, what is left said, out now
+        _write_junit(junit, to_junit(stop.result))
+        if json_out:
+            print_json(stop.result.to_dict())
+        err_console.print("interrupted twice: cleanup cut short; left for the next command (or `edgelab stop`): "
+                          + escape("; ".join(stop.result.cleanup_left) or "nothing recorded"), highlight=False)
+        _exit_now(130)
     except ConfigError as err:
         fail_from(err, code=2)
     except EdgelabError as err:
         fail_from(err, code=1)
-    if junit is not None:
-        junit.parent.mkdir(parents=True, exist_ok=True)
-        junit.write_text(to_junit(result), encoding="utf-8")
+    _write_junit(junit, to_junit(result))
+    if result.interrupted:
+        if json_out:
+            print_json(result.to_dict())
+        err_console.print("interrupted: the current steps were stopped and the cleanup ran"
+                          + (f"; JUnit in {escape(str(junit))}" if junit else ""), highlight=False)
+        raise typer.Exit(130)
     if json_out:
         print_json(result.to_dict())
     else:
@@ -79,6 +94,23 @@ def play(
             for note in job.matrix:
                 console.print(f"  matrix: {escape(note)}", highlight=False)
     raise typer.Exit(0 if result.ok else 1)
+
+
+def _write_junit(path: Path | None, xml: str) -> None:
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(xml, encoding="utf-8")
+
+
+def _exit_now(code: int) -> None:
+    """Exit without waiting for job threads a second Ctrl-C cut short: what they left is recorded
+    (deployments marked to_stop; a deploy cut mid-start is reaped once this process is gone)."""
+    import os
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _invalid(err: EdgelabError) -> None:

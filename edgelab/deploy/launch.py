@@ -26,7 +26,7 @@ from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.planning import DeployRequest, check_artifacts, plan
 from edgelab.deploy.refusal import Refusal
 from edgelab.deploy.transition import transition
-from edgelab.errors import EdgelabError, TransportError
+from edgelab.errors import EdgelabError, Interrupted, TransportError
 from edgelab.metrics.provenance import for_plan
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import (
@@ -96,7 +96,8 @@ def _deploy(engine: Engine, req: DeployRequest, opts: Options, on_phase: Phase |
                             source="deploy", run_id=run_id)
             create_run(s, id=run_id, pipeline=p.pipeline, device_name=device.name, runtime=p.runtime,
                        strategy=p.strategy, kind="deploy", virtual=planned.virtual, command=command,
-                       provenance={**prov, "plan": p.to_dict()}, **owner.me())
+                       provenance={**prov, "plan": p.to_dict()}, meta={"ephemeral": True} if opts.ephemeral else {},
+                       **owner.me())
             dep = Deployment(run_id=run_id, device_id=device.id, device_name=device.name, pipeline=p.pipeline,
                              strategy=p.strategy, runtime=p.runtime, state="pending", plan=p.to_dict(),
                              facts_hash=planned.facts_hash, virtual=planned.virtual, remote_dir=p.remote_dir,
@@ -122,6 +123,12 @@ def _deploy(engine: Engine, req: DeployRequest, opts: Options, on_phase: Phase |
 def _phase(cb: Phase | None, name: str, info: dict[str, Any]) -> None:
     if cb:
         cb(name, info)
+
+
+def _check_cancel(opts: Options) -> None:
+    """A caller's stop (a playbook's Ctrl-C) ends the deploy between two steps, like a SIGINT."""
+    if opts.cancel is not None and opts.cancel.is_set():
+        raise Interrupted("deploy stopped by its caller", remedy="deploy again when wanted")
 
 
 def _advance(engine: Engine, dep_id: int, to: str, **kw: Any) -> Deployment:
@@ -150,7 +157,8 @@ def _interrupted(engine: Engine, dep_id: int, t: Transport | None, workdirs: dic
                  opts: Options) -> None:
     """Whatever stopped the deploy: stop what was started and end the deployment (Ctrl-C: stopped)."""
     with _no_sigint():
-        state = "stopped" if isinstance(exc, KeyboardInterrupt) else "failed"
+        stopped = isinstance(exc, KeyboardInterrupt | Interrupted)
+        state = "stopped" if stopped else "failed"
         why = "interrupted (SIGINT) during deploy" if isinstance(exc, KeyboardInterrupt) else \
             (str(exc) or type(exc).__name__)
         _abort(engine, dep_id, t, workdirs, state, why, opts)
@@ -174,11 +182,13 @@ def _launch(engine: Engine, dep_id: int, p: ExecutionPlan, opts: Options, on_pha
         _advance(engine, dep_id, "starting", phase="connected", edit=lambda s, d: setattr(d, "remote_dir", run_dir),
                  seconds=round(time.monotonic() - t0, 3))
         _phase(on_phase, "connected", {"remote_dir": run_dir})
+        _check_cancel(opts)
         with session_scope(engine, write=False) as s:
             device_id = s.get(Deployment, dep_id).device_id
         blob_paths, pushed = plan_artifacts.push(engine, t, device_id, p)
         transition(engine, dep_id, phase="pushed", artifacts=len(p.artifacts), blobs=pushed)
         _phase(on_phase, "pushed", {"blobs": pushed})
+        _check_cancel(opts)
         for proc in p.processes:
             if proc.port and t.shell is not Shell.POWERSHELL and ready.listening(t, proc.port):
                 # another server answering on the port would pass this one's readiness check
@@ -196,8 +206,9 @@ def _launch(engine: Engine, dep_id: int, p: ExecutionPlan, opts: Options, on_pha
                 add_phase(dep, f"spawned:{proc.name}", pid=pid, seconds=round(time.monotonic() - ts, 3))
                 s.add(dep)
             _phase(on_phase, "spawned", {"process": proc.name, "pid": pid})
+            _check_cancel(opts)
         timeout = opts.ready_timeout_s or p.ready_timeout_s
-        lines = _wait_ready(t, p, workdirs, dep_id, engine, timeout, on_phase)
+        lines = _wait_ready(t, p, workdirs, dep_id, engine, timeout, on_phase, opts)
         for proc in p.processes:  # runtimes log their load (and placement) on stderr
             if proc.placement == "llama-load-log":
                 lines[proc.name] = lines[proc.name] + remote.read_file(
@@ -220,7 +231,7 @@ def _launch(engine: Engine, dep_id: int, p: ExecutionPlan, opts: Options, on_pha
 
 
 def _wait_ready(t: Transport, p: ExecutionPlan, workdirs: dict[str, str], dep_id: int, engine: Engine,
-                timeout: float, on_phase: Phase | None) -> dict[str, list[str]]:
+                timeout: float, on_phase: Phase | None, opts: Options | None = None) -> dict[str, list[str]]:
     """Poll each process until its template's readiness holds (log line, HTTP 200, port, alive)."""
     deadline = time.monotonic() + timeout
     lines: dict[str, list[str]] = {proc.name: [] for proc in p.processes}
@@ -256,6 +267,8 @@ def _wait_ready(t: Transport, p: ExecutionPlan, workdirs: dict[str, str], dep_id
                                    remedy=f"see `edgelab logs` of the run; command: {' '.join(proc.argv)[:200]}")
         if not pending:
             break
+        if opts is not None:
+            _check_cancel(opts)
         if time.monotonic() > deadline:
             raise EdgelabError(f"{', '.join(pending)} not ready after {timeout:g}s (from the profile's load-time "
                                "estimate)", remedy="see `edgelab logs`; a cold start can be slow (S1: 95-355 s): "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,11 +11,13 @@ from edgelab.transport import Transport, open_transport
 
 @dataclass
 class Options:
-    """Transport options (ssh_config, timeout) and the start-up grace for stops."""
+    """Transport options (ssh_config, timeout), the start-up grace for stops, a caller's cancel."""
 
     transport: dict[str, Any] = field(default_factory=dict)
     stop_grace_s: int = 5
     ready_timeout_s: float | None = None  # overrides the profile-derived timeout
+    cancel: threading.Event | None = None  # set by the caller (a playbook's Ctrl-C): a starting deploy aborts
+    ephemeral: bool = False  # lives only as long as the process that deployed it (a playbook's): reaped after
 
 
 def connect(endpoint, opts: Options) -> Transport:

@@ -5,9 +5,10 @@ is proven gone while the run is still its own (a deployment ``pending`` or ``sta
 ``pending`` or ``running``), the next command that looks (``ps``, ``deploy``, ``bench``, ``play``,
 ``stop``) stops the remote processes it may have started (the recorded pids and the pid files in
 the run's directories), releases the reservation and ends the run ``failed`` with why. A
-deployment marked ``to_stop`` (its device was lost, or a cleanup was cut short) is stopped the same
-way once its device answers. A device that does not answer leaves the run marked ``to_stop`` with
-its memory held: nothing is released before its processes are seen gone.
+deployment marked ``to_stop`` (its device was lost, or a cleanup was cut short), or a running
+``ephemeral`` one (a playbook's) whose play is gone, is stopped the same way once its device
+answers. A device that does not answer leaves the run marked ``to_stop`` with its memory held:
+nothing is released before its processes are seen gone.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def orphaned(engine: Engine, device: str | None = None) -> list[str]:
                 continue
             if run.kind == "deploy":
                 dep = s.exec(select(Deployment).where(Deployment.run_id == run.id)).first()
-                if dep is None or dep.state not in OWNED["deploy"]:
+                ephemeral = dep is not None and dep.state == "running" and (run.meta or {}).get("ephemeral")
+                if dep is None or (dep.state not in OWNED["deploy"] and not ephemeral):
                     continue
             out.append(run.id)
         q2 = select(Deployment).where(Deployment.to_stop == True)  # noqa: E712
@@ -89,7 +91,7 @@ def _reap_one(engine: Engine, run_id: str, opts: Options) -> bool:
             state, to_stop = dep.state, dep.to_stop
         endpoint = get_device(s, run.device_name).endpoint()
     if kind == "deploy" and dep is not None:
-        if to_stop:
+        if to_stop or state == "running":  # marked, or a playbook's deployment that outlived its play
             from edgelab.deploy.control import stop
 
             stop(engine, run_id, opts=opts)  # raises while the device does not answer

@@ -2,7 +2,8 @@
 
 Each suite carries provenance properties (device, virtual flag, facts hash, artifact SHA-256s,
 run ids, edgelab version); each failure carries its class (infra / device / test) as the
-``type`` attribute, so CI dashboards can tell lab trouble from a real regression.
+``type`` attribute, so CI dashboards can tell lab trouble from a real regression. A step cut short
+by Ctrl-C is an ``<error type="interrupted">``; the steps it kept from running are skipped.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ def to_junit(result: PlayResult) -> str:
     for job in result.jobs:
         tests = len(job.steps)
         fails = sum(1 for s in job.steps if s.status == "failed" and s.category == "test")
-        errs = sum(1 for s in job.steps if s.status == "failed" and s.category != "test")
+        errs = sum(1 for s in job.steps if (s.status == "failed" and s.category != "test") or s.status == "interrupted")
         skips = sum(1 for s in job.steps if s.status == "skipped")
         suite = ET.SubElement(root, "testsuite", name=f"{result.playbook}.{job.label}", tests=str(tests),
                               failures=str(fails), errors=str(errs), skipped=str(skips),
@@ -43,6 +44,9 @@ def to_junit(result: PlayResult) -> str:
                 tag = "failure" if step.category == "test" else "error"
                 el = ET.SubElement(case, tag, type=step.category or "infra",
                                    message=f"[{step.category or 'infra'}] {step.message}"[:1000])
+                el.text = step.message
+            elif step.status == "interrupted":  # stopped by Ctrl-C while it ran: neither passed nor failed
+                el = ET.SubElement(case, "error", type="interrupted", message=f"[interrupted] {step.message}"[:1000])
                 el.text = step.message
             elif step.status == "skipped":
                 ET.SubElement(case, "skipped", message=step.message)

@@ -23,11 +23,19 @@ class StepFailure(Exception):
         self.details = details or {}
 
 
+class PlayInterrupted(KeyboardInterrupt):
+    """A second Ctrl-C: the cleanup was cut short; ``result`` says what ran and what is left."""
+
+    def __init__(self, result: PlayResult):
+        super().__init__("play interrupted twice")
+        self.result = result
+
+
 @dataclass
 class StepResult:
     name: str
     kind: str
-    status: str = "pending"  # passed | failed | skipped
+    status: str = "pending"  # passed | failed | skipped | interrupted (the play was stopped during it)
     category: str | None = None
     message: str = ""
     duration_s: float = 0.0
@@ -60,7 +68,7 @@ class JobResult:
 
     @property
     def ok(self) -> bool:
-        return all(s.status != "failed" for s in self.steps)
+        return all(s.status not in ("failed", "interrupted") for s in self.steps)
 
     @property
     def run_ids(self) -> list[str]:
@@ -82,10 +90,12 @@ class PlayResult:
     edgelab_version: str
     variables: dict[str, Any] = field(default_factory=dict)
     duration_s: float = 0.0
+    interrupted: bool = False  # stopped by Ctrl-C: the current steps were cut short, cleanup ran
+    cleanup_left: list[str] = field(default_factory=list)  # what a second Ctrl-C left for the next command
 
     @property
     def ok(self) -> bool:
-        return all(j.ok for j in self.jobs)
+        return not self.interrupted and all(j.ok for j in self.jobs)
 
     def failures(self) -> dict[str, int]:
         out = dict.fromkeys(CATEGORIES, 0)
@@ -99,4 +109,5 @@ class PlayResult:
         return {"playbook": self.playbook, "file": self.file, "ok": self.ok,
                 "edgelab_version": self.edgelab_version, "variables": self.variables,
                 "failures": self.failures(), "duration_s": round(self.duration_s, 3),
+                "interrupted": self.interrupted, "cleanup_left": list(self.cleanup_left),
                 "jobs": [j.to_dict() for j in self.jobs]}

@@ -19,7 +19,7 @@ from sqlalchemy import Engine
 
 from edgelab import __version__
 from edgelab.errors import ConfigError, EdgelabError
-from edgelab.playbook.results import JobResult, PlayResult, StepFailure, StepResult
+from edgelab.playbook.results import JobResult, PlayInterrupted, PlayResult, StepFailure, StepResult
 from edgelab.playbook.schema import Playbook, Step, substitute
 from edgelab.playbook.steps import STEPS, JobContext, classify
 from edgelab.store.db import session_scope
@@ -81,26 +81,43 @@ def run_playbook(
     on_step: OnStep | None = None,
     stop_event: threading.Event | None = None,
     lease_id: str | None = None,
+    on_stop: Callable[[], None] | None = None,
 ) -> PlayResult:
     """Run every job (in parallel up to ``pb.parallel``); returns the results, never raises per job.
 
     The whole play runs under a lease on every device it selects (the caller's ``lease_id`` /
     ``EDGELAB_LEASE``, or one of its own, renewed meanwhile); its deploy and bench steps run under
     it. A device under someone else's lease refuses the play (LeaseHeld) before any step runs.
+    Ctrl-C: see ``_run_jobs`` (``on_stop`` is told of the first one).
     """
     from edgelab.lease import held
 
+    from edgelab.deploy.reap import reap
+
     jobs = plan_jobs(engine, pb, limit)
+    for device in sorted({j.device for j in jobs}):
+        reap(engine, device)  # what a dead command (a killed play too) left there is finished first
     with held(engine, sorted({j.device for j in jobs}), f"play {pb.name}", lease_id=lease_id):
-        return _run_jobs(engine, pb, jobs, variables, out_dir, on_step, stop_event)
+        return _run_jobs(engine, pb, jobs, variables, out_dir, on_step, stop_event, on_stop)
 
 
 def _run_jobs(engine: Engine, pb: Playbook, jobs: list[JobResult], variables: dict[str, Any] | None,
-              out_dir: Path | None, on_step: OnStep | None, stop_event: threading.Event | None) -> PlayResult:
+              out_dir: Path | None, on_step: OnStep | None, stop_event: threading.Event | None,
+              on_stop: Callable[[], None] | None = None) -> PlayResult:
+    """Jobs in threads; this (main) thread waits and takes the Ctrl-Cs.
+
+    The first Ctrl-C sets ``stop_event``: each job's current step ends now (a soak stops, a push
+    stops sending, a starting deploy or a bench is stopped), is marked ``interrupted``, the rest are
+    skipped and the cleanup steps run. A second one cuts the cleanup short: every deployment of
+    the play still running is marked ``to_stop`` (the next command that reaches its device, or
+    ``edgelab stop``, stops it), and PlayInterrupted carries the result so far.
+    """
     start = time.monotonic()
     merged = {**pb.vars, **(variables or {})}
     lock = threading.Lock()
     stop_event = stop_event or threading.Event()
+    cleanup_cut = threading.Event()
+    contexts: list[JobContext] = []
 
     def report(job: JobResult, step: StepResult) -> None:
         if on_step is not None:
@@ -112,37 +129,93 @@ def _run_jobs(engine: Engine, pb: Playbook, jobs: list[JobResult], variables: di
                          out_dir=out_dir, stop_event=stop_event,
                          variables={**merged, "device": job.device, "device_class": job.device_class or "",
                                     "pipeline": job.pipeline or "", "playbook": pb.name})
+        with lock:
+            contexts.append(ctx)
         t0 = time.monotonic()
         try:
             failed = False
             for step in pb.steps:
                 if failed or stop_event.is_set():
                     res = StepResult(step.name, step.kind, status="skipped",
-                                     message="skipped: an earlier step failed" if failed else "skipped: stopped")
+                                     message="skipped: an earlier step failed" if failed else
+                                     "skipped: the play was stopped")
                     job.steps.append(res)
                     report(job, res)
                     continue
                 res = _run_step(ctx, step)
+                if stop_event.is_set() and res.status != "skipped":  # it ran when the play was stopped
+                    res.status, res.category = "interrupted", None
+                    res.message = "interrupted (Ctrl-C)" + (f": {res.message}" if res.message else "")
                 job.steps.append(res)
                 report(job, res)
                 if res.status == "failed" and not step.continue_on_error:
                     failed = True
+            ctx.stop_event = cleanup_cut  # cleanup runs after a Ctrl-C too; only a second one ends it
             for step in pb.cleanup:
-                res = _run_step(ctx, step)
+                if cleanup_cut.is_set():
+                    res = StepResult(step.name, step.kind, status="skipped",
+                                     message="skipped: cleanup cut short by a second Ctrl-C")
+                else:
+                    res = _run_step(ctx, step)
                 res.cleanup = True
                 job.steps.append(res)
                 report(job, res)
-            if pb.matrix_update:
+            if pb.matrix_update and not stop_event.is_set():  # an interrupted play qualifies nothing
                 _update_matrix(engine, pb, ctx)
         finally:
             ctx.close()
             job.duration_s = time.monotonic() - t0
         return job
 
-    with ThreadPoolExecutor(max_workers=max(1, min(pb.parallel, len(jobs))), thread_name_prefix="play") as pool:
-        done = list(pool.map(one, jobs))
-    return PlayResult(playbook=pb.name, file=pb.file, jobs=done, edgelab_version=__version__, variables=merged,
-                      duration_s=time.monotonic() - start)
+    def result(**extra: Any) -> PlayResult:
+        return PlayResult(playbook=pb.name, file=pb.file, jobs=jobs, edgelab_version=__version__, variables=merged,
+                          duration_s=time.monotonic() - start, **extra)
+
+    pool = ThreadPoolExecutor(max_workers=max(1, min(pb.parallel, len(jobs))), thread_name_prefix="play")
+    futures = [pool.submit(one, job) for job in jobs]
+    interrupts = 0
+    try:
+        while True:
+            try:
+                for f in futures:
+                    f.result()
+                break
+            except KeyboardInterrupt:
+                interrupts += 1
+                if interrupts > 1:
+                    raise
+                stop_event.set()  # first Ctrl-C: the current steps end, then each job's cleanup runs
+                if on_stop is not None:
+                    on_stop()
+    except KeyboardInterrupt:
+        cleanup_cut.set()
+        left = _leave_for_later(engine, contexts)
+        for job, f in zip(jobs, futures, strict=True):
+            if not f.done():
+                job.steps.append(StepResult("cleanup", "cleanup", status="interrupted", cleanup=True,
+                                            message="a second Ctrl-C cut the job short; left for the next "
+                                                    "command: " + ("; ".join(left) or "nothing recorded")))
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise PlayInterrupted(result(interrupted=True, cleanup_left=left)) from None
+    pool.shutdown(wait=True)
+    return result(interrupted=stop_event.is_set())
+
+
+def _leave_for_later(engine: Engine, contexts: list[JobContext]) -> list[str]:
+    """Mark every still-active deployment of the play ``to_stop``; returns what is left, said."""
+    from edgelab.deploy.transition import transition
+    from edgelab.store.deployments import ACTIVE_STATES, Deployment
+
+    left = []
+    for ctx in contexts:
+        for dep_id in list(ctx.deployments):
+            try:
+                dep = transition(engine, dep_id, edit=lambda s, d: setattr(d, "to_stop", d.state in ACTIVE_STATES))
+            except Exception:  # noqa: BLE001 - recording what is left must not stop the others
+                continue
+            if isinstance(dep, Deployment) and dep.to_stop:
+                left.append(f"run {dep.run_id} on {dep.device_name} (`edgelab stop {dep.run_id}`)")
+    return left
 
 
 def _run_step(ctx: JobContext, step: Step) -> StepResult:

@@ -113,7 +113,7 @@ def do_push(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float |
     for f in files:
         ctx.result.artifacts[f"{art.name}:{f.path}"] = f.sha256
     res = push_to_device(_factory(ctx), ctx.device, blobs, stamps=DbStamps(ctx.engine, device_id),
-                         verify=bool(opts.get("verify", False)))
+                         verify=bool(opts.get("verify", False)), cancel=ctx.stop_event)
     if not res.ok:
         raise StepFailure(f"push of {art.name} failed: {res.error}", "infra")
     out.message = f"{art.name}: {len(blobs)} file(s) present on {ctx.device}"
@@ -146,7 +146,9 @@ def do_deploy(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float
         raise StepFailure("deploy needs a pipeline (step option or the playbook's pipelines:)", "infra")
     req = DeployRequest(device=ctx.device, pipeline=str(pipeline), strategy=opts.get("strategy"),
                         runtime=opts.get("runtime"))
-    dep = deploy(ctx.engine, req, opts=Options(ready_timeout_s=_left(deadline, 300.0)))
+    # the play's stop (Ctrl-C) aborts a deploy that is starting: what it started is stopped
+    dep = deploy(ctx.engine, req, opts=Options(ready_timeout_s=_left(deadline, 300.0), cancel=ctx.stop_event,
+                                               ephemeral=True))  # a killed play's deployment is reaped
     ctx.deployments.append(dep.id)
     out.run_id = dep.run_id
     out.message = f"deployment {dep.id} {dep.state} ({dep.strategy}, {dep.runtime})"
@@ -349,9 +351,8 @@ def do_soak(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float |
             s.add(TelemetrySample(run_id=run_id, device_name=ctx.device, t=time.time(), source="playbook-soak",
                                   mem_available_bytes=avail))
         samples += 1
-        if time.monotonic() + interval > end or ctx.stop_event.is_set():
-            break
-        time.sleep(interval)
+        if time.monotonic() + interval > end or ctx.stop_event.wait(interval):
+            break  # the soak's time is up, or the play was stopped (Ctrl-C): it ends now
     out.message = f"{samples} telemetry samples over {seconds:.0f} s"
     out.details = {"samples": samples}
 
