@@ -214,3 +214,60 @@ def test_freezer_targets_only_the_private_lab(frozen_lab):
         pids = f.pids_fn()
         assert os.getpid() not in pids and os.getppid() not in pids
         assert all(Path(f"/proc/{p}").exists() for p in pids[:1])
+
+
+@pytest.mark.adb
+def test_an_adb_stream_ends_when_its_device_freezes_and_waits_out_a_quiet_one(frozen_lab, monkeypatch):
+    """A streamed command's reader asks the device after a silence: quiet but answering goes on,
+    frozen ends the stream (with the reason in its stderr) instead of blocking its reader forever."""
+    import threading
+
+    from edgelab.transport import adb as adbmod
+    from edgelab.transport import open_transport
+
+    monkeypatch.setattr(adbmod, "_STREAM_IDLE_S", 1.0)
+    engine = frozen_lab["engine"]
+    with session_scope(engine, write=False) as s:
+        from edgelab.store.devices import get_device
+
+        endpoint = get_device(s, "s25").endpoint()
+    t = open_transport(endpoint)
+    try:
+        quiet = t.stream(["sh", "-c", "sleep 3; echo done"])  # silent for three idle periods
+        assert list(quiet.lines()) == ["done"] and quiet.wait(30) == 0, quiet.stderr
+        proc = t.stream(["sh", "-c", "while true; do echo tick; sleep 0.2; done"])
+        lines = proc.lines()
+        assert next(lines) == "tick"
+        got: list[str] = []
+        reader = threading.Thread(target=lambda: got.extend(lines), daemon=True)
+        freezer = frozen_lab["freezers"]["s25"]
+        freezer.freeze()
+        try:
+            reader.start()
+            reader.join(120)  # a hang guard, not a figure: the reader must end on its own
+            ended = not reader.is_alive()
+        finally:
+            freezer.thaw()
+        assert ended, "the stream's reader blocked on a frozen device"
+        assert "stopped answering" in proc.stderr, proc.stderr
+        proc.cancel()
+        left = _ticking()
+        for _ in range(300):  # thawed, the device ends the closed stream's group
+            if not left:
+                break
+            time.sleep(0.1)
+            left = _ticking()
+        assert not left, left
+    finally:
+        t.close()
+
+
+def _ticking() -> list[int]:
+    out = []
+    for p in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if b"echo tick" in p.read_bytes() and int(p.parent.name) != os.getpid():
+                out.append(int(p.parent.name))
+        except OSError:
+            continue
+    return [p for p in out if alive_on_host(p)]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import queue
+import select
 import socket
 import stat
 import struct
@@ -53,6 +54,7 @@ _V2 = struct.Struct("<BI")
 ID_STDIN, ID_STDOUT, ID_STDERR, ID_EXIT, ID_CLOSE_STDIN = range(5)
 _EXIT_MARKER = "@@edgelab-exit "
 _IO_IDLE_S = 60.0  # a transfer that sees no byte for this long has stalled
+_STREAM_IDLE_S = 15.0  # a stream silent this long asks the device whether it still answers
 
 REMEDIES = {
     "unauthorized": "accept the USB debugging prompt on the device (and tick 'always allow'), then check again",
@@ -84,7 +86,10 @@ class _ShellChannel:
     def send(self, kind: int, data: bytes = b"") -> None:
         self.sock.sendall(_V2.pack(kind, len(data)) + data)
 
-    def recv(self) -> tuple[int, bytes] | None:
+    def recv(self, idle_s: float | None = None) -> tuple[int, bytes] | None:
+        """The next packet; TimeoutError when none began within ``idle_s`` (nothing half read)."""
+        if idle_s is not None and not select.select([self.sock], [], [], idle_s)[0]:
+            raise TimeoutError("no packet")
         try:
             header = recv_exact(self.sock, _V2.size)
         except EOFError:
@@ -120,7 +125,17 @@ class ADBProcess(RemoteProcess):
         buf = b""
         first = True
         try:
-            while (pkt := self._chan.recv()) is not None:
+            while True:
+                try:
+                    pkt = self._chan.recv(_STREAM_IDLE_S)
+                except TimeoutError:  # a quiet stream, or a frozen device: the device says which
+                    if self._cancelled or not self._t.answers():
+                        self._stderr += f"edgelab: {self._t.name} stopped answering; stream ended\n".encode()
+                        self._chan.close()  # once it thaws, the device ends the group of a closed stream
+                        break
+                    continue
+                if pkt is None:
+                    break
                 kind, data = pkt
                 if kind == ID_STDOUT:
                     buf += data
@@ -331,6 +346,13 @@ class ADBTransport(Transport):
         except TransportError:
             return False
 
+    def answers(self, timeout: float = 10.0) -> bool:
+        """Whether the device runs a trivial command within ``timeout`` (a frozen one does not)."""
+        try:
+            return self.run(["true"], timeout=timeout).ok
+        except TransportError:
+            return False
+
     def _frozen(self, doing: str, timeout: float | None = None) -> DeviceNotAnswering:
         return not_answering(self.serial, self.server, timeout or self.timeout, self.name, doing)
 
@@ -344,7 +366,7 @@ class ADBTransport(Transport):
         if not self.shell_v2:
             raise TransportError(f"{self.name} has no shell_v2", remedy="streaming needs Android 7 or newer")
         cmd = join(posix_stream_argv([str(a) for a in argv]), Shell.TOYBOX)
-        chan = _ShellChannel(self._open("shell,v2,raw:" + cmd, None))
+        chan = _ShellChannel(self._open("shell,v2,raw:" + cmd, _IO_IDLE_S))  # a packet stalled midway: cut
         chan.send(ID_CLOSE_STDIN)
         return ADBProcess(self, chan)
 
