@@ -271,3 +271,53 @@ def _ticking() -> list[int]:
         except OSError:
             continue
     return [p for p in out if alive_on_host(p)]
+
+
+@pytest.mark.adb
+@pytest.mark.ssh
+@pytest.mark.parametrize("device", ["s25", "orin-agx"])
+def test_the_follower_alone_detects_a_frozen_device_and_the_memory_waits_for_stop(frozen_lab, device):
+    """No command looks: the run's own follower finds the device silent, marks the run device-lost
+    (phase recorded ``by: follower``), keeps its reservation and the to_stop mark; after the thaw
+    ``stop`` kills the processes and only then is the memory released."""
+    env, engine = frozen_lab["env"], frozen_lab["engine"]
+    _args, res, _ = _cli(env, "deploy", "qwen3-tts", "--device", device, "--json")
+    assert res.returncode == 0, res.stderr
+    run = json.loads(res.stdout)["run"]
+    pids = _run_pids(engine, run)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # the detached follower is ingesting
+        with session_scope(engine, write=False) as s:
+            if (get_run(s, run).meta.get("follower") or {}).get("offset"):
+                break
+        time.sleep(0.2)
+    freezer = frozen_lab["freezers"][device]
+    frozen_at = time.time()
+    freezer.freeze()
+    try:
+        deadline = time.monotonic() + 120  # a hang guard, not a figure
+        while time.monotonic() < deadline:
+            with session_scope(engine, write=False) as s:
+                dep = get_deployment(s, run)
+                if dep.state != "running":
+                    break
+            time.sleep(0.2)
+    finally:
+        freezer.thaw()
+    with session_scope(engine, write=False) as s:
+        dep = get_deployment(s, run)
+        held = [x for x in open_reservations(s, dep.device_id) if x.deployment_id == dep.id]
+        lost = [p for p in dep.phases if p["phase"] == "device-lost"]
+    assert dep.state == "device-lost" and lost and lost[-1].get("by") == "follower", (dep.state, dep.phases)
+    from datetime import datetime
+
+    took = datetime.fromisoformat(lost[-1]["t"]).timestamp() - frozen_at
+    print(f"follower on {device}: device-lost {took:.1f} s after the freeze (budget 10 s of silence)")
+    assert dep.to_stop and held, (dep.to_stop, held)
+    assert any(alive_on_host(p) for p in pids)  # lost, not gone: the workload still runs there
+    _args, res, _ = _cli(env, "stop", run, "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    with session_scope(engine, write=False) as s:
+        dep = get_deployment(s, run)
+        assert not dep.to_stop and not [x for x in open_reservations(s, dep.device_id) if x.deployment_id == dep.id]
+    assert all(not alive_on_host(p) and group_members(p) == [] for p in pids)

@@ -164,11 +164,11 @@ def ps(
     from edgelab.store.deployments import list_deployments
 
     engine = open_engine()
-    reap(engine)  # what a dead deploy or bench left (its owner proven gone) is finished first
+    unreachable: dict[str, EdgelabError | str] = {}  # device -> why; one slow device is asked once
+    reap(engine, unreachable=unreachable)  # what a dead deploy or bench left is finished first
     with session_scope(engine, write=False) as s:
         deps = list_deployments(s, active_only=not all_)
     out = []
-    unreachable: dict[str, EdgelabError | str] = {}  # device -> why; one slow device is asked once
     for d in deps:
         if d.device_name in unreachable:
             out.append(d)

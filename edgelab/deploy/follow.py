@@ -35,7 +35,8 @@ from edgelab.store.runs import get_run
 
 LEASE_S = 10.0  # a follower silent this long has lost its run to the next one
 POLL_S = 0.25
-LOSS_S = 10.0  # a device that has not answered the follower this long is checked (and marked device-lost)
+LOSS_S = 10.0  # a device that has not answered the follower this long is marked device-lost
+READ_TIMEOUT_S = 3.0  # one read (the heartbeat) waits this long; the last check before LOSS_S fits in it
 BACKOFF_MAX_S = 4.0  # retries of a failed read back off up to this
 READ_MAX = 4 << 20  # bytes read per poll (a slow reader catches up in steps)
 
@@ -116,10 +117,12 @@ class Follower:
             next((r for r in rows if "edgelab.reference" in (r.argv or [])), rows[0])
         return endpoint, f"{row.workdir}/stdout.log", row.pid, dep.state
 
-    def _connect(self, endpoint):
+    def _connect(self, endpoint, timeout: float | None = None):
+        """The follower's transport: each operation on it waits at most ``timeout`` (the heartbeat's)."""
         from edgelab.transport import open_transport
 
-        return open_transport(endpoint, **(self.transport if endpoint.kind == "ssh" else {}))
+        options = dict(self.transport) if endpoint.kind == "ssh" else {}
+        return open_transport(endpoint, **{**options, "timeout": timeout or READ_TIMEOUT_S})
 
     def _server(self) -> dict[str, Any] | None:
         """The deployment's process measured from the lab side (llama-server), if it has one."""
@@ -158,7 +161,7 @@ class Follower:
                 ing.flush()
             return state in ACTIVE_STATES and not stop_event.is_set()
 
-        t = self._connect(server["endpoint"])
+        t = self._connect(server["endpoint"], float(self.transport.get("timeout") or 10.0))
         sampler = self._telemetry(ing)  # beside the lab-side requests too, like every other deployment
         try:
             ing.feed(ev.RunStart(t=time.time(), run=self.run_id, device=server["device"], runtime="llama.cpp",
@@ -264,7 +267,35 @@ class Follower:
         return sampler
 
     def _read(self, t, path: str, offset: int) -> str:
-        return remote.read_from(t, path, offset, READ_MAX)
+        return remote.read_from(t, path, offset, READ_MAX, timeout=READ_TIMEOUT_S)
+
+    def _answers(self, endpoint):
+        """A fresh connection that runs ``true`` within READ_TIMEOUT_S, or None (the device is silent)."""
+        try:
+            fresh = self._connect(endpoint)
+        except TransportError:
+            return None
+        try:
+            fresh.run(["true"], timeout=READ_TIMEOUT_S)
+            return fresh
+        except TransportError:
+            try:
+                fresh.close()
+            except Exception:  # noqa: BLE001
+                pass
+            return None
+
+    def _lost(self, why: str):
+        """No answer for LOSS_S: the run is device-lost, its memory held and its processes marked to stop."""
+        from edgelab.deploy.transition import GONE_PROCESS_STATES, transition
+
+        with session_scope(self.engine, write=False) as s:
+            dep = get_deployment(s, self.run_id)
+            unseen = any(r.pid and r.state not in GONE_PROCESS_STATES for r in processes(s, dep.id))
+
+        def lost(s, d) -> None:
+            d.error, d.to_stop = why[:2000], unseen
+        return transition(self.engine, dep.id, "device-lost", phase="device-lost", edit=lost, by="follower")
 
     def _replay(self, t, path: str, ing: _LeasedIngestor, clock: ev.ClockOffset) -> None:
         """Rebuild the live aggregate from what an earlier follower already stored (bytes < offset)."""
@@ -289,15 +320,28 @@ class Follower:
 
     def _loop(self, t, endpoint, path: str, pid: int | None, ing: _LeasedIngestor, clock: ev.ClockOffset,
               stop_event: threading.Event) -> dict[str, Any] | None:
+        self._fresh = None
+        try:
+            return self._follow(t, endpoint, path, pid, ing, clock, stop_event)
+        finally:
+            if self._fresh is not None:
+                try:
+                    self._fresh.close()
+                except Exception:  # noqa: BLE001
+                    pass
+
+    def _follow(self, t, endpoint, path: str, pid: int | None, ing: _LeasedIngestor, clock: ev.ClockOffset,
+                stop_event: threading.Event) -> dict[str, Any] | None:
         from edgelab.deploy import control
 
-        last_beat = last_data = time.monotonic()
+        last_beat = last_data = last_ok = time.monotonic()
         final_pass = False
         failing_since: float | None = None  # first failed read of the current outage
         delay = self.poll_s
         while True:
             try:
                 text = self._read(t, path, ing.offset)
+                last_ok = time.monotonic()  # the heartbeat: the device answered
             except TransportError as err:
                 # transient until proven otherwise: retry with backoff, then let the device decide
                 text = ""
@@ -307,8 +351,19 @@ class Follower:
                                            message=f"follower: device did not answer, retrying: {err}"[:500]))
                 if final_pass:
                     break  # the run already ended: what could be read was read
-                if time.monotonic() - failing_since >= LOSS_S:
-                    dep = control.refresh(self.engine, self.run_id)  # unreachable: marked device-lost
+                # decide now when one more wait and read could not leave time for the check (2 reads):
+                # the verdict then comes within LOSS_S of the last answer
+                if time.monotonic() - last_ok + delay + 3 * READ_TIMEOUT_S >= LOSS_S:
+                    fresh = self._answers(endpoint)
+                    if fresh is not None:  # the device is there; this follower's connection was not
+                        try:
+                            t.close()
+                        except Exception:  # noqa: BLE001
+                            pass
+                        t, last_ok, failing_since = fresh, time.monotonic(), None
+                        self._fresh = fresh  # closed when the loop ends (run() closes the first one)
+                        continue
+                    dep = self._lost(f"{self.run_id}: the device stopped answering the follower (no answer within {LOSS_S:g} s): {err}")
                     self.error = dep.error if dep.state == "device-lost" else None
                     failing_since = None
                 if stop_event.wait(delay):

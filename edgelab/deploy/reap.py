@@ -58,11 +58,13 @@ def orphaned(engine: Engine, device: str | None = None) -> list[str]:
     return out
 
 
-def reap(engine: Engine, device: str | None = None, *, opts: Options | None = None) -> list[str]:
+def reap(engine: Engine, device: str | None = None, *, opts: Options | None = None,
+         unreachable: dict[str, EdgelabError] | None = None) -> list[str]:
     """Finish what dead commands left (see the module doc); returns the run ids reaped now.
 
-    A device that cannot be reached is left for the next look (never an error here: the command
-    that looked goes on with its own work).
+    A device that cannot be reached is left for the next look (never raised here: the command
+    that looked goes on with its own work); ``unreachable`` collects why, per device, for a
+    caller that reports it (``ps``).
     """
     opts = opts or Options()
     done = []
@@ -70,7 +72,10 @@ def reap(engine: Engine, device: str | None = None, *, opts: Options | None = No
         try:
             if _reap_one(engine, run_id, opts):
                 done.append(run_id)
-        except EdgelabError:
+        except EdgelabError as err:
+            if unreachable is not None:
+                with session_scope(engine, write=False) as s:
+                    unreachable.setdefault(s.get(Run, run_id).device_name or "?", err)
             continue
     return done
 

@@ -202,12 +202,12 @@ def fetch_logs(t: Transport, workdirs: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def read_from(t: Transport, path: str, offset: int, max_bytes: int) -> str:
+def read_from(t: Transport, path: str, offset: int, max_bytes: int, timeout: float = 30.0) -> str:
     """Up to ``max_bytes`` of a remote file from byte ``offset`` ('' when absent); SFTP on Windows."""
     if t.shell is Shell.POWERSHELL:
         return _sftp_read(t, path, offset, max_bytes).decode("utf-8", "replace")
     cmd = 'tail -c +"$2" "$1" 2>/dev/null | head -c "$3"; true'
-    return t.run(["sh", "-c", cmd, "edgelab", path, str(offset + 1), str(max_bytes)], timeout=30).stdout
+    return t.run(["sh", "-c", cmd, "edgelab", path, str(offset + 1), str(max_bytes)], timeout=timeout).stdout
 
 
 def follow_argv(path: str) -> list[str]:

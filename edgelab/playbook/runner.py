@@ -90,9 +90,8 @@ def run_playbook(
     it. A device under someone else's lease refuses the play (LeaseHeld) before any step runs.
     Ctrl-C: see ``_run_jobs`` (``on_stop`` is told of the first one).
     """
-    from edgelab.lease import held
-
     from edgelab.deploy.reap import reap
+    from edgelab.lease import held
 
     jobs = plan_jobs(engine, pb, limit)
     for device in sorted({j.device for j in jobs}):
