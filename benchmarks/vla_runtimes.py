@@ -15,7 +15,7 @@ Then 10 Hz episodes clean and with ``--hog`` busy processes beside the loop: dea
 older than one period) and observation-to-action age. On a shared 2-core box a single round can be
 off either way; the median of the rounds is printed.
 
-    python bench/vla_runtimes.py [--rounds 3] [--chunks 20] [--hog 2] [--hz 10]
+    python benchmarks/vla_runtimes.py [--rounds 3] [--chunks 20] [--hog 2] [--hz 10]
 """
 
 from __future__ import annotations
