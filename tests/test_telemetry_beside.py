@@ -90,7 +90,7 @@ def test_the_nvidia_smi_sampler_on_the_virtual_wsl_host(tmp_path, ssh_lab, adb_l
     """wsl-hx370 (RTX 5090 through WSL): the plan is nvidia-smi + /proc; its shim refuses the full
     field list (an older driver's answer), the short one is used; every queried field kept raw."""
     from edgelab.metrics.sampler import TelemetrySampler, plan_for
-    from edgelab.probe import probe_devices
+    from edgelab.inventory.probe import probe_devices
     from edgelab.sim.lab import LabStatus, register
     from edgelab.store import db as dbmod
     from edgelab.store.db import get_engine
@@ -132,7 +132,7 @@ def test_the_windows_sampler_beside_a_run_on_the_virtual_windows_host(tmp_path, 
     host and GPU samples, the fields edgelab does not model kept raw."""
     pytest.importorskip("edgelab.metrics.wintelemetry")
     from edgelab.metrics.sampler import TelemetrySampler, plan_for
-    from edgelab.probe import probe_devices
+    from edgelab.inventory.probe import probe_devices
     from edgelab.sim.lab import LabStatus, register
     from edgelab.store import db as dbmod
     from edgelab.store.db import get_engine
