@@ -31,8 +31,7 @@ from edgelab.bench.runner import PROTOCOL, BenchResult, check_protocol
 from edgelab.errors import ConfigError, TransportError
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
-from edgelab.metrics.provenance import complete
-from edgelab.metrics.results import provenance
+from edgelab.metrics.provenance import complete, provenance
 from edgelab.store.db import session_scope
 from edgelab.store.devices import get_device
 from edgelab.store.runs import create_run, get_run, new_run_id

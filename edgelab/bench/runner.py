@@ -30,8 +30,7 @@ from edgelab.deploy.strategies.controller import has_controller
 from edgelab.errors import ConfigError, EdgelabError, TransportError
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
-from edgelab.metrics.provenance import complete_on_device
-from edgelab.metrics.results import provenance
+from edgelab.metrics.provenance import complete_on_device, provenance
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import release_run
 from edgelab.store.devices import get_device

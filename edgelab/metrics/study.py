@@ -290,7 +290,7 @@ def write_inputs(engine: Engine, inputs: Iterable[StudyInput], *, device: str | 
     from edgelab.metrics.audio import Chunk, audio_metrics
     from edgelab.metrics.ingest import SampleRow, _sample_sql
     from edgelab.metrics.live import recompute, wall_ms
-    from edgelab.metrics.results import provenance
+    from edgelab.metrics.provenance import provenance
     from edgelab.store.db import session_scope
     from edgelab.store.runs import RunRequest, create_run, put_summary
 
