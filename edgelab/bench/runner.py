@@ -25,6 +25,7 @@ from edgelab.deploy import admission, lifecycle, remote, start
 from edgelab.deploy import artifacts as plan_artifacts
 from edgelab.deploy.clock import measure_offset
 from edgelab.deploy.lifecycle import DeployRequest, Options
+from edgelab.deploy.plan import programs
 from edgelab.deploy.refusal import Refusal
 from edgelab.deploy.strategies.controller import has_controller
 from edgelab.errors import ConfigError, EdgelabError, TransportError
@@ -303,7 +304,7 @@ def _bench_on_device(engine: Engine, req: BenchRequest, opts: Options, on_event,
             final, state = _bench_llama(engine, t, proc, workdir, blob_paths, run_id, req, meta, on_event, cancel,
                                         beside=_telemetry_beside(engine, run_id, req.device, opts))
         else:  # streamed: its stdout is the output its adapter reads
-            start.layout(t, bin_dir, proc.links, blob_paths, start.programs(proc))
+            start.layout(t, bin_dir, proc.links, blob_paths, programs(proc))
             if adapter == "llama-bench":
                 final, state = _llama_bench(engine, t, full, run_id, meta)
             else:
