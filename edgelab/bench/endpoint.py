@@ -307,7 +307,7 @@ def _drive_llama(client: Any, req: EndpointBenchRequest, run_id: str, sink: Call
                  cancel: threading.Event | None) -> int:
     """Warm-up then measured streamed completions, as the launched llama.cpp bench sends them."""
     from edgelab.adapters import llama_server
-    from edgelab.bench.llama import N_PREDICT, PROMPTS
+    from edgelab.deploy.llama_drive import N_PREDICT, PROMPTS
 
     prompt, n = PROMPTS.get(req.band, PROMPTS["short"]), N_PREDICT.get(req.band, 64)
     failed = 0

@@ -8,7 +8,7 @@ its JSON-lines events are ingested with the device clock offset corrected; only 
 count is finite. The plan's launch template names the adapter that reads the output: edgelab
 events (the reference runtime, a team's own controller) are ingested from the process's stdout;
 llama-server (llama.cpp under S3) is started detached and measured from the lab side through a
-forwarded port (edgelab.bench.llama).
+forwarded port (edgelab.deploy.llama_drive).
 """
 
 from __future__ import annotations
@@ -365,7 +365,7 @@ def _bench_llama(engine: Engine, t, proc, workdir: str, blob_paths: dict[str, st
                  beside: Callable[[Ingestor], Any] | None = None) -> tuple[dict[str, Any], str]:
     """llama-server started detached on the device, measured through a forwarded port, then stopped."""
     from edgelab.adapters.llama_placement import parse_placement
-    from edgelab.bench import llama
+    from edgelab.deploy import llama_drive as llama
 
     ing = Ingestor(engine, run_id)
     sampler = beside(ing) if beside is not None else None
