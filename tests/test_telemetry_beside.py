@@ -15,9 +15,9 @@ from test_deploy_helpers import cli_env, deploy_lab  # noqa: F401 - fixture
 from typer.testing import CliRunner
 
 from edgelab.cli import app
-from edgelab.deploy import lifecycle
+from edgelab.deploy import control, launch
 from edgelab.deploy.follow import ensure_follower
-from edgelab.deploy.lifecycle import DeployRequest
+from edgelab.deploy.planning import DeployRequest
 from edgelab.metrics.prometheus import exposition
 from edgelab.store.db import session_scope
 from edgelab.store.runs import get_summary, telemetry_of
@@ -42,7 +42,7 @@ def wait_for_samples(engine, run_id: str, n: int, timeout: float = 60.0) -> list
 ])
 def test_a_reference_deploy_stores_telemetry_beside_the_run(deploy_lab, ssh_lab, device, pipeline, source, sensor):
     url, engine, opts = deploy_lab
-    dep = lifecycle.deploy(engine, DeployRequest(device, pipeline), opts=opts)
+    dep = launch.deploy(engine, DeployRequest(device, pipeline), opts=opts)
     follower = None
     try:
         follower = ensure_follower(engine, dep.run_id, transport=opts.transport)
@@ -77,7 +77,7 @@ def test_a_reference_deploy_stores_telemetry_beside_the_run(deploy_lab, ssh_lab,
         assert f'edgelab_device_temperature_celsius{{device="{device}",source="{source}",virtual="true",' \
                f'sensor="{sensor}"}}' in text
     finally:
-        lifecycle.stop(engine, dep.run_id, opts=opts)
+        control.stop(engine, dep.run_id, opts=opts)
         if follower is not None:
             follower.join(60)
     with session_scope(engine, write=False) as s:
@@ -89,8 +89,8 @@ def test_a_reference_deploy_stores_telemetry_beside_the_run(deploy_lab, ssh_lab,
 def test_the_nvidia_smi_sampler_on_the_virtual_wsl_host(tmp_path, ssh_lab, adb_lab):
     """wsl-hx370 (RTX 5090 through WSL): the plan is nvidia-smi + /proc; its shim refuses the full
     field list (an older driver's answer), the short one is used; every queried field kept raw."""
-    from edgelab.metrics.sampler import TelemetrySampler, plan_for
     from edgelab.inventory.probe import probe_devices
+    from edgelab.metrics.sampler import TelemetrySampler, plan_for
     from edgelab.sim.lab import LabStatus, register
     from edgelab.store import db as dbmod
     from edgelab.store.db import get_engine
@@ -131,8 +131,8 @@ def test_the_windows_sampler_beside_a_run_on_the_virtual_windows_host(tmp_path, 
     """win-hx370-rtx5090: CIM counters and nvidia-smi through PowerShell (edgelab.metrics.wintelemetry),
     host and GPU samples, the fields edgelab does not model kept raw."""
     pytest.importorskip("edgelab.metrics.wintelemetry")
-    from edgelab.metrics.sampler import TelemetrySampler, plan_for
     from edgelab.inventory.probe import probe_devices
+    from edgelab.metrics.sampler import TelemetrySampler, plan_for
     from edgelab.sim.lab import LabStatus, register
     from edgelab.store import db as dbmod
     from edgelab.store.db import get_engine
