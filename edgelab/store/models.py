@@ -70,8 +70,8 @@ class Device(SQLModel, table=True):
 class ProbeSnapshot(SQLModel, table=True):
     """One probe of one device: raw outputs (re-parseable by a newer edgelab), facts, classification.
 
-    Owned by edgelab.probe (API in edgelab/store/snapshots.py); kept here so the one metadata that
-    migrations are checked against holds every table.
+    Written by the probe service (edgelab.inventory.probe; API in edgelab/store/snapshots.py); kept
+    beside the device table it refers to.
     """
 
     __tablename__ = "probe_snapshot"
