@@ -121,8 +121,9 @@ class DeviceStore:
     def part(self, sha: str) -> str:
         return self.blob(sha) + ".part"
 
-    def seg(self, sha: str, i: int = 0) -> str:
-        return self.blob(sha) + f".seg{i}"
+    def transfer_path(self, path: str) -> str:
+        """``path`` as the transport's file transfer names it (the same here; SFTP's on Windows)."""
+        return path
 
     # -- commands -------------------------------------------------------------------------------
     def _run(self, argv: list[str], timeout: float = 60.0) -> RunResult:
@@ -177,13 +178,6 @@ class DeviceStore:
     def rename(self, src: str, dst: str) -> None:
         """Atomic within one directory: readers see the old blob or the new one, never a mix."""
         self._must(["mv", "-f", src, dst], f"rename {src}")
-
-    def append(self, src: str, dst: str, size: int) -> None:
-        """Append ``src`` to ``dst`` and drop ``src`` (the ADB sync protocol cannot append)."""
-        script = 'cat "$1" >> "$2" && rm -f "$1"'
-        self._must(
-            ["sh", "-c", script, "edgelab-append", src, dst], f"append to {dst}", timeout=hash_timeout(size)
-        )
 
     def remove(self, paths: list[str]) -> None:
         if paths:
@@ -286,6 +280,9 @@ class WindowsStore(DeviceStore):
     def sftp_path(self, path: str) -> str:
         return "/" + path.replace("\\", "/")
 
+    def transfer_path(self, path: str) -> str:
+        return self.sftp_path(path)
+
     def _ps(self, script: str, timeout: float = 60.0) -> RunResult:
         run_ps = getattr(self.t, "run_ps", None)
         if run_ps is None:
@@ -335,9 +332,6 @@ class WindowsStore(DeviceStore):
 
     def rename(self, src: str, dst: str) -> None:
         self._ps_must(winscripts.move(src, dst), "rename")
-
-    def append(self, src: str, dst: str, size: int) -> None:  # pragma: no cover - SFTP appends in place
-        raise TransportError("Windows stores append over SFTP")
 
     def remove(self, paths: list[str]) -> None:
         if paths:

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from edgelab.errors import DeviceNotAnswering, DeviceStateError, RemoteTimeout, TransportError
+from edgelab.transport import adb_push
 from edgelab.transport.adb_server import (
     host_query,
     list_devices,
@@ -353,38 +354,33 @@ class ADBTransport(Transport):
     def _sync_fail(sock: socket.socket, length: int) -> str:
         return recv_exact(sock, length).decode("utf-8", "replace")
 
-    def put(self, local: Path, remote: str, *, progress: Progress | None = None) -> str:
+    def put(self, local: Path, remote: str, *, progress: Progress | None = None,
+            offset: int | None = None) -> str | None:
+        """Whole (``offset`` None): one sync SEND, adbd's own atomic write; the SHA-256 sent.
+
+        Resumable (``offset`` given, ``remote`` holding that many bytes of ``local``): the rest is
+        appended through shell v2 stdin (``adb_push.append``), so a cut keeps what arrived; None.
+        A device without shell_v2 gets the whole file again by SEND.
+        """
         local = Path(local)
-        st = os.stat(local)
-        total = st.st_size
-        mode = stat.S_IFREG | (st.st_mode & 0o777)
-        sock = self._open("sync:", _IO_IDLE_S)
-        h = hashlib.sha256()
-        done = 0
+
+        def open_service(service: str, timeout: float | None) -> socket.socket:
+            return self._open(service, timeout)
+
+        where = f"push to {self.name}:{remote}"
         try:
-            target = f"{remote},{mode}".encode()
-            if len(target) > 1024:
-                raise TransportError(f"remote path too long for adb: {remote[:80]}...")
-            sock.sendall(_SYNC.pack(b"SEND", len(target)) + target)
-            with open(local, "rb") as f:
-                while block := f.read(SYNC_DATA_MAX):
-                    sock.sendall(_SYNC.pack(b"DATA", len(block)) + block)
-                    h.update(block)
-                    done += len(block)
-                    if progress:
-                        progress(done, total)
-            sock.sendall(_SYNC.pack(b"DONE", int(st.st_mtime)))
-            ident, length = _SYNC.unpack(recv_exact(sock, _SYNC.size))
-            if ident == b"FAIL":
-                raise TransportError(f"push to {self.name}:{remote} failed: {self._sync_fail(sock, length)}")
-            if ident != b"OKAY":
-                raise TransportError(f"push to {self.name}:{remote}: unexpected sync reply {ident!r}")
-            sock.sendall(_SYNC.pack(b"QUIT", 0))
-        except (OSError, EOFError) as e:
-            raise self._io_error(f"push to {self.name}:{remote}", e) from None
-        finally:
-            sock.close()
-        return h.hexdigest()
+            if offset is not None and self.shell_v2:
+                adb_push.append(open_service, local, remote, offset, progress=progress, name=self.name,
+                                idle_s=_IO_IDLE_S)
+                return None
+            h = hashlib.sha256()
+            adb_push.sync_send(open_service, local, remote, progress=progress, digest=h, name=self.name,
+                               idle_s=_IO_IDLE_S)
+        except OSError as e:
+            raise self._io_error(where, e) from None
+        except EOFError as e:
+            raise TransportError(f"{where} cut: {e}") from None
+        return None if offset is not None else h.hexdigest()
 
     def get(self, remote: str, local: Path, *, progress: Progress | None = None) -> str:
         local = Path(local)

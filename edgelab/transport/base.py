@@ -103,8 +103,16 @@ class Transport(abc.ABC):
         """Start ``argv`` and return a handle whose stdout arrives line by line."""
 
     @abc.abstractmethod
-    def put(self, local: Path, remote: str, *, progress: Progress | None = None) -> str:
-        """Copy a local file to the device; returns the SHA-256 of the bytes sent."""
+    def put(self, local: Path, remote: str, *, progress: Progress | None = None,
+            offset: int | None = None) -> str | None:
+        """Copy a local file to the device.
+
+        ``offset`` None: the whole file, under ``remote`` only once complete; returns the SHA-256 of
+        the bytes sent. ``offset`` given (resumable): ``remote`` already holds the file's first
+        ``offset`` bytes (a partial the caller owns and checks); bytes ``[offset, size)`` are written
+        after them in place, and a cut keeps what arrived; returns None (the caller verifies on the
+        device). ``progress`` gets (bytes of the file on the device, its size).
+        """
 
     @abc.abstractmethod
     def get(self, remote: str, local: Path, *, progress: Progress | None = None) -> str:

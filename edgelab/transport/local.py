@@ -153,8 +153,29 @@ class LocalTransport(Transport):
         os.replace(tmp, dst)
         return h.hexdigest()
 
-    def put(self, local: Path, remote: str, *, progress: Progress | None = None) -> str:
-        return self._copy(Path(local), Path(remote).expanduser(), progress)
+    def put(self, local: Path, remote: str, *, progress: Progress | None = None,
+            offset: int | None = None) -> str | None:
+        if offset is None:
+            return self._copy(Path(local), Path(remote).expanduser(), progress)
+        self._append(Path(local), Path(remote).expanduser(), offset, progress)
+        return None
+
+    def _append(self, src: Path, dst: Path, offset: int, progress: Progress | None) -> None:
+        """Bytes ``[offset, size)`` of ``src`` written into ``dst`` from ``offset`` (a resumed copy)."""
+        total = src.stat().st_size
+        if not 0 <= offset <= total:
+            raise TransportError(f"cannot resume {src} at byte {offset}: it has {total}")
+        with open(src, "rb") as fin, open(dst, "r+b" if offset else "wb") as fout:
+            fin.seek(offset)
+            fout.seek(offset)
+            done = offset
+            while block := fin.read(_COPY_CHUNK):
+                fout.write(block)
+                done += len(block)
+                if progress:
+                    progress(done, total)
+        if progress and total == offset:
+            progress(total, total)
 
     def get(self, remote: str, local: Path, *, progress: Progress | None = None) -> str:
         src = Path(remote).expanduser()

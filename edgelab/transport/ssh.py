@@ -711,8 +711,16 @@ class SSHTransport(Transport):
             if not stat.S_ISDIR(sftp.stat(path).st_mode or 0):  # created meanwhile by someone else is fine
                 raise
 
-    def put(self, local: Path, remote: str, *, progress: Progress | None = None) -> str:
+    def put(self, local: Path, remote: str, *, progress: Progress | None = None,
+            offset: int | None = None) -> str | None:
+        """Whole (``offset`` None): via ``remote.edgelab-part`` renamed into place; the SHA-256 sent.
+        Resumable (``offset`` given): bytes from ``offset`` written in place (``sftp_put``); None."""
         local = Path(local)
+        if offset is not None:
+            from edgelab.transport import sftp_put
+
+            sftp_put.put_from(self.sftp(), local, remote, offset, progress=progress, name=self.name)
+            return None
         try:
             total = local.stat().st_size
             mode = local.stat().st_mode & 0o7777
