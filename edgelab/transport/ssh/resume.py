@@ -1,4 +1,4 @@
-"""Resumable SFTP upload: bytes ``[offset, size)`` of a local file written at their offsets.
+"""Resumable SFTP upload (``SSHTransport.put`` with an offset): bytes ``[offset, size)`` of a local file written at their offsets.
 
 A cut upload continues in place: the caller's file keeps what arrived, and the next put starts at
 its size. Each WRITE request is sized to fit one SSH channel packet (paramiko's default 32 KiB
