@@ -25,10 +25,10 @@ from edgelab.store.deployments import Deployment, Reservation
 from edgelab.store.devices import get_device, list_devices
 from edgelab.store.leases import Lease, LeaseDevice
 from edgelab.store.models import Device, utcnow
+from edgelab.transport.address import physical_key as reach_key
 
 AUTO_TTL_S = 60.0  # a workload's own lease; renewed every third of it while the workload runs
 PG_LOCK_KEY = 7150452  # pg_advisory_xact_lock key of lease writers (7150451 is the migration's)
-DEFAULT_ADB_SERVER = "127.0.0.1:5037"
 
 
 class LeaseHeld(EdgelabError):
@@ -60,21 +60,9 @@ def auto_ttl() -> float:
     return ttl
 
 
-def _local_host(host: str) -> str:
-    h = host.strip().lower()
-    return "127.0.0.1" if h in ("localhost", "::1", "[::1]", "127.0.0.1") else h
-
-
 def physical_key(d: Device) -> str:
     """What makes two inventory rows one device: the adb serial on its server, the ssh host and port."""
-    if d.transport == "adb":
-        server = d.adb_server or DEFAULT_ADB_SERVER
-        host, _, port = server.rpartition(":")
-        return f"adb:{_local_host(host or '127.0.0.1')}:{port or '5037'}/{d.adb_serial}"
-    if d.transport == "ssh":
-        via = f"{d.ssh_jump.lower()}>" if d.ssh_jump else ""
-        return f"ssh:{via}{_local_host(d.ssh_host or '')}:{d.ssh_port or 22}"
-    return f"{d.transport}:{d.name}"
+    return reach_key(d)
 
 
 def _lock(session: Session) -> None:

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from edgelab.errors import DeviceNotAnswering, DeviceStateError, RemoteTimeout, TransportError
 from edgelab.transport.adb_server import (
@@ -33,12 +34,16 @@ from edgelab.transport.adb_server import (
     send_request,
 )
 from edgelab.transport.base import (
+    Capability,
     Deadline,
     Endpoint,
+    Interactive,
     Progress,
+    Reachability,
     RemoteProcess,
     RunResult,
     Transport,
+    TransportOptions,
     parse_pid_line,
     posix_kill_argv,
     posix_stream_argv,
@@ -175,9 +180,32 @@ class ADBProcess(RemoteProcess):
         self._done.wait(5.0)
 
 
+class _ShellSession(Interactive):
+    """adbd's ``shell:`` service: a pty on a real device, raw bytes both ways."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+
+    def fileno(self) -> int:
+        return self._sock.fileno()
+
+    def recv(self, n: int) -> bytes:
+        return self._sock.recv(n)
+
+    def send(self, data: bytes) -> None:
+        self._sock.sendall(data)
+
+    def exit_code(self) -> int:
+        return 0  # the v1 shell service reports no exit status
+
+    def close(self) -> None:
+        self._sock.close()
+
+
 class ADBTransport(Transport):
     kind = "adb"
     shell = Shell.TOYBOX
+    capabilities = Capability.FORWARD | Capability.PROCESS_GROUPS | Capability.INTERACTIVE
 
     def __init__(self, endpoint: Endpoint, features: set[str], timeout: float = 10.0):
         if not endpoint.adb_serial:
@@ -199,6 +227,10 @@ class ADBTransport(Transport):
         return "absent"
 
     @classmethod
+    def open(cls, endpoint: Endpoint, options: TransportOptions) -> ADBTransport:
+        return cls.connect(endpoint, **options.kwargs())
+
+    @classmethod
     def connect(cls, endpoint: Endpoint, *, timeout: float = 10.0) -> ADBTransport:
         state = cls.device_state(endpoint, timeout)
         if state != "device":
@@ -207,7 +239,7 @@ class ADBTransport(Transport):
         return cls(endpoint, {f for f in features.strip().split(",") if f}, timeout)
 
     @classmethod
-    def check(cls, endpoint: Endpoint, timeout: float = 5.0) -> tuple[str, str | None]:
+    def check(cls, endpoint: Endpoint, timeout: float = 5.0, **options: Any) -> Reachability:
         """("online"|"offline"|"unauthorized"|"absent", detail) without raising for an unreachable device."""
         try:
             state = cls.device_state(endpoint, timeout)
@@ -353,7 +385,7 @@ class ADBTransport(Transport):
     def _sync_fail(sock: socket.socket, length: int) -> str:
         return recv_exact(sock, length).decode("utf-8", "replace")
 
-    def put(self, local: Path, remote: str, *, progress: Progress | None = None) -> str:
+    def _put_whole(self, local: Path, remote: str, progress: Progress | None) -> str:
         local = Path(local)
         st = os.stat(local)
         total = st.st_size
@@ -429,6 +461,10 @@ class ADBTransport(Transport):
             sock.close()
             tmp.unlink(missing_ok=True)
         return h.hexdigest()
+
+    def interactive(self, *, term: str, columns: int, lines: int) -> Interactive:
+        """The ``shell:`` service (adbd picks the pty; the size follows the device's own)."""
+        return _ShellSession(self._open("shell:", None))
 
     # -- port forwarding -------------------------------------------------------
     def forward(self, remote_port: int) -> Forward:

@@ -100,6 +100,55 @@ def put_file(
     return h.hexdigest()
 
 
+def put_from(
+    sftp: paramiko.SFTPClient,
+    local: Path,
+    remote: str,
+    offset: int,
+    *,
+    name: str,
+    progress: Progress | None = None,
+) -> None:
+    """Bytes ``[offset, size)`` of ``local`` into ``remote`` in place (``Transport.put`` with an offset).
+
+    ``remote`` is created at offset 0 and truncated to ``offset`` otherwise, so whatever an earlier
+    cut left beyond the resume point is gone; writes are pipelined, and closing the file waits for
+    every write's status, so a return means the server acknowledged all of them."""
+    local = Path(local)
+    try:
+        total = local.stat().st_size
+    except OSError as e:
+        raise TransportError(f"cannot read {local}: {e.strerror}") from e
+    if offset > total:
+        raise TransportError(f"{name}: cannot resume {remote} at {offset}: {local} has only {total} bytes")
+    target = remote_path(sftp, remote)
+    done = offset
+    try:
+        if offset == 0:
+            makedirs(sftp, posixpath.dirname(target), name=name)
+        with open(local, "rb") as fin, sftp.open(target, "r+b" if offset else "wb", bufsize=COPY_CHUNK) as fout:
+            if offset:
+                fout.truncate(offset)
+                fout.seek(offset)
+                fin.seek(offset)
+            fout.set_pipelined(True)
+            while block := fin.read(COPY_CHUNK):
+                fout.write(block)
+                done += len(block)
+                if progress:
+                    progress(done, total)
+    except FileNotFoundError as e:
+        raise TransportError(
+            f"{name}: cannot resume {remote}: it is not on the device", remedy="upload from offset 0"
+        ) from e
+    except (OSError, EOFError, paramiko.SSHException) as e:
+        if isinstance(e, TransportError):
+            raise
+        raise TransportError(f"{name}: upload of {local} to {remote} cut at {done}: {e}") from e
+    if progress and done == total == offset:
+        progress(done, total)
+
+
 def get_file(
     sftp: paramiko.SFTPClient, remote: str, local: Path, *, name: str, progress: Progress | None = None
 ) -> str:
