@@ -20,7 +20,7 @@ from edgelab.artifacts.hashing import sha256_path
 from edgelab.artifacts.push import BlobSpec, push_blob
 from edgelab.transport.local import LocalTransport
 from edgelab.transport.ssh import SSHTransport
-from edgelab.transport.ssh.resume import WRITE_HEADER, write_request_size
+from edgelab.transport.ssh.sftp import WRITE_HEADER, write_request_size
 
 
 @pytest.fixture

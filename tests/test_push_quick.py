@@ -164,25 +164,28 @@ def test_the_quick_lease_is_the_orms_lease(db, monkeypatch):
     end_use(get_engine(db), use)
 
 
-def test_adb_append_refuses_a_partial_of_another_size_and_resumes_one_of_the_right_size(phone, tmp_path):
+def test_adb_resumable_put_cuts_back_a_longer_partial_and_refuses_a_shorter_one(phone, tmp_path):
     local = tmp_path / "a.bin"
     data = os.urandom(700_000)
     local.write_bytes(data)
-    remote = "/data/local/tmp/edgelab-append-test.bin"
+    remote = "/data/local/tmp/edgelab-append-test/a.bin"
     prefix = tmp_path / "prefix.bin"
     try:
-        prefix.write_bytes(data[:300_003])
-        phone.put(prefix, remote)  # 3 bytes more than the offset we claim
-        with pytest.raises(TransportError, match="holds 300003 bytes, not 300000"):
+        prefix.write_bytes(data[:299_990])
+        phone.put(prefix, remote)  # 10 bytes short of the offset we claim: nothing to append to
+        with pytest.raises(TransportError, match="holds 299990 bytes, not 300000"):
             phone.put(local, remote, offset=300_000)
-        prefix.write_bytes(data[:300_000])
+        prefix.write_bytes(data[:300_000] + b"stale tail a cut left")
         phone.put(prefix, remote)
         seen = []
         assert phone.put(local, remote, offset=300_000, progress=lambda d, t: seen.append((d, t))) is None
         assert seen and seen[-1] == (700_000, 700_000) and all(d >= 300_000 for d, _ in seen)
         assert phone.get(remote, tmp_path / "back.bin") == sha256_path(local)
+        phone.run(["rm", "-rf", "/data/local/tmp/edgelab-append-test"])
+        assert phone.put(local, remote, offset=0) is None  # offset 0 creates it, directory and all
+        assert phone.get(remote, tmp_path / "back.bin") == sha256_path(local)
     finally:
-        phone.run(["rm", "-f", remote])
+        phone.run(["rm", "-rf", "/data/local/tmp/edgelab-append-test"])
 
 
 def test_a_part_corrupted_while_it_uploads_is_never_renamed_into_place(phone, tmp_path):

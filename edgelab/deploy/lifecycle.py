@@ -103,8 +103,7 @@ def resolve_pipeline(name: str) -> str:
 
 
 def _connect(endpoint, opts: Options) -> Transport:
-    options = dict(opts.transport) if endpoint.kind == "ssh" else {}
-    return open_transport(endpoint, **options)
+    return open_transport(endpoint, **opts.transport)
 
 
 def plan(engine: Engine, req: DeployRequest, *, run_id: str | None = None) -> Planned:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from edgelab.errors import ConfigError
 from edgelab.inventory.address import parse_adb_serial, parse_adb_server, parse_jump, parse_ssh_address
@@ -73,3 +74,11 @@ def adb_device(
         notes=notes,
     )
     return validate_device(device)
+
+
+def build_device(transport: str, name: str, address: str, **fields: Any) -> Device:
+    """``ssh_device`` or ``adb_device`` by the transport a form chose (``address`` in that one's syntax)."""
+    builders = {"ssh": ssh_device, "adb": adb_device}
+    if transport not in builders:
+        raise ConfigError(f"cannot add a {transport!r} device here", remedy="choose ssh or adb")
+    return builders[transport](name, address, **fields)

@@ -15,6 +15,7 @@ from edgelab.errors import ConfigError, HostKeyError
 from edgelab.store.db import session_scope
 from edgelab.store.devices import get_device, record_host_key
 from edgelab.store.models import Device
+from edgelab.transport.address import has_host_keys
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ def _same(a: str, b: str) -> bool:
 def _ssh_device(engine: Engine, name: str) -> Device:
     with session_scope(engine, write=False) as s:
         device = get_device(s, name)
-    if device.transport != "ssh":
+    if not has_host_keys(device.transport):
         raise ConfigError(
             f"{name} is reached over {device.transport}; only SSH devices have host keys",
             remedy="adb devices are trusted by accepting the RSA prompt on the device",

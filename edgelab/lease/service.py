@@ -20,8 +20,6 @@ from edgelab.errors import ConfigError, EdgelabError, NotFound
 from edgelab.lease.owner import Holder, whoami
 from edgelab.lease.rules import (  # noqa: F401 - re-exported: the rules live apart, free of the ORM
     AUTO_TTL_S,
-    DEFAULT_ADB_SERVER,
-    _local_host,
     auto_ttl,
     new_id,
     physical_key,

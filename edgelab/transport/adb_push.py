@@ -8,9 +8,9 @@ Two services carry them:
 * shell v2 stdin into ``cat >> FILE`` (``append``): the bytes land after those already in the file,
   in order, as they arrive. A cut keeps every byte that reached the file, so the next put resumes
   from there; and the file grows while it is written, so the device can hash it meanwhile
-  (``DeviceStore.follow``) instead of after the last byte. Before ``cat`` starts, the command checks
-  that the file holds exactly ``offset`` bytes: a file that changed under the caller (another
-  writer, a stale partial) fails the put instead of being appended to.
+  (``DeviceStore.follow``) instead of after the last byte. Before ``cat`` starts, the command makes
+  the file hold exactly ``offset`` bytes (created at 0, cut back beyond the resume point, as
+  ``Transport.put`` says); one holding fewer fails the put instead of being appended to.
 """
 
 from __future__ import annotations
@@ -36,9 +36,11 @@ _V2 = struct.Struct("<BI")
 ID_STDIN, ID_STDOUT, ID_STDERR, ID_EXIT, ID_CLOSE_STDIN = range(5)
 WRONG_SIZE_EXIT = 7
 
-# $1 file, $2 the bytes it must hold already; then stdin is appended to it
+# $1 file, $2 the bytes it must hold already (beyond them it is cut back); then stdin is appended
 _APPEND_SCRIPT = (
+    'if [ "$2" = 0 ]; then mkdir -p "${1%/*}" && : > "$1" || exit 1; fi; '
     'have=$(stat -c %s "$1" 2>/dev/null) || have=0; '
+    'if [ "$have" -gt "$2" ]; then truncate -s "$2" "$1" || exit 1; have=$2; fi; '
     f'[ "$have" = "$2" ] || {{ echo "$1 holds $have bytes, not $2" >&2; exit {WRONG_SIZE_EXIT}; }}; '
     'exec cat >> "$1"'
 )
@@ -104,7 +106,8 @@ def sync_send(open_service: Open, local: Path, remote: str, *, progress: Progres
 
 def append(open_service: Open, local: Path, remote: str, offset: int, *, progress: Progress | None = None,
            name: str = "device", idle_s: float = 60.0) -> None:
-    """Bytes ``[offset, size)`` of ``local`` appended to ``remote``, which must hold ``offset`` bytes.
+    """Bytes ``[offset, size)`` of ``local`` appended to ``remote``, which must hold ``offset`` bytes
+    at least (``remote`` is created at 0 and cut back to ``offset`` beyond it).
 
     Needs shell_v2 (its stdin packets and the command's exit status). ``progress`` gets
     (bytes of the file on the device, file size).
