@@ -49,13 +49,13 @@ Open = Callable[[str, float | None], socket.socket]
 """Opens one adb service on the device: (service, socket timeout) -> a connected socket."""
 
 
-def _check_size(local: Path, offset: int) -> int:
+def _check_size(local: Path, remote: str, offset: int, name: str) -> int:
     try:
         total = os.stat(local).st_size
     except OSError as e:
         raise TransportError(f"cannot read {local}: {e.strerror}") from e
     if not 0 <= offset <= total:
-        raise TransportError(f"cannot resume {local} at byte {offset}: it has {total}")
+        raise TransportError(f"{name}: cannot resume {remote} at {offset}: {local} has only {total} bytes")
     return total
 
 
@@ -112,7 +112,7 @@ def append(open_service: Open, local: Path, remote: str, offset: int, *, progres
     Needs shell_v2 (its stdin packets and the command's exit status). ``progress`` gets
     (bytes of the file on the device, file size).
     """
-    total = _check_size(local, offset)
+    total = _check_size(local, remote, offset, name)
     line = join(["sh", "-c", _APPEND_SCRIPT, "edgelab-append", remote, str(offset)], Shell.TOYBOX)
     sock = open_service("shell,v2,raw:" + line, idle_s)
     try:
