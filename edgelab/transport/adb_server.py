@@ -118,6 +118,6 @@ def not_answering(serial: str, adb_server: str | None, timeout: float | None, na
 
 def adb_binary() -> str:
     """The adb program adbutils would run (``ADBUTILS_ADB_PATH`` first, then its bundled one or PATH)."""
-    from adbutils._utils import adb_path
+    from adbutils._utils import adb_path  # type: ignore[import-untyped]  # adbutils ships no types
 
     return adb_path()

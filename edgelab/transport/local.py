@@ -12,7 +12,6 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import cast
 
 from edgelab.errors import RemoteTimeout, TransportError
 from edgelab.transport.base import (
@@ -70,7 +69,8 @@ class LocalProcess(RemoteProcess):
         self._err_thread.start()
 
     def _drain_stderr(self) -> None:
-        stderr = cast(io.BufferedReader, self._proc.stderr)  # Popen(stderr=PIPE), unbuffered=False
+        stderr = self._proc.stderr
+        assert isinstance(stderr, io.BufferedReader)  # a PIPE with Popen's default buffering
         for chunk in iter(lambda: stderr.read1(65536), b""):
             self._stderr_parts.append(chunk)
 

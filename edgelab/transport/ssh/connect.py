@@ -14,7 +14,7 @@ import errno
 import logging
 import os
 import socket
-from typing import Any, TypeAlias
+from typing import Any
 
 import paramiko
 
@@ -35,7 +35,7 @@ MAX_PACKET = 1 << 18
 # about 25% less client CPU per byte pushed (measured on the push bench). CTR etc. stay offered.
 PREFERRED_CIPHERS = ["aes128-gcm@openssh.com", "aes256-gcm@openssh.com"]
 
-Stream: TypeAlias = socket.socket | paramiko.Channel
+Stream = socket.socket | paramiko.Channel
 
 
 class SSHUnreachable(TransportError):

@@ -12,6 +12,7 @@ import posixpath
 import stat
 from collections import deque
 from pathlib import Path
+from typing import cast
 
 import paramiko
 
@@ -145,13 +146,14 @@ def put_from(
                     if progress:
                         progress(pos, size)
 
-                _pipelined_writes(sftp, fout.handle, fin, offset, total, write_request_size(sftp, fout), local,
+                _pipelined_writes(sftp, _raw_handle(fout), fin, offset, total, write_request_size(sftp, fout), local,
                                   seen)
             finally:
                 try:
                     fout.close()  # waits for every pipelined write's status
                 except (OSError, EOFError, paramiko.SSHException):
-                    fout._closed = True  # connection gone: nothing left to close, not even in __del__
+                    # connection gone: nothing left to close, not even in __del__
+                    fout._closed = True  # type: ignore[attr-defined]  # BufferedFile's flag, not in the stubs
                     raise
     except FileNotFoundError as e:
         raise TransportError(
@@ -180,7 +182,7 @@ def _pipelined_writes(sftp: paramiko.SFTPClient, handle: bytes, fin, pos: int, t
     ready = sftp.sock.recv_ready
 
     def collect() -> None:
-        t, _ = sftp._read_response(out.popleft())
+        t, _ = sftp._read_response(out.popleft())  # type: ignore[attr-defined]  # no public API pipelines
         if t != CMD_STATUS:
             raise TransportError(f"sftp-server answered a WRITE with message type {t}")
 
@@ -190,7 +192,8 @@ def _pipelined_writes(sftp: paramiko.SFTPClient, handle: bytes, fin, pos: int, t
             raise TransportError(f"{local} shrank while it was being pushed", remedy="push again")
         for i in range(0, len(block), request):
             piece = block[i : i + request]
-            out.append(sftp._async_request(type(None), CMD_WRITE, handle, int64(pos + i), piece))
+            out.append(sftp._async_request(  # type: ignore[attr-defined]  # no public API pipelines
+                type(None), CMD_WRITE, handle, int64(pos + i), piece))
             while out and (len(out) >= IN_FLIGHT or ready()):
                 collect()
         pos += len(block)
@@ -200,11 +203,19 @@ def _pipelined_writes(sftp: paramiko.SFTPClient, handle: bytes, fin, pos: int, t
         collect()
 
 
+def _raw_handle(fout: paramiko.SFTPFile) -> bytes:
+    """The server's opaque file handle: bytes at run time (typeshed's stubs call it an SFTPHandle)."""
+    return cast(bytes, fout.handle)
+
+
 def write_request_size(sftp: paramiko.SFTPClient, fout: paramiko.SFTPFile) -> int:
     """Largest WRITE payload whose SFTP message fits one channel packet (paramiko sends at most
     the peer's max packet minus 64 bytes per packet)."""
-    per_packet = sftp.get_channel().out_max_packet_size - 64
-    fits = per_packet - WRITE_HEADER - len(fout.handle)
+    chan = sftp.get_channel()
+    if chan is None:
+        raise TransportError("the SFTP session has no channel", remedy="connect again")
+    per_packet = chan.out_max_packet_size - 64
+    fits = per_packet - WRITE_HEADER - len(_raw_handle(fout))
     return max(4096, min(fits, fout.MAX_REQUEST_SIZE))
 
 

@@ -283,8 +283,8 @@ class SSHTransport(Transport):
     def sftp(self) -> paramiko.SFTPClient:
         """This transport's SFTP session (opened on first use, reopened after a reconnect)."""
         with self._lock:
-            client: paramiko.Transport = self._client
-            if self._sftp is not None and client.is_active() and self._sftp_for is client:
+            client = self._client
+            if self._sftp is not None and self._sftp_for is client and client.is_active():
                 return self._sftp
         for attempt in (0, 1):
             try:
