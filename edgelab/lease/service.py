@@ -69,6 +69,8 @@ def physical_key(d: Device) -> str:
     """What makes two inventory rows one device: the adb serial on its server, the ssh host and port."""
     if d.transport == "adb":
         server = d.adb_server or DEFAULT_ADB_SERVER
+        if server.lower().startswith("ssh://"):  # the server on another lab host, by its SSH address
+            return f"adb:{server.lower()}/{d.adb_serial}"
         host, _, port = server.rpartition(":")
         return f"adb:{_local_host(host or '127.0.0.1')}:{port or '5037'}/{d.adb_serial}"
     if d.transport == "ssh":

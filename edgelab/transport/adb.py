@@ -24,6 +24,7 @@ from pathlib import Path
 from edgelab.errors import DeviceNotAnswering, DeviceStateError, RemoteTimeout, TransportError
 from edgelab.transport.adb_server import (
     host_query,
+    is_remote,
     list_devices,
     not_answering,
     open_server,
@@ -432,8 +433,23 @@ class ADBTransport(Transport):
 
     # -- port forwarding -------------------------------------------------------
     def forward(self, remote_port: int) -> Forward:
-        """``adb forward tcp:0 tcp:PORT`` through the device's adb server; closing removes the rule."""
+        """``adb forward tcp:0 tcp:PORT`` through the device's adb server; closing removes the rule.
+
+        A server on another lab host would bind that port over there, so for one the port is a
+        listener here whose every connection is the device's ``tcp:PORT`` service opened through
+        the server (what the server does per forwarded connection)."""
         serial, server = self.serial, self.server
+        if is_remote(server):
+            from edgelab.transport.forward import ListenerForward
+
+            port = int(remote_port)
+
+            def open_remote(_peer: tuple[str, int]) -> socket.socket:
+                sock = open_transport(server, serial, f"tcp:{port}", self.timeout)
+                sock.settimeout(None)  # a forwarded connection may idle as long as its client likes
+                return sock
+
+            return ListenerForward(port, open_remote, name=f"adb-forward-{self.name}")
         sock = open_server(server, self.timeout)
         try:
             send_request(sock, f"host-serial:{serial}:forward:tcp:0;tcp:{int(remote_port)}")
