@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from edgelab.errors import DeviceNotAnswering, DeviceStateError, RemoteTimeout, TransportError
+from edgelab.errors import DeviceNotAnswering, DeviceStateError, HostKeyError, RemoteTimeout, TransportError
 from edgelab.transport.adb_server import (
     host_query,
     is_remote,
@@ -212,6 +212,8 @@ class ADBTransport(Transport):
         """("online"|"offline"|"unauthorized"|"absent", detail) without raising for an unreachable device."""
         try:
             state = cls.device_state(endpoint, timeout)
+        except HostKeyError as e:  # the SSH host of an ssh:// adb server is not trusted (yet)
+            return "untrusted", str(e)
         except TransportError as e:
             return "offline", str(e)
         if state == "device":

@@ -78,6 +78,14 @@ class _Tunnel:
     def alive(self) -> bool:
         return not self.forward.closed and self.transport.paramiko_transport.is_active()
 
+    def verify(self) -> None:
+        from edgelab.transport import hostkeys
+
+        hop = self.transport.hop
+        hostkeys.verify(hop.name, hop.host, hop.port, self.transport.paramiko_transport.get_remote_server_key(),
+                        known_hosts=hop.known_hosts, expected_fingerprint=hop.expected_fingerprint,
+                        alias=hop.host_key_alias)
+
     def close(self) -> None:
         self.forward.close()
         self.transport.close()
@@ -91,28 +99,33 @@ def local_address(adb_server: str, timeout: float = 10.0) -> str:
     """``127.0.0.1:PORT`` of this process's tunnel to the ssh:// adb server (opened on first use)."""
     spec = parse(adb_server)
     key = str(spec)
-    with _LOCK:
-        tunnel = _TUNNELS.get(key)
-        if tunnel is not None and tunnel.alive():
-            return tunnel.forward.url_host
-        if tunnel is not None:
-            tunnel.close()
-            del _TUNNELS[key]
-        from edgelab.transport.ssh import SSHTransport  # noqa: PLC0415 - paramiko only when tunnelling
+    try:
+        with _LOCK:
+            return _tunnel(spec, timeout).forward.url_host
+    except HostKeyError as e:
+        raise HostKeyError(
+            f"adb server {key}: {e}",
+            remedy="trust that lab host's key first: `edgelab device trust DEVICE` for a device on this server",
+        ) from None
+    except TransportError as e:
+        raise TransportError(f"adb server {key}: {e}", remedy=e.remedy or "check the SSH access to that host") \
+            from None
 
-        try:
-            t = SSHTransport.connect(spec.endpoint(), timeout=timeout)
-        except HostKeyError as e:
-            raise HostKeyError(
-                f"adb server {key}: {e}",
-                remedy="trust that lab host's key first: `edgelab device trust DEVICE` for a device on this server",
-            ) from None
-        except TransportError as e:
-            raise TransportError(f"adb server {key}: {e}", remedy=e.remedy or "check the SSH access to that host") \
-                from None
-        tunnel = _Tunnel(t, t.forward(spec.adb_port))
-        _TUNNELS[key] = tunnel
-        return tunnel.forward.url_host
+
+def _tunnel(spec: TunnelSpec, timeout: float) -> _Tunnel:
+    key = str(spec)
+    tunnel = _TUNNELS.get(key)
+    if tunnel is not None and tunnel.alive():
+        tunnel.verify()  # trust may have been withdrawn since it opened, as for a pooled connection
+        return tunnel
+    if tunnel is not None:
+        tunnel.close()
+        del _TUNNELS[key]
+    from edgelab.transport.ssh import SSHTransport  # noqa: PLC0415 - paramiko only when tunnelling
+
+    t = SSHTransport.connect(spec.endpoint(), timeout=timeout)
+    tunnel = _TUNNELS[key] = _Tunnel(t, t.forward(spec.adb_port))
+    return tunnel
 
 
 def close_all() -> None:
