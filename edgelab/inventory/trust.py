@@ -75,10 +75,10 @@ def fetch_offer(engine: Engine, name: str, timeout: float = 5.0) -> TrustOffer:
             + (" (its lab host's key is trusted)" if endpoint.adb_server and "://" in endpoint.adb_server else ""),
             remedy="adb devices are trusted by accepting the RSA prompt on the device",
         )
-    from edgelab.transport import hostkeys, ssh
+    from edgelab.transport import ssh
 
     hop = ssh.resolve_endpoint(endpoint)
-    key = hostkeys.fetch_host_key(endpoint, timeout=timeout)
+    key = ssh.fetch_host_key(endpoint, timeout=timeout)
     host, port = (hop.host_key_alias, 22) if hop.host_key_alias else (hop.host, hop.port)
     return TrustOffer(
         name=name,

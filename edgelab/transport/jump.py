@@ -56,26 +56,14 @@ def gateways(endpoint: Endpoint, **options) -> list[Gateway]:
 
 def fetch_key(gateway: Gateway, timeout: float = 5.0):
     """The host key ``gateway`` presents now (key exchange only, no authentication to it)."""
-    import paramiko
-
-    from edgelab.transport import hostkeys, ssh
+    from edgelab.transport.ssh import connect, pool
 
     hop = gateway.hop
-    known = hostkeys.lookup([*hop.known_hosts, *hostkeys.default_known_hosts_files()], gateway.host, gateway.port)
-    sock = ssh.open_socket(hop, timeout=timeout)
+    sock = pool.open_socket(hop, timeout=timeout)
     try:
-        t = hostkeys.handshake(sock, timeout=timeout,
-                               key_types=hostkeys.preferred_key_types(known, paramiko.Transport._preferred_keys))
-    except (OSError, EOFError, paramiko.SSHException) as e:
-        sock.close()
-        raise ssh.unreachable(hop, e, timeout) from e
-    else:
-        try:
-            return hostkeys.HostKey.from_pkey(t.get_remote_server_key())
-        finally:
-            t.close()
+        return connect.read_host_key(sock, hop, timeout=timeout)
     finally:
-        ssh.release_jump(hop)
+        pool.release_jump(hop)
 
 
 def trusted(gateway: Gateway, key) -> bool:
