@@ -232,3 +232,43 @@ def _netns_pids(netns: str) -> list[int]:
 
     out = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True, check=True).stdout
     return [int(p) for p in out.split()]
+
+
+def test_forward_reaches_a_port_on_labhost2s_loopback_by_each_route(lh2, trusted, monkeypatch):
+    """``Transport.forward``: a port that listens only on labhost2's loopback, reached from here through the
+    adb server by address, through the ssh:// tunnel, and through the jump host."""
+    import subprocess
+    import sys
+
+    from edgelab.store.db import get_engine, session_scope
+    from edgelab.store.devices import get_device
+    from edgelab.transport import open_transport
+
+    host, url, env = lh2
+    for key in ("HOME", "EDGELAB_HOME"):
+        monkeypatch.setenv(key, env[key])
+    echo = ("import socket,sys\ns=socket.socket(); s.bind(('127.0.0.1',0)); s.listen(8)\n"
+            "print(s.getsockname()[1], flush=True)\n"
+            "while True:\n  c,_=s.accept(); c.sendall(b'labhost2:'+c.recv(64)); c.close()\n")
+    srv = subprocess.Popen(["ip", "netns", "exec", host.netns, sys.executable, "-c", echo], stdout=subprocess.PIPE,
+                           text=True)
+    try:
+        port = int(srv.stdout.readline())
+        with pytest.raises(OSError):  # only there
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        for name in ("lh2-s25", "lh2-rb3g2", "lh2-orin"):
+            with session_scope(get_engine(url), write=False) as s:
+                endpoint = get_device(s, name).endpoint()
+            t = open_transport(endpoint)
+            try:
+                with t.forward(port) as fwd, socket.create_connection(("127.0.0.1", fwd.local_port), timeout=10) as c:
+                    c.sendall(name.encode())
+                    got = b""
+                    while chunk := c.recv(64):
+                        got += chunk
+                assert got == f"labhost2:{name}".encode(), name
+            finally:
+                t.close()
+    finally:
+        srv.kill()
+        srv.wait()
