@@ -85,6 +85,15 @@ def _mark_virtual(url: str, names: list[str]) -> None:
             get_device(s, name).virtual = True
 
 
+def _fresh_connections() -> None:
+    """No pooled SSH connection or adb tunnel of earlier tests: a refusal must come from the handshake."""
+    from edgelab.transport import adb_tunnel
+    from edgelab.transport.ssh import close_all
+
+    adb_tunnel.close_all()
+    close_all()
+
+
 def cli(env, *args):
     return runner.invoke(app, list(args), env=env)
 
@@ -108,6 +117,7 @@ def trusted(lh2):
 def test_the_lab_host_key_is_refused_until_trusted_and_trust_shows_its_fingerprint(lh2, trusted, tmp_path):
     host, _url, env = lh2
     fresh = {**env, "EDGELAB_HOME": str(tmp_path / "nobody-trusted-anything")}
+    _fresh_connections()
     out = cli(fresh, "device", "check", "lh2-rb3g2", "lh2-orin", "--json")
     assert out.exit_code == 1
     states = {r["name"]: r for r in json.loads(out.stdout)}
@@ -272,3 +282,16 @@ def test_forward_reaches_a_port_on_labhost2s_loopback_by_each_route(lh2, trusted
     finally:
         srv.kill()
         srv.wait()
+
+
+def test_an_untrusted_lab_host_is_named_with_the_device_to_trust_through(lh2, tmp_path):
+    host, _url, env = lh2
+    fresh = {**env, "EDGELAB_HOME": str(tmp_path / "nobody-trusted-anything")}
+    _fresh_connections()
+    out = cli(fresh, "device", "check", "lh2-rb3g2", "lh2-orin", "--json")
+    details = {r["name"]: r["detail"] for r in json.loads(out.stdout)}
+    for name, detail in details.items():
+        assert "lab host" in detail and host.gateway_fingerprint in detail, detail
+        assert f"edgelab device trust {name}`" in detail and "device trust labhost2" not in detail, detail
+    out = cli(fresh, "shell", "lh2-orin", "--", "true")
+    assert out.exit_code == 1 and "edgelab device trust lh2-orin" in out.output, out.output

@@ -201,7 +201,12 @@ class ADBTransport(Transport):
 
     @classmethod
     def connect(cls, endpoint: Endpoint, *, timeout: float = 10.0) -> ADBTransport:
-        state = cls.device_state(endpoint, timeout)
+        try:
+            state = cls.device_state(endpoint, timeout)
+        except HostKeyError as e:  # the SSH host of an ssh:// adb server
+            from edgelab.transport.adb_tunnel import for_device
+
+            raise for_device(e, endpoint.name) from None
         if state != "device":
             raise _state_error(endpoint.name, endpoint.adb_serial or "?", state, endpoint.adb_server)
         features = host_query(endpoint.adb_server, f"host-serial:{endpoint.adb_serial}:features", timeout)
@@ -213,7 +218,9 @@ class ADBTransport(Transport):
         try:
             state = cls.device_state(endpoint, timeout)
         except HostKeyError as e:  # the SSH host of an ssh:// adb server is not trusted (yet)
-            return "untrusted", str(e)
+            from edgelab.transport.adb_tunnel import for_device
+
+            return "untrusted", str(for_device(e, endpoint.name))
         except TransportError as e:
             return "offline", str(e)
         if state == "device":

@@ -103,10 +103,10 @@ def local_address(adb_server: str, timeout: float = 10.0) -> str:
         with _LOCK:
             return _tunnel(spec, timeout).forward.url_host
     except HostKeyError as e:
-        raise HostKeyError(
-            f"adb server {key}: {e}",
-            remedy="trust that lab host's key first: `edgelab device trust DEVICE` for a device on this server",
-        ) from None
+        from edgelab.transport.jump import on_the_way
+
+        err = on_the_way(e, spec.ssh, None)  # the device is named by whoever asked (ADBTransport)
+        raise HostKeyError(f"adb server {key}: {err}", remedy=err.remedy) from None
     except TransportError as e:
         raise TransportError(f"adb server {key}: {e}", remedy=e.remedy or "check the SSH access to that host") \
             from None
@@ -126,6 +126,13 @@ def _tunnel(spec: TunnelSpec, timeout: float) -> _Tunnel:
     t = SSHTransport.connect(spec.endpoint(), timeout=timeout)
     tunnel = _TUNNELS[key] = _Tunnel(t, t.forward(spec.adb_port))
     return tunnel
+
+
+def for_device(err: HostKeyError, name: str) -> HostKeyError:
+    """The tunnel host's key error, naming the device whose trust command reaches that host."""
+    fix = f"edgelab device trust {name}"
+    return HostKeyError(str(err).replace("edgelab device trust DEVICE", fix),
+                        remedy=(err.remedy or fix).replace("edgelab device trust DEVICE", fix))
 
 
 def close_all() -> None:

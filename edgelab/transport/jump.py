@@ -67,15 +67,28 @@ def fetch_key(gateway: Gateway, timeout: float = 5.0):
 
 
 def trusted(gateway: Gateway, key) -> bool:
-    """Whether ``key`` is already trusted for ``gateway``; a CHANGED key raises HostKeyError."""
+    """Whether ``key`` is already trusted for ``gateway``; a CHANGED or revoked key raises HostKeyError."""
     from edgelab.transport import hostkeys
 
     hop = gateway.hop
-    try:
-        hostkeys.verify(gateway.name, hop.host, hop.port, key.pkey(), known_hosts=hop.known_hosts,
-                        alias=hop.host_key_alias)
-    except HostKeyError as e:
-        if "CHANGED" in str(e) or "revoked" in str(e):
-            raise
-        return False
+    files = [*hop.known_hosts, *hostkeys.default_known_hosts_files()]
+    entries = hostkeys.lookup(files, gateway.host, gateway.port)
+    if not entries:
+        return False  # unknown: offer it
+    hostkeys.verify(gateway.name, hop.host, hop.port, key.pkey(), known_hosts=hop.known_hosts,
+                    alias=hop.host_key_alias)
     return True
+
+
+def on_the_way(err: HostKeyError, gateway: str, device: str | None) -> HostKeyError:
+    """``err`` about a lab host on the way, reworded for the device it carries: the trust command names the
+    device (``edgelab device trust`` walks to that host from there), never the host, which is no device.
+    Rewording again further out (a chain of jump hosts) keeps the first host's words."""
+    text = getattr(err, "host_text", None) or str(err)
+    host = getattr(err, "host_name", None) or gateway
+    cmd, fixed = f"edgelab device trust {host}", f"edgelab device trust {device or 'DEVICE'}"
+    where = f"on the way to {device}: " if device else ""
+    new = HostKeyError(f"{where}lab host {text.replace(cmd, fixed)}",
+                       remedy=(getattr(err, "host_remedy", None) or err.remedy or fixed).replace(cmd, fixed))
+    new.host_text, new.host_name, new.host_remedy = text, host, getattr(err, "host_remedy", None) or err.remedy
+    return new
