@@ -295,3 +295,10 @@ def test_an_untrusted_lab_host_is_named_with_the_device_to_trust_through(lh2, tm
         assert f"edgelab device trust {name}`" in detail and "device trust labhost2" not in detail, detail
     out = cli(fresh, "shell", "lh2-orin", "--", "true")
     assert out.exit_code == 1 and "edgelab device trust lh2-orin" in out.output, out.output
+
+
+def test_without_root_the_second_lab_host_says_why(monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert "needs root" in labhost.unavailable()
+    monkeypatch.setattr(labhost.shutil, "which", lambda _name: None)
+    assert "no `ip` command" in labhost.unavailable()
