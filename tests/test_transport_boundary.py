@@ -24,6 +24,8 @@ KIND_NAMES = {"kind", "transport"}
 ALLOWED_KIND = {
     # the device record validates its own columns: which reach fields each transport requires
     "store/devices.py",
+    # the add-device form shows the route fields (jump host, adb server) of the transport picked
+    "tui/widgets/route_fields.py",
 }
 ALLOWED_PACKAGES = (
     # the virtual lab is the other side of the transports: it runs sshd and the ADB emulator

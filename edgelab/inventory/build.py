@@ -76,9 +76,14 @@ def adb_device(
     return validate_device(device)
 
 
-def build_device(transport: str, name: str, address: str, **fields: Any) -> Device:
-    """``ssh_device`` or ``adb_device`` by the transport a form chose (``address`` in that one's syntax)."""
-    builders = {"ssh": ssh_device, "adb": adb_device}
+def build_device(transport: str, name: str, address: str, *, jump: str | None = None,
+                 adb_server: str | None = None, **fields: Any) -> Device:
+    """``ssh_device`` or ``adb_device`` by the transport a form chose (``address`` in that one's syntax;
+    ``jump`` is the SSH route's, ``adb_server`` the ADB route's, the other one is ignored)."""
+    builders = {
+        "ssh": lambda: ssh_device(name, address, jump=jump, **fields),
+        "adb": lambda: adb_device(name, address, adb_server=adb_server, **fields),
+    }
     if transport not in builders:
         raise ConfigError(f"cannot add a {transport!r} device here", remedy="choose ssh or adb")
-    return builders[transport](name, address, **fields)
+    return builders[transport]()

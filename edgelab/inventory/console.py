@@ -15,7 +15,7 @@ from sqlalchemy import Engine
 from edgelab.errors import ConfigError
 from edgelab.store.db import session_scope
 from edgelab.store.devices import get_device
-from edgelab.transport import Capability, Transport, open_transport
+from edgelab.transport import Capability, Transport, open_transport, winscripts
 from edgelab.transport.quoting import Shell, encode_powershell
 
 Out = Callable[[str], None]
@@ -56,21 +56,6 @@ def _posix_log_script(lines: int, follow: bool) -> str:
             f"exec journalctl --no-pager -n {n}; else dmesg | tail -n {n}; fi")
 
 
-def _windows_log_script(lines: int, follow: bool) -> str:
-    n = int(lines)
-    show = "ForEach-Object { '{0:yyyy-MM-dd HH:mm:ss} {1} {2} {3}: {4}' -f $_.TimeCreated, $_.Id, " \
-           "$_.LevelDisplayName, $_.ProviderName, ($_.Message -replace '\\s+', ' ') }"
-    if not follow:  # newest N, printed oldest first
-        return f"Get-WinEvent -LogName System -MaxEvents {n} | Sort-Object RecordId | {show}"
-    script = (f"$ev = @(Get-WinEvent -LogName System -MaxEvents {n} -ErrorAction Stop); "
-              f"[array]::Reverse($ev); $ev | {show}; ")
-    if follow:
-        script += ("$last = if ($ev.Count) { $ev[-1].RecordId } else { 0 }; while ($true) { Start-Sleep 2; "
-                   "$new = @(Get-WinEvent -LogName System -MaxEvents 200 | Where-Object { $_.RecordId -gt $last }); "
-                   f"[array]::Reverse($new); $new | {show}; if ($new.Count) {{ $last = $new[-1].RecordId }} }}")
-    return script
-
-
 def log_argv(shell: Shell, *, lines: int = 200, follow: bool = False) -> list[str]:
     """The command that prints (or follows) the device's system log, for its shell family."""
     if lines < 1:
@@ -78,7 +63,7 @@ def log_argv(shell: Shell, *, lines: int = 200, follow: bool = False) -> list[st
     if shell is Shell.TOYBOX:  # Android: logcat's own tail (-t) and follow-from-tail (-T)
         return ["logcat", "-T", str(lines)] if follow else ["logcat", "-d", "-t", str(lines)]
     if shell is Shell.POWERSHELL:
-        return encode_powershell(_windows_log_script(lines, follow))
+        return encode_powershell(winscripts.event_log(lines, follow))
     return ["sh", "-c", _posix_log_script(lines, follow)]
 
 

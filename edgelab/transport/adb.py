@@ -22,10 +22,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from edgelab.errors import DeviceNotAnswering, DeviceStateError, RemoteTimeout, TransportError
+from edgelab.errors import DeviceNotAnswering, DeviceStateError, HostKeyError, RemoteTimeout, TransportError
 from edgelab.transport import adb_push
 from edgelab.transport.adb_server import (
     host_query,
+    is_remote,
     list_devices,
     not_answering,
     open_server,
@@ -233,7 +234,12 @@ class ADBTransport(Transport):
 
     @classmethod
     def connect(cls, endpoint: Endpoint, *, timeout: float = 10.0) -> ADBTransport:
-        state = cls.device_state(endpoint, timeout)
+        try:
+            state = cls.device_state(endpoint, timeout)
+        except HostKeyError as e:  # the SSH host of an ssh:// adb server
+            from edgelab.transport.adb_tunnel import for_device
+
+            raise for_device(e, endpoint.name) from None
         if state != "device":
             raise _state_error(endpoint.name, endpoint.adb_serial or "?", state, endpoint.adb_server)
         features = host_query(endpoint.adb_server, f"host-serial:{endpoint.adb_serial}:features", timeout)
@@ -244,6 +250,10 @@ class ADBTransport(Transport):
         """("online"|"offline"|"unauthorized"|"absent", detail) without raising for an unreachable device."""
         try:
             state = cls.device_state(endpoint, timeout)
+        except HostKeyError as e:  # the SSH host of an ssh:// adb server is not trusted (yet)
+            from edgelab.transport.adb_tunnel import for_device
+
+            return "untrusted", str(for_device(e, endpoint.name))
         except TransportError as e:
             return "offline", str(e)
         if state == "device":
@@ -468,8 +478,23 @@ class ADBTransport(Transport):
 
     # -- port forwarding -------------------------------------------------------
     def forward(self, remote_port: int) -> Forward:
-        """``adb forward tcp:0 tcp:PORT`` through the device's adb server; closing removes the rule."""
+        """``adb forward tcp:0 tcp:PORT`` through the device's adb server; closing removes the rule.
+
+        A server on another lab host would bind that port over there, so for one the port is a
+        listener here whose every connection is the device's ``tcp:PORT`` service opened through
+        the server (what the server does per forwarded connection)."""
         serial, server = self.serial, self.server
+        if is_remote(server):
+            from edgelab.transport.forward import ListenerForward
+
+            port = int(remote_port)
+
+            def open_remote(_peer: tuple[str, int]) -> socket.socket:
+                sock = open_transport(server, serial, f"tcp:{port}", self.timeout)
+                sock.settimeout(None)  # a forwarded connection may idle as long as its client likes
+                return sock
+
+            return ListenerForward(port, open_remote, name=f"adb-forward-{self.name}")
         sock = open_server(server, self.timeout)
         try:
             send_request(sock, f"host-serial:{serial}:forward:tcp:0;tcp:{int(remote_port)}")

@@ -45,6 +45,8 @@ def physical_key(d: Reach) -> str:
     """What makes two inventory rows one device: the adb serial on its server, the ssh host and port."""
     if d.transport == "adb":
         server = d.adb_server or DEFAULT_ADB_SERVER
+        if server.lower().startswith("ssh://"):  # the server on another lab host, by its SSH address
+            return f"adb:{server.lower()}/{d.adb_serial}"
         host, _, port = server.rpartition(":")
         return f"adb:{_local_host(host or '127.0.0.1')}:{port or '5037'}/{d.adb_serial}"
     if d.transport == "ssh":
@@ -56,3 +58,9 @@ def physical_key(d: Reach) -> str:
 def has_host_keys(transport: str) -> bool:
     """Whether devices reached this way present a host key the operator trusts (``device trust``)."""
     return transport == "ssh"
+
+
+def host_keys_on_the_way(transport: str) -> bool:
+    """Whether the way to such a device may pass SSH hosts whose keys need trust: an SSH device (and
+    its jump hosts), or an ADB device whose adb server sits on another lab host (``ssh://``)."""
+    return transport in ("ssh", "adb")
