@@ -119,7 +119,7 @@ class Follower:
     def _connect(self, endpoint):
         from edgelab.transport import open_transport
 
-        return open_transport(endpoint, **(self.transport if endpoint.kind == "ssh" else {}))
+        return open_transport(endpoint, **(self.transport or {}))
 
     def _server(self) -> dict[str, Any] | None:
         """The deployment's process measured from the lab side (llama-server), if it has one."""

@@ -83,7 +83,7 @@ def _layout_windows(t: Transport, bin_dir: str, links: dict[str, str], blob_path
             raise TransportError(f"{name} ({sha[:12]}) was not pushed to the device store",
                                  remedy="push the runtime build again (`edgelab push`)")
         pairs.append((name, blob_paths[sha]))
-    res = t.run_ps(winscripts.layout(bin_dir, pairs), timeout=60)  # type: ignore[attr-defined]
+    res = t.run_ps(winscripts.layout(bin_dir, pairs), timeout=60)
     if not res.ok:
         raise TransportError(f"could not lay out {bin_dir} (exit {res.exit_code}): "
                              f"{(res.stderr or res.stdout).strip()[:200]}",

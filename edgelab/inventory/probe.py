@@ -129,12 +129,7 @@ def gather(
     start = time.monotonic()
     transport = None
     try:
-        options: dict[str, Any] = {"timeout": min(CONNECT_TIMEOUT_S, timeout)}
-        if endpoint.kind == "ssh" and ssh_config:
-            options["ssh_config"] = ssh_config
-        if endpoint.kind == "local":
-            options = {}
-        transport = open_transport(endpoint, **options)
+        transport = open_transport(endpoint, timeout=min(CONNECT_TIMEOUT_S, timeout), ssh_config=ssh_config)
         out.collection = run_collector(
             collector, transport, timeout=timeout, per_source_timeout=min(PER_SOURCE_TIMEOUT_S, timeout)
         )

@@ -45,7 +45,7 @@ class JobContext:
             with session_scope(self.engine, write=False) as s:
                 endpoint = get_device(s, self.device).endpoint()
             try:
-                self._transport = open_transport(endpoint, **({} if endpoint.kind == "local" else {"timeout": 15}))
+                self._transport = open_transport(endpoint, timeout=15)
             except EdgelabError as err:
                 raise StepFailure(f"cannot reach {self.device}: {err}", classify(err)) from err
         return self._transport
