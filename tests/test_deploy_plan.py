@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from edgelab.cli import app
 from edgelab.deploy.lifecycle import DeployRequest, deploy
-from edgelab.deploy.refusal import Refusal
+from edgelab.errors import Refusal
 from edgelab.sim.adb_lab import AdbLabInfo
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import Deployment, Reservation, list_attempts

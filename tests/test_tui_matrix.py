@@ -17,7 +17,8 @@ from rich.console import Console
 from sqlmodel import select
 from tui_seed import NOW, seed
 
-from edgelab.matrix import VirtualEvidence, record_outcome, set_cell
+from edgelab.errors import VirtualEvidence
+from edgelab.matrix import record_outcome, set_cell
 from edgelab.store.db import dispose_engines, get_engine, session_scope
 from edgelab.store.devices import add_device
 from edgelab.store.matrix import MatrixCell

@@ -25,9 +25,8 @@ from edgelab.deploy import admission, lifecycle, remote, start
 from edgelab.deploy import artifacts as plan_artifacts
 from edgelab.deploy.clock import measure_offset
 from edgelab.deploy.lifecycle import DeployRequest, Options
-from edgelab.deploy.refusal import Refusal
 from edgelab.deploy.strategies.controller import has_controller
-from edgelab.errors import ConfigError, EdgelabError, TransportError
+from edgelab.errors import BenchFailed, ConfigError, EdgelabError, Refusal, TransportError
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
 from edgelab.metrics.provenance import complete_on_device
@@ -118,17 +117,6 @@ class BenchResult:
             out["controller"] = self.meta.get("controller")
             out["parity"] = self.meta.get("parity")
         return out
-
-
-class BenchFailed(EdgelabError):
-    """The workload started but did not finish; its run (``run_id``) is stored as failed."""
-
-    def __init__(self, message: str, *, run_id: str, remedy: str, exit_code: int | None = None,
-                 stderr: str = ""):
-        super().__init__(message, remedy=remedy)
-        self.run_id = run_id
-        self.exit_code = exit_code
-        self.stderr = stderr
 
 
 def check_protocol(band: str, warmup: int, requests: int, control_hz: float) -> None:
@@ -332,8 +320,9 @@ def _set_meta(engine: Engine, run_id: str, meta: dict[str, Any], command: str) -
 
 def _llama_bench(engine: Engine, t, argv: list[str], run_id: str, meta: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """llama-bench's own tests (prompt processing, generation) read from its JSON output and stored."""
-    from edgelab.adapters.llama_bench import BenchOutputError, parse_bench
+    from edgelab.adapters.llama_bench import parse_bench
     from edgelab.adapters.llama_placement import parse_placement
+    from edgelab.errors import BenchOutputError
 
     ing = Ingestor(engine, run_id)
     res = t.run(argv, timeout=1800)

@@ -54,7 +54,7 @@ def bench(
     from rich.table import Table
 
     from edgelab.bench import BenchRequest, run_bench
-    from edgelab.deploy.refusal import Refusal
+    from edgelab.errors import Refusal
     from edgelab.store.db import get_engine
 
     try:

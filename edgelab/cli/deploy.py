@@ -86,7 +86,7 @@ def deploy(
 ) -> None:
     """Plan, admit, push and start PIPELINE on a device; refused early (with why) when it cannot run."""
     from edgelab.deploy import lifecycle
-    from edgelab.deploy.refusal import Refusal
+    from edgelab.errors import Refusal
 
     engine = open_engine()
     req = lifecycle.DeployRequest(device, pipeline, strategy, runtime, endpoint, model=model, threads=threads,

@@ -64,7 +64,8 @@ def reserve(
     [bold]edgelab reserve --tag phone --count 2 --wait --run 'edgelab play ci.yaml'[/]
     A holder that stops renewing (killed, cancelled CI job) loses the lease after its TTL.
     """
-    from edgelab.lease import LeaseHeld, acquire, whoami
+    from edgelab.errors import LeaseHeld
+    from edgelab.lease import acquire, whoami
 
     if sum(bool(x) for x in (devices, tag, device_class)) != 1:
         fail("name devices, or give --tag or --class (one of them)", "e.g. `edgelab reserve s25 --for 30m`", code=2)

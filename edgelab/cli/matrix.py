@@ -113,7 +113,8 @@ def set_(
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")] = False,
 ) -> None:
     """Record evidence gathered by hand; qualifying from a virtual-device run is refused."""
-    from edgelab.matrix import VirtualEvidence, cell_dict, set_cell
+    from edgelab.errors import VirtualEvidence
+    from edgelab.matrix import cell_dict, set_cell
     from edgelab.store.db import session_scope
 
     if not any((status, performance, stage, evidence, reason, layer, next_)):

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from edgelab.cli.common import JsonOpt, console, err_console, escape, fail_from, open_session, print_json
-from edgelab.errors import EdgelabError
+from edgelab.errors import ConfigError, EdgelabError
 
 app = typer.Typer(help="Models edgelab makes with random weights: GGUFs (synth) and exported stages (export).",
                   no_args_is_help=True)
@@ -83,7 +83,7 @@ def export(
             with open_session() as s:
                 do_register(s, ex)
     except EdgelabError as err:
-        fail_from(err, code=2 if type(err).__name__ == "ConfigError" else 1)
+        fail_from(err, code=2 if isinstance(err, ConfigError) else 1)
     d = ex.as_dict() | {"registered": register}
     if as_json:
         print_json(d)

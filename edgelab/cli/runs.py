@@ -116,7 +116,7 @@ def show(run: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")
 
 def fail_lines(lines: list[str], remedy: str | None, code: int):
     """Several error lines (each ``file:line: reason``), the remedy once, then exit ``code``."""
-    from edgelab.metrics.study import MAX_REPORTED
+    from edgelab.errors import MAX_REPORTED
 
     for line in lines[:MAX_REPORTED]:
         emit_error(line)
@@ -173,8 +173,8 @@ def import_(
 ) -> None:
     """Store a study run (or every run under a results directory) as imported runs, every metric
     recomputed from the raw chunks."""
+    from edgelab.errors import InvalidInput
     from edgelab.metrics.results import import_tree, run_record
-    from edgelab.metrics.study import InvalidInput
     from edgelab.store.db import session_scope
     from edgelab.store.runs import get_run
 

@@ -21,7 +21,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session
 
 from edgelab.deploy.plan import ExecutionPlan
-from edgelab.deploy.refusal import Refusal
+from edgelab.errors import Refusal
 from edgelab.profile import DeployProfile
 from edgelab.store.deployments import Deployment, Reservation, open_reservations
 from edgelab.store.models import Device

@@ -18,7 +18,7 @@ from sqlalchemy import Engine, exists, text
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
-from edgelab.errors import ConfigError, EdgelabError, NotFound
+from edgelab.errors import ConfigError, LeaseHeld, NotFound
 from edgelab.lease.owner import Holder, whoami
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import Deployment, Reservation
@@ -29,20 +29,6 @@ from edgelab.store.models import Device, utcnow
 AUTO_TTL_S = 60.0  # a workload's own lease; renewed every third of it while the workload runs
 PG_LOCK_KEY = 7150452  # pg_advisory_xact_lock key of lease writers (7150451 is the migration's)
 DEFAULT_ADB_SERVER = "127.0.0.1:5037"
-
-
-class LeaseHeld(EdgelabError):
-    """A device is under someone else's lease (or not enough devices are free)."""
-
-    def __init__(self, message: str, *, remedy: str, lease: Lease | None = None, device: str | None = None):
-        super().__init__(message, remedy=remedy)
-        # a copy: the session that read it rolls back (and expires its objects) as this propagates
-        self.lease = Lease(**lease.model_dump()) if lease is not None else None
-        self.device = device
-
-
-class LeaseLost(EdgelabError):
-    """A lease ended (expired, kicked, released) while a workload relied on it."""
 
 
 def auto_ttl() -> float:

@@ -18,14 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from edgelab.errors import EdgelabError
-
-
-class ConvertError(EdgelabError):
-    """MNN's converter failed, or tried to reach the network or start pip."""
-
-    remedy = "see the converter output above; `pip install MNN==3.6.1` gives the extension"
-
+from edgelab.errors import ConvertError
 
 FORBIDDEN_PROGRAMS = ("pip", "pip3", "uv")
 

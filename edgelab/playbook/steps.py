@@ -14,9 +14,18 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from edgelab.errors import DeviceStateError, EdgelabError, RemoteTimeout, TransportError
+from edgelab.errors import (
+    BenchFailed,
+    DeviceStateError,
+    EdgelabError,
+    NotFound,
+    Refusal,
+    RemoteTimeout,
+    StepFailure,
+    TransportError,
+)
 from edgelab.playbook.gates import evaluate
-from edgelab.playbook.results import JobResult, StepFailure, StepResult
+from edgelab.playbook.results import JobResult, StepResult
 from edgelab.playbook.schema import Step
 from edgelab.store.db import session_scope
 
@@ -62,9 +71,7 @@ class JobContext:
 def classify(err: BaseException) -> str:
     """Whose fault: a device that is offline/unauthorized or hangs is ``device``; the rest of the
     transport (connection refused, host key, auth) is the lab's, ``infra``."""
-    if isinstance(err, DeviceStateError | RemoteTimeout):
-        return "device"
-    if type(err).__name__ == "Refusal":
+    if isinstance(err, DeviceStateError | RemoteTimeout | Refusal):
         return "device"
     if isinstance(err, TransportError):
         return "infra"
@@ -211,10 +218,8 @@ def _refusal_category(code: str) -> str:
 
 
 def do_bench(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult) -> None:
-    from edgelab.bench import BenchFailed, run_bench
+    from edgelab.bench import run_bench
     from edgelab.deploy.lifecycle import Options
-    from edgelab.deploy.refusal import Refusal
-    from edgelab.errors import NotFound
     from edgelab.store.snapshots import latest_snapshot
 
     req = bench_request(ctx, opts)
