@@ -203,13 +203,16 @@ class LeaseLost(EdgelabError):
 
 
 class BenchFailed(EdgelabError):
-    """The workload started but did not finish; its run (``run_id``) is stored as failed."""
+    """The workload started but did not finish; its run (``run_id``) is stored as failed.
 
-    def __init__(self, message: str, *, run_id: str, remedy: str, exit_code: int | None = None,
+    ``workload_exit`` is the workload process's own exit status; it is not ``exit_code`` (the CLI's),
+    so a workload that exits 127 still makes ``edgelab bench`` exit 1."""
+
+    def __init__(self, message: str, *, run_id: str, remedy: str, workload_exit: int | None = None,
                  stderr: str = ""):
         super().__init__(message, remedy=remedy)
         self.run_id = run_id
-        self.exit_code = exit_code
+        self.workload_exit = workload_exit
         self.stderr = stderr
 
 

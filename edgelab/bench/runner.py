@@ -344,7 +344,7 @@ def _llama_bench(engine: Engine, t, argv: list[str], run_id: str, meta: dict[str
     final = ing.close(state=state or "finished", error=error)
     if state == "failed":
         raise BenchFailed(f"bench run {run_id} failed: {error}", run_id=run_id,
-                          remedy=f"see `edgelab runs show {run_id}`", exit_code=res.exit_code, stderr=res.stderr)
+                          remedy=f"see `edgelab runs show {run_id}`", workload_exit=res.exit_code, stderr=res.stderr)
     return final, "finished"
 
 
@@ -504,7 +504,7 @@ def _stream(engine: Engine, t, argv: list[str], run_id: str, offset: ev.ClockOff
     final = ing.close(state=state, error=error)
     if state == "failed":
         raise BenchFailed(f"bench run {run_id} failed: {error}", run_id=run_id,
-                          remedy=f"see `edgelab runs show {run_id}`", exit_code=code, stderr=err_text)
+                          remedy=f"see `edgelab runs show {run_id}`", workload_exit=code, stderr=err_text)
     return final, state or "finished"
 
 

@@ -8,8 +8,7 @@ from typing import Annotated
 
 import typer
 
-from edgelab.cli.common import JsonOpt, console, escape, fail_from, open_session, print_json
-from edgelab.errors import EdgelabError
+from edgelab.cli.common import JsonOpt, console, escape, open_session, print_json
 
 app = typer.Typer(
     help="Artifact registry: runtime builds, weights, graphs, tokenizers, voices.", no_args_is_help=True
@@ -62,23 +61,20 @@ def add(
     """Register files as one artifact; each file is hashed once (cached by path, size and mtime)."""
     from edgelab.artifacts.registry import add_artifact, parse_meta
 
-    try:
-        prov, extra = parse_meta(meta or [])
-        with open_session() as s:
-            art = add_artifact(
-                s,
-                name or paths[0].name,
-                paths,
-                kind=kind,
-                target=target,
-                component=component,
-                provenance=prov,
-                meta=extra,
-                replace=replace,
-            )
-            data = _as_dict(s, art)
-    except EdgelabError as err:
-        fail_from(err)
+    prov, extra = parse_meta(meta or [])
+    with open_session() as s:
+        art = add_artifact(
+            s,
+            name or paths[0].name,
+            paths,
+            kind=kind,
+            target=target,
+            component=component,
+            provenance=prov,
+            meta=extra,
+            replace=replace,
+        )
+        data = _as_dict(s, art)
     if as_json:
         print_json(data)
     else:
@@ -124,11 +120,8 @@ def show(
     """One artifact: files with SHA-256, provenance, metadata, validation records."""
     from edgelab.artifacts.registry import get_artifact
 
-    try:
-        with open_session(write=False) as s:
-            data = _as_dict(s, get_artifact(s, ref))
-    except EdgelabError as err:
-        fail_from(err)
+    with open_session(write=False) as s:
+        data = _as_dict(s, get_artifact(s, ref))
     if as_json:
         print_json(data)
         return
@@ -163,11 +156,8 @@ def rm(ref: Annotated[str, typer.Argument(help="Name or digest prefix.")]) -> No
     """Forget an artifact (device stores keep its blobs until `edgelab gc`)."""
     from edgelab.artifacts.registry import remove_artifact
 
-    try:
-        with open_session() as s:
-            art = remove_artifact(s, ref)
-    except EdgelabError as err:
-        fail_from(err)
+    with open_session() as s:
+        art = remove_artifact(s, ref)
     console.print(f"removed {escape(art.name)}")
 
 
@@ -181,11 +171,8 @@ def export(
     """The artifact's JSON manifest (component, files {path: sha256}, metadata)."""
     from edgelab.artifacts.manifest import export_manifest
 
-    try:
-        with open_session(write=False) as s:
-            data = export_manifest(s, ref)
-    except EdgelabError as err:
-        fail_from(err)
+    with open_session(write=False) as s:
+        data = export_manifest(s, ref)
     if output:
         output.write_text(json.dumps(data, indent=2) + "\n")
         console.print(f"wrote {output}")
@@ -204,9 +191,6 @@ def import_(
     """Register the artifact a manifest describes; every file must hash as the manifest says."""
     from edgelab.artifacts.manifest import import_manifest
 
-    try:
-        with open_session() as s:
-            art = import_manifest(s, manifest, base=base, replace=replace)
-    except EdgelabError as err:
-        fail_from(err)
+    with open_session() as s:
+        art = import_manifest(s, manifest, base=base, replace=replace)
     console.print(f"imported {escape(art.name)} {art.digest[:16]}")

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from edgelab.cli.common import console, err_console, escape, fail, fail_from, print_json, state
-from edgelab.errors import ConfigError, EdgelabError
+from edgelab.errors import ConfigError
 
 
 def _p(d: dict[str, Any] | None, unit: str = "") -> str:
@@ -89,8 +89,6 @@ def bench(
         fail_from(err, code=2)
     except KeyboardInterrupt:
         fail("interrupted: the workload is stopped; what was measured is stored", code=130)
-    except EdgelabError as err:
-        fail_from(err)
     rep = result.report()
     if json_out:
         print_json(rep)

@@ -99,8 +99,6 @@ def deploy(
                 print_json({"device": device, "pipeline": pipeline, "refusal": r.to_dict()})
                 raise typer.Exit(1) from None
             fail_from(r)
-        except EdgelabError as err:
-            fail_from(err)
         if json_out:
             print_json(planned.to_dict())
         else:
@@ -124,8 +122,6 @@ def deploy(
         fail_from(r)
     except KeyboardInterrupt:
         fail("interrupted: what was started is stopped and its memory released", code=130)
-    except EdgelabError as err:
-        fail_from(err)
     if follow:
         _start_follower(engine, dep.run_id)
     if json_out:
@@ -173,7 +169,7 @@ def ps(
             continue
         try:
             now = lifecycle.refresh(engine, d.run_id)
-        except EdgelabError as err:
+        except EdgelabError as err:  # kept: one unreachable device is listed as such, the rest still shown
             unreachable[d.device_name] = err
             out.append(d)
             continue
@@ -226,8 +222,6 @@ def logs(
             sys.stdout.flush()
     except KeyboardInterrupt:
         return
-    except EdgelabError as err:
-        fail_from(err)
     finally:
         if ingest is not None:
             ingest.stop()
@@ -237,10 +231,7 @@ def stop(run: Annotated[str, typer.Argument(help="Run id (see `edgelab ps`).")],
     """Kill the run's remote process groups, verify they are gone, release its memory."""
     from edgelab.deploy import lifecycle
 
-    try:
-        dep = lifecycle.stop(open_engine(), run)
-    except EdgelabError as err:
-        fail_from(err)
+    dep = lifecycle.stop(open_engine(), run)
     if json_out:
         print_json(_dep_dict(dep))
         return

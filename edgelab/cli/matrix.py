@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from edgelab.cli.common import console, escape, fail_from, open_engine, print_json
-from edgelab.errors import ConfigError, EdgelabError
+from edgelab.errors import ConfigError
 
 app = typer.Typer(help="The qualification matrix: pipeline x device-configuration cells.", invoke_without_command=True,
                   no_args_is_help=False)
@@ -47,8 +47,8 @@ def show(
                 cells = None
             else:
                 cells = [cell_dict(c) for c in matrix_rows(s)]
-    except EdgelabError as err:
-        fail_from(err, code=2 if isinstance(err, ConfigError) else 1)
+    except ConfigError as err:  # bad input here is a usage error: exit 2 (root handler: 1)
+        fail_from(err, code=2)
     if cell:
         if json_out:
             print_json(data)
@@ -113,7 +113,6 @@ def set_(
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")] = False,
 ) -> None:
     """Record evidence gathered by hand; qualifying from a virtual-device run is refused."""
-    from edgelab.errors import VirtualEvidence
     from edgelab.matrix import cell_dict, set_cell
     from edgelab.store.db import session_scope
 
@@ -126,10 +125,8 @@ def set_(
                                 evidence=list(evidence or []), reason=reason, layer=layer, next_experiment=next_,
                                 source=f"manual:{_who()}")
             data = cell_dict(c)
-    except VirtualEvidence as err:
-        fail_from(err, code=1)
-    except EdgelabError as err:
-        fail_from(err, code=2 if isinstance(err, ConfigError) else 1)
+    except ConfigError as err:  # bad input here is a usage error: exit 2 (root handler: 1)
+        fail_from(err, code=2)
     if json_out:
         print_json({**data, "notes": notes})
         return

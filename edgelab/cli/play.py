@@ -36,7 +36,7 @@ def play(
         engine = get_engine(state.db)
         limits = limit.split(",") if limit else None
         jobs = plan_jobs(engine, pb, limits)
-    except EdgelabError as err:
+    except EdgelabError as err:  # kept: an unusable playbook or selection is a usage error (exit 2)
         _invalid(err)
     if dry_run:
         rows = [{"device": j.device, "pipeline": j.pipeline, "virtual": j.virtual,
@@ -63,8 +63,6 @@ def play(
                               lease_id=lease)
     except ConfigError as err:
         fail_from(err, code=2)
-    except EdgelabError as err:
-        fail_from(err, code=1)
     if junit is not None:
         junit.parent.mkdir(parents=True, exist_ok=True)
         junit.write_text(to_junit(result), encoding="utf-8")

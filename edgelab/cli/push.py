@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from edgelab.cli.common import JsonOpt, console, err_console, escape, fail, fail_from, open_engine, print_json
-from edgelab.errors import ConfigError, EdgelabError
+from edgelab.errors import ConfigError
 
 store_app = typer.Typer(help="Device content-addressed stores.", no_args_is_help=True)
 
@@ -46,8 +46,8 @@ def push(
     engine = open_engine()
     try:
         devices = resolve_devices(engine, device or [], all_devices)
-    except EdgelabError as err:
-        fail_from(err, code=2 if isinstance(err, ConfigError) else 1)
+    except ConfigError as err:  # bad input here is a usage error: exit 2 (root handler: 1)
+        fail_from(err, code=2)
     tasks: dict[tuple[str, str], int] = {}
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
     with Progress(*columns, console=err_console, transient=as_json, disable=as_json) as bar:
@@ -58,13 +58,10 @@ def push(
                 tasks[key] = bar.add_task(f"{escape(dev)} {sha[:12]}", total=total)
             bar.update(tasks[key], completed=done)
 
-        try:
-            blobs, results = push_artifacts(
-                engine, artifacts, devices, verify=verify, progress=progress, workers=parallel,
-                lease_id=lease,
-            )
-        except EdgelabError as err:
-            fail_from(err)
+        blobs, results = push_artifacts(
+            engine, artifacts, devices, verify=verify, progress=progress, workers=parallel,
+            lease_id=lease,
+        )
     _report(results, as_json)
 
 
@@ -119,10 +116,7 @@ def store_ls(device: Annotated[str, typer.Argument()], as_json: JsonOpt = False)
 
     from edgelab.artifacts.service import store_ls as do_ls
 
-    try:
-        root, rows = do_ls(open_engine(), device)
-    except EdgelabError as err:
-        fail_from(err)
+    root, rows = do_ls(open_engine(), device)
     if as_json:
         print_json(
             {
@@ -154,10 +148,7 @@ def gc(
     """Remove blobs in a device's store that no registered artifact references (and stale partials)."""
     from edgelab.artifacts.service import gc_device
 
-    try:
-        gone = gc_device(open_engine(), device, dry_run=dry_run)
-    except EdgelabError as err:
-        fail_from(err)
+    gone = gc_device(open_engine(), device, dry_run=dry_run)
     if as_json:
         print_json([{"name": r.name, "size": r.size} for r in gone])
         return

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from edgelab.cli.common import console, escape, fail_from, state
-from edgelab.errors import ConfigError, EdgelabError
+from edgelab.errors import ConfigError
 
 if TYPE_CHECKING:
     from rich.panel import Panel
@@ -174,8 +174,8 @@ def register(app: typer.Typer) -> None:
             deadline = None if for_ is None else time.monotonic() + _duration_s(for_)
             engine = get_engine(state.db)
             snap = snapshot(engine, run)
-        except EdgelabError as err:
-            fail_from(err, code=2 if isinstance(err, ConfigError) else 1)
+        except ConfigError as err:  # bad input here is a usage error: exit 2 (root handler: 1)
+            fail_from(err, code=2)
         if once:
             console.print(render(snap))
             return

@@ -204,12 +204,12 @@ def _failed_text(err: Any, device: str) -> str:
     """One clear line: a workload that could not even start (no interpreter on the device: exit 127,
     PowerShell's CommandNotFoundException) is said so, with the device's own first error line."""
     lines = [ln.strip() for ln in (err.stderr or "").splitlines() if ln.strip()]
-    if err.exit_code == 127 or any(m in (err.stderr or "") for m in _NOT_STARTED):
+    if err.workload_exit == 127 or any(m in (err.stderr or "") for m in _NOT_STARTED):
         first = next((ln for ln in lines if any(m in ln for m in _NOT_STARTED)), lines[0] if lines else "")
-        return (f"the workload could not start on {device} (exit {err.exit_code}): {first[:240]} - the reference "
+        return (f"the workload could not start on {device} (exit {err.workload_exit}): {first[:240]} - the reference "
                 f"runtime needs its Python interpreter with edgelab on the device (run {err.run_id} failed)")
     tail = " | ".join(lines[-3:])[:400]
-    return f"workload of run {err.run_id} exited {err.exit_code} on {device}: {tail}"
+    return f"workload of run {err.run_id} exited {err.workload_exit} on {device}: {tail}"
 
 
 def _refusal_category(code: str) -> str:
