@@ -19,7 +19,7 @@ from edgelab.store.deployments import get_deployment, open_reservations, process
 from edgelab.store.devices import get_device
 
 ROOT = Path(__file__).resolve().parents[1]
-PACK = ["edgelab/__init__.py", "edgelab/errors.py", "edgelab/metrics/__init__.py", "edgelab/metrics/events.py",
+PACK = ["edgelab/__init__.py", "edgelab/errors.py", "edgelab/logs.py", "edgelab/metrics/__init__.py", "edgelab/metrics/events.py",
         "edgelab/reference"]
 
 

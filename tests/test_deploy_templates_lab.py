@@ -25,7 +25,7 @@ from edgelab.store.models import Device
 
 pytestmark = [pytest.mark.ssh, pytest.mark.adb]
 ROOT = Path(__file__).resolve().parents[1]
-PACK = ["edgelab/__init__.py", "edgelab/errors.py", "edgelab/metrics/__init__.py", "edgelab/metrics/events.py",
+PACK = ["edgelab/__init__.py", "edgelab/errors.py", "edgelab/logs.py", "edgelab/metrics/__init__.py", "edgelab/metrics/events.py",
         "edgelab/reference"]
 
 

@@ -422,13 +422,16 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import sys
 
+    from edgelab import logs
     from edgelab.store.db import get_engine
 
     ap = argparse.ArgumentParser(prog="python -m edgelab.deploy.follow", description="Follow one run's events.")
+    logs.add_argument(ap)
     ap.add_argument("run")
     ap.add_argument("--lease-s", type=float, default=LEASE_S)
     ap.add_argument("--ssh-config", default=None)
     args = ap.parse_args(argv)
+    logs.setup(args.log_level)
     engine = get_engine(os.environ.get("EDGELAB_DB"))
     f = Follower(engine, args.run, lease_s=args.lease_s,
                  transport={"ssh_config": args.ssh_config} if args.ssh_config else None)
