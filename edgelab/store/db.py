@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, InterfaceError, OperationalError
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session
@@ -107,6 +107,7 @@ def _create(url: str) -> Engine:
     database = parsed.database or ""
     memory = database in ("", ":memory:") or database.startswith("file::memory:")
     kwargs: dict = {"connect_args": {"timeout": BUSY_TIMEOUT_S, "check_same_thread": False}}
+    target: str | URL = url
     if memory:
         kwargs["poolclass"] = StaticPool
     else:
@@ -118,8 +119,8 @@ def _create(url: str) -> Engine:
                 f"cannot create the database directory {path.parent}: {err.strerror}",
                 remedy="give a --db path in a writable directory",
             ) from err
-        url = parsed.set(database=str(path))
-    engine = create_engine(url, **kwargs)
+        target = parsed.set(database=str(path))
+    engine = create_engine(target, **kwargs)
     _sqlite_events(engine, wal=not memory)
     return engine
 

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Column, ForeignKey, Index, Integer, String, UniqueConstraint
-from sqlmodel import Field, Session, SQLModel, select
+from sqlmodel import Field, Session, SQLModel, col, select
 
 import edgelab.store.runs  # noqa: F401 - the run table the deployment's run_id refers to
 from edgelab.errors import NotFound
@@ -132,15 +132,15 @@ def get_deployment(session: Session, ref: str | int) -> Deployment:
 def list_deployments(session: Session, *, active_only: bool = True, device_id: int | None = None) -> list[Deployment]:
     query = select(Deployment)
     if active_only:
-        query = query.where(Deployment.state.in_(ACTIVE_STATES))  # type: ignore[attr-defined]
+        query = query.where(col(Deployment.state).in_(ACTIVE_STATES))
     if device_id is not None:
         query = query.where(Deployment.device_id == device_id)
-    return list(session.exec(query.order_by(Deployment.created_at.desc(), Deployment.id.desc())).all())
+    return list(session.exec(query.order_by(col(Deployment.created_at).desc(), col(Deployment.id).desc())).all())
 
 
 def processes(session: Session, deployment_id: int) -> list[DeploymentProcess]:
     return list(session.exec(select(DeploymentProcess).where(DeploymentProcess.deployment_id == deployment_id)
-                             .order_by(DeploymentProcess.id)).all())
+                             .order_by(col(DeploymentProcess.id))).all())
 
 
 def open_reservations(session: Session, device_id: int) -> list[Reservation]:
@@ -198,4 +198,4 @@ def list_attempts(session: Session, device_name: str | None = None) -> list[Depl
     query = select(DeployAttempt)
     if device_name:
         query = query.where(DeployAttempt.device_name == device_name)
-    return list(session.exec(query.order_by(DeployAttempt.id.desc())).all())
+    return list(session.exec(query.order_by(col(DeployAttempt.id).desc())).all())

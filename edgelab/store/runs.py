@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Column, Float, ForeignKey, Index, String, UniqueConstraint
-from sqlmodel import Field, Session, SQLModel, select
+from sqlmodel import Field, Session, SQLModel, col, select
 
 from edgelab.errors import ConfigError, NotFound
 from edgelab.store.models import _ts, utcnow
@@ -176,7 +176,7 @@ def get_run(session: Session, ref: str) -> Run:
 
 def list_runs(session: Session, *, limit: int = 50, device: str | None = None,
               pipeline: str | None = None, state: str | None = None) -> list[Run]:
-    q = select(Run).order_by(Run.created_at.desc(), Run.id)
+    q = select(Run).order_by(col(Run.created_at).desc(), Run.id)
     if device:
         q = q.where(Run.device_name == device)
     if pipeline:
@@ -209,7 +209,7 @@ def mark_stale(session: Session, *, max_silence_s: float = 120.0) -> list[str]:
     from datetime import timedelta
 
     cutoff = utcnow() - timedelta(seconds=max_silence_s)
-    stale = session.exec(select(Run).where(Run.state.in_(("running", "pending")))).all()
+    stale = session.exec(select(Run).where(col(Run.state).in_(("running", "pending")))).all()
     out = []
     for run in stale:
         beat = run.heartbeat_at or run.started_at or run.created_at
@@ -234,14 +234,14 @@ def put_summary(session: Session, run_id: str, kind: str, metrics: dict, provena
 
 
 def requests_of(session: Session, run_id: str) -> list[RunRequest]:
-    return list(session.exec(select(RunRequest).where(RunRequest.run_id == run_id).order_by(RunRequest.id)).all())
+    return list(session.exec(select(RunRequest).where(RunRequest.run_id == run_id).order_by(col(RunRequest.id))).all())
 
 
 def samples_of(session: Session, run_id: str, *, kind: str | None = None, after_id: int = 0) -> list[RunSample]:
-    q = select(RunSample).where(RunSample.run_id == run_id, RunSample.id > after_id)
+    q = select(RunSample).where(RunSample.run_id == run_id, col(RunSample.id) > after_id)
     if kind:
         q = q.where(RunSample.kind == kind)
-    return list(session.exec(q.order_by(RunSample.id)).all())
+    return list(session.exec(q.order_by(col(RunSample.id))).all())
 
 
 def telemetry_of(session: Session, *, run_id: str | None = None, device: str | None = None,
@@ -251,7 +251,7 @@ def telemetry_of(session: Session, *, run_id: str | None = None, device: str | N
         q = q.where(TelemetrySample.run_id == run_id)
     if device:
         q = q.where(TelemetrySample.device_name == device)
-    rows = session.exec(q.order_by(TelemetrySample.t.desc()).limit(limit)).all()
+    rows = session.exec(q.order_by(col(TelemetrySample.t).desc()).limit(limit)).all()
     return list(reversed(rows))
 
 
@@ -273,13 +273,13 @@ def delete_runs(session: Session, refs: list[str], *, force: bool = False) -> li
     )
     from edgelab.store.matrix import MatrixCell
 
-    runs = []
+    runs: list[Run] = []
     for ref in refs:
         run = get_run(session, ref)
         if run.id not in [r.id for r in runs]:
             runs.append(run)
     ids = [r.id for r in runs]
-    deps = list(session.exec(select(Deployment).where(Deployment.run_id.in_(ids))).all())
+    deps = list(session.exec(select(Deployment).where(col(Deployment.run_id).in_(ids))).all())
     for d in deps:
         if d.state in ACTIVE_STATES:
             raise ConfigError(f"run {d.run_id} is deployed and {d.state} on {d.device_name}",
@@ -287,14 +287,14 @@ def delete_runs(session: Session, refs: list[str], *, force: bool = False) -> li
     for run in runs:
         if run.state not in FINAL_STATES and not force:
             raise ConfigError(f"run {run.id} is {run.state}", remedy="wait for it to end, or pass --force")
-    cited = {}
+    cited: dict[str, str] = {}
     for cell in session.exec(select(MatrixCell)).all():
         for rid in [*(cell.evidence or []), *(cell.demo_evidence or [])]:
             if rid in ids:
                 cited.setdefault(rid, cell.id)
     if cited and not force:
-        rid, cell = next(iter(cited.items()))
-        raise ConfigError(f"run {rid} is evidence of matrix cell {cell}",
+        rid, cell_id = next(iter(cited.items()))
+        raise ConfigError(f"run {rid} is evidence of matrix cell {cell_id}",
                           remedy="keep it, or pass --force (the cell then cites a run that is gone)")
     out = []
     for run in runs:
@@ -303,13 +303,13 @@ def delete_runs(session: Session, refs: list[str], *, force: bool = False) -> li
         out.append({"id": run.id, "state": run.state, "kind": run.kind, "requests": int(n_req), "samples": int(n_smp)})
     dep_ids = [d.id for d in deps]
     if dep_ids:
-        session.execute(delete(DeploymentProcess).where(DeploymentProcess.deployment_id.in_(dep_ids)))
-        session.execute(delete(Reservation).where(Reservation.deployment_id.in_(dep_ids)))
+        session.execute(delete(DeploymentProcess).where(col(DeploymentProcess.deployment_id).in_(dep_ids)))
+        session.execute(delete(Reservation).where(col(Reservation.deployment_id).in_(dep_ids)))
         # the admission history stays (its deployment link goes, as the schema's SET NULL says)
-        session.execute(update(DeployAttempt).where(DeployAttempt.deployment_id.in_(dep_ids)).values(deployment_id=None))
-        session.execute(delete(Deployment).where(Deployment.id.in_(dep_ids)))
+        session.execute(update(DeployAttempt).where(col(DeployAttempt.deployment_id).in_(dep_ids)).values(deployment_id=None))
+        session.execute(delete(Deployment).where(col(Deployment.id).in_(dep_ids)))
     for table in (RunSample, RunRequest, RunSummary, TelemetrySample, RunLog):
-        session.execute(delete(table).where(table.run_id.in_(ids)))
-    session.execute(delete(Run).where(Run.id.in_(ids)))
+        session.execute(delete(table).where(col(table.run_id).in_(ids)))
+    session.execute(delete(Run).where(col(Run.id).in_(ids)))
     session.flush()
     return out

@@ -10,7 +10,7 @@ import hashlib
 import json
 from typing import Any
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from edgelab.errors import NotFound
 from edgelab.store.devices import get_device
@@ -42,7 +42,7 @@ def latest_snapshot(session: Session, name: str, *, ok_only: bool = True) -> Pro
     query = select(ProbeSnapshot).where(ProbeSnapshot.device_id == device.id)
     if ok_only:
         query = query.where(ProbeSnapshot.ok == True)  # noqa: E712 - SQL expression
-    snap = session.exec(query.order_by(ProbeSnapshot.taken_at.desc(), ProbeSnapshot.id.desc())).first()
+    snap = session.exec(query.order_by(col(ProbeSnapshot.taken_at).desc(), col(ProbeSnapshot.id).desc())).first()
     if snap is None:
         raise NotFound(
             f"{name} has no {'successful ' if ok_only else ''}probe snapshot yet",
@@ -57,7 +57,7 @@ def list_snapshots(session: Session, name: str, *, limit: int = 20) -> list[Prob
     query = (
         select(ProbeSnapshot)
         .where(ProbeSnapshot.device_id == device.id)
-        .order_by(ProbeSnapshot.taken_at.desc(), ProbeSnapshot.id.desc())
+        .order_by(col(ProbeSnapshot.taken_at).desc(), col(ProbeSnapshot.id).desc())
         .limit(limit)
     )
     return list(session.exec(query).all())
