@@ -152,6 +152,19 @@ class DeviceNotAnswering(TransportError):
     overloaded. Raised when a transport call's timeout ran out before the device said anything."""
 
 
+class SSHAuthError(TransportError):
+    """The server refused every key we have (agent, IdentityFile, ~/.ssh/id_*)."""
+
+
+class SSHUnreachable(TransportError):
+    """No SSH session: refused, timed out, unresolvable, or the handshake failed."""
+
+
+class SSHNotAnswering(SSHUnreachable, DeviceNotAnswering):
+    """The TCP connection was accepted but sshd never sent its banner or finished the handshake:
+    the host (or its sshd) is frozen, hung or overloaded."""
+
+
 class HashMismatch(TransportError):
     """Bytes on the device do not hash to what was sent."""
 
@@ -167,6 +180,9 @@ class FrameError(TransportError):
 
 class Refusal(EdgelabError):
     """Raised before anything is pushed or launched; stored with the attempt."""
+
+    CODES = ("no_runnable_device", "weight_format_unsupported", "budget_exceeds_device", "no_exported_graph",
+             "device_unreachable", "strategy_refused")  # the codes DESIGN §5b names, and strategy refusals
 
     def __init__(self, code: str, message: str, *, device: str, remedy: str, pool: str | None = None,
                  numbers: dict[str, Any] | None = None, strategy: str | None = None):

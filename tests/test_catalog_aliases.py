@@ -13,7 +13,7 @@ from edgelab.catalog.pipelines import (
     pipeline_aliases,
     resolve_pipeline_id,
 )
-from edgelab.deploy.lifecycle import resolve_pipeline
+from edgelab.deploy.planning import resolve_pipeline
 from edgelab.errors import CatalogError, ConfigError
 from edgelab.matrix.layout import column_by
 

@@ -1,4 +1,4 @@
-"""`edgelab deploy`, `ps`, `logs`, `stop`: thin over edgelab.deploy.lifecycle."""
+"""`edgelab deploy`, `ps`, `logs`, `stop`: thin over edgelab.deploy (planning, launch, control)."""
 
 from __future__ import annotations
 
@@ -85,15 +85,15 @@ def deploy(
     json_out: JsonOpt = False,
 ) -> None:
     """Plan, admit, push and start PIPELINE on a device; refused early (with why) when it cannot run."""
-    from edgelab.deploy import lifecycle
+    from edgelab.deploy import launch, planning
     from edgelab.errors import Refusal
 
     engine = open_engine()
-    req = lifecycle.DeployRequest(device, pipeline, strategy, runtime, endpoint, model=model, threads=threads,
+    req = planning.DeployRequest(device, pipeline, strategy, runtime, endpoint, model=model, threads=threads,
                                   ready_timeout=ready_timeout)
     if dry_run:
         try:
-            planned = lifecycle.plan(engine, req)
+            planned = planning.plan(engine, req)
         except Refusal as r:
             if json_out:
                 print_json({"device": device, "pipeline": pipeline, "refusal": r.to_dict()})
@@ -114,7 +114,7 @@ def deploy(
             err_console.print(f"[dim]{name:<10}[/] {escape(fields)}", highlight=False)
 
     try:
-        dep = lifecycle.deploy(engine, req, on_phase=phase, lease_id=lease)
+        dep = launch.deploy(engine, req, on_phase=phase, lease_id=lease)
     except Refusal as r:
         if json_out:
             print_json({"device": device, "pipeline": pipeline, "refusal": r.to_dict()})
@@ -154,7 +154,7 @@ def ps(
     json_out: JsonOpt = False,
 ) -> None:
     """Deployments and their state (running ones are checked on their device)."""
-    from edgelab.deploy import lifecycle
+    from edgelab.deploy import control
     from edgelab.store.db import session_scope
     from edgelab.store.deployments import list_deployments
 
@@ -168,7 +168,7 @@ def ps(
             out.append(d)
             continue
         try:
-            now = lifecycle.refresh(engine, d.run_id)
+            now = control.refresh(engine, d.run_id)
         except EdgelabError as err:  # kept: one unreachable device is listed as such, the rest still shown
             unreachable[d.device_name] = err
             out.append(d)
@@ -210,14 +210,14 @@ def logs(
     """A run's remote log (kept with the run once it ended)."""
     import sys
 
-    from edgelab.deploy import lifecycle
+    from edgelab.deploy import control
     from edgelab.deploy.follow import ensure_follower
 
     ingest = None
     try:
         engine = open_engine()
         ingest = ensure_follower(engine, run) if follow else None  # nobody ingests it: do it while we follow
-        for line in lifecycle.log_lines(engine, run, follow=follow, stream="stderr" if stderr else "stdout"):
+        for line in control.log_lines(engine, run, follow=follow, stream="stderr" if stderr else "stdout"):
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
     except KeyboardInterrupt:
@@ -229,9 +229,9 @@ def logs(
 
 def stop(run: Annotated[str, typer.Argument(help="Run id (see `edgelab ps`).")], json_out: JsonOpt = False) -> None:
     """Kill the run's remote process groups, verify they are gone, release its memory."""
-    from edgelab.deploy import lifecycle
+    from edgelab.deploy import control
 
-    dep = lifecycle.stop(open_engine(), run)
+    dep = control.stop(open_engine(), run)
     if json_out:
         print_json(_dep_dict(dep))
         return

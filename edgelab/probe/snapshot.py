@@ -20,7 +20,14 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from edgelab import __version__
-from edgelab.errors import DeviceStateError, EdgelabError, HostKeyError, RemoteTimeout, TransportError
+from edgelab.errors import (
+    DeviceStateError,
+    EdgelabError,
+    HostKeyError,
+    RemoteTimeout,
+    SSHAuthError,
+    TransportError,
+)
 from edgelab.probe.collectors import Collection, collector_for, get_collector, parse_sections, run_collector
 from edgelab.probe.collectors.sections import Section
 from edgelab.probe.facts import Facts
@@ -96,7 +103,7 @@ def classify_facts(facts: Facts, catalog_path: str | None = None) -> tuple[dict[
 def _state_for(err: EdgelabError) -> str:
     if isinstance(err, HostKeyError):
         return "untrusted"
-    if type(err).__name__ == "SSHAuthError":
+    if isinstance(err, SSHAuthError):
         return "auth-failed"
     if isinstance(err, DeviceStateError):
         text = str(err).lower()

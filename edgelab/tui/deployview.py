@@ -1,7 +1,6 @@
 """The deploy dialog's data: the profile's strategy decisions, the dry-run plan with admission, launch.
 
-Thin over the deploy engineer's ``edgelab.deploy.lifecycle`` (plan, deploy, stop); when that layer
-is absent the functions say "not available yet" instead of planning anything themselves.
+Thin over ``edgelab.deploy``: planning (the dry run), launch (deploy) and control (stop).
 """
 
 from __future__ import annotations
@@ -10,12 +9,9 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from edgelab.errors import EdgelabError
 from edgelab.store.db import session_scope
 from edgelab.store.snapshots import latest_snapshot
-from edgelab.tui.data import derive_profile_dict, optional_module
-
-NOT_YET = "the deploy layer has not landed yet: no plan, admission or launch from here"
+from edgelab.tui.data import derive_profile_dict
 
 
 def pipelines() -> list[str]:
@@ -39,15 +35,6 @@ def strategies(engine: Engine, device: str, pipeline: str) -> dict[str, Any]:
     }
 
 
-def _lifecycle():
-    return optional_module("edgelab.deploy.lifecycle")
-
-
-def available() -> bool:
-    lc = _lifecycle()
-    return bool(lc and hasattr(lc, "plan") and hasattr(lc, "deploy") and hasattr(lc, "DeployRequest"))
-
-
 def runtimes() -> list[str]:
     """The runtimes the catalog knows (runtimes/*.yaml), for the dialog's choice."""
     try:
@@ -61,32 +48,29 @@ def runtimes() -> list[str]:
 def dry_run(engine: Engine, device: str, pipeline: str, strategy: str | None = None,
             runtime: str | None = None, endpoint: str | None = None) -> dict[str, Any]:
     """The plan and its admission without reserving or touching anything (``edgelab deploy --dry-run``)."""
-    if not available():
-        raise EdgelabError(NOT_YET, remedy="update edgelab; meanwhile the strategies above come from the profile")
-    lc = _lifecycle()
-    planned = lc.plan(engine, lc.DeployRequest(device=device, pipeline=pipeline, strategy=strategy, runtime=runtime,
-                                               endpoint=endpoint))
+    from edgelab.deploy.planning import DeployRequest, plan
+
+    planned = plan(engine, DeployRequest(device=device, pipeline=pipeline, strategy=strategy, runtime=runtime,
+                                         endpoint=endpoint))
     return planned.to_dict()
 
 
 def launch(engine: Engine, device: str, pipeline: str, strategy: str | None = None,
            runtime: str | None = None, endpoint: str | None = None) -> str:
     """Plan, admit, push, launch and wait until ready; returns the run id (Refusal before anything runs)."""
-    if not available():
-        raise EdgelabError(NOT_YET, remedy="use `edgelab deploy` once it exists")
-    lc = _lifecycle()
-    dep = lc.deploy(engine, lc.DeployRequest(device=device, pipeline=pipeline, strategy=strategy, runtime=runtime,
-                                             endpoint=endpoint))
+    from edgelab.deploy.launch import deploy
+    from edgelab.deploy.planning import DeployRequest
+
+    dep = deploy(engine, DeployRequest(device=device, pipeline=pipeline, strategy=strategy, runtime=runtime,
+                                       endpoint=endpoint))
     return str(dep.run_id)
 
 
 def stop(engine: Engine, run_id: str) -> str:
     """Stop a run's processes through the deploy layer (verified gone, reservation released)."""
-    lc = _lifecycle()
-    if lc is None or not hasattr(lc, "stop"):
-        raise EdgelabError("stop is not available yet: the deploy lifecycle has not landed",
-                           remedy="use `edgelab stop RUN` once it exists")
-    dep = lc.stop(engine, run_id)
+    from edgelab.deploy.control import stop as stop_run
+
+    dep = stop_run(engine, run_id)
     return str(getattr(dep, "state", "stopped"))
 
 
