@@ -107,7 +107,7 @@ class Follower:
     def _target(self) -> tuple[Any, str, int | None, str]:
         with session_scope(self.engine, write=False) as s:
             dep = get_deployment(s, self.run_id)
-            rows = processes(s, dep.id)
+            rows = processes(s, dep.pk)
             endpoint = get_device(s, dep.device_name).endpoint()
         if not rows:
             raise EdgelabError(f"run {self.run_id} has no process to follow", remedy="deploy it first")
@@ -125,7 +125,7 @@ class Follower:
         """The deployment's process measured from the lab side (llama-server), if it has one."""
         with session_scope(self.engine, write=False) as s:
             dep = get_deployment(s, self.run_id)
-            rows = {r.name: r for r in processes(s, dep.id)}
+            rows = {r.name: r for r in processes(s, dep.pk)}
             endpoint = get_device(s, dep.device_name).endpoint()
             spec = dict(dep.plan or {})
         for pr in spec.get("processes", []):

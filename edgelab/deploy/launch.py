@@ -33,6 +33,7 @@ from edgelab.store.deployments import (
     Deployment,
     DeploymentProcess,
     add_phase,
+    get_deployment,
     processes,
     record_attempt,
 )
@@ -94,7 +95,7 @@ def _deploy(engine: Engine, req: DeployRequest, opts: Options, on_phase: Phase |
             create_run(s, id=run_id, pipeline=p.pipeline, device_name=device.name, runtime=p.runtime,
                        strategy=p.strategy, kind="deploy", virtual=planned.virtual, command=command,
                        provenance={**prov, "plan": p.to_dict()})
-            dep = Deployment(run_id=run_id, device_id=device.id, device_name=device.name, pipeline=p.pipeline,
+            dep = Deployment(run_id=run_id, device_id=device.pk, device_name=device.name, pipeline=p.pipeline,
                              strategy=p.strategy, runtime=p.runtime, state="pending", plan=p.to_dict(),
                              facts_hash=planned.facts_hash, virtual=planned.virtual, remote_dir=p.remote_dir,
                              owner=f"{getpass.getuser()}@{socket.gethostname()}"[:64], lease_id=lease_id)
@@ -109,7 +110,7 @@ def _deploy(engine: Engine, req: DeployRequest, opts: Options, on_phase: Phase |
         raise
     _attempt(engine, req, None, dep.id)
     _phase(on_phase, "admitted", {"run": run_id, "strategy": p.strategy, "runtime": p.runtime})
-    return _launch(engine, dep.id, p, opts, on_phase)
+    return _launch(engine, dep.pk, p, opts, on_phase)
 
 
 def _phase(cb: Phase | None, name: str, info: dict[str, Any]) -> None:
@@ -144,7 +145,7 @@ def _launch(engine: Engine, dep_id: int, p: ExecutionPlan, opts: Options, on_pha
     workdirs: dict[str, str] = {}
     try:
         with session_scope(engine, write=False) as s:
-            run_id = s.get(Deployment, dep_id).run_id
+            run_id = get_deployment(s, dep_id).run_id
             endpoint = get_device(s, p.device).endpoint()
         t0 = time.monotonic()
         try:
@@ -158,7 +159,7 @@ def _launch(engine: Engine, dep_id: int, p: ExecutionPlan, opts: Options, on_pha
                  seconds=round(time.monotonic() - t0, 3))
         _phase(on_phase, "connected", {"remote_dir": run_dir})
         with session_scope(engine, write=False) as s:
-            device_id = s.get(Deployment, dep_id).device_id
+            device_id = get_deployment(s, dep_id).device_id
         blob_paths, pushed = plan_artifacts.push(engine, t, device_id, p)
         transition(engine, dep_id, phase="pushed", artifacts=len(p.artifacts), blobs=pushed)
         _phase(on_phase, "pushed", {"blobs": pushed})
@@ -175,7 +176,7 @@ def _launch(engine: Engine, dep_id: int, p: ExecutionPlan, opts: Options, on_pha
             with session_scope(engine) as s:
                 s.add(DeploymentProcess(deployment_id=dep_id, name=proc.name, argv=started.argv, workdir=wd,
                                         pid=pid, state="running", started_at=utcnow()))
-                dep = s.get(Deployment, dep_id)
+                dep = get_deployment(s, dep_id)
                 add_phase(dep, f"spawned:{proc.name}", pid=pid, seconds=round(time.monotonic() - ts, 3))
                 s.add(dep)
             _phase(on_phase, "spawned", {"process": proc.name, "pid": pid})
@@ -213,9 +214,10 @@ def _wait_ready(t: Transport, p: ExecutionPlan, workdirs: dict[str, str], dep_id
     lines: dict[str, list[str]] = {proc.name: [] for proc in p.processes}
     offsets = dict.fromkeys(lines, 0)
     pending = {proc.name: proc for proc in p.processes}
-    pids = {}
+    pids: dict[str, int] = {}
     with session_scope(engine, write=False) as s:
         for row in processes(s, dep_id):
+            assert row.pid is not None  # _launch wrote each row with the pid its start returned
             pids[row.name] = row.pid
     while pending:
         for name, proc in list(pending.items()):
@@ -258,7 +260,7 @@ def _abort(engine: Engine, dep_id: int, t: Transport | None, workdirs: dict[str,
     logs: dict[str, str] = {}
     if workdirs:
         with session_scope(engine, write=False) as s:
-            p = s.get(Deployment, dep_id)
+            p = get_deployment(s, dep_id)
             endpoint = get_device(s, p.device_name).endpoint()
         try:
             t2 = t or connect(endpoint, opts)
@@ -272,7 +274,7 @@ def _abort(engine: Engine, dep_id: int, t: Transport | None, workdirs: dict[str,
             left_total = -1
 
     def final(s, d: Deployment) -> None:
-        for row in processes(s, d.id):
+        for row in processes(s, d.pk):
             row.state = "killed" if left_total == 0 else "unknown"
             row.stopped_at = utcnow()
             s.add(row)

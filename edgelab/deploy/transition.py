@@ -18,7 +18,7 @@ from sqlmodel import Session
 
 from edgelab.lease.use import unpin
 from edgelab.store.db import session_scope
-from edgelab.store.deployments import FINAL_STATES, Deployment, add_phase, release
+from edgelab.store.deployments import FINAL_STATES, Deployment, add_phase, get_deployment, release
 from edgelab.store.models import utcnow
 from edgelab.store.runs import Run, set_state
 
@@ -56,7 +56,7 @@ def transition(engine: Engine, dep_id: int, to: str | None = None, *, phase: str
     found, when ``to`` is not allowed from its current state).
     """
     with session_scope(engine) as s:
-        dep = s.get(Deployment, dep_id)
+        dep = get_deployment(s, dep_id)
         if to is not None and not allowed(dep.state, to):
             return dep
         if edit is not None:
@@ -68,7 +68,7 @@ def transition(engine: Engine, dep_id: int, to: str | None = None, *, phase: str
             if to in FINAL_STATES:
                 dep.ended_at = utcnow()
         if to in FINAL_STATES:
-            release(s, dep.id)
+            release(s, dep.pk)
             unpin(s, dep)
         if phase:
             add_phase(dep, phase, **phase_info)

@@ -52,6 +52,13 @@ class Deployment(SQLModel, table=True):
     started_at: datetime | None = Field(default=None, sa_column=_ts())
     ended_at: datetime | None = Field(default=None, sa_column=_ts())
 
+    @property
+    def pk(self) -> int:
+        """``id`` of the written row (the database gives it on flush; a new row has none yet)."""
+        if self.id is None:
+            raise ValueError(f"{type(self).__name__} {self.run_id!r} is not written yet: it has no id")
+        return self.id
+
 
 class DeploymentProcess(SQLModel, table=True):
     """One detached process of a deployment: exact argv, its group's pid, its log files."""
@@ -121,9 +128,12 @@ class DeployAttempt(SQLModel, table=True):
 def get_deployment(session: Session, ref: str | int) -> Deployment:
     """By run id (``r...``) or numeric id; NotFound with a remedy."""
     ref_s = str(ref)
-    query = select(Deployment).where(Deployment.id == int(ref_s)) if ref_s.isdigit() else \
-        select(Deployment).where(Deployment.run_id == ref_s)
-    dep = session.exec(query).first()
+    if isinstance(ref, int):
+        dep = session.get(Deployment, ref)
+    else:
+        query = select(Deployment).where(Deployment.id == int(ref_s)) if ref_s.isdigit() else \
+            select(Deployment).where(Deployment.run_id == ref_s)
+        dep = session.exec(query).first()
     if dep is None:
         raise NotFound(f"no deployment {ref_s!r}", remedy="see `edgelab ps --all` for run ids")
     return dep

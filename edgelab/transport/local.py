@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import shutil
 import signal
@@ -60,8 +61,9 @@ class LocalProcess(RemoteProcess):
         self._err_thread.start()
 
     def _drain_stderr(self) -> None:
-        assert self._proc.stderr is not None
-        for chunk in iter(lambda: self._proc.stderr.read1(65536), b""):
+        stderr = self._proc.stderr
+        assert isinstance(stderr, io.BufferedReader)  # a PIPE with Popen's default buffering
+        for chunk in iter(lambda: stderr.read1(65536), b""):
             self._stderr_parts.append(chunk)
 
     @property

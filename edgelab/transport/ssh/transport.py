@@ -287,7 +287,9 @@ class SSHTransport(Transport):
                 client = self._reconnect(client)
         if sftp is None:
             raise TransportError(f"{self.name}: the server refused the sftp subsystem")
-        sftp.get_channel().settimeout(max(self.timeout, 30.0))
+        channel = sftp.get_channel()
+        if channel is not None:  # an open SFTP client always has one; the stubs say it may not
+            channel.settimeout(max(self.timeout, 30.0))
         with self._lock:
             if self._sftp is not None:
                 self._sftp.close()
