@@ -74,7 +74,8 @@ class _Handler(logging.StreamHandler):
 
 
 class _Stderr(_Handler):
-    """Writes to whatever ``sys.stderr`` is when a record comes (test runners and CliRunner swap it)."""
+    """Writes to whatever ``sys.stderr`` is when a record comes: test runners and CliRunner swap it,
+    and under ``edgelab tui`` Textual captures it, so records never draw over the screen."""
 
     def __init__(self) -> None:
         super().__init__(sys.stderr)
