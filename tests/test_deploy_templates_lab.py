@@ -16,8 +16,9 @@ from test_deploy_helpers import deploy_lab  # noqa: F401 - fixture
 
 from edgelab.artifacts.registry import add_artifact
 from edgelab.bench import BenchRequest, run_bench
-from edgelab.deploy import control, follow, launch, planning, refusal
+from edgelab.deploy import control, follow, launch, planning
 from edgelab.deploy.planning import DeployRequest
+from edgelab.errors import Refusal
 from edgelab.probe import probe_devices
 from edgelab.store.db import session_scope
 from edgelab.store.devices import get_device
@@ -105,7 +106,7 @@ def test_a_plain_device_without_the_reference_zipapp_is_refused_with_the_remedy(
     try:
         run_bench(engine, BenchRequest("orin-plain", "internvla-a1", runtime="reference", requests=2), opts=opts)
         raise AssertionError("a real device ran the reference without its zipapp")
-    except refusal.Refusal as r:
+    except Refusal as r:
         assert "edgelab runtime build reference --target" in r.remedy
 
 
