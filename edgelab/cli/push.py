@@ -41,13 +41,6 @@ def push(
             return
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-    from edgelab.artifacts.service import push_artifacts, resolve_devices
-
-    engine = open_engine()
-    try:
-        devices = resolve_devices(engine, device or [], all_devices)
-    except ConfigError as err:  # bad input here is a usage error: exit 2 (root handler: 1)
-        fail_from(err, code=2)
     tasks: dict[tuple[str, str], int] = {}
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
     with Progress(*columns, console=err_console, transient=as_json, disable=as_json) as bar:
@@ -58,10 +51,24 @@ def push(
                 tasks[key] = bar.add_task(f"{escape(dev)} {sha[:12]}", total=total)
             bar.update(tasks[key], completed=done)
 
-        blobs, results = push_artifacts(
-            engine, artifacts, devices, verify=verify, progress=progress, workers=parallel,
-            lease_id=lease,
-        )
+        results = None
+        if device and not verify and lease is None:
+            from edgelab.artifacts.quickpush import quick_push
+            from edgelab.cli.common import state
+
+            results = quick_push(artifacts, device, url=state.db, progress=progress, workers=parallel)
+        if results is None:
+            from edgelab.artifacts.service import push_artifacts, resolve_devices
+
+            engine = open_engine()
+            try:
+                devices = resolve_devices(engine, device or [], all_devices)
+            except ConfigError as err:  # bad input here is a usage error: exit 2 (root handler: 1)
+                fail_from(err, code=2)
+            blobs, results = push_artifacts(
+                engine, artifacts, devices, verify=verify, progress=progress, workers=parallel,
+                lease_id=lease,
+            )
     _report(results, as_json)
 
 
