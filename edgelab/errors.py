@@ -17,6 +17,7 @@ from it. The hierarchy::
     ├── NotFound                    a device, run or artifact the database does not hold
     ├── TransportError              a device unreachable, or a remote operation failed in transport
     │   ├── HostKeyError            an SSH host key unknown or changed: refused until trusted
+    │   │   └── LabHostKeyError     the same about a lab host on the way (jump host, adb tunnel)
     │   ├── DeviceStateError        an ADB device offline, unauthorized or not ready
     │   ├── RemoteTimeout           a remote command ran past its timeout and was killed
     │   ├── DeviceNotAnswering      listed/accepted, but never answers (frozen, hung, overloaded)
@@ -137,6 +138,18 @@ class TransportError(EdgelabError):
 
 class HostKeyError(TransportError):
     """An SSH host key that is unknown or changed: refused until the operator trusts it."""
+
+
+class LabHostKeyError(HostKeyError):
+    """A host-key refusal about a lab host on the way to a device (a jump host, the SSH host of an
+    ``ssh://`` adb server), worded for the device it carries. ``host_text``, ``host_name`` and
+    ``host_remedy`` keep the first host's own words, so rewording again further out keeps them."""
+
+    def __init__(self, message: str, *, remedy: str, host_text: str, host_name: str, host_remedy: str | None):
+        super().__init__(message, remedy=remedy)
+        self.host_text = host_text
+        self.host_name = host_name
+        self.host_remedy = host_remedy
 
 
 class DeviceStateError(TransportError):

@@ -11,9 +11,13 @@ authenticate every hop.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from edgelab.errors import HostKeyError
+from edgelab.errors import HostKeyError, LabHostKeyError
 from edgelab.transport.base import Endpoint
+
+if TYPE_CHECKING:  # at run time only where a hop is resolved: it loads paramiko
+    from edgelab.transport.ssh_config import Hop
 
 
 @dataclass(frozen=True)
@@ -23,7 +27,7 @@ class Gateway:
     name: str
     host: str  # known_hosts name: HostKeyAlias, else HostName
     port: int
-    hop: object  # edgelab.transport.ssh_config.Hop
+    hop: Hop
 
 
 def _chain(hop) -> list:
@@ -71,7 +75,7 @@ def trusted(gateway: Gateway, key) -> bool:
     from edgelab.transport import hostkeys
 
     hop = gateway.hop
-    files = [*hop.known_hosts, *hostkeys.default_known_hosts_files()]
+    files = [*hop.known_hosts, *map(str, hostkeys.default_known_hosts_files())]
     entries = hostkeys.lookup(files, gateway.host, gateway.port)
     if not entries:
         return False  # unknown: offer it
@@ -84,11 +88,12 @@ def on_the_way(err: HostKeyError, gateway: str, device: str | None) -> HostKeyEr
     """``err`` about a lab host on the way, reworded for the device it carries: the trust command names the
     device (``edgelab device trust`` walks to that host from there), never the host, which is no device.
     Rewording again further out (a chain of jump hosts) keeps the first host's words."""
-    text = getattr(err, "host_text", None) or str(err)
-    host = getattr(err, "host_name", None) or gateway
+    first = err if isinstance(err, LabHostKeyError) else None
+    text = (first.host_text if first else None) or str(err)
+    host = (first.host_name if first else None) or gateway
+    host_remedy = (first.host_remedy if first else None) or err.remedy
     cmd, fixed = f"edgelab device trust {host}", f"edgelab device trust {device or 'DEVICE'}"
     where = f"on the way to {device}: " if device else ""
-    new = HostKeyError(f"{where}lab host {text.replace(cmd, fixed)}",
-                       remedy=(getattr(err, "host_remedy", None) or err.remedy or fixed).replace(cmd, fixed))
-    new.host_text, new.host_name, new.host_remedy = text, host, getattr(err, "host_remedy", None) or err.remedy
-    return new
+    return LabHostKeyError(f"{where}lab host {text.replace(cmd, fixed)}",
+                           remedy=(host_remedy or fixed).replace(cmd, fixed),
+                           host_text=text, host_name=host, host_remedy=host_remedy)
