@@ -244,6 +244,12 @@ def samples_of(session: Session, run_id: str, *, kind: str | None = None, after_
     return list(session.exec(q.order_by(RunSample.id)).all())
 
 
+def logs_of(session: Session, run_id: str, *, after_id: int = 0) -> list[RunLog]:
+    """A run's log/error/stage lines stored after ``after_id``, oldest first (a follower's increment)."""
+    q = select(RunLog).where(RunLog.run_id == run_id, RunLog.id > after_id)
+    return list(session.exec(q.order_by(RunLog.id)).all())
+
+
 def telemetry_of(session: Session, *, run_id: str | None = None, device: str | None = None,
                  limit: int = 100) -> list[TelemetrySample]:
     q = select(TelemetrySample)
