@@ -117,7 +117,6 @@ async def test_probe_check_and_open_a_real_device(engine) -> None:
 
 
 async def test_deploy_dry_run_shows_strategies_and_plan(engine) -> None:
-    from edgelab.tui import deployview
     from edgelab.tui.screens.deploy import DeployScreen
 
     seed(engine, 2)
@@ -131,8 +130,6 @@ async def test_deploy_dry_run_shows_strategies_and_plan(engine) -> None:
         refused = {s["strategy"]: s for s in dlg.decisions["refused"]}
         assert "S1" in refused and "Jetson" in refused["S1"]["reason"]  # S1 refused on a phone, with why
         assert {s["strategy"] for s in dlg.decisions["eligible"]} >= {"S5"}
-        if not deployview.available():
-            pytest.skip("the deploy layer has not landed: dry run says so (checked in test_tui_data)")
         await pilot.press("ctrl+d")
         await until(pilot, lambda: dlg.planned is not None or str(dlg.query_one("#deploy-error").render()))
         assert dlg.planned is not None, str(dlg.query_one("#deploy-error").render())

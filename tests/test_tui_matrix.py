@@ -24,12 +24,12 @@ from edgelab.store.matrix import MatrixCell
 from edgelab.store.models import Device
 from edgelab.store.runs import create_run
 from edgelab.tui.app import EdgelabApp
-from edgelab.tui.data import load_matrix
 from edgelab.tui.screens.fleet import FleetScreen
 from edgelab.tui.screens.matrix import MatrixScreen
 from edgelab.tui.screens.run import RunScreen
 from edgelab.tui.widgets.evidence_table import EvidenceTable
 from edgelab.tui.widgets.matrix_grid import MatrixGrid
+from edgelab.views.matrix import load_matrix
 
 SIZE = (150, 45)
 S25_TTS = "galaxy-s25/qwen3-tts-0.6b"

@@ -187,3 +187,16 @@ def record_host_key(session: Session, name: str, fingerprint: str, key_type: str
     session.add(device)
     session.flush()
     return device
+
+
+def device_names(session: Session) -> list[str]:
+    """Every device name, sorted."""
+    return list(session.exec(select(Device.name).order_by(Device.name)).all())
+
+
+def virtual_names(session: Session, names: set[str] | list[str]) -> set[str]:
+    """Those of ``names`` that are virtual devices (unknown names are not)."""
+    if not names:
+        return set()
+    return set(session.exec(select(Device.name).where(Device.name.in_(sorted(names)),
+                                                      Device.virtual == True)).all())  # noqa: E712 - SQL

@@ -18,6 +18,7 @@ from edgelab.errors import ConfigError, NotFound
 from edgelab.store.models import _ts, utcnow
 
 RUN_STATES = ("pending", "running", "finished", "failed", "stopped", "device-lost")
+ACTIVE_STATES = frozenset({"pending", "running"})  # the run may still change; its device is busy
 FINAL_STATES = frozenset({"finished", "failed", "stopped", "device-lost"})
 
 
@@ -184,6 +185,19 @@ def list_runs(session: Session, *, limit: int = 50, device: str | None = None,
     if state:
         q = q.where(Run.state == state)
     return list(session.exec(q.limit(limit)).all())
+
+
+def runs_by_id(session: Session, ids: set[str] | list[str]) -> dict[str, Run]:
+    """id -> run for those of ``ids`` that exist (a missing id is simply absent), in one query."""
+    if not ids:
+        return {}
+    return {r.id: r for r in session.exec(select(Run).where(Run.id.in_(sorted(ids)))).all()}
+
+
+def busy_device_names(session: Session) -> set[str]:
+    """Names of devices with an active (pending or running) run."""
+    names = session.exec(select(Run.device_name).where(Run.state.in_(sorted(ACTIVE_STATES))).distinct()).all()
+    return {n for n in names if n}
 
 
 def set_state(session: Session, run: Run, state: str, *, error: str | None = None) -> Run:

@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from edgelab.inventory.view import ago
-from edgelab.tui.data import FleetRow
+from edgelab.views.fleet import FleetRow
 
 COLUMNS = ("name", "class", "transport", "state", "virtual", "last probe", "temp", "held by")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import DataTable
 
-from edgelab.tui.data import MatrixCellView
+from edgelab.views.matrix import MatrixCellView
 
 LABEL_COL = "row"
 LABEL_WIDTH = 38  # long configuration names are cropped here; the detail pane shows them whole
