@@ -20,8 +20,8 @@ import pytest
 from edgelab.errors import HostKeyError
 from edgelab.transport import hostkeys, ssh
 from edgelab.transport.base import Endpoint
-from edgelab.transport.hostkeys import add_known_host, fetch_host_key, fingerprint, remove_known_host
-from edgelab.transport.ssh import SSHTransport
+from edgelab.transport.hostkeys import add_known_host, fingerprint, remove_known_host
+from edgelab.transport.ssh import SSHTransport, fetch_host_key
 
 SSHD = "/usr/sbin/sshd"
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"

@@ -57,12 +57,12 @@ def _ssh_device(engine: Engine, name: str) -> Device:
 
 def fetch_offer(engine: Engine, name: str, timeout: float = 5.0) -> TrustOffer:
     """Connect (no auth) and read the host key the device presents now."""
-    from edgelab.transport import hostkeys, ssh
+    from edgelab.transport import ssh
 
     device = _ssh_device(engine, name)
     endpoint = device.endpoint()
     hop = ssh.resolve_endpoint(endpoint)
-    key = hostkeys.fetch_host_key(endpoint, timeout=timeout)
+    key = ssh.fetch_host_key(endpoint, timeout=timeout)
     host, port = (hop.host_key_alias, 22) if hop.host_key_alias else (hop.host, hop.port)
     return TrustOffer(
         name=name,

@@ -2,7 +2,8 @@
 
 An unknown key is refused until the operator trusts it (``edgelab device trust``);
 a key that differs from a recorded one is refused loudly, because that is what
-a man in the middle looks like. Only public keys and fingerprints live here.
+a man in the middle looks like. Only public keys and fingerprints live here; reaching a
+server to read its key is ``transport.ssh`` (``fetch_host_key``), which imports this module.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +20,6 @@ from paramiko.hostkeys import HostKeyEntry, HostKeys
 
 from edgelab.config import known_hosts_path
 from edgelab.errors import HostKeyError
-from edgelab.transport.base import Endpoint
 
 # Host-key algorithm names a key of each type may be negotiated under.
 _ALGOS_FOR_TYPE = {"ssh-rsa": ("rsa-sha2-512", "rsa-sha2-256")}
@@ -227,66 +226,3 @@ def remove_known_host(path: os.PathLike | str, host: str, port: int = 22) -> int
     lines = [ln for i, ln in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if i not in drop]
     path.write_text("\n".join(lines) + ("\n" if lines else ""), encoding="utf-8")
     return len(drop)
-
-
-def handshake(
-    sock: socket.socket | paramiko.Channel,
-    *,
-    timeout: float,
-    key_types: list[str] | None = None,
-    ciphers: list[str] | None = None,
-    **transport_kw,
-) -> paramiko.Transport:
-    """Start an SSH client session on ``sock`` up to key exchange (no auth yet).
-
-    ``ciphers`` moves those (that paramiko knows) to the front of its preference; the rest stay
-    offered, so a server without them still negotiates."""
-    t = paramiko.Transport(sock, **transport_kw)
-    if ciphers:
-        opts = t.get_security_options()
-        have = list(opts.ciphers)
-        first = [c for c in ciphers if c in have]
-        opts.ciphers = tuple(first + [c for c in have if c not in first])
-    t.banner_timeout = timeout
-    t.handshake_timeout = timeout
-    t.auth_timeout = timeout
-    if key_types:
-        t.get_security_options().key_types = key_types
-    try:
-        t.start_client(timeout=timeout)
-        # start_client returns quietly when its timeout passes; a session needs a finished kex.
-        if not t.is_active() or not t.initial_kex_done:
-            raise paramiko.SSHException(f"no SSH handshake within {timeout:g}s (is an SSH server listening?)")
-    except BaseException:
-        t.close()
-        raise
-    return t
-
-
-def fetch_host_key(endpoint: Endpoint, timeout: float = 5.0, **options) -> HostKey:
-    """Connect to ``endpoint`` (through its jump hosts), read the server's host key, no auth.
-
-    This is what ``edgelab device trust`` shows the operator before recording it.
-    """
-    from edgelab.transport import ssh  # the socket/jump plumbing lives there
-
-    hop = ssh.resolve_endpoint(endpoint, **options)
-    known = lookup(
-        [*hop.known_hosts, *default_known_hosts_files()],
-        hop.host_key_alias or hop.host,
-        22 if hop.host_key_alias else hop.port,
-    )
-    sock = ssh.open_socket(hop, timeout=timeout)
-    try:
-        default = paramiko.Transport._preferred_keys
-        t = handshake(sock, timeout=timeout, key_types=preferred_key_types(known, default))
-    except (OSError, EOFError, paramiko.SSHException) as e:
-        sock.close()
-        raise ssh.unreachable(hop, e, timeout) from e
-    else:
-        try:
-            return HostKey.from_pkey(t.get_remote_server_key())
-        finally:
-            t.close()
-    finally:
-        ssh.release_jump(hop)
