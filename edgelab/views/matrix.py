@@ -98,3 +98,46 @@ def load_matrix(engine: Engine) -> list[MatrixCellView]:
             virtual_only=bool(ev) and not real and any(e.virtual for e in ev),
             qualified=c.stage == "qualified" and bool(real)))
     return out
+
+
+@dataclass(frozen=True)
+class CellWords:
+    """What a matrix cell says in a grid, before any colour: two lines and the words that tone them.
+
+    ``tone`` is a status word or stage name, or "qualified" (backed by a real-device run) or
+    "unproven" (a qualified stage no real-device run backs); ``virtual`` asks for the "(v)" mark.
+    """
+
+    first: str
+    tone: str | None
+    second: str
+    second_tone: str | None
+    second_is_performance: bool
+    virtual: bool
+
+
+def stage_label(cell: MatrixCellView) -> str:
+    """The stage as it may be shown: "qualified" only with a real-device run behind it."""
+    if cell.stage == "qualified" and not cell.qualified:
+        return "qualified? (no real-device run)"
+    return cell.stage
+
+
+def cell_words(cell: MatrixCellView) -> CellWords:
+    """Line 1: functional status (or the stage reached); line 2: performance status, or the stage
+    when both a functional word and a stage exist. Never "qualified" without a real-device run."""
+    if cell.qualified:
+        first, tone = f"* {cell.functional or 'qualified'}", "qualified"
+    elif cell.stage == "qualified":
+        first, tone = "unproven", "unproven"
+    elif cell.functional:
+        first, tone = cell.functional, cell.functional
+    else:
+        first, tone = ("-" if cell.stage == "none" else cell.stage), cell.stage
+    if cell.performance:
+        second, second_tone, perf = cell.performance, cell.performance, True
+    elif cell.functional and cell.stage != "none":
+        second, second_tone, perf = stage_label(cell).split(" ")[0], None, False
+    else:
+        second, second_tone, perf = "", None, False
+    return CellWords(first, tone, second, second_tone, perf, cell.virtual_only)
