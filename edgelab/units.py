@@ -15,8 +15,9 @@ GIB = 1024**3
 
 
 def gib(n: float | None, digits: int = 1, *, missing: str | None = "-") -> str | None:
-    """``n`` bytes as GiB (``12.3 GiB``); ``missing`` for None or zero (an unknown size, never 0 GiB)."""
-    return missing if not n else f"{n / GIB:.{digits}f} GiB"
+    """``n`` bytes as GiB (``12.3 GiB``); ``missing`` for None (pass ``n or None`` where a zero means
+    "not reported", as a memory pool of size 0 does)."""
+    return missing if n is None else f"{n / GIB:.{digits}f} GiB"
 
 
 def mib(n: float | None, digits: int = 0, *, missing: str | None = "-") -> str | None:

@@ -139,7 +139,7 @@ def ps(
     """Deployments and their state (running ones are checked on their device)."""
     from edgelab.deploy import lifecycle
     from edgelab.store.db import session_scope
-    from edgelab.store.deployments import list_deployments
+    from edgelab.store.deployments import ACTIVE_STATES, list_deployments
 
     engine = open_engine()
     with session_scope(engine, write=False) as s:
@@ -160,7 +160,7 @@ def ps(
             unreachable[d.device_name] = now.error or "device lost"
         out.append(now)
     if not all_:
-        out = [d for d in out if d.state in ("pending", "starting", "running")] or out
+        out = [d for d in out if d.state in ACTIVE_STATES] or out
     if json_out:
         print_json([_dep_dict(d) for d in out])
     else:

@@ -9,6 +9,7 @@ lock on the device), so two deploys racing for one pool cannot both get it.
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Column, ForeignKey, Index, Integer, String, UniqueConstraint
@@ -18,8 +19,24 @@ import edgelab.store.runs  # noqa: F401 - the run table the deployment's run_id 
 from edgelab.errors import NotFound
 from edgelab.store.models import _ts, utcnow
 
-ACTIVE_STATES = ("pending", "starting", "running")
-FINAL_STATES = ("finished", "failed", "stopped", "device-lost", "refused")
+
+class DeploymentState(StrEnum):
+    """A deployment's state: pending -> starting -> running -> finished | failed | stopped | device-lost;
+    refused before anything ran."""
+
+    PENDING = "pending"
+    STARTING = "starting"
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    DEVICE_LOST = "device-lost"
+    REFUSED = "refused"
+
+
+DEPLOYMENT_STATES = tuple(s.value for s in DeploymentState)
+ACTIVE_STATES = frozenset({"pending", "starting", "running"})  # its processes may be alive
+FINAL_STATES = frozenset(DEPLOYMENT_STATES) - ACTIVE_STATES
 
 
 class Deployment(SQLModel, table=True):
@@ -132,7 +149,7 @@ def get_deployment(session: Session, ref: str | int) -> Deployment:
 def list_deployments(session: Session, *, active_only: bool = True, device_id: int | None = None) -> list[Deployment]:
     query = select(Deployment)
     if active_only:
-        query = query.where(Deployment.state.in_(ACTIVE_STATES))  # type: ignore[attr-defined]
+        query = query.where(Deployment.state.in_(sorted(ACTIVE_STATES)))  # type: ignore[attr-defined]
     if device_id is not None:
         query = query.where(Deployment.device_id == device_id)
     return list(session.exec(query.order_by(Deployment.created_at.desc(), Deployment.id.desc())).all())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Column, Float, ForeignKey, Index, String, UniqueConstraint
@@ -17,9 +18,21 @@ from sqlmodel import Field, Session, SQLModel, select
 from edgelab.errors import ConfigError, NotFound
 from edgelab.store.models import _ts, utcnow
 
-RUN_STATES = ("pending", "running", "finished", "failed", "stopped", "device-lost")
-ACTIVE_STATES = frozenset({"pending", "running"})  # the run may still change; its device is busy
-FINAL_STATES = frozenset({"finished", "failed", "stopped", "device-lost"})
+
+class RunState(StrEnum):
+    """A run's state: pending -> running -> finished | failed | stopped | device-lost."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    DEVICE_LOST = "device-lost"
+
+
+RUN_STATES = tuple(s.value for s in RunState)
+ACTIVE_STATES = frozenset({RunState.PENDING.value, RunState.RUNNING.value})  # may still change; device busy
+FINAL_STATES = frozenset(RUN_STATES) - ACTIVE_STATES  # nothing changes it any more
 
 
 def _run_fk(nullable: bool = False) -> Column:
@@ -284,13 +297,8 @@ def delete_runs(session: Session, refs: list[str], *, force: bool = False) -> li
     """
     from sqlalchemy import delete, func, update
 
-    from edgelab.store.deployments import (
-        ACTIVE_STATES,
-        DeployAttempt,
-        Deployment,
-        DeploymentProcess,
-        Reservation,
-    )
+    from edgelab.store.deployments import ACTIVE_STATES as LIVE_DEPLOYMENT
+    from edgelab.store.deployments import DeployAttempt, Deployment, DeploymentProcess, Reservation
     from edgelab.store.matrix import MatrixCell
 
     runs = []
@@ -301,7 +309,7 @@ def delete_runs(session: Session, refs: list[str], *, force: bool = False) -> li
     ids = [r.id for r in runs]
     deps = list(session.exec(select(Deployment).where(Deployment.run_id.in_(ids))).all())
     for d in deps:
-        if d.state in ACTIVE_STATES:
+        if d.state in LIVE_DEPLOYMENT:
             raise ConfigError(f"run {d.run_id} is deployed and {d.state} on {d.device_name}",
                               remedy=f"stop it first: edgelab stop {d.run_id}")
     for run in runs:

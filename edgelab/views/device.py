@@ -53,7 +53,7 @@ def _fmt(value: Any) -> str:
 
 
 def _gib(n: Any) -> str:
-    return gib(n) if isinstance(n, int | float) else "-"
+    return gib(n or None) if isinstance(n, int | float) else "-"
 
 
 def group_facts(facts: dict[str, Any] | None) -> dict[str, list[tuple[str, str]]]:

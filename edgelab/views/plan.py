@@ -38,7 +38,7 @@ def plan_rows(planned: dict[str, Any]) -> list[PlanRow]:
         rows.append(PlanRow(f"process {pr['name']} from", f"{pr.get('template') or '-'}, ready "
                             f"{(pr.get('ready') or {}).get('kind', 'alive')}, adapter {pr.get('adapter')}"))
     for pool, n in (p.get("memory") or {}).items():
-        rows.append(PlanRow(f"reserves {pool}", gib(n, 2, missing="0.00 GiB")))
+        rows.append(PlanRow(f"reserves {pool}", gib(n, 2)))
     for line in planned.get("admission") or []:
         if line.get("text"):
             fits = bool(line.get("fits"))

@@ -38,7 +38,7 @@ def profile_pairs(profile: dict) -> list[tuple[str, str]]:
         ("threads", f"{profile.get('threads')}" + (f" on cpus {profile['thread_cpus']}" if profile.get("thread_cpus") else "")),
         ("backends", ", ".join(profile.get("backends") or []) or "-"),
         ("runtime target", str(profile.get("runtime_target") or "-")),
-        ("budget pool", f"{budget.get('name', '-')} {gib(budget.get('total_bytes'))}"),
+        ("budget pool", f"{budget.get('name', '-')} {gib(budget.get('total_bytes') or None)}"),
     ]
 
 
