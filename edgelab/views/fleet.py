@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from edgelab.inventory.view import address_of
+from edgelab.inventory.view import address_of, held_text
 from edgelab.store.db import session_scope
 
 
@@ -40,6 +40,11 @@ class FleetRow:
     detail: str | None = None
     holder: str | None = None  # who leases it (owner, and CI job), None when free
     held_until: datetime | None = None
+
+    @property
+    def held(self) -> str:
+        """``alice@lab1 (gitlab job 7) until 12:45``, or empty when free (as `device ls` says it)."""
+        return held_text(self.holder, None, self.held_until) if self.holder and self.held_until else ""
 
 
 def load_fleet(engine: Engine) -> list[FleetRow]:
@@ -71,7 +76,7 @@ def load_fleet(engine: Engine) -> list[FleetRow]:
                 temperature_c=max_temperature(facts) if ok else None,
                 tags=tuple(d.tags or ()),
                 detail=d.state_detail,
-                holder=(lease.owner + (f" ({lease.ci_job})" if lease.ci_job else "")) if lease else None,
+                holder=held_text(lease.owner, lease.ci_job) if lease else None,
                 held_until=lease.expires_at if lease else None,
             )
         )
