@@ -92,3 +92,40 @@ async def test_watch_and_the_run_page_show_the_same_figures(recorded) -> None:
     assert tui["buffer"] == "playout buffer: 80 ms  (min 80, max 80, 1 samples)"  # short-2: one chunk, unfinished
     assert tui["buffer"].replace("playout buffer", "latest request, from TTFA") in frame
     assert tui["t4"].startswith("80 ms")
+
+
+async def test_interleaved_requests_give_one_gap_series(tmp_path) -> None:
+    """Two requests streaming at once (chunks interleaved in arrival order): the old `watch` paired
+    neighbouring rows and dropped every gap that crossed requests, the Run page kept one per request;
+    both now show the per-request gaps of the read model."""
+    from edgelab.metrics import events as ev
+    from edgelab.metrics.ingest import Ingestor
+    from edgelab.store.db import session_scope
+    from edgelab.store.runs import create_run
+
+    dispose_engines()
+    path = tmp_path / "lab.db"
+    engine = get_engine(str(path))
+    try:
+        with session_scope(engine) as s:
+            run_id = create_run(s, pipeline="qwen3-tts-0.6b", device_name="orin-agx", virtual=True).id
+        t0 = 1_772_366_400.0
+        with Ingestor(engine, run_id, flush_s=0.0, live_every_s=0.0) as ing:
+            ing.feed(ev.RunStart(t=t0, run=run_id, virtual=True))
+            for req in ("a", "b"):
+                ing.feed(ev.RequestStart(t=t0, run=run_id, request=req))
+            # a at 100, 400, 700 ms; b at 250, 550, 850 ms: arrivals alternate a b a b a b
+            for i in range(3):
+                for req, base in (("a", 100), ("b", 250)):
+                    ing.feed(ev.AudioChunk(t=t0 + (base + 300 * i) / 1000, run=run_id, request=req, idx=i,
+                                           samples=1920 * 4))
+            for req in ("a", "b"):
+                ing.feed(ev.RequestEnd(t=t0 + 0.9, run=run_id, request=req))
+        view = run_view(engine, run_id)
+        assert view.chunk_gaps_ms == [300.0] * 4  # a: 300, b: 300, a: 300, b: 300; none across requests
+        frame = _watch(path, run_id)
+        tui = await _tui(engine, run_id)
+        assert tui["gaps"] == "chunk gap: 300 ms  (min 300, max 300, 4 samples)" and tui["gaps"] in frame
+        assert tui["buffer"].replace("playout buffer", "latest request, from TTFA") in frame
+    finally:
+        dispose_engines()

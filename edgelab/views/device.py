@@ -19,11 +19,9 @@ SNAPSHOT_HISTORY = 30  # probe snapshots behind the device telemetry sparklines
 
 @dataclass(frozen=True)
 class Section:
-    """A part of the device page: rows when available, else why not."""
+    """A listing on the device page (its store's blobs, its runs): one dict per row."""
 
-    available: bool
     rows: list[dict[str, Any]] = field(default_factory=list)
-    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -149,12 +147,12 @@ def load_device(engine: Engine, name: str, *, pipeline: str | None = None) -> De
             "notes": d.notes,
         }
         virtual = bool(d.virtual)
-        artifacts = Section(True, [
+        artifacts = Section([
             {"name": ", ".join(names) or "(unregistered blob)", "sha256": e.sha256[:16], "size": human_bytes(e.size),
              "pushed": e.verified_at.strftime("%Y-%m-%d %H:%M")}
             for e, names in device_blobs(s, d.id)
         ])
-        runs = Section(True, [run_row(r) for r in list_runs(s, device=name, limit=10)])
+        runs = Section([run_row(r) for r in list_runs(s, device=name, limit=10)])
     ok = next((x for x in snaps if x.ok), None)
     snapshot = None
     profile = None

@@ -176,9 +176,6 @@ class DeviceScreen(Screen):
 
     def _section(self, panel_id: str, section, columns: list[str]) -> None:
         panel = self.query_one(panel_id, InfoPanel)
-        if not section.available:
-            panel.show_note(section.note or "not available yet")
-            return
         if not section.rows:
             panel.show_note("none yet")
             return
@@ -226,7 +223,7 @@ class DeviceScreen(Screen):
         self.app.push_screen(DeployScreen(self.device_name))
 
     def action_open_run(self) -> None:
-        if self.detail and self.detail.runs.available and self.detail.runs.rows:
+        if self.detail and self.detail.runs.rows:
             self.app.open_run(str(self.detail.runs.rows[0]["id"]))
         else:
             self.notify("no run of this device yet", severity="warning")
