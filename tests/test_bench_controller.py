@@ -83,8 +83,8 @@ def test_s4_deploy_decodes_the_lab_codec_stream_on_the_runtime(deploy_lab, runti
     import sys
     import time
 
-    from edgelab.deploy import follow, lifecycle
-    from edgelab.deploy.lifecycle import DeployRequest
+    from edgelab.deploy import control, follow, launch, planning
+    from edgelab.deploy.planning import DeployRequest
     from edgelab.models.export import export, register
     from edgelab.store.runs import get_summary
 
@@ -98,10 +98,10 @@ def test_s4_deploy_decodes_the_lab_codec_stream_on_the_runtime(deploy_lab, runti
     try:
         url = json.loads(srv.stdout.readline())["url"]
         req = DeployRequest("s25", "qwen3-tts", strategy="S4", runtime=runtime, endpoint=url)
-        planned = lifecycle.plan(engine, req)
+        planned = planning.plan(engine, req)
         proc = planned.plan.processes[0]
         assert proc.template == f"{runtime}:tts:S4" and proc.argv[proc.argv.index("--server") + 1] == url
-        dep = lifecycle.deploy(engine, req, opts=opts)
+        dep = launch.deploy(engine, req, opts=opts)
         th = follow.ensure_follower(engine, dep.run_id, transport=opts.transport)
         try:
             assert dep.state == "running"
@@ -116,7 +116,7 @@ def test_s4_deploy_decodes_the_lab_codec_stream_on_the_runtime(deploy_lab, runti
             assert summ and summ["codec"]["first_frame_ms"]["count"] >= 1  # frames from the lab's talker
             assert summ["audio"]["ttfa_ms"]["count"] >= 1  # decoded on the runtime on the device side
         finally:
-            lifecycle.stop(engine, dep.run_id, opts=opts)
+            control.stop(engine, dep.run_id, opts=opts)
             if th is not None:
                 th.join(30)
         with session_scope(engine, write=False) as s:
@@ -139,8 +139,8 @@ def test_s4_deploy_decodes_the_lab_codec_stream_on_the_runtime(deploy_lab, runti
 def test_each_runtime_template_binds_its_own_export_and_pi0_gets_the_same_head(deploy_lab, tmp_path, monkeypatch):
     """Both exports registered (the .mnn last): the ONNX Runtime plan binds the .onnx file, never the
     newest model of the pipeline; pi0 (50 x 32, 10 steps as well) gets the head under its own name."""
-    from edgelab.deploy import lifecycle
-    from edgelab.deploy.lifecycle import DeployRequest
+    from edgelab.deploy import planning
+    from edgelab.deploy.planning import DeployRequest
     from edgelab.models.export import export, register
 
     _url, engine, _opts = deploy_lab
@@ -152,10 +152,10 @@ def test_each_runtime_template_binds_its_own_export_and_pi0_gets_the_same_head(d
         pi0 = register(s, mnn_ex, "pi0")
         assert pi0.name == "pi0.action-head.random-s0.mnn" and pi0.meta["pipeline"] == "pi0"
     for runtime, ex in (("onnxruntime", onnx_ex), ("mnn", mnn_ex)):
-        plan = lifecycle.plan(engine, DeployRequest("orin-agx", "internvla-a1", runtime=runtime)).plan
+        plan = planning.plan(engine, DeployRequest("orin-agx", "internvla-a1", runtime=runtime)).plan
         proc = plan.processes[0]
         assert proc.template == f"{runtime}:vla:S3" and "{blob:" + ex.sha256 + "}" in proc.argv
         head = next(st for st in plan.stages if st.name == "action_head")
         assert head.artifacts == ["action_head.model"]  # the artifact belongs to the head, not the encoder
-    plan = lifecycle.plan(engine, DeployRequest("orin-agx", "pi0", runtime="mnn")).plan
+    plan = planning.plan(engine, DeployRequest("orin-agx", "pi0", runtime="mnn")).plan
     assert "{blob:" + mnn_ex.sha256 + "}" in plan.processes[0].argv

@@ -14,7 +14,7 @@ from edgelab.catalog.pipelines import (
     resolve_pipeline_id,
 )
 from edgelab.catalog.yamlsrc import CatalogError
-from edgelab.deploy.lifecycle import resolve_pipeline
+from edgelab.deploy.planning import resolve_pipeline
 from edgelab.errors import ConfigError
 from edgelab.matrix.layout import column_by
 

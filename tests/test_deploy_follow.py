@@ -16,8 +16,8 @@ from test_deploy_helpers import alive_on_host, cli_env, deploy_lab  # noqa: F401
 from typer.testing import CliRunner
 
 from edgelab.cli import app
-from edgelab.deploy import follow, lifecycle
-from edgelab.deploy.lifecycle import DeployRequest
+from edgelab.deploy import control, follow, launch
+from edgelab.deploy.planning import DeployRequest
 from edgelab.metrics.ingest import finalize
 from edgelab.store.db import session_scope
 from edgelab.store.runs import get_run, get_summary, samples_of
@@ -43,7 +43,7 @@ def _audio(engine, run_id):
 def _chunk_lines(engine, run_id) -> list[tuple[str, int]]:
     """(request, idx) of every audio.chunk the device process wrote (its kept stdout log)."""
     out = []
-    for line in lifecycle.log_lines(engine, run_id):
+    for line in control.log_lines(engine, run_id):
         d = json.loads(line)
         if d["kind"] == "audio.chunk":
             out.append((d["request"], d["idx"]))
@@ -52,7 +52,7 @@ def _chunk_lines(engine, run_id) -> list[tuple[str, int]]:
 
 def test_follower_ingests_a_live_deployment_and_ends_with_it(deploy_lab, ssh_lab):
     url, engine, opts = deploy_lab
-    dep = lifecycle.deploy(engine, DeployRequest("s25", "qwen3-tts"), opts=opts)
+    dep = launch.deploy(engine, DeployRequest("s25", "qwen3-tts"), opts=opts)
     th = None
     try:
         th = follow.ensure_follower(engine, dep.run_id, transport=opts.transport)
@@ -66,7 +66,7 @@ def test_follower_ingests_a_live_deployment_and_ends_with_it(deploy_lab, ssh_lab
         shown = runner.invoke(app, ["--db", url, "watch", dep.run_id, "--once"], env=cli_env(url, ssh_lab))
         assert shown.exit_code == 0 and "TTFA" in shown.stdout and "p50" in shown.stdout, shown.output
     finally:
-        lifecycle.stop(engine, dep.run_id, opts=opts)
+        control.stop(engine, dep.run_id, opts=opts)
     th.join(60)
     assert not th.is_alive() and th.exc is None, th.exc
     with session_scope(engine, write=False) as s:
@@ -81,7 +81,7 @@ def test_follower_ingests_a_live_deployment_and_ends_with_it(deploy_lab, ssh_lab
 
 def test_a_killed_follower_is_resumed_from_its_offset_without_loss_or_duplicates(deploy_lab, ssh_lab):
     url, engine, opts = deploy_lab
-    dep = lifecycle.deploy(engine, DeployRequest("s25", "qwen3-tts"), opts=opts)
+    dep = launch.deploy(engine, DeployRequest("s25", "qwen3-tts"), opts=opts)
     env = {**cli_env(url, ssh_lab), "EDGELAB_DB": url}
     proc = subprocess.Popen([sys.executable, "-m", "edgelab.deploy.follow", dep.run_id, "--lease-s", "2",
                              "--ssh-config", str(ssh_lab.ssh_config_path)], env=env, start_new_session=True)
@@ -100,7 +100,7 @@ def test_a_killed_follower_is_resumed_from_its_offset_without_loss_or_duplicates
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-        lifecycle.stop(engine, dep.run_id, opts=opts)
+        control.stop(engine, dep.run_id, opts=opts)
     th.join(60)
     assert not th.is_alive() and th.exc is None, th.exc
     stored = [(x.request, x.idx) for x in _audio(engine, dep.run_id)]
@@ -124,7 +124,7 @@ def test_deploy_cli_starts_a_detached_follower_that_ends_with_the_run(deploy_lab
                 return samples_of(s, run_id, kind="action")
         _wait(actions, "action samples")
     finally:
-        lifecycle.stop(engine, run_id, opts=opts)
+        control.stop(engine, run_id, opts=opts)
     _wait(lambda: not alive_on_host(pid), "the follower to end")
     with session_scope(engine, write=False) as s:
         final = get_summary(s, run_id, "final")

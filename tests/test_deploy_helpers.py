@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from edgelab.deploy.lifecycle import Options
+from edgelab.deploy.options import Options
 from edgelab.probe import probe_devices
 from edgelab.sim.lab import LabStatus, register
 from edgelab.store import db as dbmod

@@ -19,8 +19,8 @@ from test_deploy_helpers import alive_on_host, cli_env, deploy_lab, group_member
 from typer.testing import CliRunner
 
 from edgelab.cli import app
-from edgelab.deploy import lifecycle
-from edgelab.deploy.lifecycle import DeployRequest
+from edgelab.deploy import control, launch, planning, refusal
+from edgelab.deploy.planning import DeployRequest
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import Deployment, Reservation, get_deployment, open_reservations, processes
 from edgelab.store.devices import get_device
@@ -67,7 +67,7 @@ def test_deploy_on_the_phone_shows_in_ps_streams_logs_and_stop_leaves_nothing(de
         assert first["kind"] == "run.start" and first["run"] == run and first["device"] == "s25"
         # -f streams: the reference keeps emitting audio chunks while we read.
         seen = []
-        for line in lifecycle.log_lines(engine, run, follow=True):
+        for line in control.log_lines(engine, run, follow=True):
             seen.append(json.loads(line)["kind"])
             if seen.count("audio.chunk") >= 2:
                 break
@@ -92,47 +92,47 @@ def test_deploy_on_the_phone_shows_in_ps_streams_logs_and_stop_leaves_nothing(de
 
 def test_ssh_jetson_s1_deploy_starts_and_stops(deploy_lab):
     url, engine, opts = deploy_lab
-    dep = lifecycle.deploy(engine, DeployRequest("orin-agx", "qwen3-tts-1.7b"), opts=opts)
+    dep = launch.deploy(engine, DeployRequest("orin-agx", "qwen3-tts-1.7b"), opts=opts)
     try:
         assert dep.state == "running" and dep.strategy == "S1" and dep.runtime == "reference"
         assert dep.remote_dir.endswith(f"/.edgelab/runs/{dep.run_id}")
         (pid,) = _pids(engine, dep.run_id)
         assert alive_on_host(pid)
     finally:
-        lifecycle.stop(engine, dep.run_id, opts=opts)
+        control.stop(engine, dep.run_id, opts=opts)
     assert not alive_on_host(pid) and group_members(pid) == []
     assert _open(engine, "orin-agx") == []
 
 
 def test_running_deployments_count_in_admission(deploy_lab):
     url, engine, opts = deploy_lab
-    dep = lifecycle.deploy(engine, DeployRequest("rb3g2", "qwen3-tts"), opts=opts)
+    dep = launch.deploy(engine, DeployRequest("rb3g2", "qwen3-tts"), opts=opts)
     try:
         try:
-            lifecycle.deploy(engine, DeployRequest("rb3g2", "internvla-a1"), opts=opts)
+            launch.deploy(engine, DeployRequest("rb3g2", "internvla-a1"), opts=opts)
             raise AssertionError("a VLA was admitted beside a running TTS on a 6 GB board")
-        except lifecycle.Refusal as r:
+        except refusal.Refusal as r:
             assert r.code == "budget_exceeds_device" and r.numbers["reserved"] > 0
             assert r.numbers["reserved"] + r.numbers["requested"] > r.numbers["capacity"] >= r.numbers["requested"]
             assert "stop deployments on rb3g2" in r.remedy
         assert len(_open(engine, "rb3g2")) == 1
     finally:
-        lifecycle.stop(engine, dep.run_id, opts=opts)
+        control.stop(engine, dep.run_id, opts=opts)
     assert _open(engine, "rb3g2") == []
-    second = lifecycle.deploy(engine, DeployRequest("rb3g2", "internvla-a1"), opts=opts)  # fits once freed
-    lifecycle.stop(engine, second.run_id, opts=opts)
+    second = launch.deploy(engine, DeployRequest("rb3g2", "internvla-a1"), opts=opts)  # fits once freed
+    control.stop(engine, second.run_id, opts=opts)
     assert all(not alive_on_host(p) for p in _pids(engine, second.run_id))
 
 
 def test_a_process_that_dies_before_ready_fails_the_deploy_and_releases(deploy_lab):
     url, engine, opts = deploy_lab
-    planned = lifecycle.plan(engine, DeployRequest("s25", "internvla-a1"))
+    planned = planning.plan(engine, DeployRequest("s25", "internvla-a1"))
     assert planned.plan.processes[0].argv[3] == "vla"
     # An unknown pipeline kind for the reference is refused before anything is reserved.
     try:
-        lifecycle.deploy(engine, DeployRequest("s25", "spark-x2.5"), opts=opts)
+        launch.deploy(engine, DeployRequest("s25", "spark-x2.5"), opts=opts)
         raise AssertionError("a text LM was deployed on the reference runtime")
-    except lifecycle.Refusal as r:
+    except refusal.Refusal as r:
         assert r.code == "no_exported_graph"
     assert _open(engine, "s25") == []
 
@@ -140,13 +140,13 @@ def test_a_process_that_dies_before_ready_fails_the_deploy_and_releases(deploy_l
 HOLD_AFTER_SPAWN = """
 import time
 from edgelab.cli import main
-from edgelab.deploy import lifecycle
-real = lifecycle._phase
+from edgelab.deploy import launch
+real = launch._phase
 def held(cb, name, info):
     real(cb, name, info)
     if name == "spawned":
         time.sleep(120)  # KeyboardInterrupt lands here, inside _launch, with the process spawned
-lifecycle._phase = held
+launch._phase = held
 main()
 """
 

@@ -12,8 +12,8 @@ from test_deploy_helpers import deploy_lab, group_members  # noqa: F401 - fixtur
 
 from edgelab.artifacts.registry import add_artifact
 from edgelab.bench import BenchRequest, run_bench
-from edgelab.deploy import follow, lifecycle
-from edgelab.deploy.lifecycle import DeployRequest
+from edgelab.deploy import control, follow, launch, planning, results
+from edgelab.deploy.planning import DeployRequest
 from edgelab.deploy.refusal import Refusal
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import processes
@@ -47,10 +47,10 @@ def test_missing_build_is_refused_before_anything_is_pushed_with_the_remedy(depl
 
         if s.exec(select(Artifact).where(Artifact.component == "llama.cpp")).first() is not None:
             pytest.skip("a llama.cpp build is registered in this module's database already")
-    planned = lifecycle.plan(engine, DeployRequest("orin-agx", "spark-x2.5", runtime="llama.cpp"))
+    planned = planning.plan(engine, DeployRequest("orin-agx", "spark-x2.5", runtime="llama.cpp"))
     assert planned.plan.strategy == "S3" and planned.plan.processes[0].template == "llama.cpp:text_lm:S3"
     try:
-        lifecycle.deploy(engine, DeployRequest("orin-agx", "spark-x2.5", runtime="llama.cpp"), opts=opts)
+        launch.deploy(engine, DeployRequest("orin-agx", "spark-x2.5", runtime="llama.cpp"), opts=opts)
         raise AssertionError("deployed without a runtime build")
     except Refusal as r:
         assert r.code == "no_exported_graph" and "a llama.cpp build for linux-x86_64" in r.detail
@@ -60,14 +60,14 @@ def test_missing_build_is_refused_before_anything_is_pushed_with_the_remedy(depl
 
 def test_s3_llama_server_deploys_from_the_store_is_measured_live_and_stops_clean(llama_lab):
     _url, engine, opts, arts = llama_lab
-    planned = lifecycle.plan(engine, DeployRequest("orin-agx", "spark-x2.5", runtime="llama.cpp"))
+    planned = planning.plan(engine, DeployRequest("orin-agx", "spark-x2.5", runtime="llama.cpp"))
     p = planned.plan
     proc = p.processes[0]
     assert any("virtual device: lab host build (linux-x86_64)" in n for n in p.notes)
     assert proc.adapter == "llama-server" and proc.ready["kind"] == "http" and proc.target == "linux-x86_64"
     assert proc.links["llama-server"] == next(f for f in _files(engine, arts["llama-server"]))
     assert proc.argv[0] == "{bin}/llama-server" and any(w.startswith("{blob:") for w in proc.argv)
-    dep = lifecycle.deploy(engine, DeployRequest("orin-agx", "spark-x2.5", runtime="llama.cpp"), opts=opts)
+    dep = launch.deploy(engine, DeployRequest("orin-agx", "spark-x2.5", runtime="llama.cpp"), opts=opts)
     th = None
     try:
         assert dep.state == "running"
@@ -98,7 +98,7 @@ def test_s3_llama_server_deploys_from_the_store_is_measured_live_and_stops_clean
         pgid = row.pid
         assert group_members(pgid)
     finally:
-        stopped = lifecycle.stop(engine, dep.run_id, opts=opts)
+        stopped = control.stop(engine, dep.run_id, opts=opts)
         if th is not None:
             th.join(60)
     assert stopped.state == "stopped" and group_members(pgid) == []  # no process left
@@ -106,13 +106,13 @@ def test_s3_llama_server_deploys_from_the_store_is_measured_live_and_stops_clean
 
 def test_s5_llama_completion_runs_once_and_finishes(llama_lab):
     _url, engine, opts, _arts = llama_lab
-    dep = lifecycle.deploy(engine, DeployRequest("orin-agx", "spark-x2.5", strategy="S5", runtime="llama.cpp",
+    dep = launch.deploy(engine, DeployRequest("orin-agx", "spark-x2.5", strategy="S5", runtime="llama.cpp",
                                                  values={"n_predict": 16}), opts=opts)
     try:
         assert dep.plan["processes"][0]["adapter"] == "llama-completion"
         end = time.monotonic() + 120
         while time.monotonic() < end:
-            dep = lifecycle.refresh(engine, dep.run_id, opts=opts)
+            dep = control.refresh(engine, dep.run_id, opts=opts)
             if dep.state != "running":
                 break
             time.sleep(0.5)
@@ -127,11 +127,11 @@ def test_s5_llama_completion_runs_once_and_finishes(llama_lab):
             res = get_run(s, dep.run_id).meta["results"]["native"]
         assert res["placement"] == "cpu"  # the load log comes first: always there
         if perf is None:  # llama.cpp's own logger dropped its last lines at exit (a loaded host): said so
-            assert "generate:" in err and res["perf"] is None and res["perf_missing"] == lifecycle.PERF_LOST
+            assert "generate:" in err and res["perf"] is None and res["perf_missing"] == results.PERF_LOST
         else:
             assert perf.eval.tokens >= 15 and res["perf"]["eval"]["tokens"] == perf.eval.tokens
     finally:
-        lifecycle.stop(engine, dep.run_id, opts=opts)
+        control.stop(engine, dep.run_id, opts=opts)
 
 
 def test_bench_on_the_adb_phone_reports_text_figures_with_provenance(llama_lab):

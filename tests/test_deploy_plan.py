@@ -10,7 +10,8 @@ from test_deploy_helpers import cli_env, deploy_lab  # noqa: F401 - fixture
 from typer.testing import CliRunner
 
 from edgelab.cli import app
-from edgelab.deploy.lifecycle import DeployRequest, deploy
+from edgelab.deploy.launch import deploy
+from edgelab.deploy.planning import DeployRequest
 from edgelab.deploy.refusal import Refusal
 from edgelab.sim.adb_lab import AdbLabInfo
 from edgelab.store.db import session_scope

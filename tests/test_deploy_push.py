@@ -12,8 +12,8 @@ from pathlib import Path
 from test_deploy_helpers import deploy_lab, group_members  # noqa: F401 - fixture
 
 from edgelab.artifacts.registry import add_artifact
-from edgelab.deploy import lifecycle
-from edgelab.deploy.lifecycle import DeployRequest
+from edgelab.deploy import control, launch, planning, refusal
+from edgelab.deploy.planning import DeployRequest
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import get_deployment, open_reservations, processes
 from edgelab.store.devices import get_device
@@ -36,9 +36,9 @@ def _environ(pid: int) -> dict[str, str]:
 def test_missing_artifacts_refuse_before_anything_is_reserved(deploy_lab):
     url, engine, opts = deploy_lab
     try:
-        lifecycle.deploy(engine, DeployRequest("s25", "qwen3-tts", runtime="llama.cpp"), opts=opts)
+        launch.deploy(engine, DeployRequest("s25", "qwen3-tts", runtime="llama.cpp"), opts=opts)
         raise AssertionError("a llama.cpp deploy without its artifacts was launched")
-    except lifecycle.Refusal as r:
+    except refusal.Refusal as r:
         assert r.code == "no_exported_graph" and "not registered" in r.detail
     with session_scope(engine, write=False) as s:
         assert open_reservations(s, get_device(s, "s25").id) == []
@@ -49,13 +49,13 @@ def test_registered_reference_zipapp_is_pushed_once_and_runs_from_the_store(depl
     pyz = tmp_path / "edgelab-reference.pyz"
     subprocess.run([sys.executable, "-m", "edgelab.runtimes.pack", str(pyz), "--main", "edgelab.reference", *PACK],
                    cwd=ROOT, check=True, capture_output=True)
-    target = lifecycle.plan(engine, DeployRequest("orin-agx", "qwen3-tts")).profile.runtime_targets[0]
+    target = planning.plan(engine, DeployRequest("orin-agx", "qwen3-tts")).profile.runtime_targets[0]
     with session_scope(engine) as s:
         add_artifact(s, "reference-test", [pyz], kind="runtime", target=target, component="reference")
-    planned = lifecycle.plan(engine, DeployRequest("orin-agx", "qwen3-tts"))
+    planned = planning.plan(engine, DeployRequest("orin-agx", "qwen3-tts"))
     art = next(a for a in planned.plan.artifacts if a["role"] == "runtime.reference")
     assert art["present"] and art["name"] == "reference-test"
-    first = lifecycle.deploy(engine, DeployRequest("orin-agx", "qwen3-tts"), opts=opts)
+    first = launch.deploy(engine, DeployRequest("orin-agx", "qwen3-tts"), opts=opts)
     try:
         # uploaded, or verified when an earlier session left the same (reproducible) bytes in the store
         assert _pushed(engine, first.run_id)["blobs"] in ({"uploaded": 1}, {"resumed": 1}, {"verified": 1})
@@ -66,10 +66,10 @@ def test_registered_reference_zipapp_is_pushed_once_and_runs_from_the_store(depl
         assert paths and all(p.endswith(art["sha256"]) or art["sha256"] in p for p in paths)
         assert Path(paths[0]).is_file()  # the blob the workload imports is in the (virtual) device store
     finally:
-        lifecycle.stop(engine, first.run_id, opts=opts)
-    second = lifecycle.deploy(engine, DeployRequest("orin-agx", "qwen3-tts"), opts=opts)
+        control.stop(engine, first.run_id, opts=opts)
+    second = launch.deploy(engine, DeployRequest("orin-agx", "qwen3-tts"), opts=opts)
     try:
         assert _pushed(engine, second.run_id)["blobs"] == {"present": 1}  # already there: skipped
         assert second.state == "running"
     finally:
-        lifecycle.stop(engine, second.run_id, opts=opts)
+        control.stop(engine, second.run_id, opts=opts)

@@ -16,8 +16,8 @@ from test_deploy_helpers import deploy_lab  # noqa: F401 - fixture
 
 from edgelab.artifacts.registry import add_artifact
 from edgelab.bench import BenchRequest, run_bench
-from edgelab.deploy import follow, lifecycle
-from edgelab.deploy.lifecycle import DeployRequest
+from edgelab.deploy import control, follow, launch, planning, refusal
+from edgelab.deploy.planning import DeployRequest
 from edgelab.probe import probe_devices
 from edgelab.store.db import session_scope
 from edgelab.store.devices import get_device
@@ -48,11 +48,11 @@ def speech_server():
 def test_s4_device_stage_streams_codec_tokens_from_the_given_server(deploy_lab, speech_server):
     _url, engine, opts = deploy_lab
     req = DeployRequest("s25", "qwen3-tts", endpoint=speech_server)
-    planned = lifecycle.plan(engine, req)
+    planned = planning.plan(engine, req)
     proc = planned.plan.processes[0]
     assert planned.plan.strategy == "S4" and proc.template == "reference:tts:S4"
     assert proc.argv[proc.argv.index("--server") + 1] == speech_server
-    dep = lifecycle.deploy(engine, req, opts=opts)
+    dep = launch.deploy(engine, req, opts=opts)
     th = follow.ensure_follower(engine, dep.run_id, transport=opts.transport)
     try:
         assert dep.state == "running"
@@ -65,7 +65,7 @@ def test_s4_device_stage_streams_codec_tokens_from_the_given_server(deploy_lab, 
         assert summ and summ["codec"]["first_frame_ms"]["count"] >= 1  # frames came from the server
         assert summ["audio"]["ttfa_ms"]["count"] >= 1  # and were decoded on the device
     finally:
-        lifecycle.stop(engine, dep.run_id, opts=opts)
+        control.stop(engine, dep.run_id, opts=opts)
         if th is not None:
             th.join(30)
 
@@ -86,7 +86,7 @@ def plain_orin(deploy_lab):
 
 def test_s1_renders_vllm_omni_with_the_reserved_memory_fraction(plain_orin):
     _url, engine, _opts = plain_orin
-    p = lifecycle.plan(engine, DeployRequest("orin-plain", "qwen3-tts", strategy="S1")).plan
+    p = planning.plan(engine, DeployRequest("orin-plain", "qwen3-tts", strategy="S1")).plan
     proc = p.processes[0]
     assert p.runtime == "vllm-omni" and proc.template == "vllm-omni:qwen3-tts-0.6b:S1" and not p.virtual
     assert proc.argv[:4] == ["vllm", "serve", "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice", "--omni"]
@@ -94,7 +94,7 @@ def test_s1_renders_vllm_omni_with_the_reserved_memory_fraction(plain_orin):
     frac = float(proc.argv[proc.argv.index("--gpu-memory-utilization") + 1])
     pool_bytes = next(iter(p.memory.values()))
     assert p.memory_detail["gpu_memory_utilization"] == frac
-    total = lifecycle.plan(engine, DeployRequest("orin-plain", "qwen3-tts", strategy="S1")).profile.budget_pool
+    total = planning.plan(engine, DeployRequest("orin-plain", "qwen3-tts", strategy="S1")).profile.budget_pool
     assert pool_bytes == int(frac * total.total_bytes)
     assert p.ready_timeout_s >= 30  # from the profile's load estimate; --ready-timeout overrides it
     assert p.endpoints == ["ws://127.0.0.1:8091/v1/audio/speech/stream"]
@@ -105,7 +105,7 @@ def test_a_plain_device_without_the_reference_zipapp_is_refused_with_the_remedy(
     try:
         run_bench(engine, BenchRequest("orin-plain", "internvla-a1", runtime="reference", requests=2), opts=opts)
         raise AssertionError("a real device ran the reference without its zipapp")
-    except lifecycle.Refusal as r:
+    except refusal.Refusal as r:
         assert "edgelab runtime build reference --target" in r.remedy
 
 
@@ -114,7 +114,7 @@ def test_bench_on_a_plain_device_runs_the_pushed_zipapp(plain_orin, tmp_path):
     pyz = tmp_path / "edgelab-reference.pyz"
     subprocess.run([sys.executable, "-m", "edgelab.runtimes.pack", str(pyz), "--main", "edgelab.reference", *PACK],
                    cwd=ROOT, check=True, capture_output=True)
-    target = lifecycle.plan(engine, DeployRequest("orin-plain", "internvla-a1")).profile.runtime_targets[0]
+    target = planning.plan(engine, DeployRequest("orin-plain", "internvla-a1")).profile.runtime_targets[0]
     with session_scope(engine) as s:
         add_artifact(s, "reference-plain", [pyz], kind="runtime", target=target, component="reference", replace=True)
     res = run_bench(engine, BenchRequest("orin-plain", "internvla-a1", runtime="reference", warmup=1, requests=5,

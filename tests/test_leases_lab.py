@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from edgelab.bench import BenchRequest, run_bench
 from edgelab.cli import app
-from edgelab.deploy import lifecycle
-from edgelab.deploy.lifecycle import DeployRequest
+from edgelab.deploy import control, launch
+from edgelab.deploy.planning import DeployRequest
 from edgelab.deploy.refusal import Refusal
 from edgelab.lease import LeaseHeld, acquire, holders_by_device, release
 from edgelab.lease.owner import Holder
@@ -31,7 +31,7 @@ runner = CliRunner()
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def deploy_lab(request, tmp_path_factory, ssh_lab, adb_lab):
     """The virtual lab registered and probed in a SQLite file, then in a database on the tests' PostgreSQL."""
-    from edgelab.deploy.lifecycle import Options
+    from edgelab.deploy.options import Options
     from edgelab.probe import probe_devices
     from edgelab.sim.lab import LabStatus, register
     from edgelab.store import db as dbmod
@@ -61,7 +61,7 @@ def _open(engine, name: str) -> list[Reservation]:
 
 def test_a_deployment_keeps_its_lease_until_stop_and_others_are_refused_naming_the_holder(deploy_lab, monkeypatch):
     url, engine, opts = deploy_lab
-    dep = lifecycle.deploy(engine, DeployRequest("rb3g2", "qwen3-tts"), opts=opts)
+    dep = launch.deploy(engine, DeployRequest("rb3g2", "qwen3-tts"), opts=opts)
     try:
         lease = _holder(engine, "rb3g2")
         assert lease is not None and lease.auto and dep.lease_id == lease.id
@@ -82,7 +82,7 @@ def test_a_deployment_keeps_its_lease_until_stop_and_others_are_refused_naming_t
         assert err.value.code == "budget_exceeds_device" and err.value.pool == "ram"
         assert err.value.numbers["reserved"] + err.value.numbers["requested"] > err.value.numbers["capacity"]
     finally:
-        lifecycle.stop(engine, dep.run_id, opts=opts)
+        control.stop(engine, dep.run_id, opts=opts)
     assert _holder(engine, "rb3g2") is None
     with session_scope(engine, write=False) as s:
         ended = s.get(Lease, dep.lease_id)
@@ -118,7 +118,7 @@ def test_bench_and_deploy_together_cannot_overcommit_the_pool(deploy_lab):
         held = [r for r in _open(engine, "rb3g2") if r.run_id]
         assert held and all(r.deployment_id is None for r in held)
         with pytest.raises(Refusal) as err:
-            lifecycle.deploy(engine, DeployRequest("rb3g2", "internvla-a1"), opts=opts)
+            launch.deploy(engine, DeployRequest("rb3g2", "internvla-a1"), opts=opts)
         r = err.value
         assert r.code == "budget_exceeds_device" and r.pool == "ram" and r.numbers["reserved"] == held[0].bytes
         assert "ram:" in str(r) and "requested" in str(r) and "capacity" in str(r)
@@ -127,8 +127,8 @@ def test_bench_and_deploy_together_cannot_overcommit_the_pool(deploy_lab):
         t.join(timeout=120)
     assert result.get("res") is not None and result["res"].state == "stopped", result
     assert _open(engine, "rb3g2") == [] and _holder(engine, "rb3g2") is None
-    second = lifecycle.deploy(engine, DeployRequest("rb3g2", "internvla-a1"), opts=opts)  # fits once freed
-    lifecycle.stop(engine, second.run_id, opts=opts)
+    second = launch.deploy(engine, DeployRequest("rb3g2", "internvla-a1"), opts=opts)  # fits once freed
+    control.stop(engine, second.run_id, opts=opts)
 
 
 def test_a_kicked_bench_stops_and_its_memory_is_freed(deploy_lab, monkeypatch):
@@ -159,7 +159,7 @@ def test_a_kicked_bench_stops_and_its_memory_is_freed(deploy_lab, monkeypatch):
 
 def test_device_rm_force_stops_the_deployment_and_ends_its_lease(deploy_lab):
     url, engine, opts = deploy_lab
-    dep = lifecycle.deploy(engine, DeployRequest("s25", "qwen3-tts"), opts=opts)
+    dep = launch.deploy(engine, DeployRequest("s25", "qwen3-tts"), opts=opts)
     with session_scope(engine, write=False) as s:
         from edgelab.store.deployments import processes
 
@@ -181,14 +181,14 @@ def test_device_rm_force_stops_the_deployment_and_ends_its_lease(deploy_lab):
 def test_a_deployment_under_the_callers_lease_pins_it_until_stop(deploy_lab):
     url, engine, opts = deploy_lab
     mine = acquire(engine, names=["orin-agx"], ttl_s=600, purpose="my session")
-    dep = lifecycle.deploy(engine, DeployRequest("orin-agx", "qwen3-tts"), opts=opts, lease_id=mine.id)
+    dep = launch.deploy(engine, DeployRequest("orin-agx", "qwen3-tts"), opts=opts, lease_id=mine.id)
     try:
         assert dep.lease_id == mine.id
         with pytest.raises(LeaseHeld) as err:  # releasing it would orphan the running deployment
             release(engine, mine.id)
         assert f"edgelab stop {dep.run_id}" in err.value.remedy
     finally:
-        lifecycle.stop(engine, dep.run_id, opts=opts)
+        control.stop(engine, dep.run_id, opts=opts)
     with session_scope(engine, write=False) as s:
         after = s.get(Lease, mine.id)
     assert after.released_at is None and after.users == 0  # a reserved lease outlives what ran under it

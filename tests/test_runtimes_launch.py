@@ -104,8 +104,8 @@ def test_schema_errors_name_file_and_line(tmp_path):
 
 def test_a_build_the_cpu_cannot_run_makes_the_process_unavailable():
     """x86-64-v3 on a CPU without AVX2 would die of SIGILL: refused before launch, saying what is missing."""
-    from edgelab.deploy.lifecycle import _check_isa
     from edgelab.deploy.plan import ExecutionPlan, ProcessSpec
+    from edgelab.deploy.planning import check_isa
     from edgelab.probe.facts import Facts
 
     def plan():
@@ -116,12 +116,12 @@ def test_a_build_the_cpu_cannot_run_makes_the_process_unavailable():
 
     old = Facts.from_dict({"cpu": {"raw_flags": ["lm", "sse2", "ssse3", "sse4_1", "sse4_2", "avx"]}})
     p = plan()
-    _check_isa(p, old, virtual=False)
+    check_isa(p, old, virtual=False)
     assert "needs instruction set x86-64-v3" in p.processes[0].unavailable and "avx2" in p.processes[0].unavailable
     unknown = plan()
-    _check_isa(unknown, Facts.from_dict({}), virtual=False)
+    check_isa(unknown, Facts.from_dict({}), virtual=False)
     assert "flags are unknown" in unknown.processes[0].unavailable  # unknown is not support
     new = plan()
-    _check_isa(new, Facts.from_dict({"cpu": {"raw_flags": sorted(
+    check_isa(new, Facts.from_dict({"cpu": {"raw_flags": sorted(
         {"lm", "sse2", "ssse3", "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "bmi2"})}}), virtual=False)
     assert new.processes[0].unavailable is None

@@ -15,9 +15,9 @@ from test_deploy_helpers import cli_env, deploy_lab  # noqa: F401 - fixture
 from typer.testing import CliRunner
 
 from edgelab.cli import app
-from edgelab.deploy import lifecycle
+from edgelab.deploy import control, launch
 from edgelab.deploy.follow import ensure_follower
-from edgelab.deploy.lifecycle import DeployRequest
+from edgelab.deploy.planning import DeployRequest
 from edgelab.metrics.prometheus import exposition
 from edgelab.store.db import session_scope
 from edgelab.store.runs import get_summary, telemetry_of
@@ -42,7 +42,7 @@ def wait_for_samples(engine, run_id: str, n: int, timeout: float = 60.0) -> list
 ])
 def test_a_reference_deploy_stores_telemetry_beside_the_run(deploy_lab, ssh_lab, device, pipeline, source, sensor):
     url, engine, opts = deploy_lab
-    dep = lifecycle.deploy(engine, DeployRequest(device, pipeline), opts=opts)
+    dep = launch.deploy(engine, DeployRequest(device, pipeline), opts=opts)
     follower = None
     try:
         follower = ensure_follower(engine, dep.run_id, transport=opts.transport)
@@ -77,7 +77,7 @@ def test_a_reference_deploy_stores_telemetry_beside_the_run(deploy_lab, ssh_lab,
         assert f'edgelab_device_temperature_celsius{{device="{device}",source="{source}",virtual="true",' \
                f'sensor="{sensor}"}}' in text
     finally:
-        lifecycle.stop(engine, dep.run_id, opts=opts)
+        control.stop(engine, dep.run_id, opts=opts)
         if follower is not None:
             follower.join(60)
     with session_scope(engine, write=False) as s:

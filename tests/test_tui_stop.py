@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from test_deploy_helpers import alive_on_host, deploy_lab, group_members  # noqa: F401 - fixture
 
-from edgelab.deploy import lifecycle
-from edgelab.deploy.lifecycle import DeployRequest
+from edgelab.deploy import control, launch
+from edgelab.deploy.planning import DeployRequest
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import get_deployment, processes
 from edgelab.tui.app import EdgelabApp
@@ -27,7 +27,7 @@ async def until(pilot, cond, steps: int = 3000) -> None:
 
 async def test_stop_a_running_deployment_from_the_run_screen(deploy_lab) -> None:
     _url, engine, opts = deploy_lab
-    dep = lifecycle.deploy(engine, DeployRequest("s25", "qwen3-tts"), opts=opts)
+    dep = launch.deploy(engine, DeployRequest("s25", "qwen3-tts"), opts=opts)
     run_id = dep.run_id
     with session_scope(engine, write=False) as s:
         (pid,) = [p.pid for p in processes(s, get_deployment(s, run_id).id)]
@@ -44,4 +44,4 @@ async def test_stop_a_running_deployment_from_the_run_screen(deploy_lab) -> None
         assert not alive_on_host(pid) and group_members(pid) == []
     finally:
         if alive_on_host(pid):
-            lifecycle.stop(engine, run_id, opts=opts)
+            control.stop(engine, run_id, opts=opts)

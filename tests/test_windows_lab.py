@@ -224,7 +224,7 @@ def test_corrupt_part_restarts_from_zero(win, tmp_path, ssh_lab):
 
 @pytest.fixture(scope="module")
 def win_lab(tmp_path_factory, ssh_lab):
-    from edgelab.deploy.lifecycle import Options
+    from edgelab.deploy.options import Options
     from edgelab.probe import probe_devices
     from edgelab.sim.lab import LabStatus, register
     from edgelab.store import db as dbmod
@@ -299,10 +299,10 @@ def test_deploy_watch_stop_leaves_no_process(win_lab, ssh_lab, name):
             time.sleep(0.5)
         assert len(audio) >= 2 and live is not None, "no live metrics arrived from the Windows run"
         assert live.metrics["audio"]["ttfa_ms"]["count"] >= 1
-        from edgelab.deploy import lifecycle
+        from edgelab.deploy import control
 
         seen = []  # logs -f: Get-Content -Wait streams the run's stdout.log
-        for line in lifecycle.log_lines(engine, run, follow=True, opts=opts):
+        for line in control.log_lines(engine, run, follow=True, opts=opts):
             seen.append(json.loads(line)["kind"])
             if seen.count("audio.chunk") >= 2:
                 break

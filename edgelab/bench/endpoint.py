@@ -74,7 +74,7 @@ def _plain(x: Any) -> Any:
 def pipeline_kind(pipeline: str) -> tuple[str, str]:
     """(pipeline id, kind) of a pipeline name or alias."""
     from edgelab.catalog.pipelines import load_pipelines
-    from edgelab.deploy.lifecycle import resolve_pipeline
+    from edgelab.deploy.planning import resolve_pipeline
 
     pid = resolve_pipeline(pipeline)
     return pid, load_pipelines()[pid].kind

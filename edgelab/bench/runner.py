@@ -21,10 +21,12 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from edgelab.deploy import admission, lifecycle, remote, start
+from edgelab.catalog.pipelines import load_pipelines
+from edgelab.deploy import admission, options, planning, remote, start
 from edgelab.deploy import artifacts as plan_artifacts
 from edgelab.deploy.clock import measure_offset
-from edgelab.deploy.lifecycle import DeployRequest, Options
+from edgelab.deploy.options import Options
+from edgelab.deploy.planning import DeployRequest
 from edgelab.deploy.refusal import Refusal
 from edgelab.deploy.strategies.controller import has_controller
 from edgelab.errors import ConfigError, EdgelabError, TransportError
@@ -160,9 +162,9 @@ def template_values(kind: str, req: BenchRequest) -> dict[str, Any]:
     return {"seed": 0, "reps": req.requests}  # llama-bench: one repetition per measured request
 
 
-def _adapter(planned: lifecycle.Planned) -> str:
+def _adapter(planned: planning.Planned) -> str:
     p = planned.plan
-    lifecycle._check_artifacts(p)  # refused (with the remedy) before anything starts
+    planning.check_artifacts(p)  # refused (with the remedy) before anything starts
     proc = p.processes[0]
     if proc.adapter not in ("edgelab-events", "llama-server", "llama-bench"):
         raise Refusal("no_exported_graph", f"{p.pipeline} on {p.runtime} ({proc.template}) has no bench adapter: "
@@ -213,13 +215,13 @@ def run_bench(engine: Engine, req: BenchRequest, *, opts: Options | None = None,
 def _run_bench(engine: Engine, req: BenchRequest, opts: Options, on_event: Callable[[ev.Event], None] | None,
                cancel: threading.Event, lease_id: str | None) -> BenchResult:
     run_id = new_run_id()
-    kind = lifecycle.load_pipelines()[lifecycle.resolve_pipeline(req.pipeline)].kind
+    kind = load_pipelines()[planning.resolve_pipeline(req.pipeline)].kind
     model = parity = None
     if kind == "vla" and has_controller(req.runtime, kind) and req.model is None:  # export + register first
         from edgelab.bench.controller import prepare
 
-        model, parity = prepare(engine, req.runtime, kind, lifecycle.resolve_pipeline(req.pipeline))
-    planned = lifecycle.plan(engine, DeployRequest(req.device, req.pipeline, req.strategy, req.runtime,
+        model, parity = prepare(engine, req.runtime, kind, planning.resolve_pipeline(req.pipeline))
+    planned = planning.plan(engine, DeployRequest(req.device, req.pipeline, req.strategy, req.runtime,
                                                    model=req.model, values=template_values(kind, req),
                                                    threads=req.threads, purpose="bench"), run_id=run_id)
     if planned.refusal:
@@ -285,7 +287,7 @@ def _run_bench(engine: Engine, req: BenchRequest, opts: Options, on_event: Calla
 def _bench_on_device(engine: Engine, req: BenchRequest, opts: Options, on_event, cancel, run_id: str,
                      endpoint, p, proc, shell: Shell, adapter: str, meta: dict[str, Any]) -> dict[str, Any]:
     try:
-        t = lifecycle._connect(endpoint, opts)
+        t = options.connect(endpoint, opts)
     except TransportError as e:
         _fail(engine, run_id, f"device unreachable: {e}")
         raise Refusal("device_unreachable", str(e), device=req.device,

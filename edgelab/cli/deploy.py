@@ -1,4 +1,4 @@
-"""`edgelab deploy`, `ps`, `logs`, `stop`: thin over edgelab.deploy.lifecycle."""
+"""`edgelab deploy`, `ps`, `logs`, `stop`: thin over edgelab.deploy (planning, launch, control)."""
 
 from __future__ import annotations
 
@@ -64,15 +64,15 @@ def deploy(
     json_out: JsonOpt = False,
 ) -> None:
     """Plan, admit, push and start PIPELINE on a device; refused early (with why) when it cannot run."""
-    from edgelab.deploy import lifecycle
+    from edgelab.deploy import launch, planning
     from edgelab.deploy.refusal import Refusal
 
     engine = open_engine()
-    req = lifecycle.DeployRequest(device, pipeline, strategy, runtime, endpoint, model=model, threads=threads,
+    req = planning.DeployRequest(device, pipeline, strategy, runtime, endpoint, model=model, threads=threads,
                                   ready_timeout=ready_timeout)
     if dry_run:
         try:
-            planned = lifecycle.plan(engine, req)
+            planned = planning.plan(engine, req)
         except Refusal as r:
             if json_out:
                 print_json({"device": device, "pipeline": pipeline, "refusal": r.to_dict()})
@@ -95,7 +95,7 @@ def deploy(
             err_console.print(f"[dim]{name:<10}[/] {escape(fields)}", highlight=False)
 
     try:
-        dep = lifecycle.deploy(engine, req, on_phase=phase, lease_id=lease)
+        dep = launch.deploy(engine, req, on_phase=phase, lease_id=lease)
     except Refusal as r:
         if json_out:
             print_json({"device": device, "pipeline": pipeline, "refusal": r.to_dict()})
@@ -137,7 +137,7 @@ def ps(
     json_out: JsonOpt = False,
 ) -> None:
     """Deployments and their state (running ones are checked on their device)."""
-    from edgelab.deploy import lifecycle
+    from edgelab.deploy import control
     from edgelab.store.db import session_scope
     from edgelab.store.deployments import ACTIVE_STATES, list_deployments
 
@@ -151,7 +151,7 @@ def ps(
             out.append(d)
             continue
         try:
-            now = lifecycle.refresh(engine, d.run_id)
+            now = control.refresh(engine, d.run_id)
         except EdgelabError as err:
             unreachable[d.device_name] = err
             out.append(d)
@@ -193,14 +193,14 @@ def logs(
     """A run's remote log (kept with the run once it ended)."""
     import sys
 
-    from edgelab.deploy import lifecycle
+    from edgelab.deploy import control
     from edgelab.deploy.follow import ensure_follower
 
     ingest = None
     try:
         engine = open_engine()
         ingest = ensure_follower(engine, run) if follow else None  # nobody ingests it: do it while we follow
-        for line in lifecycle.log_lines(engine, run, follow=follow, stream="stderr" if stderr else "stdout"):
+        for line in control.log_lines(engine, run, follow=follow, stream="stderr" if stderr else "stdout"):
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
     except KeyboardInterrupt:
@@ -214,10 +214,10 @@ def logs(
 
 def stop(run: Annotated[str, typer.Argument(help="Run id (see `edgelab ps`).")], json_out: JsonOpt = False) -> None:
     """Kill the run's remote process groups, verify they are gone, release its memory."""
-    from edgelab.deploy import lifecycle
+    from edgelab.deploy import control
 
     try:
-        dep = lifecycle.stop(open_engine(), run)
+        dep = control.stop(open_engine(), run)
     except EdgelabError as err:
         fail_from(err)
     if json_out:

@@ -137,7 +137,7 @@ class Follower:
     def _drive(self, server: dict[str, Any], stop_event: threading.Event) -> dict[str, Any] | None:
         """Requests paced one a second until the deployment ends: live TTFT and tokens/s in the store."""
         from edgelab.bench import llama
-        from edgelab.deploy import lifecycle
+        from edgelab.deploy import control
 
         with session_scope(self.engine, write=False) as s:
             run = get_run(s, self.run_id)
@@ -170,7 +170,7 @@ class Follower:
             except EdgelabError as e:
                 if active():
                     self.error = str(e)
-                    lifecycle.refresh(self.engine, self.run_id)
+                    control.refresh(self.engine, self.run_id)
         finally:
             if sampler is not None:
                 sampler.stop()
@@ -230,7 +230,7 @@ class Follower:
     def _connect_retrying(self, endpoint, stop_event: threading.Event):
         """Connect and measure the clock, retrying a transient fault with backoff for ``LOSS_S``;
         then the device is checked once more (an unreachable one marks the run device-lost)."""
-        from edgelab.deploy import lifecycle
+        from edgelab.deploy import control
 
         start, delay = time.monotonic(), self.poll_s
         while True:
@@ -241,7 +241,7 @@ class Follower:
             except TransportError as err:
                 self.error = str(err)
                 if time.monotonic() - start >= LOSS_S:
-                    dep = lifecycle.refresh(self.engine, self.run_id)
+                    dep = control.refresh(self.engine, self.run_id)
                     if dep.state != "running":
                         raise TransportError(f"run {self.run_id}: {err}", remedy=getattr(err, "remedy", None)) from None
                     start = time.monotonic()
@@ -289,7 +289,7 @@ class Follower:
 
     def _loop(self, t, endpoint, path: str, pid: int | None, ing: _LeasedIngestor, clock: ev.ClockOffset,
               stop_event: threading.Event) -> dict[str, Any] | None:
-        from edgelab.deploy import lifecycle
+        from edgelab.deploy import control
 
         last_beat = last_data = time.monotonic()
         final_pass = False
@@ -308,7 +308,7 @@ class Follower:
                 if final_pass:
                     break  # the run already ended: what could be read was read
                 if time.monotonic() - failing_since >= LOSS_S:
-                    dep = lifecycle.refresh(self.engine, self.run_id)  # unreachable: marked device-lost
+                    dep = control.refresh(self.engine, self.run_id)  # unreachable: marked device-lost
                     self.error = dep.error if dep.state == "device-lost" else None
                     failing_since = None
                 if stop_event.wait(delay):
@@ -351,7 +351,7 @@ class Follower:
                 ing.flush()
                 last_beat = time.monotonic()
                 if time.monotonic() - last_data > 2.0 and pid and not remote.alive(t, pid):
-                    lifecycle.refresh(self.engine, self.run_id)  # the process ended on its own
+                    control.refresh(self.engine, self.run_id)  # the process ended on its own
             if stop_event.is_set():
                 ing.flush(live=True)  # hand over: offset stored, lease expires
                 return None

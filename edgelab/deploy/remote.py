@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from edgelab.errors import TransportError
+from edgelab.errors import EdgelabError, TransportError
 from edgelab.transport import winscripts
 from edgelab.transport.base import RemoteProcess, Transport
 from edgelab.transport.quoting import Shell
@@ -56,6 +56,8 @@ echo "left $(members | wc -l)"
 """
 
 # $1 file, $2 byte offset (1-based for tail -c +N): the bytes from there on.
+LOG_TAIL_BYTES = 65536  # the tail of each log file kept with a run
+
 _READ_FROM = r'[ -f "$1" ] && tail -c +"$2" "$1"; true'
 
 
@@ -186,6 +188,18 @@ def read_file(t: Transport, path: str, max_bytes: int = 65536) -> str:
     if t.shell is Shell.POWERSHELL:
         return _sftp_read(t, path, max_bytes=max_bytes, tail=True).decode("utf-8", "replace")
     return t.run(_posix('[ -f "$1" ] && tail -c "$2" "$1"; true', path, str(max_bytes)), timeout=30).stdout
+
+
+def fetch_logs(t: Transport, workdirs: dict[str, str]) -> dict[str, str]:
+    """The tails of each process's stdout and stderr (``name/stdout.log`` -> text); unreadable ones left out."""
+    out = {}
+    for name, wd in workdirs.items():
+        for f in ("stdout.log", "stderr.log"):
+            try:
+                out[f"{name}/{f}"] = read_file(t, f"{wd}/{f}", LOG_TAIL_BYTES)
+            except EdgelabError:
+                pass
+    return out
 
 
 def read_from(t: Transport, path: str, offset: int, max_bytes: int) -> str:

@@ -50,7 +50,7 @@ def in_use(engine: Engine, name: str) -> InUse:
 
 def remove(engine: Engine, name: str, *, force: bool = False, opts=None) -> InUse:
     """Remove ``name``; DeviceInUse unless nothing runs or holds it, or ``force`` ended those first."""
-    from edgelab.deploy import lifecycle
+    from edgelab.deploy import control
     from edgelab.lease import release
     from edgelab.store.devices import remove_device
 
@@ -63,7 +63,7 @@ def remove(engine: Engine, name: str, *, force: bool = False, opts=None) -> InUs
                                   "release it (`edgelab release`)") +
                           f", or `edgelab device rm {name} --force` to stop and release first")
     for run in busy.runs:
-        lifecycle.stop(engine, run, opts=opts)
+        control.stop(engine, run, opts=opts)
     for lid in busy.lease_ids:
         release(engine, lid, force=True)
     with session_scope(engine) as s:

@@ -136,7 +136,9 @@ def _factory(ctx: JobContext):
 
 def do_deploy(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult) -> None:
     try:
-        from edgelab.deploy.lifecycle import DeployRequest, Options, deploy
+        from edgelab.deploy.launch import deploy
+        from edgelab.deploy.options import Options
+        from edgelab.deploy.planning import DeployRequest
     except ImportError as err:
         raise StepFailure(f"deploy is not available in this build ({err})", "infra") from err
     pipeline = opts.get("pipeline") or ctx.pipeline
@@ -154,7 +156,7 @@ def do_stop(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float |
     if not ctx.deployments:
         out.message = "nothing of this job is running"
         return
-    from edgelab.deploy.lifecycle import stop
+    from edgelab.deploy.control import stop
 
     stopped = []
     while ctx.deployments:
@@ -212,7 +214,7 @@ def _refusal_category(code: str) -> str:
 
 def do_bench(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult) -> None:
     from edgelab.bench import BenchFailed, run_bench
-    from edgelab.deploy.lifecycle import Options
+    from edgelab.deploy.options import Options
     from edgelab.deploy.refusal import Refusal
     from edgelab.errors import NotFound
     from edgelab.store.snapshots import latest_snapshot

@@ -322,7 +322,7 @@ def stop_lab_deployments(db_url: str | None, names: list[str], ssh_config: Path 
     reach them). Returns the run ids stopped."""
     from sqlmodel import select
 
-    from edgelab.deploy import lifecycle
+    from edgelab.deploy import control, options, transition
     from edgelab.store.db import get_engine, session_scope
     from edgelab.store.deployments import ACTIVE_STATES, Deployment, processes
     from edgelab.store.devices import get_device
@@ -332,18 +332,18 @@ def stop_lab_deployments(db_url: str | None, names: list[str], ssh_config: Path 
     with session_scope(engine, write=False) as s:
         deps = [d for d in s.exec(select(Deployment).where(Deployment.device_name.in_(names))).all()
                 if d.state in ACTIVE_STATES or (d.state == "device-lost" and any(
-                    p.pid and p.state not in lifecycle.GONE_PROCESS_STATES for p in processes(s, d.id)))]
+                    p.pid and p.state not in transition.GONE_PROCESS_STATES for p in processes(s, d.id)))]
         virtual = {n for n in names if _is_virtual(s, get_device, n)}
         deps = [d for d in deps if d.device_name in virtual]  # a real device of the same name: not ours
         pids = {d.run_id: [p.pid for p in processes(s, d.id) if p.pid] for d in deps}
     if not deps:
         return []
     say(f"stopping {len(deps)} deployment(s) on the lab's devices")
-    opts = lifecycle.Options(transport={"ssh_config": str(ssh_config)} if ssh_config else {})
+    opts = options.Options(transport={"ssh_config": str(ssh_config)} if ssh_config else {})
     problems, stopped = [], []
     for d in deps:
         try:
-            lifecycle.stop(engine, d.run_id, opts=opts)
+            control.stop(engine, d.run_id, opts=opts)
             stopped.append(d.run_id)
         except EdgelabError as err:
             problems.append(f"{d.run_id} on {d.device_name}: {err}")

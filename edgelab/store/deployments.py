@@ -35,8 +35,8 @@ class DeploymentState(StrEnum):
 
 
 DEPLOYMENT_STATES = tuple(s.value for s in DeploymentState)
-ACTIVE_STATES = frozenset({"pending", "starting", "running"})  # its processes may be alive
-FINAL_STATES = frozenset(DEPLOYMENT_STATES) - ACTIVE_STATES
+ACTIVE_STATES = DEPLOYMENT_STATES[:3]  # pending, starting, running: its processes may be alive
+FINAL_STATES = DEPLOYMENT_STATES[3:]  # nothing changes it any more (device-lost: only to stopped/ended)
 
 
 class Deployment(SQLModel, table=True):

@@ -1,4 +1,5 @@
-"""The deploy dialog's actions: dry run, launch and stop, through ``edgelab.deploy.lifecycle``.
+"""The deploy dialog's actions: dry run, launch and stop, through ``edgelab.deploy``: planning (the
+dry run), launch (deploy) and control (stop).
 
 What the dialog shows (strategy decisions, plan rows) is the read model ``edgelab.views.plan``.
 """
@@ -13,25 +14,24 @@ from sqlalchemy import Engine
 def dry_run(engine: Engine, device: str, pipeline: str, strategy: str | None = None,
             runtime: str | None = None, endpoint: str | None = None) -> dict[str, Any]:
     """The plan and its admission without reserving or touching anything (``edgelab deploy --dry-run``)."""
-    from edgelab.deploy import lifecycle
+    from edgelab.deploy.planning import DeployRequest, plan
 
-    req = lifecycle.DeployRequest(device=device, pipeline=pipeline, strategy=strategy, runtime=runtime,
-                                  endpoint=endpoint)
-    return lifecycle.plan(engine, req).to_dict()
+    return plan(engine, DeployRequest(device=device, pipeline=pipeline, strategy=strategy, runtime=runtime,
+                                      endpoint=endpoint)).to_dict()
 
 
 def launch(engine: Engine, device: str, pipeline: str, strategy: str | None = None,
            runtime: str | None = None, endpoint: str | None = None) -> str:
     """Plan, admit, push, launch and wait until ready; returns the run id (Refusal before anything runs)."""
-    from edgelab.deploy import lifecycle
+    from edgelab.deploy.launch import deploy
+    from edgelab.deploy.planning import DeployRequest
 
-    req = lifecycle.DeployRequest(device=device, pipeline=pipeline, strategy=strategy, runtime=runtime,
-                                  endpoint=endpoint)
-    return str(lifecycle.deploy(engine, req).run_id)
+    return str(deploy(engine, DeployRequest(device=device, pipeline=pipeline, strategy=strategy, runtime=runtime,
+                                            endpoint=endpoint)).run_id)
 
 
 def stop(engine: Engine, run_id: str) -> str:
     """Stop a run's processes through the deploy layer (verified gone, reservation released)."""
-    from edgelab.deploy import lifecycle
+    from edgelab.deploy.control import stop as stop_run
 
-    return str(lifecycle.stop(engine, run_id).state)
+    return str(stop_run(engine, run_id).state)

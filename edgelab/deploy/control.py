@@ -1,0 +1,130 @@
+"""Deploy control: stop a run, refresh it from the device, read its logs (from any process, any time).
+
+A running deployment is found through the database alone (its processes' group pids and run
+directories), so the shell that deployed it, another shell, the TUI or a CI job can stop it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sqlalchemy import Engine
+
+from edgelab.deploy import remote
+from edgelab.deploy.options import Options, connect
+from edgelab.deploy.results import adapter_results
+from edgelab.deploy.transition import GONE_PROCESS_STATES, transition
+from edgelab.errors import EdgelabError, TransportError
+from edgelab.store.db import session_scope
+from edgelab.store.deployments import ACTIVE_STATES, Deployment, get_deployment, processes
+from edgelab.store.devices import get_device
+from edgelab.store.models import utcnow
+from edgelab.store.runs import Run
+
+
+def stop(engine: Engine, ref: str | int, *, opts: Options | None = None) -> Deployment:
+    """Kill every process group of the run, verify they are gone, fetch logs, release the reservation."""
+    opts = opts or Options()
+    with session_scope(engine, write=False) as s:
+        dep = get_deployment(s, ref)
+        rows = processes(s, dep.id)
+        endpoint = get_device(s, dep.device_name).endpoint()
+    # a device-lost run's processes were never seen to end: they are stopped once the device answers
+    unproven = dep.state == "device-lost" and any(r.pid and r.state not in GONE_PROCESS_STATES for r in rows)
+    if dep.state not in ACTIVE_STATES and not unproven:
+        return transition(engine, dep.id, dep.state)  # a final run never holds memory, nor a lease
+    try:
+        t = connect(endpoint, opts)
+        try:
+            left = {}
+            for row in rows:
+                if row.pid:
+                    left[row.name] = remote.stop(t, row.pid, opts.stop_grace_s)
+            logs = remote.fetch_logs(t, {r.name: r.workdir for r in rows})
+        finally:
+            t.close()
+    except TransportError as e:
+        # the transport's own class (device not answering, host key, ...) with the run's context
+        raise type(e)(f"{dep.device_name} is unreachable; run {dep.run_id} stays {dep.state} and its processes "
+                      f"may still run there: {e}",
+                      remedy=(getattr(e, "remedy", None) or "bring the device back")
+                      + f"; then `edgelab stop {dep.run_id}` again") from None
+    if any(left.values()):
+        raise EdgelabError(f"run {dep.run_id}: processes survived the stop: "
+                           + ", ".join(f"{k} ({v} left)" for k, v in left.items() if v),
+                           remedy="stop again; check the device for processes in that group")
+
+    def final(s, d: Deployment) -> None:
+        for row in processes(s, d.id):
+            row.state, row.stopped_at = "killed", utcnow()
+            s.add(row)
+        d.logs = logs
+    return transition(engine, dep.id, "stopped", phase="stopped", edit=final)
+
+
+def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> Deployment:
+    """Look at the device: a run whose processes all ended is finished/failed; an unreachable one device-lost."""
+    opts = opts or Options()
+    with session_scope(engine, write=False) as s:
+        dep = get_deployment(s, ref)
+        rows = processes(s, dep.id)
+        endpoint = get_device(s, dep.device_name).endpoint()
+    if dep.state != "running":
+        return dep
+    try:
+        t = connect(endpoint, opts)
+        try:
+            status = {r.name: (remote.alive(t, r.pid) if r.pid else False) for r in rows}
+            codes = {}
+            for r in rows:
+                if not status[r.name]:
+                    codes[r.name] = remote.poll(t, r.workdir, r.pid, 1 << 40).exit_code
+            logs = remote.fetch_logs(t, {r.name: r.workdir for r in rows}) if not any(status.values()) else None
+        finally:
+            t.close()
+    except TransportError as e:
+        msg = str(e)
+        return transition(engine, dep.id, "device-lost", phase="device-lost",
+                          edit=lambda s, d: setattr(d, "error", msg[:2000]))
+    if any(status.values()):
+        return dep
+    ok = all(c == 0 for c in codes.values())
+
+    def ended(s, d: Deployment) -> None:
+        d.logs = logs or {}
+        d.error = None if ok else f"exit codes {codes}"
+        for row in processes(s, d.id):
+            row.state, row.exit_code, row.stopped_at = "exited", codes.get(row.name), utcnow()
+            s.add(row)
+        results = adapter_results(d.plan or {}, logs or {})
+        run = s.get(Run, d.run_id)
+        if results and run is not None:
+            run.meta = {**(run.meta or {}), "results": results}
+            s.add(run)
+    return transition(engine, dep.id, "finished" if ok else "failed", phase="ended", edit=ended, exit_codes=codes)
+
+
+def log_lines(engine: Engine, ref: str | int, *, follow: bool = False, stream: str = "stdout",
+              opts: Options | None = None) -> Iterator[str]:
+    """The run's remote log lines (all processes); ``follow`` keeps streaming until the caller stops."""
+    opts = opts or Options()
+    with session_scope(engine, write=False) as s:
+        dep = get_deployment(s, ref)
+        rows = processes(s, dep.id)
+        endpoint = get_device(s, dep.device_name).endpoint()
+    if dep.state not in ACTIVE_STATES and dep.logs:
+        for key, text in dep.logs.items():
+            if key.endswith(f"/{stream}.log"):
+                yield from text.splitlines()
+        return
+    t = connect(endpoint, opts)
+    try:
+        if not follow:
+            for r in rows:
+                yield from remote.read_file(t, f"{r.workdir}/{stream}.log", remote.LOG_TAIL_BYTES).splitlines()
+            return
+        r = rows[0]
+        with remote.follow(t, f"{r.workdir}/{stream}.log") as proc:
+            yield from proc.lines()
+    finally:
+        t.close()

@@ -1,0 +1,283 @@
+"""Deploy launch: admit, push, start detached, wait until ready; anything that interrupts it cleans up.
+
+Every state change goes to the database first (through :func:`edgelab.deploy.transition.transition`),
+so another process can see and stop a deployment. Anything that interrupts a deploy (Ctrl-C, a
+failed readiness, a lost connection) stops what was started, releases the reservation and leaves
+the run in a final state with its phases and logs.
+"""
+
+from __future__ import annotations
+
+import getpass
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Engine
+
+from edgelab.deploy import admission, placement, ready, remote, start
+from edgelab.deploy import artifacts as plan_artifacts
+from edgelab.deploy.options import Options, connect
+from edgelab.deploy.plan import ExecutionPlan
+from edgelab.deploy.planning import DeployRequest, check_artifacts, plan
+from edgelab.deploy.refusal import Refusal
+from edgelab.deploy.transition import transition
+from edgelab.errors import EdgelabError, TransportError
+from edgelab.metrics.provenance import for_plan
+from edgelab.store.db import session_scope
+from edgelab.store.deployments import (
+    DeployAttempt,
+    Deployment,
+    DeploymentProcess,
+    add_phase,
+    processes,
+    record_attempt,
+)
+from edgelab.store.devices import get_device
+from edgelab.store.models import utcnow
+from edgelab.store.runs import create_run, new_run_id
+from edgelab.transport import Transport
+from edgelab.transport.quoting import Shell
+
+POLL_S = 0.5
+
+Phase = Callable[[str, dict[str, Any]], None]
+
+
+def _attempt(engine: Engine, req: DeployRequest, refusal: Refusal | None, deployment_id: int | None = None) -> None:
+    with session_scope(engine) as s:
+        record_attempt(s, DeployAttempt(
+            device_name=req.device, pipeline=req.pipeline, strategy=req.strategy, runtime=req.runtime,
+            outcome="refused" if refusal else "admitted", code=refusal.code if refusal else None,
+            pool=refusal.pool if refusal else None, message=refusal.detail if refusal else None,
+            remedy=refusal.remedy if refusal else None, numbers=refusal.numbers if refusal else {},
+            deployment_id=deployment_id))
+
+
+def deploy(engine: Engine, req: DeployRequest, *, opts: Options | None = None,
+           on_phase: Phase | None = None, lease_id: str | None = None) -> Deployment:
+    """Plan, admit, push, launch and wait until ready; returns the running deployment.
+
+    Runs under a lease on the device (the caller's ``lease_id`` / ``EDGELAB_LEASE``, the holder's
+    own, or one of its own), renewed while it starts; the running deployment keeps that lease
+    until it is stopped. Raises LeaseHeld when someone else holds the device, and Refusal before
+    anything is pushed or launched when the plan cannot run here.
+    """
+    from edgelab.lease import held
+
+    with held(engine, [req.device], f"deploy {req.pipeline}", lease_id=lease_id) as use:
+        return _deploy(engine, req, opts or Options(), on_phase, use.lease_for(req.device))
+
+
+def _deploy(engine: Engine, req: DeployRequest, opts: Options, on_phase: Phase | None,
+            lease_id: str | None) -> Deployment:
+    run_id = new_run_id()
+    try:
+        planned = plan(engine, req, run_id=run_id)
+        if planned.refusal:
+            raise planned.refusal
+        check_artifacts(planned.plan)
+    except Refusal as r:
+        _attempt(engine, req, r)
+        raise
+    p = planned.plan
+    try:
+        with session_scope(engine) as s:
+            device = get_device(s, req.device)
+            command = " ".join(" ".join(pr.argv) for pr in p.processes)[:4000]
+            prov = for_plan(s, device=device.name, virtual=planned.virtual, plan=p.to_dict(),
+                            facts_hash=planned.facts_hash, profile=planned.profile.device_class, command=command,
+                            source="deploy", run_id=run_id)
+            create_run(s, id=run_id, pipeline=p.pipeline, device_name=device.name, runtime=p.runtime,
+                       strategy=p.strategy, kind="deploy", virtual=planned.virtual, command=command,
+                       provenance={**prov, "plan": p.to_dict()})
+            dep = Deployment(run_id=run_id, device_id=device.id, device_name=device.name, pipeline=p.pipeline,
+                             strategy=p.strategy, runtime=p.runtime, state="pending", plan=p.to_dict(),
+                             facts_hash=planned.facts_hash, virtual=planned.virtual, remote_dir=p.remote_dir,
+                             owner=f"{getpass.getuser()}@{socket.gethostname()}"[:64], lease_id=lease_id)
+            s.add(dep)
+            s.flush()
+            lines = admission.admit(s, device, planned.profile, p, dep, lease_id=lease_id)
+            dep.admission = {"pools": [line.to_dict() for line in lines]}
+            add_phase(dep, "admitted")
+            s.add(dep)
+    except Refusal as r:
+        _attempt(engine, req, r)
+        raise
+    _attempt(engine, req, None, dep.id)
+    _phase(on_phase, "admitted", {"run": run_id, "strategy": p.strategy, "runtime": p.runtime})
+    return _launch(engine, dep.id, p, opts, on_phase)
+
+
+def _phase(cb: Phase | None, name: str, info: dict[str, Any]) -> None:
+    if cb:
+        cb(name, info)
+
+
+def _advance(engine: Engine, dep_id: int, to: str, **kw: Any) -> Deployment:
+    """One step forward; a deployment another command already ended is not started further."""
+    dep = transition(engine, dep_id, to, **kw)
+    if dep.state != to:
+        raise EdgelabError(f"run {dep.run_id} is {dep.state}: another command ended it while it started",
+                           remedy="see `edgelab ps --all`; deploy again if it is still wanted")
+    return dep
+
+
+@contextmanager
+def _no_sigint() -> Iterator[None]:
+    """Cleanup must finish: a second Ctrl-C waits until the group is gone and the pool released."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def _launch(engine: Engine, dep_id: int, p: ExecutionPlan, opts: Options, on_phase: Phase | None) -> Deployment:
+    t: Transport | None = None
+    workdirs: dict[str, str] = {}
+    try:
+        with session_scope(engine, write=False) as s:
+            run_id = s.get(Deployment, dep_id).run_id
+            endpoint = get_device(s, p.device).endpoint()
+        t0 = time.monotonic()
+        try:
+            t = connect(endpoint, opts)
+            root = remote.run_root(t)
+        except TransportError as e:
+            raise Refusal("device_unreachable", str(e), device=p.device, remedy=e.remedy or
+                          f"run `edgelab device check {p.device}`") from e
+        run_dir = f"{root}/{run_id}"
+        _advance(engine, dep_id, "starting", phase="connected", edit=lambda s, d: setattr(d, "remote_dir", run_dir),
+                 seconds=round(time.monotonic() - t0, 3))
+        _phase(on_phase, "connected", {"remote_dir": run_dir})
+        with session_scope(engine, write=False) as s:
+            device_id = s.get(Deployment, dep_id).device_id
+        blob_paths, pushed = plan_artifacts.push(engine, t, device_id, p)
+        transition(engine, dep_id, phase="pushed", artifacts=len(p.artifacts), blobs=pushed)
+        _phase(on_phase, "pushed", {"blobs": pushed})
+        for proc in p.processes:
+            if proc.port and t.shell is not Shell.POWERSHELL and ready.listening(t, proc.port):
+                # another server answering on the port would pass this one's readiness check
+                raise EdgelabError(f"port {proc.port} is already in use on {p.device}",
+                                   remedy="stop what listens there (`edgelab ps`), or deploy again")
+            wd = f"{run_dir}/{proc.name}"
+            workdirs[proc.name] = wd
+            ts = time.monotonic()
+            started = start.start(t, proc, wd, blob_paths)
+            pid = started.pid
+            with session_scope(engine) as s:
+                s.add(DeploymentProcess(deployment_id=dep_id, name=proc.name, argv=started.argv, workdir=wd,
+                                        pid=pid, state="running", started_at=utcnow()))
+                dep = s.get(Deployment, dep_id)
+                add_phase(dep, f"spawned:{proc.name}", pid=pid, seconds=round(time.monotonic() - ts, 3))
+                s.add(dep)
+            _phase(on_phase, "spawned", {"process": proc.name, "pid": pid})
+        timeout = opts.ready_timeout_s or p.ready_timeout_s
+        lines = _wait_ready(t, p, workdirs, dep_id, engine, timeout, on_phase)
+        for proc in p.processes:  # runtimes log their load (and placement) on stderr
+            if proc.placement == "llama-load-log":
+                lines[proc.name] = lines[proc.name] + remote.read_file(
+                    t, f"{workdirs[proc.name]}/stderr.log", remote.LOG_TAIL_BYTES).splitlines()
+        obs = placement.observe(p, lines)
+
+        dep = _advance(engine, dep_id, "running", phase="ready", edit=lambda s, d: setattr(d, "placement", obs),
+                       seconds=round(time.monotonic() - t0, 3))
+        _phase(on_phase, "ready", {"placement": obs})
+        return dep
+    except BaseException as exc:
+        with _no_sigint():
+            state = "stopped" if isinstance(exc, KeyboardInterrupt) else "failed"
+            why = "interrupted (SIGINT) during deploy" if isinstance(exc, KeyboardInterrupt) else \
+                (str(exc) or type(exc).__name__)
+            _abort(engine, dep_id, t, workdirs, state, why, opts)
+        raise
+    finally:
+        if t is not None:
+            try:
+                t.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+def _wait_ready(t: Transport, p: ExecutionPlan, workdirs: dict[str, str], dep_id: int, engine: Engine,
+                timeout: float, on_phase: Phase | None) -> dict[str, list[str]]:
+    """Poll each process until its template's readiness holds (log line, HTTP 200, port, alive)."""
+    deadline = time.monotonic() + timeout
+    lines: dict[str, list[str]] = {proc.name: [] for proc in p.processes}
+    offsets = dict.fromkeys(lines, 0)
+    pending = {proc.name: proc for proc in p.processes}
+    pids = {}
+    with session_scope(engine, write=False) as s:
+        for row in processes(s, dep_id):
+            pids[row.name] = row.pid
+    while pending:
+        for name, proc in list(pending.items()):
+            got = remote.poll(t, workdirs[name], pids[name], offsets[name])
+            offsets[name] += len(got.text.encode())
+            new = got.text.splitlines()
+            lines[name].extend(new)
+            kind = (proc.ready or {}).get("kind") or ("log" if proc.ready_pattern else "alive")
+            if kind == "log":
+                ok = ready.matches(proc.ready_pattern or proc.ready.get("pattern"), new)
+            elif kind == "http":
+                ok = got.alive and ready.http_ok(t, int(proc.ready["port"]), str(proc.ready.get("path") or "/"))
+            elif kind == "port":
+                ok = got.alive and ready.listening(t, int(proc.ready["port"]))
+            else:  # alive, or a one-shot program that already finished cleanly
+                ok = got.alive or got.exit_code == 0
+            if ok:
+                del pending[name]
+                _phase(on_phase, "ready_line", {"process": name, "check": kind})
+                continue
+            if not got.alive:
+                err = remote.read_file(t, f"{workdirs[name]}/stderr.log", 2000).strip().splitlines()
+                raise EdgelabError(f"{name} exited (code {got.exit_code}) before it was ready"
+                                   + (f": {err[-1]}" if err else ""),
+                                   remedy=f"see `edgelab logs` of the run; command: {' '.join(proc.argv)[:200]}")
+        if not pending:
+            break
+        if time.monotonic() > deadline:
+            raise EdgelabError(f"{', '.join(pending)} not ready after {timeout:g}s (from the profile's load-time "
+                               "estimate)", remedy="see `edgelab logs`; a cold start can be slow (S1: 95-355 s): "
+                                                   "give more with --ready-timeout SECONDS")
+        time.sleep(POLL_S)
+    return lines
+
+
+def _abort(engine: Engine, dep_id: int, t: Transport | None, workdirs: dict[str, str], state: str, why: str,
+           opts: Options) -> None:
+    """Stop whatever was started (pids from the DB and from pid files), release, record the final state."""
+    left_total = 0
+    logs: dict[str, str] = {}
+    if workdirs:
+        with session_scope(engine, write=False) as s:
+            p = s.get(Deployment, dep_id)
+            endpoint = get_device(s, p.device_name).endpoint()
+        try:
+            t2 = t or connect(endpoint, opts)
+            for _name, wd in workdirs.items():
+                pid = remote.pid_from_file(t2, wd)
+                if pid:
+                    left_total += remote.stop(t2, pid, opts.stop_grace_s)
+            logs = remote.fetch_logs(t2, workdirs)
+        except (EdgelabError, OSError) as e:
+            why += f"; cleanup could not reach the device: {e}"
+            left_total = -1
+
+    def final(s, d: Deployment) -> None:
+        for row in processes(s, d.id):
+            row.state = "killed" if left_total == 0 else "unknown"
+            row.stopped_at = utcnow()
+            s.add(row)
+        d.error = why[:2000]
+        d.logs = logs
+    transition(engine, dep_id, state if left_total >= 0 else "device-lost", phase="aborted", edit=final,
+               why=why[:300], left=left_total)

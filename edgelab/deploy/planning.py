@@ -1,0 +1,154 @@
+"""Deploy planning: a request -> the plan, its artifacts and its admission, before anything is touched.
+
+Everything here only reads the database (and the catalog): what ``edgelab deploy --dry-run``
+shows, and the checks that refuse a plan before a reservation is made (an artifact missing, a
+process with no launch template, a build for an instruction set the CPU lacks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Engine
+
+from edgelab.catalog.devices import load_devices
+from edgelab.catalog.pipelines import load_pipelines, resolve_pipeline_id
+from edgelab.deploy import admission
+from edgelab.deploy import artifacts as plan_artifacts
+from edgelab.deploy.plan import ExecutionPlan
+from edgelab.deploy.refusal import Refusal
+from edgelab.deploy.strategies import PlanContext, build_plan
+from edgelab.probe.facts import Facts
+from edgelab.profile import DeployProfile, derive_profile
+from edgelab.store.db import session_scope
+from edgelab.store.devices import get_device
+from edgelab.store.runs import new_run_id
+from edgelab.store.snapshots import latest_snapshot
+
+
+@dataclass
+class DeployRequest:
+    device: str
+    pipeline: str
+    strategy: str | None = None
+    runtime: str | None = None
+    endpoint: str | None = None
+    model: str | None = None  # a model artifact by name (default: the newest registered for the pipeline)
+    values: dict[str, Any] = field(default_factory=dict)  # launch template values that override the plan's
+    threads: int | None = None  # override the profile's thread count
+    purpose: str = "deploy"  # bench: a template's bench variant (e.g. llama-bench for S5)
+    ready_timeout: float | None = None  # start-up limit in seconds (default: the profile's load estimate)
+
+
+@dataclass
+class Planned:
+    """A plan and its admission, before anything is reserved or touched."""
+
+    request: DeployRequest
+    plan: ExecutionPlan
+    profile: DeployProfile
+    admission: list[dict[str, Any]]
+    facts_hash: str | None
+    virtual: bool
+    refusal: Refusal | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"device": self.request.device, "pipeline": self.plan.pipeline, "virtual": self.virtual,
+                "plan": self.plan.to_dict(), "admission": self.admission,
+                "refusal": self.refusal.to_dict() if self.refusal else None}
+
+
+def resolve_pipeline(name: str) -> str:
+    """A pipeline id or an alias from the catalog (``qwen3-tts``) -> the id; unknown is a ConfigError."""
+    return resolve_pipeline_id(name, load_pipelines())  # CatalogError is a ConfigError
+
+
+def plan(engine: Engine, req: DeployRequest, *, run_id: str | None = None) -> Planned:
+    """Plan and check admission against the ledger; no write, no connection (what --dry-run shows)."""
+    pipeline_id = resolve_pipeline(req.pipeline)
+    spec = load_pipelines()[pipeline_id]
+    with session_scope(engine, write=False) as s:
+        device = get_device(s, req.device)
+        snap = latest_snapshot(s, req.device)
+        profile = derive_profile(Facts.from_dict(snap.facts or {}), load_devices(), spec,
+                                 endpoint_configured=bool(req.endpoint))
+        run = run_id or new_run_id()
+        remote_root = "/data/local/tmp/edgelab/runs" if device.shell == "toybox" else "~/.edgelab/runs"
+        ctx = PlanContext(device=device.name, spec=spec, profile=profile, pipeline_profile=profile.pipeline(spec.id),
+                          run_id=run, remote_dir=f"{remote_root}/{run}", virtual=bool(device.virtual),
+                          runtime=req.runtime, endpoint=req.endpoint, values=dict(req.values),
+                          threads=req.threads, purpose=req.purpose)
+        the_plan = admission.spread(build_plan(ctx, req.strategy), profile)
+        if req.ready_timeout:
+            the_plan.ready_timeout_s = float(req.ready_timeout)
+        plan_artifacts.resolve(s, the_plan, list(profile.runtime_targets or []), model=req.model)
+        check_isa(the_plan, Facts.from_dict(snap.facts or {}), bool(device.virtual))
+        planned = Planned(req, the_plan, profile, [], snap.facts_hash, bool(device.virtual))
+        try:
+            planned.admission = [line.to_dict() for line in admission.check(s, device, profile, the_plan)]
+        except Refusal as r:
+            planned.refusal = r
+            planned.admission = [r.numbers] if r.numbers else []
+    return planned
+
+
+def check_artifacts(p: ExecutionPlan) -> None:
+    """Every process launchable here and every artifact registered; refused before anything is reserved.
+
+    A process with no template for this pipeline, strategy or target says so first; the artifacts
+    it would need are named beside it, so one refusal lists everything that is missing.
+    """
+    missing = plan_artifacts.missing_entries(p)
+    what = ", ".join(_describe(e) for e in missing)
+    remedies = list(dict.fromkeys(plan_artifacts.remedy_for(e) for e in missing))
+    blocked = [f"{proc.name}: {proc.unavailable}" for proc in p.processes if proc.unavailable]
+    if blocked:
+        detail = "; ".join(blocked) + (f"; it also needs artifacts that are not registered: {what}" if missing else "")
+        raise Refusal("no_exported_graph", detail, device=p.device, strategy=p.strategy,
+                      remedy="; ".join(["choose a runtime and strategy with a launch template for this pipeline "
+                                        "(`edgelab runtime show RUNTIME`), or add one to runtimes/*.yaml",
+                                        *remedies]))
+    if missing:
+        raise Refusal("no_exported_graph", f"{p.runtime} needs artifacts that are not registered: {what}",
+                      device=p.device, strategy=p.strategy, remedy="; ".join(remedies)
+                      + ("" if p.virtual else "; or deploy on a virtual device with --runtime reference"))
+
+
+def _host_cpu_flags() -> list[str]:
+    try:
+        text = open("/proc/cpuinfo", encoding="utf-8", errors="replace").read()
+    except OSError:
+        return []
+    for line in text.splitlines():
+        if line.startswith(("flags", "Features")):
+            return line.split(":", 1)[1].split()
+    return []
+
+
+def check_isa(p: ExecutionPlan, facts: Facts, virtual: bool) -> None:
+    """A build that needs an instruction set the CPU lacks is not launchable (it would die of SIGILL).
+
+    A virtual device runs the lab host's build on the lab host: the host's flags decide there.
+    """
+    from edgelab.runtimes.isa import isa_supported, missing_flags
+
+    for e in p.artifacts:
+        if not (e.get("present") and e.get("isa") and e.get("kind") == "runtime"):
+            continue
+        flags = _host_cpu_flags() if virtual else list(facts.cpu.raw_flags or facts.cpu.features or [])
+        if isa_supported(e["isa"], flags):
+            continue
+        proc = next(pr for pr in p.processes if pr.name == e["process"])
+        why = f"missing {', '.join(missing_flags(e['isa'], flags))}" if flags else "the CPU's flags are unknown"
+        proc.unavailable = (f"{e['name']} needs instruction set {e['isa']}, which "
+                            f"{'the lab host' if virtual else p.device} cannot run ({why})")
+
+
+def _describe(e: dict[str, Any]) -> str:
+    if e.get("kind") == "runtime":
+        progs = f" with {', '.join(e['programs'])}" if e.get("programs") else ""
+        return f"a {e.get('runtime')} build for {e.get('target')}{progs}" + (f" with a {e['ext']} file" if e.get("ext") else "")
+    if e.get("kind") in ("model", "weights"):
+        return f"a {e.get('ext') or ''} model for {e.get('pipeline')} ({e.get('role')})"
+    return str(e.get("role"))
