@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Column, Float, ForeignKey, Index, String, UniqueConstraint
-from sqlmodel import Field, Session, SQLModel, select
+from sqlmodel import Field, Session, SQLModel, col, select
 
 from edgelab.errors import ConfigError, NotFound
 from edgelab.store.models import _ts, utcnow
@@ -204,12 +204,12 @@ def runs_by_id(session: Session, ids: set[str] | list[str]) -> dict[str, Run]:
     """id -> run for those of ``ids`` that exist (a missing id is simply absent), in one query."""
     if not ids:
         return {}
-    return {r.id: r for r in session.exec(select(Run).where(Run.id.in_(sorted(ids)))).all()}
+    return {r.id: r for r in session.exec(select(Run).where(col(Run.id).in_(sorted(ids)))).all()}
 
 
 def busy_device_names(session: Session) -> set[str]:
     """Names of devices with an active (pending or running) run."""
-    names = session.exec(select(Run.device_name).where(Run.state.in_(sorted(ACTIVE_STATES))).distinct()).all()
+    names = session.exec(select(Run.device_name).where(col(Run.state).in_(sorted(ACTIVE_STATES))).distinct()).all()
     return {n for n in names if n}
 
 
@@ -236,7 +236,7 @@ def mark_stale(session: Session, *, max_silence_s: float = 120.0) -> list[str]:
     from datetime import timedelta
 
     cutoff = utcnow() - timedelta(seconds=max_silence_s)
-    stale = session.exec(select(Run).where(Run.state.in_(("running", "pending")))).all()
+    stale = session.exec(select(Run).where(col(Run.state).in_(sorted(ACTIVE_STATES)))).all()
     out = []
     for run in stale:
         beat = run.heartbeat_at or run.started_at or run.created_at
@@ -273,8 +273,8 @@ def samples_of(session: Session, run_id: str, *, kind: str | None = None, after_
 
 def logs_of(session: Session, run_id: str, *, after_id: int = 0) -> list[RunLog]:
     """A run's log/error/stage lines stored after ``after_id``, oldest first (a follower's increment)."""
-    q = select(RunLog).where(RunLog.run_id == run_id, RunLog.id > after_id)
-    return list(session.exec(q.order_by(RunLog.id)).all())
+    q = select(RunLog).where(RunLog.run_id == run_id, col(RunLog.id) > after_id)
+    return list(session.exec(q.order_by(col(RunLog.id))).all())
 
 
 def telemetry_of(session: Session, *, run_id: str | None = None, device: str | None = None,
