@@ -123,8 +123,8 @@ async def test_device_page_offers_trust_for_an_unknown_host_key(engine, ssh_lab)
         assert not known_hosts_path().exists()
         await pilot.press("t")
         await until(pilot, lambda: isinstance(app.screen, TrustScreen))
-        await pilot.click("#trust")
-        await until(pilot, lambda: app.screen is page and not page.working)
+        app.screen.query_one("#trust").press()
+        await until(pilot, lambda: app.screen is page and not page.working, steps=6000)
     with session_scope(engine, write=False) as s:
         d = get_device(s, "orin-unknown")
         assert d.host_key_fingerprint == ssh_lab.host_key_fingerprint
