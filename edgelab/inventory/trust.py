@@ -19,6 +19,7 @@ from edgelab.errors import ConfigError, HostKeyError
 from edgelab.store.db import session_scope
 from edgelab.store.devices import get_device, record_host_key
 from edgelab.store.models import Device
+from edgelab.transport.address import has_host_keys, host_keys_on_the_way
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def fetch_offer(engine: Engine, name: str, timeout: float = 5.0) -> TrustOffer:
 
     device = _device(engine, name)
     endpoint = device.endpoint()
-    if device.transport not in ("ssh", "adb"):
+    if not host_keys_on_the_way(device.transport):
         raise ConfigError(f"{name} is reached over {device.transport}; only SSH hosts have host keys",
                           remedy="nothing to trust")
     for gw in jump.gateways(endpoint):
@@ -69,9 +70,9 @@ def fetch_offer(engine: Engine, name: str, timeout: float = 5.0) -> TrustOffer:
         if not jump.trusted(gw, key):
             return TrustOffer(name=name, host=gw.host, port=gw.port, key_type=key.key_type,
                               fingerprint=key.fingerprint, recorded_fingerprint=None, key=key, via=gw.name)
-    if device.transport != "ssh":
+    if not has_host_keys(device.transport):
         raise ConfigError(
-            f"{name} is reached over adb; only SSH devices have host keys"
+            f"{name} is reached over {device.transport}; only SSH devices have host keys"
             + (" (its lab host's key is trusted)" if endpoint.adb_server and "://" in endpoint.adb_server else ""),
             remedy="adb devices are trusted by accepting the RSA prompt on the device",
         )

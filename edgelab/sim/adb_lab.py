@@ -55,10 +55,10 @@ class AdbLabInfo:
 
 
 def adb_binary() -> str:
-    """The adb that adbutils would use (``ADBUTILS_ADB_PATH`` first), so both agree."""
-    from adbutils._utils import adb_path
+    """The adb the transport's adbutils would use (``ADBUTILS_ADB_PATH`` first), so both agree."""
+    from edgelab.transport.adb_server import adb_binary as binary
 
-    return adb_path()
+    return binary()
 
 
 def _lab_dir(state_dir: Path) -> Path:

@@ -133,3 +133,10 @@ def not_answering(serial: str, adb_server: str | None, timeout: float | None, na
         remedy=f"check it with `adb -s {serial} shell true`; if that hangs too, reconnect "
                f"(`adb disconnect {serial} && adb connect {serial}`) or reboot the device, then retry",
     )
+
+
+def adb_binary() -> str:
+    """The adb program adbutils would run (``ADBUTILS_ADB_PATH`` first, then its bundled one or PATH)."""
+    from adbutils._utils import adb_path  # type: ignore[import-untyped]  # adbutils ships no types
+
+    return adb_path()

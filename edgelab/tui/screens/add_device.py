@@ -23,13 +23,12 @@ from edgelab.tui.widgets.route_fields import RouteFields
 def add_device_row(engine, name: str, transport: str, address: str, device_class: str | None,
                    tags: list[str], *, jump: str | None = None, adb_server: str | None = None) -> str:
     """Build and store the row exactly as `edgelab device add` does; EdgelabError on bad input."""
-    from edgelab.inventory.build import adb_device, ssh_device
+    from edgelab.inventory.build import build_device
     from edgelab.store.db import session_scope
     from edgelab.store.devices import add_device
 
     common = {"device_class": device_class, "tags": tags}
-    device = (ssh_device(name, address, jump=jump, **common) if transport == "ssh"
-              else adb_device(name, address, adb_server=adb_server, **common))
+    device = build_device(transport, name, address, jump=jump, adb_server=adb_server, **common)
     with session_scope(engine) as s:
         return add_device(s, device).name
 
