@@ -16,7 +16,6 @@ from typing import Any
 import paramiko
 
 from edgelab.errors import HostKeyError
-from edgelab.transport import hostkeys
 from edgelab.transport.base import Endpoint
 from edgelab.transport.hostkeys import HostKey
 from edgelab.transport.ssh.connect import (
@@ -132,7 +131,9 @@ def open_socket(hop: Hop, *, timeout: float) -> Stream:
         try:
             jump = POOL.acquire(hop.jump[0], timeout=timeout)
         except HostKeyError as e:  # the jump host's key: trusted through the device (device trust walks there)
-            raise hostkeys.on_the_way(e, hop.jump[0].name, hop.name) from None
+            from edgelab.transport.on_the_way import on_the_way
+
+            raise on_the_way(e, hop.jump[0].name, hop.name) from None
         try:
             return jump.open_channel("direct-tcpip", (hop.host, hop.port), ("127.0.0.1", 0), timeout=timeout)
         except (paramiko.SSHException, EOFError, OSError) as e:
