@@ -30,6 +30,7 @@ from pathlib import Path
 
 from edgelab.errors import TransportError
 
+NETNS_PREFIX = "labhost2-"  # not "edgelab": the persona tests check no edgelab mount shows on this host
 ADB_PORT = 5037  # the namespace's own port space: the default port, as on a real lab host
 GATEWAY_PORT = 22
 SSH_PERSONAS = ["orin-agx"]
@@ -98,7 +99,7 @@ def _make_netns(name: str, host_if: str) -> tuple[str, str]:
         _ip("link", "set", host_if, "up")
         _ip("-n", name, "link", "set", "eth0", "up")
         return f"{prefix}.2", f"{prefix}.1"
-    raise TransportError("no free 10.x.y.0/24 for the second lab host", remedy="remove stale edgelab-lh namespaces")
+    raise TransportError("no free 10.x.y.0/24 for the second lab host", remedy="remove stale labhost2-* namespaces (ip netns list)")
 
 
 def _gateway_config(state: Path, address: str, user: str, authorized: Path) -> Path:
@@ -164,7 +165,7 @@ def start(state_dir: Path, name: str | None = None) -> LabHost:
     state_dir = Path(state_dir).resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
     tag = f"{os.getpid() % 100000}{random.randint(0, 99):02d}"
-    netns, host_if = name or f"edgelab-lh{tag}", f"elh{tag}"
+    netns, host_if = name or f"{NETNS_PREFIX}{tag}", f"lh2h{tag}"
     (state_dir / "netns").write_text(netns)
     try:
         address, peer = _make_netns(netns, host_if)
@@ -197,7 +198,7 @@ def stop(state_dir: Path) -> None:
         netns = (state_dir / "netns").read_text().strip()
     except OSError:
         return
-    if not netns.startswith("edgelab-lh"):
+    if not netns.startswith(NETNS_PREFIX):
         return
     if netns in _ip("netns", "list", check=False).stdout.split():
         for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0)):
