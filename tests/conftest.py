@@ -25,7 +25,7 @@ pytest_plugins = [
 # A test's lanes follow from what it starts, so no file has to remember to mark itself: a test that
 # uses one of these fixtures (directly or through any fixture that depends on it: deploy_lab,
 # ssh_transport, ...) gets its marks at collection. ``-m "not ssh and not adb and not slow"`` is
-# then the unit lane (README, "Tests").
+# then the unit lane (README, "Test lanes").
 LAB_FIXTURES: dict[str, tuple[str, ...]] = {
     "ssh_lab": ("ssh",),  # every SSH persona on a real sshd (tests/fixtures/ssh_lab.py)
     "adb_lab": ("adb",),  # the real adb server in front of the ADB emulator (tests/fixtures/adb_lab.py)
@@ -55,7 +55,7 @@ def _names(code: types.CodeType) -> set[str]:
 def lab_marks(item: pytest.Item) -> set[str]:
     """The lane marks ``item`` needs, from its fixture closure and the code of it and its fixtures."""
     marks: set[str] = set()
-    info = getattr(item, "_fixtureinfo", None)
+    info = getattr(item, "_fixtureinfo", None)  # pytest's resolved fixtures of the item (no public API)
     closure = list(getattr(item, "fixturenames", ()))
     funcs = [getattr(item, "function", None)]
     for name in closure:
