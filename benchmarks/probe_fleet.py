@@ -62,7 +62,7 @@ class _Cpu:
 
 
 def _edgelab_round(engine, names, ssh_config: str, cpu: _Cpu) -> Round:
-    from edgelab.probe import probe_devices
+    from edgelab.inventory.probe import probe_devices
     from edgelab.transport.ssh import close_all
 
     close_all()  # no pooled connection from the previous round: every probe connects afresh

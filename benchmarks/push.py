@@ -57,6 +57,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3, help="rounds per tool and size (median kept)")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    load_before = os.getloadavg()
     rounds = max(1, args.repeat)
     edgelab = shutil.which("edgelab") or str(Path(sys.executable).with_name("edgelab"))
     work = Path(tempfile.mkdtemp(prefix="edgelab-bench-push-"))
@@ -127,8 +128,12 @@ def main() -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
+    load_after = os.getloadavg()
     print(f"\nedgelab push bench: whole commands, VIRTUAL devices on loopback (not real links), "
-          f"median of {rounds} interleaved round(s)\n")
+          f"median of {rounds} interleaved round(s)")
+    print(f"machine: {os.cpu_count()} CPUs, load average (1/5/15 min) {' '.join(f'{x:.1f}' for x in load_before)} "
+          f"before, {' '.join(f'{x:.1f}' for x in load_after)} after: ratios of one run are comparable, "
+          f"seconds across runs are not\n")
     for mib, times in results.items():
         size = mib << 20
         med = {k: statistics.median(v) for k, v in times.items()}

@@ -33,7 +33,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from edgelab.controller.engine import FORMATS, open_engine  # noqa: E402
+from edgelab.controller.engine import FORMATS  # noqa: E402
+from edgelab.controller.engines import open_engine  # noqa: E402
 from edgelab.controller.vla import FlowSampler, VlaController, noise_for  # noqa: E402
 from edgelab.metrics.action import ActionSample, action_metrics  # noqa: E402
 from edgelab.metrics.stats import summarize  # noqa: E402

@@ -93,7 +93,7 @@ def test_one_hung_source_costs_its_own_timeout_only(tmp_path, monkeypatch):
 
 def test_probe_that_hangs_is_killed_at_the_timeout(tmp_path, monkeypatch):
     """A source that ignores TERM outlives its own timeout; the probe's timeout kills the whole group."""
-    from edgelab.probe.snapshot import gather
+    from edgelab.inventory.probe import gather
 
     pidfile = tmp_path / "pid"
     shim = tmp_path / "nvpmodel"

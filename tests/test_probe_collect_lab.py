@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from edgelab.probe import facts_from_raw, probe_device, probe_devices
+from edgelab.inventory.probe import facts_from_raw, probe_device, probe_devices
 from edgelab.sim.lab import LabStatus, register
 from edgelab.store import db as dbmod
 from edgelab.store.db import get_engine, session_scope

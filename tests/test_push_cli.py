@@ -138,10 +138,21 @@ def test_unchanged_repush_skips_the_orm_and_falls_back_when_anything_changed(db,
         assert t.run(["touch", f"{ANDROID_ROOT}/{sha}"]).ok
     finally:
         t.close()
+    leases_before = _lease_count(db)
     res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)[0]["blobs"][0]["status"] == "verified"
-    assert res.stderr.strip().splitlines()[-1] == "ORM", res.stderr
+    # not the re-push's answer: the full push (its own lease, the hash on the device), here on a free
+    # device without the ORM either (quick_push)
+    assert _lease_count(db) == leases_before + 1
+    assert res.stderr.strip().splitlines()[-1] == "NO-ORM", res.stderr
+
+
+def _lease_count(db):
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT COUNT(*) FROM lease").fetchone()[0]
 
 
 def adb_endpoint_for_db(db):

@@ -18,9 +18,9 @@ from edgelab.artifacts import devstore
 from edgelab.artifacts.devstore import HashMismatch, open_store
 from edgelab.artifacts.hashing import sha256_path
 from edgelab.artifacts.push import BlobSpec, push_blob
-from edgelab.artifacts.upload import SFTP_WRITE_HEADER, _write_request_size
 from edgelab.transport.local import LocalTransport
 from edgelab.transport.ssh import SSHTransport
+from edgelab.transport.ssh.sftp import WRITE_HEADER, write_request_size
 
 
 @pytest.fixture
@@ -102,9 +102,9 @@ def test_gcm_negotiated_and_sftp_writes_fit_one_packet(ssh_endpoint, tmp_path):
         assert t.paramiko_transport.local_cipher == "aes128-gcm@openssh.com"
         sftp = t.sftp()
         with sftp.open(str(tmp_path / "x"), "wb", bufsize=0) as f:
-            size = _write_request_size(sftp, f)
+            size = write_request_size(sftp, f)
             per_packet = sftp.get_channel().out_max_packet_size - 64
-            assert 4096 <= size and size + SFTP_WRITE_HEADER + len(f.handle) <= per_packet
+            assert 4096 <= size and size + WRITE_HEADER + len(f.handle) <= per_packet
     finally:
         t.close()
 
@@ -120,24 +120,3 @@ def test_two_followers_of_one_blob_both_confirm(local_store):
     b = local_store.finish_follow(second, sha, len(data))
     assert a and b and a[0] == b[0] == len(data)
     assert sha256_path(Path(local_store.blob(sha))) == sha
-
-
-def test_adb_segments_end_with_a_small_tail():
-    """The device-side work left after the last byte is the last segment's append + hash: keep it small."""
-    from edgelab.artifacts.upload import segment_end
-
-    mib = 1 << 20
-
-    def plan(total, pos=0):
-        out = []
-        while pos < total:
-            end = segment_end(pos, total, 64 * mib)
-            assert pos < end <= total
-            out.append((end - pos) // mib)
-            pos = end
-        return out
-
-    assert plan(256 * mib) == [64, 64, 64, 48, 16]
-    assert plan(16 * mib) == [16]
-    assert plan(100 * mib) == [64, 20, 16]
-    assert plan(256 * mib, pos=200 * mib) == [40, 16]  # a resume plans from where it restarts

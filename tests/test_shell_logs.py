@@ -146,3 +146,44 @@ def test_forward_reaches_a_port_on_the_device(lab_db, device, local):
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0
         srv.close()
+
+
+@pytest.mark.parametrize("device", ["win-hx370-rtx5090", "xelite-pc"])  # DefaultShell powershell, cmd
+def test_device_logs_on_windows_reads_the_system_event_log(lab_db, device):
+    url, env = lab_db
+    out = runner.invoke(app, ["--db", url, "device", "logs", device, "-n", "3"], env=env)
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 3, lines  # the newest three, oldest first, one line each (the CRLF message folded)
+    assert lines[0].startswith("2026-11-30 08:00:09 7036 Information Service Control Manager: The OpenSSH")
+    assert lines[1].startswith("2026-11-30 08:00:12 10016 Warning Microsoft-Windows-DistributedCOM:")
+    assert "permission for the COM" in lines[1]
+    assert "edgelab virtual device" in lines[2]
+
+
+def test_device_logs_follow_on_windows_shows_new_events(lab_db, ssh_lab):
+    import json
+
+    url, env = lab_db
+    exe = os.path.join(os.path.dirname(sys.executable), "edgelab")
+    log = ssh_lab.state_dir / "ssh" / "personas" / "win-hx370-rtx5090" / "data" / "eventlog" / "System.json"
+    before = log.read_text()
+    proc = subprocess.Popen([exe, "device", "logs", "win-hx370-rtx5090", "-n", "1", "-f"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        first = proc.stdout.readline()
+        assert "edgelab virtual device" in first, (first, proc.poll())
+        records = json.loads(before)
+        records.append({"RecordId": 9001, "TimeCreated": "2026-12-01T10:00:00Z", "Id": 7040, "Level": 4,
+                        "ProviderName": "Service Control Manager", "Message": "follow-marker written later"})
+        log.write_text(json.dumps(records))
+        line = proc.stdout.readline()
+        assert line.startswith("2026-12-01 10:00:00 7040 Information Service Control Manager: follow-marker"), line
+    finally:
+        log.write_text(before)
+        proc.send_signal(2)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from edgelab.errors import TransportError
 from edgelab.transport import winscripts
-from edgelab.transport.base import RemoteProcess, RunResult, Transport
+from edgelab.transport.base import Capability, RemoteProcess, RunResult, Transport
 from edgelab.transport.quoting import Shell
 
 ANDROID_ROOT = "/data/local/tmp/edgelab/store"
@@ -121,8 +121,9 @@ class DeviceStore:
     def part(self, sha: str) -> str:
         return self.blob(sha) + ".part"
 
-    def seg(self, sha: str, i: int = 0) -> str:
-        return self.blob(sha) + f".seg{i}"
+    def transfer_path(self, path: str) -> str:
+        """``path`` as the transport's file transfer names it (the same here; SFTP's on Windows)."""
+        return path
 
     # -- commands -------------------------------------------------------------------------------
     def _run(self, argv: list[str], timeout: float = 60.0) -> RunResult:
@@ -139,7 +140,7 @@ class DeviceStore:
 
     @property
     def _hash_fn(self) -> str:
-        return _HASH_FN_TOYBOX if self.t.kind == "adb" else _HASH_FN_POSIX
+        return _HASH_FN_TOYBOX if self.t.shell is Shell.TOYBOX else _HASH_FN_POSIX
 
     @property
     def t_name(self) -> str:
@@ -177,13 +178,6 @@ class DeviceStore:
     def rename(self, src: str, dst: str) -> None:
         """Atomic within one directory: readers see the old blob or the new one, never a mix."""
         self._must(["mv", "-f", src, dst], f"rename {src}")
-
-    def append(self, src: str, dst: str, size: int) -> None:
-        """Append ``src`` to ``dst`` and drop ``src`` (the ADB sync protocol cannot append)."""
-        script = 'cat "$1" >> "$2" && rm -f "$1"'
-        self._must(
-            ["sh", "-c", script, "edgelab-append", src, dst], f"append to {dst}", timeout=hash_timeout(size)
-        )
 
     def remove(self, paths: list[str]) -> None:
         if paths:
@@ -286,11 +280,13 @@ class WindowsStore(DeviceStore):
     def sftp_path(self, path: str) -> str:
         return "/" + path.replace("\\", "/")
 
+    def transfer_path(self, path: str) -> str:
+        return self.sftp_path(path)
+
     def _ps(self, script: str, timeout: float = 60.0) -> RunResult:
-        run_ps = getattr(self.t, "run_ps", None)
-        if run_ps is None:
+        if not self.t.supports(Capability.WINDOWS_SHELL):
             raise TransportError(f"{self.t_name}: a Windows store needs an SSH transport")
-        return run_ps(script, timeout=timeout)
+        return self.t.run_ps(script, timeout=timeout)
 
     def _ps_must(self, script: str, what: str, timeout: float = 60.0) -> RunResult:
         res = self._ps(script, timeout)
@@ -336,9 +332,6 @@ class WindowsStore(DeviceStore):
     def rename(self, src: str, dst: str) -> None:
         self._ps_must(winscripts.move(src, dst), "rename")
 
-    def append(self, src: str, dst: str, size: int) -> None:  # pragma: no cover - SFTP appends in place
-        raise TransportError("Windows stores append over SFTP")
-
     def remove(self, paths: list[str]) -> None:
         if paths:
             self._ps_must(winscripts.remove(paths), "rm")
@@ -356,11 +349,10 @@ class WindowsStore(DeviceStore):
 def windows_store_root(transport: Transport) -> tuple[str, str]:
     """(store root, the variable it came from): %LOCALAPPDATA%\\edgelab\\store for a user with a profile;
     a service account without one gets %ProgramData%\\edgelab\\store, else %TEMP%\\edgelab\\store."""
-    name = getattr(transport, "name", "device")
-    run_ps = getattr(transport, "run_ps", None)
-    if run_ps is None:
+    name = transport.name
+    if not transport.supports(Capability.WINDOWS_SHELL):
         raise TransportError(f"{name}: a Windows store needs an SSH transport")
-    res = run_ps(winscripts.env_bases(), timeout=30)
+    res = transport.run_ps(winscripts.env_bases(), timeout=30)
     base, var = winscripts.pick_base(res.stdout) if res.ok else (None, None)
     if not base:
         raise TransportError(
@@ -378,7 +370,7 @@ def open_store(transport: Transport, root: str | None = None) -> DeviceStore:
     if root is not None:
         cls = WindowsStore if transport.shell is Shell.POWERSHELL else DeviceStore
         return cls(transport, root)
-    if transport.kind == "adb":
+    if transport.shell is Shell.TOYBOX:  # Android: the shell user's home is not writable
         return DeviceStore(transport, ANDROID_ROOT)
     if transport.shell is Shell.POWERSHELL:
         return WindowsStore(transport, windows_store_root(transport)[0])

@@ -19,8 +19,9 @@ from typing import Protocol
 
 from edgelab.artifacts.devstore import DeviceStore, HashMismatch, open_store
 from edgelab.artifacts.hashing import sha256_path
-from edgelab.artifacts.upload import ADB_SEGMENT, upload
+from edgelab.artifacts.upload import upload
 from edgelab.errors import EdgelabError, TransportError
+from edgelab.transport.base import Progress
 
 log = logging.getLogger(__name__)
 
@@ -116,20 +117,19 @@ def _upload_and_verify(
     offset: int,
     total: int,
     part: tuple[int, str] | None,
-    sent: Callable[[int], None],
-    segment: int,
+    progress: Progress,
 ) -> tuple[tuple[int, str] | None, float]:
     """Upload, with the device hashing ``.part`` while it arrives (``store.follow``) where it can;
     the blob's stat after the rename, and when the upload itself finished."""
     if not store.follows:
-        upload(store, local, sha, offset, total, sent, segment=segment)
+        upload(store, local, sha, offset, progress)
         uploaded = time.monotonic()
         return store.finalize(sha, total), uploaded
     if offset == 0 and part is not None:
         store.remove([store.part(sha)])  # stale bytes: the follower must not hash them
     follower = store.follow(sha, total)
     try:
-        upload(store, local, sha, offset, total, sent, segment=segment)
+        upload(store, local, sha, offset, progress)
     except BaseException:
         _stop(store, follower)
         raise
@@ -152,7 +152,6 @@ def push_blob(
     verify: bool = False,
     progress: BlobProgress | None = None,
     attempts: int = 3,
-    segment: int = ADB_SEGMENT,
 ) -> BlobResult:
     """Make ``store`` hold ``blob`` under its SHA-256, verified on the device.
 
@@ -185,15 +184,15 @@ def push_blob(
                 status = "resumed"
             done = offset
 
-            def sent(n: int) -> None:
+            def sent(now: int, _size: int) -> None:
                 nonlocal done, sent_total
-                done += n
-                sent_total += n
+                sent_total += now - done
+                done = now
                 if progress:
                     progress(sha, done, total)
 
             t_up = time.monotonic()
-            after = _upload_and_verify(store, local, sha, offset, total, part, sent, segment)
+            after = _upload_and_verify(store, local, sha, offset, total, part, sent)
             t_verify, t_done = after[1], time.monotonic()
             after = after[0]
             if after is not None:
@@ -242,7 +241,6 @@ def push_to_device(
     stamps: Stamps | None = None,
     verify: bool = False,
     progress: Callable[[str, str, int, int], None] | None = None,
-    segment: int = ADB_SEGMENT,
 ) -> DeviceResult:
     """Push every blob to one device; failures are returned, not raised (others keep going)."""
     out = DeviceResult(device)
@@ -253,7 +251,7 @@ def push_to_device(
         for blob in blobs:
             cb = (lambda sha, d, t: progress(device, sha, d, t)) if progress else None
             out.blobs.append(
-                push_blob(store, blob, stamps=stamps, verify=verify, progress=cb, segment=segment)
+                push_blob(store, blob, stamps=stamps, verify=verify, progress=cb)
             )
     except EdgelabError as e:
         out.error, out.remedy = str(e), e.remedy

@@ -1,9 +1,9 @@
-"""The unchanged re-push without the ORM: "already there, verified" in one device round trip.
+"""``edgelab push`` without the ORM: the unchanged re-push, and a fresh push to free devices.
 
 An operator re-runs ``edgelab push NAME --device D`` all day; when nothing changed, the answer needs
 five small reads of the database (artifact, its files, the local hash cache, the device row, the
 device's verified blobs) and one ``stat`` on the device. SQLAlchemy, SQLModel and the table
-classes cost several times that, so this path reads SQLite with the standard library
+classes cost several times that, so ``quick_repush`` reads SQLite with the standard library
 (``edgelab.store.quickread``) and only answers when every blob is certainly present:
 
 * each local file's size and mtime_ns match its hash-cache row, whose SHA-256 is the registered one;
@@ -11,20 +11,25 @@ classes cost several times that, so this path reads SQLite with the standard lib
   (any write moves the stamp: the same trust rule as ``push_blob``'s "present");
 * no device is under an open lease (who may push then is ``edgelab.lease``'s to decide).
 
-Anything else (``--verify``, ``--lease``, a missing row, another schema revision, a changed file, a
-blob not recorded or changed, any error) answers ``None`` and the caller takes the full path, which
-pushes, verifies and records. Nothing is written here, neither in the database nor on the device.
+``quick_push`` does the whole push on the same conditions (no device leased at all), writing only
+what ``push_artifacts`` writes: its own lease (``edgelab.lease.quick``) and the verifications
+(``edgelab.store.quickwrite``); the bytes, the resume and the device-side check are ``push_parallel``'s
+as on the ORM path. Anything else (``--verify``, ``--lease``, a missing row, another schema
+revision, a changed file, an open lease, any error before the lease) answers ``None`` and the
+caller takes the full path, which pushes, verifies and records.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from edgelab.artifacts.push import BlobResult, DeviceResult
+from edgelab.artifacts.push import BlobResult, BlobSpec, DeviceResult, push_parallel
 from edgelab.errors import EdgelabError
+from edgelab.lease.quick import take
 from edgelab.store.quickread import ANY_LEASE_HELD, read_table
+from edgelab.store.quickwrite import connect, put_store_entries
 
 
 def _endpoint(row):
@@ -38,8 +43,8 @@ def _endpoint(row):
     )
 
 
-def _blobs(refs: Sequence[str], url: str | None) -> list[tuple[str, int]] | None:
-    """(sha256, size) of every distinct file of the artifacts, each unchanged since it was hashed."""
+def _blobs(refs: Sequence[str], url: str | None) -> list[BlobSpec] | None:
+    """Every distinct file of the artifacts, each unchanged since it was hashed."""
     arts = read_table("artifact", url=url)
     files = read_table("artifact_file", url=url, order_by="path")
     cache = read_table("hash_cache", url=url, order_by="path")
@@ -47,7 +52,7 @@ def _blobs(refs: Sequence[str], url: str | None) -> list[tuple[str, int]] | None
         return None
     by_name = {a.name: a for a in arts[1]}
     hashed = {h.path: h for h in cache[1]}
-    out: dict[str, int] = {}
+    out: dict[str, BlobSpec] = {}
     for ref in refs:
         art = by_name.get(ref)
         if art is None:
@@ -63,8 +68,8 @@ def _blobs(refs: Sequence[str], url: str | None) -> list[tuple[str, int]] | None
             h = hashed.get(str(path))
             if h is None or h.size != st.st_size or h.mtime_ns != st.st_mtime_ns or h.sha256 != f.sha256:
                 return None
-            out.setdefault(f.sha256, st.st_size)
-    return list(out.items())
+            out.setdefault(f.sha256, BlobSpec(path, f.sha256, st.st_size))
+    return list(out.values())
 
 
 def quick_repush(refs: Sequence[str], devices: Sequence[str], *, url: str | None = None) -> list[DeviceResult] | None:
@@ -87,7 +92,7 @@ def quick_repush(refs: Sequence[str], devices: Sequence[str], *, url: str | None
         start = time.monotonic()
         dev = by_name[name]
         recorded = {e.sha256: (e.size, e.stamp) for e in entries[1] if e.device_id == dev.id}
-        if any(recorded.get(sha, (None, None))[0] != size for sha, size in blobs):
+        if any(recorded.get(b.sha256, (None, None))[0] != b.size for b in blobs):
             return None
         try:
             from edgelab.artifacts.devstore import open_store
@@ -97,11 +102,11 @@ def quick_repush(refs: Sequence[str], devices: Sequence[str], *, url: str | None
             try:
                 store = open_store(t)
                 out = DeviceResult(name)
-                for sha, size in blobs:
-                    have, _part = store.inspect(sha)
-                    if have is None or have != recorded[sha]:
+                for b in blobs:
+                    have, _part = store.inspect(b.sha256)
+                    if have is None or have != recorded[b.sha256]:
                         return None
-                    out.blobs.append(BlobResult(sha, size, "present", store.blob(sha),
+                    out.blobs.append(BlobResult(b.sha256, b.size, "present", store.blob(b.sha256),
                                                 seconds=time.monotonic() - start))
             finally:
                 t.close()
@@ -109,3 +114,77 @@ def quick_repush(refs: Sequence[str], devices: Sequence[str], *, url: str | None
             return None  # the full path reports it properly
         results.append(out)
     return results
+
+
+class _QuickStamps:
+    """One device's recorded verifications, read once; new ones kept until ``save`` writes them all."""
+
+    def __init__(self, device_id: int, recorded: dict[str, tuple[int, str | None]]):
+        self.device_id, self.recorded = device_id, recorded
+        self.puts: dict[str, tuple[int, str | None]] = {}
+        self.drops: set[str] = set()
+
+    def get(self, sha: str) -> tuple[int, str | None] | None:
+        return self.puts.get(sha) or (None if sha in self.drops else self.recorded.get(sha))
+
+    def put(self, sha: str, size: int, stamp: str | None) -> None:
+        self.drops.discard(sha)
+        self.puts[sha] = (size, stamp)
+
+    def drop(self, sha: str) -> None:
+        self.puts.pop(sha, None)
+        self.drops.add(sha)
+
+    def save(self, conn) -> None:
+        put_store_entries(conn, self.device_id, [(sha, *v) for sha, v in self.puts.items()], sorted(self.drops))
+
+
+def quick_push(refs: Sequence[str], devices: Sequence[str], *, url: str | None = None,
+               progress: Callable[[str, str, int, int], None] | None = None,
+               workers: int = 8) -> list[DeviceResult] | None:
+    """``push_artifacts`` without the ORM, when no device is under any open lease; else ``None``.
+
+    The same work in the same order: the artifacts' files (each unchanged since it was hashed), a
+    lease of the push's own on every device (``edgelab.lease.quick``), ``push_parallel`` with the
+    device's recorded verifications, the new ones written once the devices are done, the lease
+    given back. Anything this path cannot answer for certain goes to the ORM path (``None``),
+    before a byte is sent.
+    """
+    if not refs or not devices:
+        return None
+    blobs = _blobs(refs, url)
+    rows = read_table("device", url=url, unless=ANY_LEASE_HELD)
+    entries = read_table("device_store_entry", url=url, order_by="id")
+    if blobs is None or rows is None or entries is None:
+        return None
+    by_name = {d.name: d for d in rows[1]}
+    names = list(dict.fromkeys(devices))
+    if any(name not in by_name for name in names):
+        return None  # unknown names: the ORM path says so properly
+    conn = connect(url)
+    if conn is None:
+        return None
+    try:
+        lease = take(conn, [by_name[n] for n in names], f"push {', '.join(refs)}"[:200])
+        if lease is None:
+            return None
+        stamps = {}
+        for name in names:
+            dev = by_name[name]
+            stamps[name] = _QuickStamps(dev.id, {e.sha256: (e.size, e.stamp) for e in entries[1]
+                                                 if e.device_id == dev.id})
+        try:
+            from edgelab.transport import open_transport
+
+            jobs = [(n, (lambda ep=_endpoint(by_name[n]): open_transport(ep)), stamps[n]) for n in names]
+            results = push_parallel(jobs, blobs, progress=progress, workers=workers)
+        finally:
+            lease.stop_renewing()  # one connection: no heartbeat inside the transactions below
+            try:
+                for st in stamps.values():
+                    st.save(conn)
+            finally:
+                lease.end()
+        return results
+    finally:
+        conn.close()

@@ -39,7 +39,10 @@ def add(
     ] = None,
     adb: Annotated[str | None, typer.Option("--adb", help="ADB serial (as `adb devices` prints it).")] = None,
     adb_server: Annotated[
-        str | None, typer.Option("--adb-server", help="host:port of the adb server (default: local)")
+        str | None,
+        typer.Option("--adb-server", help="The adb server the phone hangs off: host:port (default: the local one), "
+                     "or ssh://[user@]labhost[:port][/adb_port] for one on another lab host's loopback, tunnelled "
+                     "over SSH (keys or the agent; trust its host key with `edgelab device trust NAME`)"),
     ] = None,
     device_class: Annotated[
         str | None, typer.Option("--class", help="jetson | cuda_discrete | x86_cpu | arm64_cpu | npu_phone")
@@ -65,7 +68,7 @@ def add(
     if ssh and adb_server:
         fail("--adb-server goes with --adb, not --ssh", "drop --adb-server or use --adb SERIAL", 2)
     if adb and jump:
-        fail("--jump goes with --ssh, not --adb", "for a remote adb server use --adb-server host:port", 2)
+        fail("--jump goes with --ssh, not --adb", "for a remote adb server use --adb-server host:port or ssh://labhost", 2)
     common = {"device_class": device_class, "tags": tag or [], "notes": notes, "shell": shell}
     try:
         device = (
@@ -354,7 +357,10 @@ def trust(
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the device.")] = 5.0,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show an SSH device's host key fingerprint and, once confirmed, record it as trusted."""
+    """Show an SSH device's host key fingerprint and, once confirmed, record it as trusted.
+
+    A lab host on the way (a jump host, the SSH host of an ssh:// adb server) that is not trusted yet
+    comes first: its key is shown and recorded (in known_hosts only); run trust again for the next."""
     from edgelab.inventory.trust import accept_offer, fetch_offer
 
     engine = open_engine()
@@ -371,9 +377,11 @@ def trust(
         "key_type": offer.key_type,
         "fingerprint": offer.fingerprint,
         "recorded_fingerprint": offer.recorded_fingerprint,
+        "via": offer.via,
     }
     out = err_console if as_json else console
-    out.print(f"{name} ({offer.host}:{offer.port}) presents a [bold]{offer.key_type}[/] key")
+    who = f"lab host {offer.via} on the way to {name}" if offer.via else name
+    out.print(f"{who} ({offer.host}:{offer.port}) presents a [bold]{offer.key_type}[/] key", highlight=False)
     out.print(f"  fingerprint [bold]{offer.fingerprint}[/]", highlight=False)
     if offer.changed:
         out.print(
@@ -398,7 +406,8 @@ def trust(
     if as_json:
         print_json({**summary, "trusted": True})
     elif not offer.already_trusted:
-        console.print(f"trusted {name}")
+        console.print(f"trusted lab host {offer.via} (run `edgelab device trust {name}` again for the next key)"
+                      if offer.via else f"trusted {name}", highlight=False)
 
 
 def _print_import(report, as_json: bool, source: str) -> None:

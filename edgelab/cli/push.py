@@ -41,13 +41,6 @@ def push(
             return
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-    from edgelab.artifacts.service import push_artifacts, resolve_devices
-
-    engine = open_engine()
-    try:
-        devices = resolve_devices(engine, device or [], all_devices)
-    except EdgelabError as err:
-        fail_from(err, code=2 if isinstance(err, ConfigError) else 1)
     tasks: dict[tuple[str, str], int] = {}
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
     with Progress(*columns, console=err_console, transient=as_json, disable=as_json) as bar:
@@ -58,13 +51,30 @@ def push(
                 tasks[key] = bar.add_task(f"{escape(dev)} {sha[:12]}", total=total)
             bar.update(tasks[key], completed=done)
 
-        try:
-            blobs, results = push_artifacts(
-                engine, artifacts, devices, verify=verify, progress=progress, workers=parallel,
-                lease_id=lease,
-            )
-        except EdgelabError as err:
-            fail_from(err)
+        results = None
+        if device and not verify and lease is None:
+            from edgelab.artifacts.quickpush import quick_push
+            from edgelab.cli.common import state
+
+            try:  # free devices: pushed, verified and recorded without the ORM's start-up
+                results = quick_push(artifacts, device, url=state.db, progress=progress, workers=parallel)
+            except EdgelabError as err:
+                fail_from(err)
+        if results is None:
+            from edgelab.artifacts.service import push_artifacts, resolve_devices
+
+            engine = open_engine()
+            try:
+                devices = resolve_devices(engine, device or [], all_devices)
+            except EdgelabError as err:
+                fail_from(err, code=2 if isinstance(err, ConfigError) else 1)
+            try:
+                blobs, results = push_artifacts(
+                    engine, artifacts, devices, verify=verify, progress=progress, workers=parallel,
+                    lease_id=lease,
+                )
+            except EdgelabError as err:
+                fail_from(err)
     _report(results, as_json)
 
 

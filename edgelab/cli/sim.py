@@ -38,7 +38,7 @@ def _table(status: lab.LabStatus) -> Table:
     for col in ("name", "transport", "address", "class", "shell", "state"):
         table.add_column(col)
     for d in data["devices"]:
-        addr = d["serial"] if d["transport"] == "adb" else f"{d['user']}@{d['address']}:{d['port']}"
+        addr = d["serial"] if "serial" in d else f"{d['user']}@{d['address']}:{d['port']}"
         table.add_row(d["name"], d["transport"], addr, d["device_class"] or "", d["shell"], d["state"])
     return table
 

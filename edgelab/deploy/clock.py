@@ -18,7 +18,7 @@ from edgelab.transport.quoting import Shell
 
 def _device_now(t: Transport) -> float:
     if t.shell is Shell.POWERSHELL:
-        out = t.run_ps(winscripts.clock_ms(), timeout=20).stdout  # type: ignore[attr-defined]
+        out = t.run_ps(winscripts.clock_ms(), timeout=20).stdout
         return int(out.strip()) / 1000.0
     out = t.run(["date", "+%s.%N"], timeout=20).stdout.strip()
     try:

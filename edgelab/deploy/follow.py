@@ -119,7 +119,7 @@ class Follower:
     def _connect(self, endpoint):
         from edgelab.transport import open_transport
 
-        return open_transport(endpoint, **(self.transport if endpoint.kind == "ssh" else {}))
+        return open_transport(endpoint, **(self.transport or {}))
 
     def _server(self) -> dict[str, Any] | None:
         """The deployment's process measured from the lab side (llama-server), if it has one."""
@@ -136,8 +136,8 @@ class Follower:
 
     def _drive(self, server: dict[str, Any], stop_event: threading.Event) -> dict[str, Any] | None:
         """Requests paced one a second until the deployment ends: live TTFT and tokens/s in the store."""
-        from edgelab.bench import llama
         from edgelab.deploy import control
+        from edgelab.deploy import llama_drive as llama
 
         with session_scope(self.engine, write=False) as s:
             run = get_run(s, self.run_id)

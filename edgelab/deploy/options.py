@@ -18,6 +18,5 @@ class Options:
 
 
 def connect(endpoint, opts: Options) -> Transport:
-    """A transport to the device; the SSH options apply to SSH endpoints only."""
-    options = dict(opts.transport) if endpoint.kind == "ssh" else {}
-    return open_transport(endpoint, **options)
+    """A transport to the device; each knob applies where it means something (``options_for``)."""
+    return open_transport(endpoint, **opts.transport)

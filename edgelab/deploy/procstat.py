@@ -13,7 +13,7 @@ import time
 
 from edgelab.metrics import events as ev
 from edgelab.transport import winscripts
-from edgelab.transport.base import Transport
+from edgelab.transport.base import Capability, Transport
 from edgelab.transport.quoting import Shell
 
 # $1 pgid: "rss_kB hwm_kB" summed / maxed over live members of the group.
@@ -35,10 +35,9 @@ echo "$n $rss $hwm"
 def memory(t: Transport, pgid: int) -> tuple[int | None, int | None]:
     """(resident bytes now, peak bytes of the largest member); (None, None) when unknown or gone."""
     if t.shell is Shell.POWERSHELL:
-        run_ps = getattr(t, "run_ps", None)
-        if run_ps is None:
+        if not t.supports(Capability.WINDOWS_SHELL):
             return None, None
-        parts = run_ps(winscripts.tree_memory(pgid), timeout=20).stdout.split()
+        parts = t.run_ps(winscripts.tree_memory(pgid), timeout=20).stdout.split()
         if len(parts) != 3 or not all(p.isdigit() for p in parts) or parts[0] == "0":
             return None, None
         return int(parts[1]), int(parts[2]) * 1024  # working set in bytes, peak in KiB

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from edgelab.errors import EdgelabError, TransportError
 from edgelab.transport import winscripts
-from edgelab.transport.base import RemoteProcess, Transport
+from edgelab.transport.base import Capability, RemoteProcess, RunResult, Transport
 from edgelab.transport.quoting import Shell
 
 # $1 workdir, $2.. argv. Prints the group leader's pid once the pid file is written.
@@ -72,11 +72,10 @@ def _posix(script: str, *args: str) -> list[str]:
     return ["sh", "-c", script, "edgelab", *args]
 
 
-def _ps(t: Transport, script: str, timeout: float = 30.0):
-    run_ps = getattr(t, "run_ps", None)
-    if run_ps is None:
-        raise TransportError(f"{getattr(t, 'name', 'device')}: a Windows device needs an SSH transport")
-    return run_ps(script, timeout=timeout)
+def _ps(t: Transport, script: str, timeout: float = 30.0) -> RunResult:
+    if not t.supports(Capability.WINDOWS_SHELL):
+        raise TransportError(f"{t.name}: a Windows device needs an SSH transport")
+    return t.run_ps(script, timeout=timeout)
 
 
 def _sftp_path(path: str) -> str:
@@ -217,7 +216,7 @@ def follow_argv(path: str) -> list[str]:
 def follow(t: Transport, path: str) -> RemoteProcess:
     """A remote file's lines from the start, then as they are written; cancel ends it."""
     if t.shell is Shell.POWERSHELL:
-        return t.stream_ps(winscripts.follow_log(path))  # type: ignore[attr-defined]
+        return t.stream_ps(winscripts.follow_log(path))
     return t.stream(follow_argv(path))
 
 

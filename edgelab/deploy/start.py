@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from edgelab.deploy import remote
 from edgelab.deploy.artifacts import fill, fill_words
-from edgelab.deploy.plan import ProcessSpec
+from edgelab.deploy.plan import ProcessSpec, programs
 from edgelab.errors import TransportError
 from edgelab.transport import winscripts
 from edgelab.transport.base import Transport
@@ -54,11 +54,6 @@ def bound(proc: ProcessSpec, workdir: str, blob_paths: dict[str, str]) -> tuple[
     return argv, env, bin_dir
 
 
-def programs(proc: ProcessSpec) -> set[str]:
-    """Names in ``{bin}`` the argv runs (``{bin}/llama-server``): those need the execute bit."""
-    return {w.split("{bin}/", 1)[1].split("/")[0] for w in proc.argv if "{bin}/" in w}
-
-
 def layout(t: Transport, bin_dir: str, links: dict[str, str], blob_paths: dict[str, str],
            executable: set[str] | None = None) -> None:
     """Make ``bin_dir`` hold one link per runtime file (name -> store blob)."""
@@ -88,7 +83,7 @@ def _layout_windows(t: Transport, bin_dir: str, links: dict[str, str], blob_path
             raise TransportError(f"{name} ({sha[:12]}) was not pushed to the device store",
                                  remedy="push the runtime build again (`edgelab push`)")
         pairs.append((name, blob_paths[sha]))
-    res = t.run_ps(winscripts.layout(bin_dir, pairs), timeout=60)  # type: ignore[attr-defined]
+    res = t.run_ps(winscripts.layout(bin_dir, pairs), timeout=60)
     if not res.ok:
         raise TransportError(f"could not lay out {bin_dir} (exit {res.exit_code}): "
                              f"{(res.stderr or res.stdout).strip()[:200]}",

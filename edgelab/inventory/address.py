@@ -87,8 +87,17 @@ def parse_jump(text: str) -> str:
 
 
 def parse_adb_server(text: str) -> str:
-    """``host[:port]`` of an adb server (default port 5037), normalised to ``host:port``."""
+    """``host[:port]`` of an adb server (default port 5037), normalised to ``host:port``; or
+    ``ssh://[user@]host[:port][/adb_port]`` for one on another lab host's loopback, reached through SSH
+    (normalised to ``ssh://[user@]host[:port]/adb_port``; a password part is refused)."""
     s = text.strip()
+    if s.lower().startswith("ssh://"):
+        rest = s[len("ssh://"):]
+        addr, sep, adb = rest.partition("/")
+        if sep and (not adb.isdigit() or not 0 < int(adb) < 65536):
+            raise ConfigError(f"bad adb port {adb!r} in adb server {parse_ssh_address(addr)}",
+                              remedy="write the adb server's port on that host after a slash: ssh://host/5037")
+        return f"ssh://{parse_ssh_address(addr)}/{int(adb) if sep else ADB_DEFAULT_PORT}"
     if "@" in s:
         raise ConfigError(
             f"adb server {'***@' + s.rpartition('@')[2]!r} holds a user part; an adb server takes none",

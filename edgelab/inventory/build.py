@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from edgelab.errors import ConfigError
 from edgelab.inventory.address import parse_adb_serial, parse_adb_server, parse_jump, parse_ssh_address
@@ -73,3 +74,16 @@ def adb_device(
         notes=notes,
     )
     return validate_device(device)
+
+
+def build_device(transport: str, name: str, address: str, *, jump: str | None = None,
+                 adb_server: str | None = None, **fields: Any) -> Device:
+    """``ssh_device`` or ``adb_device`` by the transport a form chose (``address`` in that one's syntax;
+    ``jump`` is the SSH route's, ``adb_server`` the ADB route's, the other one is ignored)."""
+    builders = {
+        "ssh": lambda: ssh_device(name, address, jump=jump, **fields),
+        "adb": lambda: adb_device(name, address, adb_server=adb_server, **fields),
+    }
+    if transport not in builders:
+        raise ConfigError(f"cannot add a {transport!r} device here", remedy="choose ssh or adb")
+    return builders[transport]()

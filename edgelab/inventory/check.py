@@ -44,18 +44,10 @@ class CheckResult:
 
 def check_endpoint(endpoint: Endpoint, timeout: float = 5.0) -> tuple[str, str | None]:
     """(state, detail) for one endpoint; never raises for an unreachable device."""
+    from edgelab.transport import check
+
     try:
-        if endpoint.kind == "ssh":
-            from edgelab.transport.ssh import SSHTransport
-
-            return SSHTransport.check(endpoint, timeout=timeout)
-        if endpoint.kind == "adb":
-            from edgelab.transport.adb import ADBTransport
-
-            return ADBTransport.check(endpoint, timeout=timeout)
-        if endpoint.kind == "local":
-            return "online", None
-        return "error", f"unknown transport {endpoint.kind!r}"
+        return check(endpoint, timeout=timeout)
     except Exception as err:  # a check must report, not crash the whole sweep
         return "error", f"{type(err).__name__}: {err}"
 

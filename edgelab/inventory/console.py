@@ -15,7 +15,7 @@ from sqlalchemy import Engine
 from edgelab.errors import ConfigError
 from edgelab.store.db import session_scope
 from edgelab.store.devices import get_device
-from edgelab.transport import Transport, open_transport
+from edgelab.transport import Capability, Transport, open_transport, winscripts
 from edgelab.transport.quoting import Shell, encode_powershell
 
 Out = Callable[[str], None]
@@ -25,7 +25,7 @@ def _open(engine: Engine, name: str, **options) -> tuple[Transport, Shell]:
     with session_scope(engine, write=False) as s:
         device = get_device(s, name)
         endpoint = device.endpoint()
-    return open_transport(endpoint, **(options if endpoint.kind == "ssh" else {})), endpoint.shell
+    return open_transport(endpoint, **options), endpoint.shell
 
 
 def run_command(engine: Engine, name: str, argv: Sequence[str], *, on_stdout: Out, lease_id: str | None = None,
@@ -56,21 +56,6 @@ def _posix_log_script(lines: int, follow: bool) -> str:
             f"exec journalctl --no-pager -n {n}; else dmesg | tail -n {n}; fi")
 
 
-def _windows_log_script(lines: int, follow: bool) -> str:
-    n = int(lines)
-    show = "ForEach-Object { '{0:yyyy-MM-dd HH:mm:ss} {1} {2} {3}: {4}' -f $_.TimeCreated, $_.Id, " \
-           "$_.LevelDisplayName, $_.ProviderName, ($_.Message -replace '\\s+', ' ') }"
-    if not follow:  # newest N, printed oldest first
-        return f"Get-WinEvent -LogName System -MaxEvents {n} | Sort-Object RecordId | {show}"
-    script = (f"$ev = @(Get-WinEvent -LogName System -MaxEvents {n} -ErrorAction Stop); "
-              f"[array]::Reverse($ev); $ev | {show}; ")
-    if follow:
-        script += ("$last = if ($ev.Count) { $ev[-1].RecordId } else { 0 }; while ($true) { Start-Sleep 2; "
-                   "$new = @(Get-WinEvent -LogName System -MaxEvents 200 | Where-Object { $_.RecordId -gt $last }); "
-                   f"[array]::Reverse($new); $new | {show}; if ($new.Count) {{ $last = $new[-1].RecordId }} }}")
-    return script
-
-
 def log_argv(shell: Shell, *, lines: int = 200, follow: bool = False) -> list[str]:
     """The command that prints (or follows) the device's system log, for its shell family."""
     if lines < 1:
@@ -78,7 +63,7 @@ def log_argv(shell: Shell, *, lines: int = 200, follow: bool = False) -> list[st
     if shell is Shell.TOYBOX:  # Android: logcat's own tail (-t) and follow-from-tail (-T)
         return ["logcat", "-T", str(lines)] if follow else ["logcat", "-d", "-t", str(lines)]
     if shell is Shell.POWERSHELL:
-        return encode_powershell(_windows_log_script(lines, follow))
+        return encode_powershell(winscripts.event_log(lines, follow))
     return ["sh", "-c", _posix_log_script(lines, follow)]
 
 
@@ -109,30 +94,18 @@ def interactive(engine: Engine, name: str, *, lease_id: str | None = None, **opt
     with held(engine, [name], "interactive shell", lease_id=lease_id):
         with session_scope(engine, write=False) as s:
             endpoint = get_device(s, name).endpoint()
-        if endpoint.kind == "adb":
-            from edgelab.transport.adb_server import open_transport as adb_open
-
-            sock = adb_open(endpoint.adb_server, endpoint.adb_serial or "", "shell:")
-            sock.settimeout(None)
-            try:
-                _bridge(sock.fileno(), lambda: sock.recv(65536), sock.sendall)
-            finally:
-                sock.close()
-            return 0
-        t = open_transport(endpoint, **(options if endpoint.kind == "ssh" else {}))
+        t = open_transport(endpoint, **options)
         try:
-            if endpoint.kind != "ssh":
+            if not t.supports(Capability.INTERACTIVE):
                 raise ConfigError(f"{name}: an interactive shell needs an ssh or adb device",
                                   remedy=f"run one command: `edgelab shell {name} -- CMD`")
             size = shutil.get_terminal_size()
-            chan = t.paramiko_transport.open_session()  # type: ignore[attr-defined]
-            chan.get_pty(term=os.environ.get("TERM", "xterm"), width=size.columns, height=size.lines)
-            chan.invoke_shell()
+            session = t.interactive(term=os.environ.get("TERM", "xterm"), columns=size.columns, lines=size.lines)
             try:
-                _bridge(chan.fileno(), lambda: chan.recv(65536), chan.sendall)
-                return chan.recv_exit_status() if chan.exit_status_ready() else 0
+                _bridge(session.fileno(), lambda: session.recv(65536), session.send)
+                return session.exit_code()
             finally:
-                chan.close()
+                session.close()
         finally:
             t.close()
 

@@ -6,13 +6,13 @@ import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import paramiko
 from sqlmodel import Session, select
 
 from edgelab.errors import ConfigError, EdgelabError
 from edgelab.inventory.address import parse_adb_serial, parse_adb_server, parse_jump, parse_ssh_address
 from edgelab.store.devices import add_device, normalize_name, record_state
 from edgelab.store.models import Device
+from edgelab.transport.ssh_config import ConfigText
 
 _WILDCARDS = set("*?!")
 ADB_STATES = {"device": "online", "offline": "offline", "unauthorized": "unauthorized"}
@@ -88,20 +88,20 @@ def read_ssh_config(path: Path, pattern: str | None = None,
     if notes is not None:
         notes.extend(skipped)
     try:
-        cfg = paramiko.SSHConfig.from_text(text)
-    except (ValueError, paramiko.ConfigParseError) as err:
+        cfg = ConfigText(text)
+    except ValueError as err:
         raise ConfigError(
             f"cannot read ssh config {path}: {err}", remedy="fix that file or pass another --file"
         ) from err
     hosts = []
-    for alias in sorted(cfg.get_hostnames()):
+    for alias in sorted(cfg.hostnames()):
         if _WILDCARDS & set(alias):
             continue
         if pattern and not fnmatch.fnmatchcase(alias, pattern):
             continue
         try:
             c = cfg.lookup(alias)
-        except Exception as err:  # paramiko raises assorted errors for Match/exec it cannot evaluate
+        except Exception as err:  # the parser raises assorted errors for Match/exec it cannot evaluate
             raise ConfigError(
                 f"cannot resolve Host {alias} in {path}: {err}", remedy="simplify that block"
             ) from err

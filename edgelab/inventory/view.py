@@ -6,19 +6,15 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from edgelab.transport.address import display_address
+
 if TYPE_CHECKING:  # the table class costs more to import than a listing takes; see store/quickread.py
     from edgelab.store.models import Device
 
 
 def address_of(d: Device) -> str:
     """``user@host:port via jump`` for SSH, ``serial @ server`` for ADB, ``local`` for the lab host."""
-    if d.transport == "ssh":
-        host = f"[{d.ssh_host}]" if d.ssh_host and ":" in d.ssh_host and d.ssh_port else (d.ssh_host or "")
-        text = (f"{d.ssh_user}@" if d.ssh_user else "") + host + (f":{d.ssh_port}" if d.ssh_port else "")
-        return text + (f" via {d.ssh_jump}" if d.ssh_jump else "")
-    if d.transport == "adb":
-        return (d.adb_serial or "") + (f" @ {d.adb_server}" if d.adb_server else "")
-    return "local"
+    return display_address(d)
 
 
 def device_record(d: Device, columns: Sequence[str] | None = None) -> dict:

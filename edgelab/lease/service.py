@@ -9,8 +9,6 @@ job frees its devices within the lease's TTL.
 
 from __future__ import annotations
 
-import os
-import secrets
 import time
 from datetime import datetime, timedelta
 
@@ -20,15 +18,19 @@ from sqlmodel import Session, select
 
 from edgelab.errors import ConfigError, EdgelabError, NotFound
 from edgelab.lease.owner import Holder, whoami
+from edgelab.lease.rules import (  # noqa: F401 - re-exported: the rules live apart, free of the ORM
+    AUTO_TTL_S,
+    auto_ttl,
+    new_id,
+    physical_key,
+)
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import Deployment, Reservation
 from edgelab.store.devices import get_device, list_devices
 from edgelab.store.leases import Lease, LeaseDevice
 from edgelab.store.models import Device, utcnow
 
-AUTO_TTL_S = 60.0  # a workload's own lease; renewed every third of it while the workload runs
 PG_LOCK_KEY = 7150452  # pg_advisory_xact_lock key of lease writers (7150451 is the migration's)
-DEFAULT_ADB_SERVER = "127.0.0.1:5037"
 
 
 class LeaseHeld(EdgelabError):
@@ -43,38 +45,6 @@ class LeaseHeld(EdgelabError):
 
 class LeaseLost(EdgelabError):
     """A lease ended (expired, kicked, released) while a workload relied on it."""
-
-
-def auto_ttl() -> float:
-    """The TTL of workloads' own leases: ``EDGELAB_LEASE_TTL`` seconds, default 60."""
-    raw = os.environ.get("EDGELAB_LEASE_TTL")
-    if not raw:
-        return AUTO_TTL_S
-    try:
-        ttl = float(raw)
-    except ValueError:
-        raise ConfigError(f"EDGELAB_LEASE_TTL={raw!r} is not a number of seconds",
-                          remedy="set it to e.g. 60") from None
-    if ttl <= 0:
-        raise ConfigError("EDGELAB_LEASE_TTL must be positive", remedy="set it to e.g. 60")
-    return ttl
-
-
-def _local_host(host: str) -> str:
-    h = host.strip().lower()
-    return "127.0.0.1" if h in ("localhost", "::1", "[::1]", "127.0.0.1") else h
-
-
-def physical_key(d: Device) -> str:
-    """What makes two inventory rows one device: the adb serial on its server, the ssh host and port."""
-    if d.transport == "adb":
-        server = d.adb_server or DEFAULT_ADB_SERVER
-        host, _, port = server.rpartition(":")
-        return f"adb:{_local_host(host or '127.0.0.1')}:{port or '5037'}/{d.adb_serial}"
-    if d.transport == "ssh":
-        via = f"{d.ssh_jump.lower()}>" if d.ssh_jump else ""
-        return f"ssh:{via}{_local_host(d.ssh_host or '')}:{d.ssh_port or 22}"
-    return f"{d.transport}:{d.name}"
 
 
 def _lock(session: Session) -> None:
@@ -162,10 +132,6 @@ def held_error(name: str, lease: Lease, *, waited: float | None = None, runs: li
     return LeaseHeld(msg, lease=lease, device=name,
                      remedy=f"wait for it (`edgelab reserve {name} --wait`), ask {lease.owner}, or take it over "
                             f"with `edgelab reserve --kick {name}` (recorded)")
-
-
-def new_id() -> str:
-    return f"L{secrets.token_hex(5)}"
 
 
 def _candidates(session: Session, names: list[str], tag: str | None, device_class: str | None) -> list[Device]:

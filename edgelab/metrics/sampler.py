@@ -36,7 +36,7 @@ from edgelab.metrics.telemetry import (
     parse_proc_block,
     proc_sample,
 )
-from edgelab.transport.base import Transport
+from edgelab.transport.base import Capability, Transport
 
 Parse = Callable[[list[str], float, str | None], list[ResourceSample]]
 
@@ -199,9 +199,10 @@ class TelemetrySampler(threading.Thread):
             self._t = self.connect()
             if self._stop_evt.is_set():
                 return
-            stream_ps = getattr(self._t, "stream_ps", None)
-            proc = stream_ps(self.plan.ps_script) if self.plan.ps_script and stream_ps else self._t.stream(
-                self.plan.argv)
+            if self.plan.ps_script and self._t.supports(Capability.WINDOWS_SHELL):
+                proc = self._t.stream_ps(self.plan.ps_script)
+            else:
+                proc = self._t.stream(self.plan.argv)
             with proc:
                 self._proc = proc
                 if self._stop_evt.is_set():
@@ -277,7 +278,7 @@ def start_beside(engine: Any, run_id: str, device: str, ingestor: Any, *,
         s.add(run)
     if plan is None:
         return None
-    opts = dict(transport or {}) if endpoint.kind == "ssh" else {}
+    opts = dict(transport or {})
     sampler = TelemetrySampler(lambda: open_transport(endpoint, **opts), plan, device=device, virtual=virtual,
                                sink=ingestor.offer, run=run_id)
     sampler.start()

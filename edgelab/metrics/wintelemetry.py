@@ -19,7 +19,7 @@ from typing import Any
 
 from edgelab.metrics.events import ResourceSample
 from edgelab.transport import winscripts
-from edgelab.transport.base import Transport
+from edgelab.transport.base import Capability, Transport
 
 Clock = Callable[[], float]
 NVIDIA_FIELDS = winscripts.NVIDIA_QUERY.split(",")
@@ -190,9 +190,9 @@ def sample_windows(transport: Transport, *, interval_s: float = 1.0, count: int 
     on the lab clock when the block is complete. Cancel by closing the generator."""
     from edgelab.transport.quoting import encode_powershell
 
-    stream_line = getattr(transport, "stream_ps", None)
-    proc = stream_line(windows_sampler(interval_s, count)) if stream_line else transport.stream(
-        encode_powershell(windows_sampler(interval_s, count)))
+    proc = (transport.stream_ps(windows_sampler(interval_s, count))
+            if transport.supports(Capability.WINDOWS_SHELL)
+            else transport.stream(encode_powershell(windows_sampler(interval_s, count))))
     block: list[str] | None = None
     with proc:
         for line in proc.lines():

@@ -45,7 +45,7 @@ class JobContext:
             with session_scope(self.engine, write=False) as s:
                 endpoint = get_device(s, self.device).endpoint()
             try:
-                self._transport = open_transport(endpoint, **({} if endpoint.kind == "local" else {"timeout": 15}))
+                self._transport = open_transport(endpoint, timeout=15)
             except EdgelabError as err:
                 raise StepFailure(f"cannot reach {self.device}: {err}", classify(err)) from err
         return self._transport
@@ -79,7 +79,7 @@ def _left(deadline: float | None, default: float) -> float:
 
 
 def do_probe(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult) -> None:
-    from edgelab.probe import probe_device
+    from edgelab.inventory.probe import probe_device
 
     snap = probe_device(ctx.engine, ctx.device, timeout=_left(deadline, 60.0))
     ctx.result.facts_hash = snap.facts_hash or ctx.result.facts_hash

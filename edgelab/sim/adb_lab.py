@@ -55,10 +55,10 @@ class AdbLabInfo:
 
 
 def adb_binary() -> str:
-    """The adb that adbutils would use (``ADBUTILS_ADB_PATH`` first), so both agree."""
-    from adbutils._utils import adb_path
+    """The adb the transport's adbutils would use (``ADBUTILS_ADB_PATH`` first), so both agree."""
+    from edgelab.transport.adb_server import adb_binary as binary
 
-    return adb_path()
+    return binary()
 
 
 def _lab_dir(state_dir: Path) -> Path:
@@ -246,11 +246,11 @@ def _start_emulator(lab: Path, devices: list[dict]) -> subprocess.Popen:
     return proc
 
 
-def _start_server(lab: Path, port: int, adb_path: str) -> subprocess.Popen:
+def _start_server(lab: Path, port: int, adb_path: str, listen_all: bool = False) -> subprocess.Popen:
     log = lab / "adb-server.log"
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            [adb_path, "-P", str(port), "server", "nodaemon"],
+            [adb_path, *(["-a"] if listen_all else []), "-P", str(port), "server", "nodaemon"],
             stdin=subprocess.DEVNULL, stdout=out, stderr=out,
             env=_server_env(lab, port, adb_path), start_new_session=True, cwd=str(lab),
         )
@@ -308,8 +308,12 @@ def start_adb_lab(
     server_port: int | None = None,
     base_port: int = 5586,
     locked: list[str] | tuple[str, ...] = (),
+    listen_all: bool = False,
 ) -> AdbLabInfo:
     """Start (or find running) the emulator and its adb server, and connect every device.
+
+    ``listen_all`` is ``adb -a``: the server listens on every address of its host, for a lab host that
+    serves its phones to others (only ever inside a network namespace of the lab's own, see sim.labhost).
 
     ``locked`` personas are served a second time as ``NAME-locked``, a device
     that demands authorization and never grants it (adb shows ``unauthorized``).
@@ -352,7 +356,7 @@ def start_adb_lab(
     try:
         state["emulator_pid"] = _start_emulator(lab, devices).pid
         _write_state(lab, state)
-        state["server_pid"] = _start_server(lab, sport, adb_path).pid
+        state["server_pid"] = _start_server(lab, sport, adb_path, listen_all).pid
         _write_state(lab, state)
         _connect_all(f"127.0.0.1:{sport}", devices)
     except BaseException:

@@ -44,6 +44,8 @@ def validate_name(name: str) -> str:
 
 def _refuse_secret(field: str, value: str | None) -> None:
     """A ``user:password`` in an address would land in the database: refuse it."""
+    if value and value.lower().startswith("ssh://"):  # an adb server reached through SSH
+        value = value[len("ssh://"):]
     if value and ":" in value.split("@", 1)[0] and "@" in value:
         raise ConfigError(
             f"{field} {value.split(':', 1)[0]}:***@{value.rpartition('@')[2]} holds a password; "

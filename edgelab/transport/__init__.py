@@ -1,30 +1,66 @@
-"""Transports: one surface (run, stream, put, get, close) over ssh, adb and local.
+"""Transports: one surface (run, stream, put, get, forward, close) over ssh, adb and local.
 
-``open_transport(endpoint)`` picks the implementation; the ssh and adb modules
-are imported lazily so that a probe of a phone never loads paramiko.
+``open_transport(endpoint, **knobs)`` picks the implementation and ``check(endpoint)`` asks whether
+the device answers; both build the transport's options record (``options.options_for``) from the
+caller's knobs, so callers never branch on how a device is reached. The ssh and adb modules are
+imported lazily so that a probe of a phone never loads paramiko.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from edgelab.errors import ConfigError
-from edgelab.transport.base import Endpoint, RemoteProcess, RunResult, Transport
+from edgelab.transport.base import Capability, Endpoint, Reachability, RemoteProcess, RunResult, Transport
+from edgelab.transport.options import TransportOptions, options_for
 from edgelab.transport.quoting import Shell
 
-__all__ = ["Endpoint", "RemoteProcess", "RunResult", "Shell", "Transport", "open_transport"]
+__all__ = [
+    "Capability",
+    "Endpoint",
+    "Reachability",
+    "RemoteProcess",
+    "RunResult",
+    "Shell",
+    "Transport",
+    "TransportOptions",
+    "check",
+    "open_transport",
+    "options_for",
+    "transport_class",
+]
 
 
-def open_transport(endpoint: Endpoint, **options) -> Transport:
-    """A connected transport for ``endpoint`` (connections are pooled per process)."""
-    if endpoint.kind == "local":
+def transport_class(kind: str) -> type[Transport]:
+    """The Transport class for an endpoint kind (imported on first use)."""
+    if kind == "local":
         from edgelab.transport.local import LocalTransport
 
-        return LocalTransport(endpoint.name)
-    if endpoint.kind == "ssh":
+        return LocalTransport
+    if kind == "ssh":
         from edgelab.transport.ssh import SSHTransport
 
-        return SSHTransport.connect(endpoint, **options)
-    if endpoint.kind == "adb":
+        return SSHTransport
+    if kind == "adb":
         from edgelab.transport.adb import ADBTransport
 
-        return ADBTransport.connect(endpoint, **options)
-    raise ConfigError(f"unknown transport kind {endpoint.kind!r}", remedy="use ssh, adb or local")
+        return ADBTransport
+    raise ConfigError(f"unknown transport kind {kind!r}", remedy="use ssh, adb or local")
+
+
+def open_transport(endpoint: Endpoint, options: TransportOptions | None = None, **knobs: Any) -> Transport:
+    """A connected transport for ``endpoint`` (connections are pooled per process).
+
+    ``knobs`` (timeout, ssh_config, known_hosts) apply where they mean something for this
+    endpoint; or pass a ready ``options`` record."""
+    cls = transport_class(endpoint.kind)
+    opts = options if options is not None else options_for(endpoint, **knobs)
+    return cls.open(endpoint, opts)
+
+
+def check(endpoint: Endpoint, *, timeout: float = 5.0, **knobs: Any) -> Reachability:
+    """``(state, detail)`` for ``endpoint``: online, offline, untrusted, auth-failed, unauthorized, absent."""
+    cls = transport_class(endpoint.kind)
+    opts = options_for(endpoint, **knobs).kwargs()
+    opts.pop("timeout", None)
+    return cls.check(endpoint, timeout=timeout, **opts)

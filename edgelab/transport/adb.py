@@ -3,7 +3,7 @@
 Each operation is one adb service on its own socket, as the adb CLI does it:
 ``shell,v2,raw:`` for commands (real exit codes, stderr apart; v1 with an
 exit marker only where a device lacks shell_v2), ``sync:`` for files in
-64 KiB DATA packets. Closing a shell socket makes adbd end the command; for
+64 KiB DATA packets, and shell v2 stdin for a resumable put (``adb_push``). Closing a shell socket makes adbd end the command; for
 timeouts and cancels we also kill the command's process group by its pid,
 which ``posix_stream_argv`` prints first.
 """
@@ -20,10 +20,13 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
-from edgelab.errors import DeviceNotAnswering, DeviceStateError, RemoteTimeout, TransportError
+from edgelab.errors import DeviceNotAnswering, DeviceStateError, HostKeyError, RemoteTimeout, TransportError
+from edgelab.transport import adb_push
 from edgelab.transport.adb_server import (
     host_query,
+    is_remote,
     list_devices,
     not_answering,
     open_server,
@@ -33,12 +36,16 @@ from edgelab.transport.adb_server import (
     send_request,
 )
 from edgelab.transport.base import (
+    Capability,
     Deadline,
     Endpoint,
+    Interactive,
     Progress,
+    Reachability,
     RemoteProcess,
     RunResult,
     Transport,
+    TransportOptions,
     parse_pid_line,
     posix_kill_argv,
     posix_stream_argv,
@@ -175,9 +182,32 @@ class ADBProcess(RemoteProcess):
         self._done.wait(5.0)
 
 
+class _ShellSession(Interactive):
+    """adbd's ``shell:`` service: a pty on a real device, raw bytes both ways."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+
+    def fileno(self) -> int:
+        return self._sock.fileno()
+
+    def recv(self, n: int) -> bytes:
+        return self._sock.recv(n)
+
+    def send(self, data: bytes) -> None:
+        self._sock.sendall(data)
+
+    def exit_code(self) -> int:
+        return 0  # the v1 shell service reports no exit status
+
+    def close(self) -> None:
+        self._sock.close()
+
+
 class ADBTransport(Transport):
     kind = "adb"
     shell = Shell.TOYBOX
+    capabilities = Capability.FORWARD | Capability.PROCESS_GROUPS | Capability.INTERACTIVE | Capability.RESUMABLE_PUT
 
     def __init__(self, endpoint: Endpoint, features: set[str], timeout: float = 10.0):
         if not endpoint.adb_serial:
@@ -199,18 +229,31 @@ class ADBTransport(Transport):
         return "absent"
 
     @classmethod
+    def open(cls, endpoint: Endpoint, options: TransportOptions) -> ADBTransport:
+        return cls.connect(endpoint, **options.kwargs())
+
+    @classmethod
     def connect(cls, endpoint: Endpoint, *, timeout: float = 10.0) -> ADBTransport:
-        state = cls.device_state(endpoint, timeout)
+        try:
+            state = cls.device_state(endpoint, timeout)
+        except HostKeyError as e:  # the SSH host of an ssh:// adb server
+            from edgelab.transport.adb_tunnel import for_device
+
+            raise for_device(e, endpoint.name) from None
         if state != "device":
             raise _state_error(endpoint.name, endpoint.adb_serial or "?", state, endpoint.adb_server)
         features = host_query(endpoint.adb_server, f"host-serial:{endpoint.adb_serial}:features", timeout)
         return cls(endpoint, {f for f in features.strip().split(",") if f}, timeout)
 
     @classmethod
-    def check(cls, endpoint: Endpoint, timeout: float = 5.0) -> tuple[str, str | None]:
+    def check(cls, endpoint: Endpoint, timeout: float = 5.0, **options: Any) -> Reachability:
         """("online"|"offline"|"unauthorized"|"absent", detail) without raising for an unreachable device."""
         try:
             state = cls.device_state(endpoint, timeout)
+        except HostKeyError as e:  # the SSH host of an ssh:// adb server is not trusted (yet)
+            from edgelab.transport.adb_tunnel import for_device
+
+            return "untrusted", str(for_device(e, endpoint.name))
         except TransportError as e:
             return "offline", str(e)
         if state == "device":
@@ -353,38 +396,37 @@ class ADBTransport(Transport):
     def _sync_fail(sock: socket.socket, length: int) -> str:
         return recv_exact(sock, length).decode("utf-8", "replace")
 
-    def put(self, local: Path, remote: str, *, progress: Progress | None = None) -> str:
-        local = Path(local)
-        st = os.stat(local)
-        total = st.st_size
-        mode = stat.S_IFREG | (st.st_mode & 0o777)
-        sock = self._open("sync:", _IO_IDLE_S)
+    def _open_service(self, service: str, timeout: float | None) -> socket.socket:
+        return self._open(service, timeout)
+
+    def _put_whole(self, local: Path, remote: str, progress: Progress | None) -> str:
+        """One sync SEND, adbd's own atomic write (the file appears at DONE); the SHA-256 sent."""
         h = hashlib.sha256()
-        done = 0
-        try:
-            target = f"{remote},{mode}".encode()
-            if len(target) > 1024:
-                raise TransportError(f"remote path too long for adb: {remote[:80]}...")
-            sock.sendall(_SYNC.pack(b"SEND", len(target)) + target)
-            with open(local, "rb") as f:
-                while block := f.read(SYNC_DATA_MAX):
-                    sock.sendall(_SYNC.pack(b"DATA", len(block)) + block)
-                    h.update(block)
-                    done += len(block)
-                    if progress:
-                        progress(done, total)
-            sock.sendall(_SYNC.pack(b"DONE", int(st.st_mtime)))
-            ident, length = _SYNC.unpack(recv_exact(sock, _SYNC.size))
-            if ident == b"FAIL":
-                raise TransportError(f"push to {self.name}:{remote} failed: {self._sync_fail(sock, length)}")
-            if ident != b"OKAY":
-                raise TransportError(f"push to {self.name}:{remote}: unexpected sync reply {ident!r}")
-            sock.sendall(_SYNC.pack(b"QUIT", 0))
-        except (OSError, EOFError) as e:
-            raise self._io_error(f"push to {self.name}:{remote}", e) from None
-        finally:
-            sock.close()
+        self._files(lambda: adb_push.sync_send(self._open_service, local, remote, progress=progress, digest=h,
+                                               name=self.name, idle_s=_IO_IDLE_S), remote)
         return h.hexdigest()
+
+    def _put_from(self, local: Path, remote: str, offset: int, progress: Progress | None) -> None:
+        """Appended through shell v2 stdin (``adb_push.append``): a cut keeps what arrived, and the
+        file grows while the bytes arrive. Without shell_v2 only a whole SEND (offset 0) is possible."""
+        if self.shell_v2:
+            self._files(lambda: adb_push.append(self._open_service, local, remote, offset, progress=progress,
+                                                name=self.name, idle_s=_IO_IDLE_S), remote)
+        elif offset == 0:
+            self._files(lambda: adb_push.sync_send(self._open_service, local, remote, progress=progress,
+                                                   name=self.name, idle_s=_IO_IDLE_S), remote)
+        else:
+            raise TransportError(f"{self.name} has no shell_v2: cannot resume {remote} at {offset}",
+                                 remedy="upload from offset 0")
+
+    def _files(self, transfer, remote: str) -> None:
+        where = f"push to {self.name}:{remote}"
+        try:
+            transfer()
+        except OSError as e:
+            raise self._io_error(where, e) from None
+        except EOFError as e:
+            raise TransportError(f"{where} cut: {e}") from None
 
     def get(self, remote: str, local: Path, *, progress: Progress | None = None) -> str:
         local = Path(local)
@@ -430,10 +472,29 @@ class ADBTransport(Transport):
             tmp.unlink(missing_ok=True)
         return h.hexdigest()
 
+    def interactive(self, *, term: str, columns: int, lines: int) -> Interactive:
+        """The ``shell:`` service (adbd picks the pty; the size follows the device's own)."""
+        return _ShellSession(self._open("shell:", None))
+
     # -- port forwarding -------------------------------------------------------
     def forward(self, remote_port: int) -> Forward:
-        """``adb forward tcp:0 tcp:PORT`` through the device's adb server; closing removes the rule."""
+        """``adb forward tcp:0 tcp:PORT`` through the device's adb server; closing removes the rule.
+
+        A server on another lab host would bind that port over there, so for one the port is a
+        listener here whose every connection is the device's ``tcp:PORT`` service opened through
+        the server (what the server does per forwarded connection)."""
         serial, server = self.serial, self.server
+        if is_remote(server):
+            from edgelab.transport.forward import ListenerForward
+
+            port = int(remote_port)
+
+            def open_remote(_peer: tuple[str, int]) -> socket.socket:
+                sock = open_transport(server, serial, f"tcp:{port}", self.timeout)
+                sock.settimeout(None)  # a forwarded connection may idle as long as its client likes
+                return sock
+
+            return ListenerForward(port, open_remote, name=f"adb-forward-{self.name}")
         sock = open_server(server, self.timeout)
         try:
             send_request(sock, f"host-serial:{serial}:forward:tcp:0;tcp:{int(remote_port)}")

@@ -23,7 +23,21 @@ def parse_server(adb_server: str | None) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
+def is_remote(adb_server: str | None) -> bool:
+    """A server on another lab host (by address, or ``ssh://``): its ``adb forward`` ports are bound there."""
+    if not adb_server:
+        return False
+    if adb_server.strip().lower().startswith("ssh://"):
+        return True
+    host = parse_server(adb_server)[0].lower()
+    return not (host == "localhost" or host == "::1" or host.startswith("127."))
+
+
 def open_server(adb_server: str | None, timeout: float = 10.0) -> socket.socket:
+    if adb_server and adb_server.strip().lower().startswith("ssh://"):
+        from edgelab.transport.adb_tunnel import local_address  # noqa: PLC0415 - paramiko only when tunnelling
+
+        adb_server = local_address(adb_server, timeout)
     host, port = parse_server(adb_server)
     try:
         return socket.create_connection((host, port), timeout=timeout)
@@ -114,3 +128,10 @@ def not_answering(serial: str, adb_server: str | None, timeout: float | None, na
         remedy=f"check it with `adb -s {serial} shell true`; if that hangs too, reconnect "
                f"(`adb disconnect {serial} && adb connect {serial}`) or reboot the device, then retry",
     )
+
+
+def adb_binary() -> str:
+    """The adb program adbutils would run (``ADBUTILS_ADB_PATH`` first, then its bundled one or PATH)."""
+    from adbutils._utils import adb_path  # type: ignore[import-untyped]  # adbutils ships no types
+
+    return adb_path()

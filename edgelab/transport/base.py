@@ -1,23 +1,57 @@
 """The one protocol surface every transport implements (run, stream, put, get, forward, close).
 
-Layers above never care whether a device is reached over SSH, ADB or locally.
+Layers above never care whether a device is reached over SSH, ADB or locally: what differs is
+declared, not discovered. A transport class lists its optional abilities in ``capabilities``
+(callers ask ``t.supports(Capability.X)``, never ``kind`` or ``hasattr``), and its connection knobs
+are one typed record (``transport.options``) built in one place from the endpoint.
+
+``put`` is resumable: with ``offset`` it continues a partial upload in place (see ``Transport.put``).
 """
 
 from __future__ import annotations
 
 import abc
+import enum
 import hashlib
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any, ClassVar, overload
 
+from edgelab.errors import TransportError
 from edgelab.transport.forward import Forward
 from edgelab.transport.quoting import Shell, join
 
 Progress = Callable[[int, int], None]
-"""Called with (bytes done, bytes total) during a transfer."""
+"""Called with (bytes done, bytes total) during a transfer; for a resumed ``put`` ``done`` counts
+from the start of the file (it begins above ``offset``), so a progress bar needs no arithmetic."""
+
+Reachability = tuple[str, str | None]
+"""``(state, detail)`` from ``Transport.check``: online, offline, untrusted, auth-failed,
+unauthorized or absent, with one line saying why (None when online)."""
+
+
+class Capability(enum.Flag):
+    """Optional abilities a transport class declares in ``Transport.capabilities``.
+
+    The layers above ask ``t.supports(...)``; a method behind a capability the class does not
+    declare raises TransportError with a remedy.
+    """
+
+    NONE = 0
+    FORWARD = enum.auto()
+    """``forward(remote_port)``: a lab-side port joined to the device's loopback."""
+    PROCESS_GROUPS = enum.auto()
+    """``stream()``'s ``cancel`` kills the remote process group, not just the leader."""
+    RESUMABLE_PUT = enum.auto()
+    """``put(..., offset=N)`` continues a partial upload in place."""
+    WINDOWS_SHELL = enum.auto()
+    """``run_ps`` / ``stream_ps`` / ``run_line``: PowerShell scripts and raw lines for a Windows device
+    (meaningful when ``shell is Shell.POWERSHELL``)."""
+    INTERACTIVE = enum.auto()
+    """``interactive()``: a terminal session (pty) for ``edgelab shell``."""
 
 PID_MARKER = "@@edgelab-pid "
 _PID_LINE = re.compile(r"^@@edgelab-pid (\d+)$")
@@ -54,6 +88,47 @@ class Endpoint:
     shell: Shell = Shell.POSIX
     extra: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def login_shell(self) -> Shell:
+        """The shell commands meet on the device: adbd always runs Android's toybox ``sh``."""
+        return Shell.TOYBOX if self.kind == "adb" else self.shell
+
+
+@dataclass(frozen=True)
+class TransportOptions:
+    """Connection knobs every transport understands; each transport's record (``transport.options``)
+    adds its own. ``timeout`` None means the transport's own default."""
+
+    timeout: float | None = None
+
+    def kwargs(self) -> dict[str, Any]:
+        """The knobs that were set, as the transport's ``connect``/``check`` keyword arguments."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+class Interactive(abc.ABC):
+    """A terminal session on a device (``edgelab shell``): raw bytes both ways until it ends."""
+
+    @abc.abstractmethod
+    def fileno(self) -> int:
+        """A descriptor that polls readable when output (or the end) is waiting."""
+
+    @abc.abstractmethod
+    def recv(self, n: int) -> bytes:
+        """Up to ``n`` bytes of output; b"" once the session ended."""
+
+    @abc.abstractmethod
+    def send(self, data: bytes) -> None:
+        """Keystrokes for the remote side."""
+
+    @abc.abstractmethod
+    def exit_code(self) -> int:
+        """The remote shell's exit status once it ended (0 when the transport cannot tell)."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """End the session."""
+
 
 class RemoteProcess(abc.ABC):
     """A command running on a device whose output arrives line by line."""
@@ -86,7 +161,33 @@ class Transport(abc.ABC):
     """One connection to one device."""
 
     kind: str = "abstract"
+    name: str = "device"
     shell: Shell = Shell.POSIX
+    capabilities: ClassVar[Capability] = Capability.NONE
+
+    @classmethod
+    def supports(cls, capability: Capability) -> bool:
+        """Whether this transport class declared ``capability`` (all of them, for a combination);
+        asked of an instance or of ``transport_class(kind)`` alike."""
+        return capability in cls.capabilities
+
+    def _lacks(self, what: str) -> TransportError:
+        return TransportError(
+            f"{self.name}: the {self.kind} transport cannot {what}",
+            remedy="reach the device over a transport that can (see `edgelab device show`)",
+        )
+
+    @classmethod
+    @abc.abstractmethod
+    def open(cls, endpoint: Endpoint, options: TransportOptions) -> Transport:
+        """A connected transport for ``endpoint`` (``transport.open_transport`` calls this)."""
+
+    @classmethod
+    def check(cls, endpoint: Endpoint, timeout: float = 5.0, **options: Any) -> Reachability:
+        """Reachability as a state with a detail line; never raises for an unreachable device.
+
+        ``options`` are the fields of this transport's options record (``transport.options``)."""
+        return "online", None
 
     @abc.abstractmethod
     def run(
@@ -102,9 +203,46 @@ class Transport(abc.ABC):
     def stream(self, argv: Sequence[str]) -> RemoteProcess:
         """Start ``argv`` and return a handle whose stdout arrives line by line."""
 
+    @overload
+    def put(
+        self, local: Path, remote: str, *, offset: None = None, progress: Progress | None = None
+    ) -> str: ...
+
+    @overload
+    def put(self, local: Path, remote: str, *, offset: int, progress: Progress | None = None) -> None: ...
+
+    def put(
+        self, local: Path, remote: str, *, offset: int | None = None, progress: Progress | None = None
+    ) -> str | None:
+        """Copy a local file to the device.
+
+        Without ``offset``: whole and atomic (written beside ``remote``, renamed into place, mode
+        kept); returns the SHA-256 of the bytes sent.
+
+        With ``offset`` (needs ``Capability.RESUMABLE_PUT``): bytes ``[offset, size)`` of ``local``
+        are written into ``remote`` itself at their own offsets, ``remote`` created when ``offset``
+        is 0 and truncated to ``offset`` otherwise (the first ``offset`` bytes are taken to be there,
+        from an earlier cut put). Nothing is renamed, so a cut leaves ``remote`` holding a prefix
+        whose size is where the next try resumes; the caller owns that file (typically a ``.part``
+        the device hashes and renames). Returns None: the bytes are verified on the device, not here.
+        ``progress`` gets ``(position in the file, size)``. A cut raises TransportError.
+        """
+        if offset is None:
+            return self._put_whole(Path(local), remote, progress)
+        if not self.supports(Capability.RESUMABLE_PUT):
+            raise self._lacks("resume an upload")
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0, not {offset}")
+        self._put_from(Path(local), remote, offset, progress)
+        return None
+
     @abc.abstractmethod
-    def put(self, local: Path, remote: str, *, progress: Progress | None = None) -> str:
-        """Copy a local file to the device; returns the SHA-256 of the bytes sent."""
+    def _put_whole(self, local: Path, remote: str, progress: Progress | None) -> str:
+        """``put`` without an offset (see there)."""
+
+    def _put_from(self, local: Path, remote: str, offset: int, progress: Progress | None) -> None:
+        """``put`` with an offset (see there); only transports with RESUMABLE_PUT implement it."""
+        raise self._lacks("resume an upload")
 
     @abc.abstractmethod
     def get(self, remote: str, local: Path, *, progress: Progress | None = None) -> str:
@@ -113,6 +251,26 @@ class Transport(abc.ABC):
     def forward(self, remote_port: int) -> Forward:
         """A lab-side 127.0.0.1 port joined to ``remote_port`` on the device's loopback (close it after)."""
         raise NotImplementedError(f"{self.kind} transport cannot forward ports")
+
+    # -- behind optional capabilities ---------------------------------------------------------
+
+    def run_ps(self, script: str, *, timeout: float = 60.0, label: str | None = None) -> RunResult:
+        """Run a PowerShell script (from ``winscripts``) on a Windows device (WINDOWS_SHELL)."""
+        raise self._lacks("run PowerShell")
+
+    def stream_ps(self, script: str) -> RemoteProcess:
+        """Stream a PowerShell script's output; cancel kills its process tree (WINDOWS_SHELL)."""
+        raise self._lacks("run PowerShell")
+
+    def run_line(
+        self, line: str, *, timeout: float = 60.0, input: bytes | None = None, label: str | None = None
+    ) -> RunResult:
+        """Run a line already quoted for the device's login shell, as is (WINDOWS_SHELL)."""
+        raise self._lacks("run a raw command line")
+
+    def interactive(self, *, term: str, columns: int, lines: int) -> Interactive:
+        """A terminal session sized ``columns`` x ``lines`` with ``$TERM`` = ``term`` (INTERACTIVE)."""
+        raise self._lacks("open an interactive shell")
 
     def close(self) -> None:  # noqa: B027 - optional for transports that hold nothing
         """Release the connection."""

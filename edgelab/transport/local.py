@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import shutil
 import signal
@@ -13,7 +14,15 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from edgelab.errors import RemoteTimeout, TransportError
-from edgelab.transport.base import Progress, RemoteProcess, RunResult, Transport
+from edgelab.transport.base import (
+    Capability,
+    Endpoint,
+    Progress,
+    RemoteProcess,
+    RunResult,
+    Transport,
+    TransportOptions,
+)
 from edgelab.transport.forward import Forward
 
 _COPY_CHUNK = 1 << 20
@@ -60,8 +69,9 @@ class LocalProcess(RemoteProcess):
         self._err_thread.start()
 
     def _drain_stderr(self) -> None:
-        assert self._proc.stderr is not None
-        for chunk in iter(lambda: self._proc.stderr.read1(65536), b""):
+        stderr = self._proc.stderr
+        assert isinstance(stderr, io.BufferedReader)  # a PIPE with Popen's default buffering
+        for chunk in iter(lambda: stderr.read1(65536), b""):
             self._stderr_parts.append(chunk)
 
     @property
@@ -97,9 +107,14 @@ class LocalTransport(Transport):
     """Runs argv directly (no shell in between), so there is nothing to quote."""
 
     kind = "local"
+    capabilities = Capability.FORWARD | Capability.PROCESS_GROUPS | Capability.RESUMABLE_PUT
 
     def __init__(self, name: str = "localhost"):
         self.name = name
+
+    @classmethod
+    def open(cls, endpoint: Endpoint, options: TransportOptions) -> LocalTransport:
+        return cls(endpoint.name)
 
     def run(self, argv: Sequence[str], *, timeout: float = 60.0, input: bytes | None = None) -> RunResult:
         argv = [str(a) for a in argv]
@@ -153,8 +168,30 @@ class LocalTransport(Transport):
         os.replace(tmp, dst)
         return h.hexdigest()
 
-    def put(self, local: Path, remote: str, *, progress: Progress | None = None) -> str:
-        return self._copy(Path(local), Path(remote).expanduser(), progress)
+    def _put_whole(self, local: Path, remote: str, progress: Progress | None) -> str:
+        return self._copy(local, Path(remote).expanduser(), progress)
+
+    def _put_from(self, local: Path, remote: str, offset: int, progress: Progress | None) -> None:
+        dst = Path(remote).expanduser()
+        total = local.stat().st_size
+        if offset > total:
+            raise TransportError(f"{self.name}: cannot resume {remote} at {offset}: {local} has only {total} bytes")
+        if offset == 0:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+        elif not dst.is_file():
+            raise TransportError(f"{self.name}: cannot resume {remote}: it is not there", remedy="upload from offset 0")
+        done = offset
+        with open(local, "rb") as fin, open(dst, "r+b" if offset else "wb") as fout:
+            fout.truncate(offset)
+            fin.seek(offset)
+            fout.seek(offset)
+            while block := fin.read(_COPY_CHUNK):
+                fout.write(block)
+                done += len(block)
+                if progress:
+                    progress(done, total)
+        if progress and done == total == offset:
+            progress(done, total)
 
     def get(self, remote: str, local: Path, *, progress: Progress | None = None) -> str:
         src = Path(remote).expanduser()

@@ -15,6 +15,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import paramiko
 
@@ -259,3 +260,24 @@ def _with_jump(hop: Hop, chain: tuple[Hop, ...]) -> Hop:
     if hop.jump:  # the jump host's own ProxyJump from config: keep it, as OpenSSH does
         return hop
     return replace(hop, jump=(chain[-1],))
+
+
+class ConfigText:
+    """An OpenSSH client config read from text with paramiko's parser, for ``device import ssh-config``.
+
+    Raises ValueError for text paramiko cannot parse; ``lookup`` may raise anything paramiko does for
+    a ``Match``/``exec`` block it cannot evaluate."""
+
+    def __init__(self, text: str) -> None:
+        try:
+            self._cfg = paramiko.SSHConfig.from_text(text)
+        except (ValueError, paramiko.ConfigParseError) as err:
+            raise ValueError(str(err)) from err
+
+    def hostnames(self) -> set[str]:
+        """Every ``Host`` pattern named in the file."""
+        return set(self._cfg.get_hostnames())
+
+    def lookup(self, alias: str) -> dict[str, Any]:
+        """The options that apply to ``alias`` (lower-case keys, as ssh_config(5) resolves them)."""
+        return dict(self._cfg.lookup(alias))

@@ -28,6 +28,7 @@ CMDLETS: dict[str, tuple[str, ...]] = {
     "Get-Process": ("Id", "ErrorAction"),
     "Get-CimInstance": ("ClassName", "Filter"),  # the probe names the class positionally
     "Get-PnpDevice": ("Class", "PresentOnly", "ErrorAction"),
+    "Get-WinEvent": ("LogName", "MaxEvents", "ErrorAction"),  # device logs: the System event log
     "Select-Object": ("Property",),
     "Where-Object": (),
     "ForEach-Object": (),
@@ -55,6 +56,7 @@ MEMBERS: tuple[str, ...] = (
     "Length", "LastWriteTimeUtc", "Ticks", "Name", "Hash", "Id", "Count", "ProcessId", "ParentProcessId",
     "ReturnValue", "ExitCode", "WorkingSetSize", "PeakWorkingSetSize",
     "ToUnixTimeMilliseconds", "Read", "Close", "TransformBlock", "TransformFinalBlock", "ToString",
+    "RecordId", "TimeCreated", "LevelDisplayName", "ProviderName", "Message",  # Get-WinEvent's records
 )
 TYPES: tuple[str, ...] = ("byte[]", "void")  # New-Object byte[] N; [void] casts
 
@@ -63,7 +65,7 @@ VARIABLES: tuple[str, ...] = ("env:*", "PID", "LASTEXITCODE", "?", "ErrorActionP
 
 # statement keywords and operators the builders use
 KEYWORDS: tuple[str, ...] = ("if", "else", "foreach", "while", "exit", "break")
-OPERATORS: tuple[str, ...] = ("-eq", "-ne", "-lt", "-gt", "-le", "-not", "-and", "-join", "+", "-", "+=", "-=",
+OPERATORS: tuple[str, ...] = ("-eq", "-ne", "-lt", "-gt", "-le", "-not", "-and", "-join", "-replace", "+", "-", "+=", "-=",
                               "++", "=", ",", "|", "2>&1", "[void]")
 
 # what each shell that OpenSSH for Windows may run answers to the detection line

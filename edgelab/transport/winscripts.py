@@ -284,6 +284,34 @@ def follow_log(path: str) -> str:
     return f"Get-Content -LiteralPath {q(path)} -Wait"
 
 
+# ------------------------------------------------------------------ event log
+
+EVENT_POLL_MS = 2000  # Get-WinEvent has no follow mode: a follower asks again this often
+
+
+def _event_lines(var: str) -> str:
+    """Print the events in ``$var`` (newest first, as Get-WinEvent returns them) oldest first, one line each:
+    ``time id level provider: message`` with the message's line breaks folded."""
+    line = ("$e.TimeCreated.ToString('yyyy-MM-dd HH:mm:ss') + ' ' + $e.Id + ' ' + $e.LevelDisplayName + ' ' + "
+            "$e.ProviderName + ': ' + ($e.Message -replace '\\s+', ' ')")
+    return f"$i = ${var}.Count; while (0 -lt $i) {{ $i -= 1; $e = ${var}[$i]; {line} }}"
+
+
+def event_log(lines: int, follow: bool = False, log_name: str = "System") -> str:
+    """The newest ``lines`` events of a Windows event log (Get-WinEvent), oldest first; with ``follow``,
+    then every newer event (by RecordId) as it is written, until killed."""
+    n = int(lines)
+    script = (f"$ev = @(Get-WinEvent -LogName {q(log_name)} -MaxEvents {n} -ErrorAction Stop); "
+              + _event_lines("ev"))
+    if follow:
+        script += ("; $last = 0; if ($ev.Count) { $last = $ev[0].RecordId }; while ($true) { "
+                   f"Start-Sleep -Milliseconds {EVENT_POLL_MS}; "
+                   f"$new = @(Get-WinEvent -LogName {q(log_name)} -MaxEvents 200 -ErrorAction Stop | "
+                   "Where-Object { $_.RecordId -gt $last }); "
+                   + _event_lines("new") + "; if ($new.Count) { $last = $new[0].RecordId } }")
+    return script
+
+
 # ------------------------------------------------------------------ telemetry
 
 NVIDIA_QUERY = ("index,name,utilization.gpu,memory.used,memory.total,temperature.gpu,power.draw,clocks.sm,"
@@ -339,5 +367,5 @@ def samples() -> dict[str, str]:
         "runner": runner(["python.exe", "-m", "x y"], {"PYTHONPATH": "C:\\a b\\z.pyz"}, "C:\\w"),
         "launch": launch("C:\\runs\\r 1\\ref", ["python.exe", "-m", "edgelab.reference", "it's"], {"A": "b"}),
         "alive": alive(42), "layout": layout("C:\\runs\\r1\\bin", [("llama-server.exe", blob), ("it's.dll", part)]),
-        "stop": stop(42), "tree_memory": tree_memory(42), "follow_log": follow_log(root + "\\stdout.log"), "kill_tree": kill_tree(42), "sampler": sampler(0.5, 2),
+        "stop": stop(42), "tree_memory": tree_memory(42), "follow_log": follow_log(root + "\\stdout.log"), "event_log": event_log(50, True, "it's"), "kill_tree": kill_tree(42), "sampler": sampler(0.5, 2),
     }

@@ -1,4 +1,5 @@
-"""Operator actions the screens start in worker threads: probe, check. Plain functions, no Textual.
+"""Operator actions the screens start in worker threads: probe, check, reserve, trust. Plain functions,
+no Textual.
 
 Each returns (ok, one line for the operator) and never raises for a device that is down:
 the outcome is stored in the database by the domain layer, and the screens re-read it.
@@ -12,7 +13,7 @@ from edgelab.errors import EdgelabError
 
 
 def probe(engine: Engine, name: str, *, timeout: float = 60.0) -> tuple[bool, str]:
-    from edgelab.probe import probe_device
+    from edgelab.inventory.probe import probe_device
 
     try:
         snap = probe_device(engine, name, timeout=timeout)
@@ -64,3 +65,26 @@ def check(engine: Engine, names: list[str] | None, *, timeout: float = 5.0) -> t
         return r.online, f"{r.name}: {r.state}" + (f" ({r.detail})" if r.detail else "")
     online = sum(1 for r in results if r.online)
     return online == len(results), f"checked {len(results)} devices: {online} online"
+
+
+def host_key(engine: Engine, name: str, *, timeout: float = 5.0):
+    """(offer, None) with the next host key to trust on the way to ``name``, or (None, why not)."""
+    from edgelab.inventory.trust import fetch_offer
+
+    try:
+        return fetch_offer(engine, name, timeout=timeout), None
+    except EdgelabError as err:
+        return None, f"{name}: {err}" + (f" -> {err.remedy}" if err.remedy else "")
+
+
+def trust(engine: Engine, offer) -> tuple[bool, str]:
+    """Record ``offer`` as trusted (a changed key is refused: that takes `device trust --replace`)."""
+    from edgelab.inventory.trust import accept_offer
+
+    try:
+        accept_offer(engine, offer)
+    except EdgelabError as err:
+        return False, f"{err}" + (f" -> {err.remedy}" if err.remedy else "")
+    if offer.via:
+        return True, f"trusted lab host {offer.via} ({offer.fingerprint}); press t again for the next key"
+    return True, f"{offer.name}: trusted {offer.key_type} {offer.fingerprint}"

@@ -45,3 +45,13 @@ class RunLoaded(Message):
     """A fresh read of one run (data_runs.RunView)."""
 
     view: Any
+
+
+@dataclass
+class HostKeyFetched(Message):
+    """The host key a device (or a lab host on the way to it) presents: an inventory.trust.TrustOffer,
+    or why it could not be read."""
+
+    target: str
+    offer: Any
+    error: str | None = None

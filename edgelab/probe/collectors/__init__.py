@@ -36,7 +36,7 @@ __all__ = [
 
 def family_for(endpoint: Endpoint) -> str:
     """The OS family to collect from: android over ADB, windows for a PowerShell shell, else linux."""
-    if endpoint.kind == "adb" or endpoint.shell is Shell.TOYBOX:
+    if endpoint.login_shell is Shell.TOYBOX:
         return "android"
     if endpoint.shell is Shell.POWERSHELL:
         return "windows"

@@ -15,7 +15,7 @@ from typing import Any
 
 from edgelab.probe.collectors.sections import Section, new_nonce, split_sections
 from edgelab.probe.facts import Facts
-from edgelab.transport.base import Transport
+from edgelab.transport.base import Capability, Transport
 from edgelab.transport.quoting import Shell, encode_powershell
 
 
@@ -94,7 +94,7 @@ def run_collector(
     nonce = new_nonce()
     argv = collector.argv(nonce, per_source_timeout)
     start = time.monotonic()
-    if collector.shell is Shell.POWERSHELL and hasattr(transport, "run_line"):
+    if collector.shell is Shell.POWERSHELL and transport.supports(Capability.WINDOWS_SHELL):
         # Windows OpenSSH hands the line to PowerShell: send the encoded script as is,
         # not wrapped once more by the transport's own PowerShell quoting.
         res = transport.run_line(" ".join(argv), timeout=timeout, label="probe")

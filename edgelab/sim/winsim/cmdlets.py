@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import fs, native
 from . import psparse as P
@@ -33,8 +33,7 @@ from .objects import (
     proc_table,
     same_persona,
 )
-from .pseval import (
-    Interp,
+from .values import (
     PSError,
     TypeRef,
     collapse,
@@ -46,6 +45,9 @@ from .pseval import (
     truthy,
     unroll,
 )
+
+if TYPE_CHECKING:  # annotations only: the interpreter imports this module (its cmdlet table)
+    from .pseval import Interp
 
 
 def _path_arg(named: dict, pos: list, *names: str) -> list[str]:
@@ -569,6 +571,36 @@ def get_cim_instance(interp, named, pos, inp):
     return [PSObj(r, f"Microsoft.Management.Infrastructure.CimInstance#root/cimv2/{cls}") for r in rows]
 
 
+def get_win_event(interp, named, pos, inp):
+    """Get-WinEvent -LogName NAME [-MaxEvents N]: the persona's event log (``data/eventlog/NAME.json``, a list
+    of records in the order they were written, appended to while the device runs), newest first as Windows
+    returns them."""
+    log_name = to_str(named.get("logname", pos[0] if pos else ""))
+    raw = _data(interp, f"eventlog/{log_name}.json") if log_name and "/" not in log_name else None
+    if raw is None:
+        raise PSError(f'There is not an event log on the localhost computer that matches "{log_name}".',
+                      "ObjectNotFound", "NoMatchingLogsFound,Microsoft.PowerShell.Commands.GetWinEventCommand",
+                      log_name, "Get-WinEvent")
+    levels = {1: "Critical", 2: "Error", 3: "Warning", 4: "Information", 5: "Verbose"}
+    rows = []
+    for number, rec in enumerate(json.loads(raw), 1):
+        when = dt.datetime.fromisoformat(rec["TimeCreated"].replace("Z", "+00:00"))
+        level = int(rec.get("Level", 4))
+        rows.append(PSObj({
+            "TimeCreated": DateTime(when if when.tzinfo else when.replace(tzinfo=dt.UTC)),
+            "Id": int(rec["Id"]), "RecordId": int(rec.get("RecordId", number)), "Level": level,
+            "LevelDisplayName": levels.get(level, str(level)), "ProviderName": rec.get("ProviderName", ""),
+            "LogName": log_name, "Message": rec.get("Message", ""),
+        }, "System.Diagnostics.Eventing.Reader.EventLogRecord"))
+    rows.reverse()
+    if "maxevents" in named:
+        rows = rows[: int(to_num(named["maxevents"]))]
+    if not rows:
+        raise PSError("No events were found that match the specified selection criteria.", "ObjectNotFound",
+                      "NoMatchingEventsFound,Microsoft.PowerShell.Commands.GetWinEventCommand", None, "Get-WinEvent")
+    return rows
+
+
 def get_pnp_device(interp, named, pos, inp):
     cls = to_str(named.get("class", ""))
     raw = _data(interp, f"pnp/{cls}.json") if cls else None
@@ -586,7 +618,7 @@ def get_pnp_device(interp, named, pos, inp):
 
 
 def _invoke_block(interp: Interp, block, item) -> list:
-    from .pseval import LoopControl, Out
+    from .values import LoopControl, Out
 
     old = interp.vars.get("_")
     interp.vars["_"] = item
@@ -746,6 +778,7 @@ CMDLETS = {
     "get-ciminstance": get_cim_instance, "gcim": get_cim_instance,
     "get-wmiobject": get_cim_instance, "gwmi": get_cim_instance,
     "get-pnpdevice": get_pnp_device,
+    "get-winevent": get_win_event,
     "invoke-cimmethod": invoke_cim_method,
     "foreach-object": foreach_object, "%": foreach_object, "foreach": foreach_object,
     "where-object": where_object, "?": where_object, "where": where_object,
@@ -873,7 +906,7 @@ def _nvidia_smi(interp, args, out, err):
 
 
 def _nr(name):
-    from .pseval import not_recognized
+    from .values import not_recognized
 
     return not_recognized(name)
 

@@ -14,7 +14,7 @@ from typing import Protocol, cast
 
 import paramiko
 
-from edgelab.transport.base import Deadline, RemoteProcess, parse_pid_line
+from edgelab.transport.base import Deadline, Interactive, RemoteProcess, parse_pid_line
 
 COPY_CHUNK = 1 << 20
 KILL_GRACE_S = 2.0
@@ -160,3 +160,25 @@ class SSHProcess(RemoteProcess):
     @property
     def stderr(self) -> str:
         return bytes(self._pump.err).decode("utf-8", "replace")
+
+
+class SSHInteractive(Interactive):
+    """A session channel with a pty running the login shell (``edgelab shell``)."""
+
+    def __init__(self, chan: paramiko.Channel) -> None:
+        self._chan = chan
+
+    def fileno(self) -> int:
+        return self._chan.fileno()
+
+    def recv(self, n: int) -> bytes:
+        return self._chan.recv(n)
+
+    def send(self, data: bytes) -> None:
+        self._chan.sendall(data)
+
+    def exit_code(self) -> int:
+        return self._chan.recv_exit_status() if self._chan.exit_status_ready() else 0
+
+    def close(self) -> None:
+        self._chan.close()

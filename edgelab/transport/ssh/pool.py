@@ -15,6 +15,7 @@ from typing import Any
 
 import paramiko
 
+from edgelab.errors import HostKeyError
 from edgelab.transport.base import Endpoint
 from edgelab.transport.hostkeys import HostKey
 from edgelab.transport.ssh.connect import (
@@ -127,7 +128,12 @@ def open_socket(hop: Hop, *, timeout: float) -> Stream:
     timeout = hop.connect_timeout or timeout
     if hop.jump:
         # The jump connection stays referenced while this hop's session lives (see _Entry.close).
-        jump = POOL.acquire(hop.jump[0], timeout=timeout)
+        try:
+            jump = POOL.acquire(hop.jump[0], timeout=timeout)
+        except HostKeyError as e:  # the jump host's key: trusted through the device (device trust walks there)
+            from edgelab.transport.jump import on_the_way
+
+            raise on_the_way(e, hop.jump[0].name, hop.name) from None
         try:
             return jump.open_channel("direct-tcpip", (hop.host, hop.port), ("127.0.0.1", 0), timeout=timeout)
         except (paramiko.SSHException, EOFError, OSError) as e:

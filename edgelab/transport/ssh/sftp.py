@@ -10,7 +10,9 @@ import hashlib
 import os
 import posixpath
 import stat
+from collections import deque
 from pathlib import Path
+from typing import cast
 
 import paramiko
 
@@ -20,6 +22,8 @@ from edgelab.transport.ssh.connect import MAX_PACKET, WINDOW_SIZE
 
 COPY_CHUNK = 1 << 20
 SFTP_READ = paramiko.SFTPFile.MAX_REQUEST_SIZE  # what one prefetched SFTP read request returns
+IN_FLIGHT = 128  # unanswered WRITEs (x ~32 KiB: beyond OpenSSH's 2 MiB channel window)
+WRITE_HEADER = 4 + 1 + 4 + 4 + 8 + 4  # length, type, request id, handle length, offset, data length
 
 
 def open_client(client: paramiko.Transport) -> paramiko.SFTPClient | None:
@@ -98,6 +102,121 @@ def put_file(
     if progress and total == 0:
         progress(0, 0)
     return h.hexdigest()
+
+
+def put_from(
+    sftp: paramiko.SFTPClient,
+    local: Path,
+    remote: str,
+    offset: int,
+    *,
+    name: str,
+    progress: Progress | None = None,
+) -> None:
+    """Bytes ``[offset, size)`` of ``local`` into ``remote`` in place (``Transport.put`` with an offset).
+
+    ``remote`` is created at offset 0 and truncated to ``offset`` otherwise, so whatever an earlier
+    cut left beyond the resume point is gone; writes are pipelined, and closing the file waits for
+    every write's status, so a return means the server acknowledged all of them. Each WRITE request
+    fits one SSH channel packet and goes out unbuffered, up to ``IN_FLIGHT`` unanswered
+    (``_pipelined_writes``): paramiko's default 32 KiB request needs two packets against OpenSSH's
+    32 KiB max packet, doubling the per-packet Python cost."""
+    local = Path(local)
+    try:
+        total = local.stat().st_size
+    except OSError as e:
+        raise TransportError(f"cannot read {local}: {e.strerror}") from e
+    if offset > total:
+        raise TransportError(f"{name}: cannot resume {remote} at {offset}: {local} has only {total} bytes")
+    target = remote_path(sftp, remote)
+    done = offset
+    try:
+        if offset == 0:
+            makedirs(sftp, posixpath.dirname(target), name=name)
+        with open(local, "rb") as fin:
+            fout = sftp.open(target, "r+b" if offset else "wb", bufsize=0)
+            try:
+                if offset:
+                    fout.truncate(offset)
+                    fin.seek(offset)
+
+                def seen(pos: int, size: int) -> None:
+                    nonlocal done
+                    done = pos
+                    if progress:
+                        progress(pos, size)
+
+                _pipelined_writes(sftp, _raw_handle(fout), fin, offset, total, write_request_size(sftp, fout), local,
+                                  seen)
+            finally:
+                try:
+                    fout.close()  # waits for every pipelined write's status
+                except (OSError, EOFError, paramiko.SSHException):
+                    # connection gone: nothing left to close, not even in __del__
+                    fout._closed = True  # type: ignore[attr-defined]  # BufferedFile's flag, not in the stubs
+                    raise
+    except FileNotFoundError as e:
+        raise TransportError(
+            f"{name}: cannot resume {remote}: it is not on the device", remedy="upload from offset 0"
+        ) from e
+    except (OSError, EOFError, paramiko.SSHException) as e:
+        if isinstance(e, TransportError):
+            raise
+        raise TransportError(f"{name}: upload of {local} to {remote} cut at {done}: {e}") from e
+    if progress and done == total == offset:
+        progress(done, total)
+
+
+def _pipelined_writes(sftp: paramiko.SFTPClient, handle: bytes, fin, pos: int, total: int, request: int,
+                      local: Path, progress: Progress | None) -> None:
+    """WRITE requests for bytes ``[pos, total)`` at their offsets, up to ``IN_FLIGHT`` unanswered.
+
+    paramiko's own pipelined ``SFTPFile.write`` waits, once 100 requests are out and one answer
+    is in, for the answers to ALL of them: the pipe runs dry every ~3 MiB and the link idles a
+    round trip. Here each answer is collected as it arrives (in order: sftp-server answers in
+    order) and the pipe stays full; a failed WRITE raises from ``_read_response`` (its status).
+    """
+    from paramiko.sftp import CMD_STATUS, CMD_WRITE, int64
+
+    out: deque[int] = deque()
+    ready = sftp.sock.recv_ready
+
+    def collect() -> None:
+        t, _ = sftp._read_response(out.popleft())  # type: ignore[attr-defined]  # no public API pipelines
+        if t != CMD_STATUS:
+            raise TransportError(f"sftp-server answered a WRITE with message type {t}")
+
+    while pos < total:
+        block = fin.read(min(COPY_CHUNK, total - pos))
+        if not block:
+            raise TransportError(f"{local} shrank while it was being pushed", remedy="push again")
+        for i in range(0, len(block), request):
+            piece = block[i : i + request]
+            out.append(sftp._async_request(  # type: ignore[attr-defined]  # no public API pipelines
+                type(None), CMD_WRITE, handle, int64(pos + i), piece))
+            while out and (len(out) >= IN_FLIGHT or ready()):
+                collect()
+        pos += len(block)
+        if progress:
+            progress(pos, total)
+    while out:
+        collect()
+
+
+def _raw_handle(fout: paramiko.SFTPFile) -> bytes:
+    """The server's opaque file handle: bytes at run time (typeshed's stubs call it an SFTPHandle)."""
+    return cast(bytes, fout.handle)
+
+
+def write_request_size(sftp: paramiko.SFTPClient, fout: paramiko.SFTPFile) -> int:
+    """Largest WRITE payload whose SFTP message fits one channel packet (paramiko sends at most
+    the peer's max packet minus 64 bytes per packet)."""
+    chan = sftp.get_channel()
+    if chan is None:
+        raise TransportError("the SFTP session has no channel", remedy="connect again")
+    per_packet = chan.out_max_packet_size - 64
+    fits = per_packet - WRITE_HEADER - len(_raw_handle(fout))
+    return max(4096, min(fits, fout.MAX_REQUEST_SIZE))
 
 
 def get_file(

@@ -20,22 +20,24 @@ import paramiko
 from edgelab.errors import HostKeyError, RemoteTimeout, TransportError
 from edgelab.transport import winps, winscripts
 from edgelab.transport.base import (
+    Capability,
     Deadline,
     Endpoint,
     Progress,
     RemoteProcess,
     RunResult,
     Transport,
+    TransportOptions,
     posix_kill_argv,
     posix_stream_argv,
 )
 from edgelab.transport.forward import Forward
 from edgelab.transport.quoting import Shell, encode_powershell, join_posix
 from edgelab.transport.ssh.auth import SSHAuthError
-from edgelab.transport.ssh.channel import KILL_GRACE_S, Pump, SSHProcess, exit_code, feed
+from edgelab.transport.ssh.channel import KILL_GRACE_S, Pump, SSHInteractive, SSHProcess, exit_code, feed
 from edgelab.transport.ssh.connect import MAX_PACKET, WINDOW_SIZE, resolve_endpoint
 from edgelab.transport.ssh.pool import POOL, PoolKey
-from edgelab.transport.ssh.sftp import get_file, open_client, put_file
+from edgelab.transport.ssh.sftp import get_file, open_client, put_file, put_from
 from edgelab.transport.ssh_config import Hop
 
 log = logging.getLogger(__name__)
@@ -47,6 +49,13 @@ class SSHTransport(Transport):
     """A device reached over SSH; many instances may share one pooled connection."""
 
     kind = "ssh"
+    capabilities = (
+        Capability.FORWARD
+        | Capability.PROCESS_GROUPS
+        | Capability.RESUMABLE_PUT
+        | Capability.WINDOWS_SHELL
+        | Capability.INTERACTIVE
+    )
 
     def __init__(self, endpoint: Endpoint, hop: Hop, client: paramiko.Transport, *, timeout: float):
         self.endpoint = endpoint
@@ -61,6 +70,10 @@ class SSHTransport(Transport):
         self._closed = False
 
     # -- connection --------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, endpoint: Endpoint, options: TransportOptions) -> SSHTransport:
+        return cls.connect(endpoint, **options.kwargs())
 
     @classmethod
     def connect(
@@ -295,11 +308,21 @@ class SSHTransport(Transport):
             self._sftp, self._sftp_for = sftp, client
         return sftp
 
-    def put(self, local: Path, remote: str, *, progress: Progress | None = None) -> str:
-        return put_file(self.sftp(), Path(local), remote, name=self.name, progress=progress)
+    def _put_whole(self, local: Path, remote: str, progress: Progress | None) -> str:
+        return put_file(self.sftp(), local, remote, name=self.name, progress=progress)
+
+    def _put_from(self, local: Path, remote: str, offset: int, progress: Progress | None) -> None:
+        put_from(self.sftp(), local, remote, offset, name=self.name, progress=progress)
 
     def get(self, remote: str, local: Path, *, progress: Progress | None = None) -> str:
         return get_file(self.sftp(), remote, Path(local), name=self.name, progress=progress)
+
+    def interactive(self, *, term: str, columns: int, lines: int) -> SSHInteractive:
+        """A login shell on a session channel with a pty of the terminal's size."""
+        chan = self._open_channel(self.timeout)
+        chan.get_pty(term=term, width=columns, height=lines)
+        chan.invoke_shell()
+        return SSHInteractive(chan)
 
     def forward(self, remote_port: int) -> Forward:
         """``ssh -L``: a direct-tcpip channel to the device's 127.0.0.1:``remote_port`` per connection."""

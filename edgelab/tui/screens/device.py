@@ -20,7 +20,7 @@ from edgelab.errors import EdgelabError
 from edgelab.inventory.view import ago
 from edgelab.tui import actions
 from edgelab.tui.data import DeviceDetail, load_device
-from edgelab.tui.messages import ActionDone, DeviceLoaded
+from edgelab.tui.messages import ActionDone, DeviceLoaded, HostKeyFetched
 from edgelab.tui.widgets.fleet_table import state_text
 from edgelab.tui.widgets.info_panel import InfoPanel
 from edgelab.tui.widgets.status_line import StatusLine
@@ -74,6 +74,7 @@ class DeviceScreen(Screen):
         Binding("p", "probe", "Probe"),
         Binding("c", "check", "Check"),
         Binding("d", "deploy", "Deploy"),
+        Binding("t", "trust", "Trust host key"),
         Binding("enter", "open_run", "Open latest run", show=False),
         Binding("r", "refresh", "Refresh", show=False),
     ]
@@ -133,13 +134,16 @@ class DeviceScreen(Screen):
         dev = d.device
         info = [("class", dev["class"] or "?"), ("transport", dev["transport"]), ("address", dev["address"]),
                 ("state", state_text(dev["state"]).markup), ("last seen", ago(dev["last_seen"], now))]
+        markup = {"state", "host key"}
         if dev["detail"]:
             info.append(("detail", dev["detail"]))
+        if dev["state"] == "untrusted":
+            info.append(("host key", "[yellow]unknown: press t to see its SHA256 fingerprint and trust it[/]"))
         if dev["tags"]:
             info.append(("tags", " ".join(dev["tags"])))
         if d.snapshot:
             info.append(("last probe", f"{ago(d.snapshot['taken_at'], now)}, facts {str(d.snapshot['facts_hash'])[:12]}"))
-        self.query_one("#device-info", InfoPanel).show_pairs([(k, Text.from_markup(v) if k == "state" else v)
+        self.query_one("#device-info", InfoPanel).show_pairs([(k, Text.from_markup(v) if k in markup else v)
                                                               for k, v in info])
         facts_panel = self.query_one("#facts", InfoPanel)
         if d.facts:
@@ -222,6 +226,44 @@ class DeviceScreen(Screen):
         self.query_one(StatusLine).say(message.text, error=not message.ok)
         self.notify(message.text, severity="information" if message.ok else "error", timeout=6)
         self.action_refresh()
+
+    def action_trust(self) -> None:
+        if not self.working:
+            self.working = True
+            self.query_one(StatusLine).say(f"reading the host key on the way to {self.device_name}...")
+            self._fetch_key()
+
+    @work(thread=True, group="device-action")
+    def _fetch_key(self) -> None:
+        offer, error = actions.host_key(self.app.engine, self.device_name)
+        self.post_message(HostKeyFetched(self.device_name, offer, error))
+
+    def on_host_key_fetched(self, message: HostKeyFetched) -> None:
+        self.working = False
+        if message.offer is None:
+            self.query_one(StatusLine).say(message.error or "no host key", error=True)
+            return
+        if message.offer.already_trusted:
+            self.query_one(StatusLine).say(f"{self.device_name}: {message.offer.fingerprint} is already trusted")
+            return
+        from edgelab.tui.screens.trust import TrustScreen
+
+        def decided(yes: bool | None) -> None:
+            if yes:
+                self.working = True
+                self._trust(message.offer)
+            else:
+                self.query_one(StatusLine).say("host key not trusted")
+
+        self.app.push_screen(TrustScreen(message.offer), decided)
+
+    @work(thread=True, group="device-action")
+    def _trust(self, offer) -> None:
+        ok, text = actions.trust(self.app.engine, offer)
+        if ok:  # record the device's state now that its key is known (online, or the next key on the way)
+            _online, checked = actions.check(self.app.engine, [self.device_name])
+            text += f"; {checked}"
+        self.post_message(ActionDone("trust", self.device_name, ok, text))
 
     def action_deploy(self) -> None:
         from edgelab.tui.screens.deploy import DeployScreen

@@ -1,5 +1,8 @@
 """Probe devices: one batched collection per device, parsed into facts, classified, stored.
 
+The probe service, kept above ``edgelab.probe`` (the pure collectors and parsers) because it
+reaches devices, reads the catalog, classifies with ``edgelab.profile`` and writes the store.
+
 ``probe_device`` and ``probe_devices`` never let one device's failure escape as an exception:
 a failed probe is stored too (ok=False, the error and its remedy), so history shows it, and the
 device's state says why (offline, untrusted, auth-failed, error). Only an unknown device name
@@ -126,12 +129,7 @@ def gather(
     start = time.monotonic()
     transport = None
     try:
-        options: dict[str, Any] = {"timeout": min(CONNECT_TIMEOUT_S, timeout)}
-        if endpoint.kind == "ssh" and ssh_config:
-            options["ssh_config"] = ssh_config
-        if endpoint.kind == "local":
-            options = {}
-        transport = open_transport(endpoint, **options)
+        transport = open_transport(endpoint, timeout=min(CONNECT_TIMEOUT_S, timeout), ssh_config=ssh_config)
         out.collection = run_collector(
             collector, transport, timeout=timeout, per_source_timeout=min(PER_SOURCE_TIMEOUT_S, timeout)
         )
