@@ -70,20 +70,26 @@ def lab_marks(item: pytest.Item) -> set[str]:
     return marks
 
 
+COLLECTED_MARKS = pytest.StashKey[frozenset]()
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         have = {m.name for m in item.iter_markers()}
         for mark in sorted(lab_marks(item) - have):
             item.add_marker(mark)
+        item.stash[COLLECTED_MARKS] = frozenset(have | lab_marks(item))
 
 
 @pytest.fixture(autouse=True)
 def _lanes_are_declared(request):
     """A lab fixture reached only at run time (``request.getfixturevalue``) cannot be seen at
     collection: such a test must carry the mark itself (``pytest.param(..., marks=...)``). This
-    fails the test that does not, so the unit lane can never start a lab process unawares."""
+    fails the test that does not, so the unit lane can never start a lab process unawares. Marks
+    count as collection saw them: one applied at run time (``request.applymarker``) is too late
+    for ``-m``."""
     yield
-    have = {m.name for m in request.node.iter_markers()}
+    have = request.node.stash.get(COLLECTED_MARKS, frozenset())
     missing = sorted({m for name in request.fixturenames for m in LAB_FIXTURES.get(name, ())} - have)
     if missing:
         pytest.fail(f"{request.node.nodeid} uses a lab fixture at run time but is not marked "
