@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from edgelab.errors import HostKeyError, LabHostKeyError
 from edgelab.transport.base import Endpoint
 
 if TYPE_CHECKING:  # at run time only where a hop is resolved: it loads paramiko
@@ -82,18 +81,3 @@ def trusted(gateway: Gateway, key) -> bool:
     hostkeys.verify(gateway.name, hop.host, hop.port, key.pkey(), known_hosts=hop.known_hosts,
                     alias=hop.host_key_alias)
     return True
-
-
-def on_the_way(err: HostKeyError, gateway: str, device: str | None) -> HostKeyError:
-    """``err`` about a lab host on the way, reworded for the device it carries: the trust command names the
-    device (``edgelab device trust`` walks to that host from there), never the host, which is no device.
-    Rewording again further out (a chain of jump hosts) keeps the first host's words."""
-    first = err if isinstance(err, LabHostKeyError) else None
-    text = (first.host_text if first else None) or str(err)
-    host = (first.host_name if first else None) or gateway
-    host_remedy = (first.host_remedy if first else None) or err.remedy
-    cmd, fixed = f"edgelab device trust {host}", f"edgelab device trust {device or 'DEVICE'}"
-    where = f"on the way to {device}: " if device else ""
-    return LabHostKeyError(f"{where}lab host {text.replace(cmd, fixed)}",
-                           remedy=(host_remedy or fixed).replace(cmd, fixed),
-                           host_text=text, host_name=host, host_remedy=host_remedy)
