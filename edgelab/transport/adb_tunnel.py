@@ -48,7 +48,7 @@ class TunnelSpec:
 
 
 def is_tunnel(adb_server: str | None) -> bool:
-    return bool(adb_server) and adb_server.strip().lower().startswith(SCHEME)
+    return adb_server is not None and adb_server.strip().lower().startswith(SCHEME)
 
 
 def parse(text: str) -> TunnelSpec:
