@@ -1,6 +1,7 @@
 """Shared test fixtures. Virtual devices are real server processes (sshd, the adb server)."""
 
 import os
+import types
 
 import pytest
 
@@ -18,6 +19,75 @@ pytest_plugins = [
     "fixtures.llama_build",
     "fixtures.postgres",
 ]
+
+
+# ---------------------------------------------------------------- test lanes
+# A test's lanes follow from what it starts, so no file has to remember to mark itself: a test that
+# uses one of these fixtures (directly or through any fixture that depends on it: deploy_lab,
+# ssh_transport, ...) gets its marks at collection. ``-m "not ssh and not adb and not slow"`` is
+# then the unit lane (README, "Tests").
+LAB_FIXTURES: dict[str, tuple[str, ...]] = {
+    "ssh_lab": ("ssh",),  # every SSH persona on a real sshd (tests/fixtures/ssh_lab.py)
+    "adb_lab": ("adb",),  # the real adb server in front of the ADB emulator (tests/fixtures/adb_lab.py)
+    "llama_build": ("slow",),  # the lab host's llama.cpp build, minutes when the cache is cold
+    "pg_server": ("postgres",),  # a real PostgreSQL server (tests/fixtures/postgres.py)
+}
+# Names that start lab processes without those fixtures: a test, or any fixture it uses, whose code
+# names one of them (a throwaway sshd, a lab started by hand) is marked alike.
+LAB_STARTERS: dict[str, tuple[str, ...]] = {
+    "TmpSshd": ("ssh",),  # tests/test_ssh_hostkeys.py's throwaway sshd
+    "start_ssh_lab": ("ssh",),
+    "start_adb_lab": ("adb",),
+    "lab_up": ("ssh", "adb"),
+    "start_pg": ("postgres",),
+}
+
+
+def _names(code: types.CodeType) -> set[str]:
+    """Global and attribute names a function's code uses, nested functions and lambdas included."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names(const)
+    return names
+
+
+def lab_marks(item: pytest.Item) -> set[str]:
+    """The lane marks ``item`` needs, from its fixture closure and the code of it and its fixtures."""
+    marks: set[str] = set()
+    info = getattr(item, "_fixtureinfo", None)
+    closure = list(getattr(item, "fixturenames", ()))
+    funcs = [getattr(item, "function", None)]
+    for name in closure:
+        marks.update(LAB_FIXTURES.get(name, ()))
+        for fixturedef in (info.name2fixturedefs.get(name, ()) if info else ()):
+            funcs.append(fixturedef.func)
+    for func in funcs:
+        code = getattr(func, "__code__", None)
+        if code is not None:
+            for name in _names(code) & LAB_STARTERS.keys():
+                marks.update(LAB_STARTERS[name])
+    return marks
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        have = {m.name for m in item.iter_markers()}
+        for mark in sorted(lab_marks(item) - have):
+            item.add_marker(mark)
+
+
+@pytest.fixture(autouse=True)
+def _lanes_are_declared(request):
+    """A lab fixture reached only at run time (``request.getfixturevalue``) cannot be seen at
+    collection: such a test must carry the mark itself (``pytest.param(..., marks=...)``). This
+    fails the test that does not, so the unit lane can never start a lab process unawares."""
+    yield
+    have = {m.name for m in request.node.iter_markers()}
+    missing = sorted({m for name in request.fixturenames for m in LAB_FIXTURES.get(name, ())} - have)
+    if missing:
+        pytest.fail(f"{request.node.nodeid} uses a lab fixture at run time but is not marked "
+                    f"{', '.join(missing)}: mark it (or the fixture param that requests it)", pytrace=False)
 
 
 @pytest.fixture(autouse=True)

@@ -82,6 +82,7 @@ def _admit_one(url: str, i: int, q) -> None:
         q.put((i, r.pool))
 
 
+@pytest.mark.slow  # real processes racing: 30-35 s here
 def test_processes_racing_for_the_last_gib_admit_exactly_one(db_url):
     _device(db_url)
     dbmod.dispose_engines()

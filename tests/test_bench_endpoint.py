@@ -71,6 +71,7 @@ def test_bench_pi0_against_a_real_openpi_server_records_latency_labelled_with_th
     assert url in text and "tiny-droid-linear" in text and '"reference"' not in text
 
 
+@pytest.mark.slow  # a paced speech server and a whole bench: ~14 s here
 def test_bench_tts_against_a_speech_stream_endpoint_takes_the_servers_own_labels(dbpath):
     with SpeechServer(ServerOptions(frames_per_s=None)) as srv:
         res = cli(dbpath, "bench", "qwen3-tts-0.6b", "--endpoint", srv.url, "--warmup", "1", "--requests", "3",

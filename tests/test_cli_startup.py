@@ -2,7 +2,7 @@
 
 Checked in a fresh interpreter's ``sys.modules`` (the way harlequin checks its CLI's
 imports): the database, SSH, TUI, numeric and WebSocket stacks are imported by the
-commands that use them, when they run. CPU figures live in ``bench/cli_start.py``.
+commands that use them, when they run. CPU figures live in ``benchmarks/cli_start.py``.
 """
 
 from __future__ import annotations

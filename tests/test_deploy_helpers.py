@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from edgelab.deploy.options import Options
-from edgelab.probe import probe_devices
+from edgelab.inventory.probe import probe_devices
 from edgelab.sim.lab import LabStatus, register
 from edgelab.store import db as dbmod
 from edgelab.store.db import get_engine

@@ -18,7 +18,7 @@ from edgelab.artifacts.registry import add_artifact
 from edgelab.bench import BenchRequest, run_bench
 from edgelab.deploy import control, follow, launch, planning, refusal
 from edgelab.deploy.planning import DeployRequest
-from edgelab.probe import probe_devices
+from edgelab.inventory.probe import probe_devices
 from edgelab.store.db import session_scope
 from edgelab.store.devices import get_device
 from edgelab.store.models import Device

@@ -41,7 +41,8 @@ def test_json_over_whole_corpus_recovers_expected(capsys):
                 misses.append(f"{rel}: {key}")
     with capsys.disabled():
         print(f"\nfacts parse --json recovered {hit}/{total} = {hit / total:.1%}")
-    assert hit / total >= 0.95, misses
+    assert total > 300
+    assert not misses, misses  # every fact of every file, exactly (the fraction is the report above)
 
 
 def test_human_output_groups_and_warns():

@@ -109,6 +109,7 @@ def test_facts_parse_refuses_what_is_no_capture_with_exit_2(tmp_path, fault_figu
     assert not failures, failures
 
 
+@pytest.mark.slow  # 100 CLI runs on random bytes: ~60 s here
 @settings(max_examples=100, deadline=None)
 @given(st.binary(max_size=2000))
 def test_facts_parse_never_tracebacks_on_random_bytes(tmp_path_factory, data):

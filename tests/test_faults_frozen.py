@@ -23,7 +23,7 @@ import pytest
 from sqlmodel import select
 from test_deploy_helpers import alive_on_host, group_members
 
-from edgelab.probe import probe_devices
+from edgelab.inventory.probe import probe_devices
 from edgelab.sim import sshd
 from edgelab.sim.adb_lab import free_port as adb_free_port
 from edgelab.sim.adb_lab import kill_lab_processes, start_adb_lab, stop_adb_lab

@@ -188,6 +188,7 @@ def garbage_inputs(draw):
 _HYP = {"trials": 0, "written": 0, "tracebacks": 0}
 
 
+@pytest.mark.slow  # 120 garbage imports: ~30 s here
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=garbage_inputs())
 def test_hypothesis_garbage_never_half_writes_nor_tracebacks(seeded, tmp_path, data, fault_figures):

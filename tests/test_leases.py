@@ -95,6 +95,7 @@ def _race_one(url: str, owner: str, q) -> None:
         q.put((owner, None))
 
 
+@pytest.mark.slow  # real processes racing: ~11 s here
 def test_processes_racing_for_the_last_devices_of_a_tag_never_share_one(db_url):
     _devices(db_url, *[_phone(f"p{i}", f"SER{i}", tags=["phone"]) for i in range(2)])
     dbmod.dispose_engines()

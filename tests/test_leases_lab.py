@@ -28,11 +28,11 @@ pytestmark = [pytest.mark.ssh, pytest.mark.adb, pytest.mark.slow]
 runner = CliRunner()
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def deploy_lab(request, tmp_path_factory, ssh_lab, adb_lab):
     """The virtual lab registered and probed in a SQLite file, then in a database on the tests' PostgreSQL."""
     from edgelab.deploy.options import Options
-    from edgelab.probe import probe_devices
+    from edgelab.inventory.probe import probe_devices
     from edgelab.sim.lab import LabStatus, register
     from edgelab.store import db as dbmod
     from edgelab.store.db import get_engine

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import time
+from pathlib import Path
 
 import pytest
+from collectors import capture as fixtures  # tests/collectors/capture.py: tests/ is on sys.path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgelab.probe.collectors import COLLECTORS, family_for, parse_sections, run_collector, split_sections
-from edgelab.probe.collectors.posix import Snippet, script
+from edgelab.probe.collectors.base import Source
+from edgelab.probe.collectors.posix import script
 from edgelab.probe.collectors.sections import begin_marker, new_nonce
 from edgelab.transport.base import Endpoint
 from edgelab.transport.local import LocalTransport
@@ -47,8 +51,8 @@ def test_any_file_content_comes_back_exactly_through_real_sh(tmp_path_factory, c
     path = tmp_path_factory.mktemp("src") / "file"
     path.write_text(content, encoding="utf-8")
     nonce = new_nonce()
-    body = script(nonce, [Snippet("src", f"[ -r '{path}' ]", f"cat '{path}'"), Snippet("gone", "[ -r /nonexistent ]",
-                                                                                       "cat /nonexistent")], 5)
+    body = script([Source("src", f"cat '{path}'", None, f"cat '{path}'", f"[ -r '{path}' ]"),
+                   Source("gone", "cat /nonexistent", None, "cat /nonexistent", "[ -r /nonexistent ]")], nonce, 5)
     res = LocalTransport().run(["sh", "-c", body], timeout=30)
     secs, warnings = split_sections(res.stdout, nonce)
     assert warnings == [] and list(secs) == ["src"]
@@ -89,7 +93,7 @@ def test_one_hung_source_costs_its_own_timeout_only(tmp_path, monkeypatch):
 
 def test_probe_that_hangs_is_killed_at_the_timeout(tmp_path, monkeypatch):
     """A source that ignores TERM outlives its own timeout; the probe's timeout kills the whole group."""
-    from edgelab.probe.snapshot import gather
+    from edgelab.inventory.probe import gather
 
     pidfile = tmp_path / "pid"
     shim = tmp_path / "nvpmodel"
@@ -111,6 +115,36 @@ def test_probe_that_hangs_is_killed_at_the_timeout(tmp_path, monkeypatch):
 
 
 def test_windows_script_is_flat_statements():
-    body = COLLECTORS["windows"].build_script("n0", 3)
+    windows = COLLECTORS["windows"]
+    body = windows.build_script(windows.sources, "n0", 3)
     assert "function" not in body and "@{" not in body
     assert body.count("@@edgelab-section n0 ") == body.count("@@edgelab-end n0 ") == 9
+
+
+# ---------------------------------------------------------------- each source's fixtures, pyinfra style
+# tests/collectors/FAMILY/SOURCE.CASE.json: the source's command and script body, an output it
+# printed, and the exact facts the collector makes of it (re-made by tests/collectors/capture.py).
+FIXTURES = sorted(Path(fixtures.HERE).glob("*/*.json"))
+# Sources without a fixture of their own family, and why.
+UNCOVERED = {
+    ("linux", "cpufreq"): "posix.CPUFREQ, the same source as android's (s25 fixture); no Linux persona has cpufreq",
+    ("linux", "thermal"): "posix.THERMAL, the same source as android's (s25 fixture); no Linux persona has zones",
+}
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_collector_source_fixture(path):
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    collector = COLLECTORS[path.parent.name]
+    src = collector.source(path.stem.split(".")[0])
+    assert src is not None, f"{path.name}: the {collector.family} collector has no such source"
+    assert (src.command, src.body) == (doc["command"], doc["body"])
+    assert fixtures.fact(collector, src.name, "\n".join(doc["output"])) == doc["fact"]
+
+
+def test_every_parsed_source_has_a_fixture():
+    have = {(p.parent.name, p.stem.split(".")[0]) for p in FIXTURES}
+    want = {(fam, s.name) for fam, c in COLLECTORS.items() for s in c.sources}
+    assert want - have == set(UNCOVERED), sorted(want - have)
+    assert all(d["fact"] for d in (json.loads(p.read_text(encoding="utf-8")) for p in FIXTURES)
+               if d.get("persona") or d.get("corpus"))

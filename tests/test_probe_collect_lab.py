@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from edgelab.probe import facts_from_raw, probe_device, probe_devices
+from edgelab.inventory.probe import facts_from_raw, probe_device, probe_devices
 from edgelab.sim.lab import LabStatus, register
 from edgelab.store import db as dbmod
 from edgelab.store.db import get_engine, session_scope
@@ -107,11 +107,13 @@ def test_a_device_whose_sshd_is_down_fails_alone(fleet, lab_db):
 
 
 def test_probe_past_its_timeout_is_killed_over_ssh(lab_db, ssh_lab, monkeypatch):
-    from edgelab.probe.collectors import linux
-    from edgelab.probe.collectors.posix import Snippet
+    import dataclasses
+
+    from edgelab.probe.collectors import COLLECTORS, Source, linux
 
     # A source that outlasts the probe (a whole probe now takes less than any short timeout).
-    monkeypatch.setattr(linux, "SNIPPETS", [*linux.SNIPPETS, Snippet("slow", "", "sleep 60")])
+    slow = Source("slow", "sleep 60", None, "sleep 60")
+    monkeypatch.setitem(COLLECTORS, "linux", dataclasses.replace(linux.COLLECTOR, sources=(*linux.SOURCES, slow)))
     _url, engine = lab_db
     snap = probe_device(engine, "orin-agx", timeout=3, ssh_config=str(ssh_lab.ssh_config_path))
     assert not snap.ok

@@ -10,7 +10,8 @@ import subprocess
 import time
 
 from edgelab.probe.collectors import COLLECTORS, run_collector, split_sections
-from edgelab.probe.collectors.posix import Snippet, script
+from edgelab.probe.collectors.base import Source
+from edgelab.probe.collectors.posix import script
 from edgelab.probe.collectors.sections import new_nonce
 from edgelab.sim.persona_exec import persona_argv
 from edgelab.sim.personas import PERSONAS_DIR
@@ -36,12 +37,12 @@ def test_reads_share_one_group_and_a_hung_read_cuts_only_the_group(tmp_path):
     ok = tmp_path / "ok"
     ok.write_text("first\n")
     nonce = new_nonce()
-    body = script(nonce, [
-        Snippet("tool", "", "echo tool ran"),
-        Snippet("ok", f"[ -r '{ok}' ]", f"cat '{ok}'", reads=True),
-        Snippet("stuck", f"[ -r '{fifo}' ]", f"cat '{fifo}'", reads=True),
-        Snippet("never", "", "echo unreachable", reads=True),
-    ], 1)
+    body = script([
+        Source("tool", "echo tool ran", None, "echo tool ran"),
+        Source("ok", f"cat '{ok}'", None, f"cat '{ok}'", f"[ -r '{ok}' ]", reads=True),
+        Source("stuck", f"cat '{fifo}'", None, f"cat '{fifo}'", f"[ -r '{fifo}' ]", reads=True),
+        Source("never", "echo unreachable", None, "echo unreachable", reads=True),
+    ], nonce, 1)
     assert body.count("timeout $F") == 1  # the prelude's t(); the group uses it once below
     assert body.count("t $TO sh -c") == 1
     res = LocalTransport().run(["sh", "-c", body], timeout=60)

@@ -3,11 +3,13 @@ plus robustness: random text and corrupted captures never raise, in any parser o
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 import pytest
 import yaml
+from corpus import pin as corpus_pin  # tests/corpus/pin.py: tests/ is on sys.path, as for test helpers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +21,7 @@ from edgelab.probe.parsers.base import INTERNAL_ERROR, ParseResult
 CORPUS = Path(__file__).parent / "corpus"
 EXPECTED: dict = yaml.safe_load((CORPUS / "EXPECTED.yaml").read_text(encoding="utf-8"))
 FILES = sorted(EXPECTED)
+PINNED: dict = json.loads(corpus_pin.PINNED.read_text(encoding="utf-8"))
 
 
 def read(rel: str) -> str:
@@ -74,25 +77,72 @@ def parse_file(rel: str) -> tuple[str | None, ParseResult | None]:
     return (cmd.name if cmd else None), (cmd.parse(text) if cmd else None)
 
 
+def expected_misses(rel: str, flat: dict) -> list[str]:
+    """Each EXPECTED.yaml fact of ``rel`` that the flat view does not give exactly."""
+    return [f"{rel}: {key}: expected {exp!r}, got {flat.get(key, '<missing>')!r}"
+            for key, exp in (EXPECTED[rel].get("facts") or {}).items() if not fact_matches(key, exp, flat)]
+
+
 def test_corpus_recovery_fraction(capsys):
-    total = hit = 0
+    """The recovered fraction is a report; each file's facts are asserted one by one below."""
+    total = sum(len(EXPECTED[rel].get("facts") or {}) for rel in FILES)
     misses = []
     for rel in FILES:
         _, res = parse_file(rel)
-        flat = res.flat() if res else {}
-        for key, exp in (EXPECTED[rel].get("facts") or {}).items():
-            total += 1
-            if fact_matches(key, exp, flat):
-                hit += 1
-            else:
-                misses.append(f"{rel}: {key}: expected {exp!r}, got {flat.get(key, '<missing>')!r}")
-    frac = hit / total
+        misses += expected_misses(rel, res.flat() if res else {})
     with capsys.disabled():
-        print(f"\ncorpus facts recovered: {hit}/{total} = {frac:.1%}")
+        print(f"\ncorpus facts recovered: {total - len(misses)}/{total} = {(total - len(misses)) / total:.1%}")
         for m in misses:
             print("  miss:", m)
     assert total > 300
-    assert frac >= 0.95, "\n".join(misses)
+
+
+@pytest.mark.parametrize("rel", FILES)
+def test_corpus_file_gives_every_expected_fact(rel):
+    """Every fact the capture's source supports (EXPECTED.yaml), exactly: no fact may regress."""
+    _, res = parse_file(rel)
+    assert EXPECTED[rel].get("facts"), f"{rel}: EXPECTED.yaml lists no facts"
+    misses = expected_misses(rel, res.flat() if res else {})
+    assert not misses, "\n".join(misses)
+
+
+@pytest.mark.parametrize("rel", corpus_pin.captures())
+def test_corpus_file_parses_as_pinned(rel):
+    """Everything the parsers read from the capture (values, typed facts, provenance, warnings) is as
+    pinned in PARSED.json; after a deliberate change re-pin with ``python tests/corpus/pin.py``."""
+    want = PINNED.get(rel, "<not pinned: run python tests/corpus/pin.py>")
+    got = corpus_pin.parse(rel)
+    assert got == want, "\n".join(_differences(want, got, rel))
+
+
+def _differences(want, got, path: str) -> list[str]:
+    """Each leaf where ``got`` differs from ``want``, named by its path."""
+    if isinstance(want, dict) and isinstance(got, dict):
+        return [d for k in sorted(set(want) | set(got), key=str)
+                for d in _differences(want.get(k, "<absent>"), got.get(k, "<absent>"), f"{path}.{k}")]
+    if isinstance(want, list) and isinstance(got, list) and len(want) == len(got):
+        return [d for i, (w, g) in enumerate(zip(want, got, strict=True)) for d in _differences(w, g, f"{path}[{i}]")]
+    return [] if want == got else [f"{path}: pinned {want!r}, parsed {got!r}"]
+
+
+def test_every_capture_is_pinned_and_has_ground_truth():
+    """A new capture gets its EXPECTED.yaml entry and its pin; the datadog tegrastats lines are read
+    by tests/test_metrics_tegrastats.py, line by line, with their own expectations."""
+    assert sorted(PINNED) == corpus_pin.captures()
+    assert set(corpus_pin.captures()) - set(FILES) == {"jetson/datadog-agent_jetson_test_tegrastats.txt"}
+
+
+SHARED = Path("/work/shared/corpus/probe")
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="the shared corpus is not on this machine")
+def test_captures_are_the_shared_corpus_byte_for_byte():
+    """tests/corpus is a copy of ../shared/corpus/probe (plus captures added here, SOURCES.md)."""
+    shared = sorted(p.relative_to(SHARED).as_posix() for p in SHARED.rglob("*") if p.is_file())
+    assert shared, SHARED
+    for rel in shared:
+        if rel != "SOURCES.md":
+            assert (CORPUS / rel).read_bytes() == (SHARED / rel).read_bytes(), rel
 
 
 @pytest.mark.parametrize("rel", FILES)

@@ -83,6 +83,10 @@ def test_adb_connection_killed_mid_push_resumes(adb_lab, store, tmp_path):
 
     def progress(sha, done, total):
         if not killed and done >= (5 << 20) // 2:
+            # the bytes sent are buffered on the way: cut once the device's .part holds 1 MiB of them
+            script = ('i=0; while [ "$(stat -c %s "$1" 2>/dev/null || echo 0)" -lt 1048576 ]; do '
+                      'i=$((i + 1)); [ $i -lt 400 ] || exit 9; sleep 0.05; done')
+            assert store.t.run(["sh", "-c", script, "x", store.part(sha)], timeout=60).ok
             fds = _sockets_to(server_port)
             assert fds, "no connection to the adb server during the push"
             for fd in fds:  # as if the adb client were killed: the connection is torn down
@@ -93,7 +97,7 @@ def test_adb_connection_killed_mid_push_resumes(adb_lab, store, tmp_path):
     res = push_blob(store, blob, progress=progress, attempts=5)
     assert killed
     assert res.status == "resumed" and res.attempts >= 2
-    assert 0 < res.resumed_from <= killed[0]  # what reached .part before the cut stayed there
+    assert 1 << 20 <= res.resumed_from <= killed[0]  # what reached .part before the cut stayed there
     assert res.sent < blob.size + killed[0]  # ... and was not sent again
     assert _pulled_sha(store.t, res.remote_path, tmp_path) == blob.sha256
     names = {e.name for e in store.list()}

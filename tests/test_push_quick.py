@@ -198,9 +198,11 @@ def test_a_part_corrupted_while_it_uploads_is_never_renamed_into_place(phone, tm
 
     def corrupt(sha, done, total):  # another writer flips 4 bytes of the arrived prefix on the device
         if not hit and done >= total // 2:
-            r = other.run(["sh", "-c", 'printf XXXX | dd of="$1" bs=1 seek=1000 conv=notrunc 2>/dev/null', "x",
-                           store.part(sha)])
-            hit.append(r.ok)
+            # the bytes sent are buffered on the way: wait until the device's .part holds byte 1004
+            script = ('i=0; while [ "$(stat -c %s "$1" 2>/dev/null || echo 0)" -lt 4096 ]; do '
+                      'i=$((i + 1)); [ $i -lt 200 ] || exit 9; sleep 0.05; done; '
+                      'printf XXXX | dd of="$1" bs=1 seek=1000 conv=notrunc 2>/dev/null')
+            hit.append(other.run(["sh", "-c", script, "x", store.part(sha)], timeout=30).ok)
 
     try:
         with pytest.raises(HashMismatch):

@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 from edgelab.cli import app
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
-from edgelab.metrics.results import import_study, provenance
+from edgelab.metrics.provenance import provenance
+from edgelab.metrics.results import import_study
 from edgelab.store.db import get_engine, session_scope
 from edgelab.store.runs import create_run, get_run, get_summary, requests_of, samples_of
 

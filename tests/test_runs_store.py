@@ -12,7 +12,8 @@ from edgelab.errors import ConfigError, NotFound
 from edgelab.metrics import events as ev
 from edgelab.metrics.audio import schedule_arrivals
 from edgelab.metrics.ingest import Ingestor
-from edgelab.metrics.results import PROVENANCE_KEYS, start_run, verify_recompute
+from edgelab.metrics.provenance import PROVENANCE_KEYS
+from edgelab.metrics.results import start_run, verify_recompute
 from edgelab.store import db as dbmod
 from edgelab.store.db import get_engine, session_scope
 from edgelab.store.devices import add_device

@@ -12,6 +12,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, text
 from sqlmodel import SQLModel
 
+import edgelab.store.tables  # noqa: F401 - the whole schema on SQLModel.metadata, compared with the migrations
 from edgelab.errors import ConfigError
 from edgelab.store import db as dbmod
 from edgelab.store.db import get_engine, session_scope

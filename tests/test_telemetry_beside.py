@@ -89,8 +89,8 @@ def test_a_reference_deploy_stores_telemetry_beside_the_run(deploy_lab, ssh_lab,
 def test_the_nvidia_smi_sampler_on_the_virtual_wsl_host(tmp_path, ssh_lab, adb_lab):
     """wsl-hx370 (RTX 5090 through WSL): the plan is nvidia-smi + /proc; its shim refuses the full
     field list (an older driver's answer), the short one is used; every queried field kept raw."""
+    from edgelab.inventory.probe import probe_devices
     from edgelab.metrics.sampler import TelemetrySampler, plan_for
-    from edgelab.probe import probe_devices
     from edgelab.sim.lab import LabStatus, register
     from edgelab.store import db as dbmod
     from edgelab.store.db import get_engine
@@ -131,8 +131,8 @@ def test_the_windows_sampler_beside_a_run_on_the_virtual_windows_host(tmp_path, 
     """win-hx370-rtx5090: CIM counters and nvidia-smi through PowerShell (edgelab.metrics.wintelemetry),
     host and GPU samples, the fields edgelab does not model kept raw."""
     pytest.importorskip("edgelab.metrics.wintelemetry")
+    from edgelab.inventory.probe import probe_devices
     from edgelab.metrics.sampler import TelemetrySampler, plan_for
-    from edgelab.probe import probe_devices
     from edgelab.sim.lab import LabStatus, register
     from edgelab.store import db as dbmod
     from edgelab.store.db import get_engine

@@ -30,7 +30,11 @@ KINDS = ["local", "ssh", "adb", "win_ps", "win_cmd"]
 WINDOWS = ("win_ps", "win_cmd")
 
 
-@pytest.fixture(params=KINDS)
+# Each kind's transport is requested at run time, so its lane is declared here (tests/conftest.py).
+LANES = {"ssh": pytest.mark.ssh, "adb": pytest.mark.adb, "win_ps": pytest.mark.ssh, "win_cmd": pytest.mark.ssh}
+
+
+@pytest.fixture(params=[pytest.param(k, marks=LANES[k]) if k in LANES else k for k in KINDS])
 def transport(request) -> Transport:
     t = request.getfixturevalue(f"{request.param}_transport")
     t.contract_kind = request.param

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from tui_seed import NOW, seed
+from tui_wait import settle
 
 from edgelab.store.db import dispose_engines, get_engine, session_scope
 from edgelab.store.devices import add_device, get_device
@@ -27,13 +28,6 @@ def engine(tmp_path):
     dispose_engines()
 
 
-async def until(pilot, cond, steps: int = 1500) -> None:
-    for _ in range(steps):
-        if cond():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("condition never became true")
-
 
 def table(app) -> FleetTable:
     return app.screen.query_one(FleetTable)
@@ -45,7 +39,8 @@ def names(app) -> list[str]:
 
 
 async def fleet_ready(app, pilot) -> None:
-    await until(pilot, lambda: isinstance(app.screen, FleetScreen) and app.screen.loaded)
+    await settle(app, pilot)
+    assert isinstance(app.screen, FleetScreen) and app.screen.loaded
 
 
 async def test_filter_and_sort(engine) -> None:
@@ -58,10 +53,12 @@ async def test_filter_and_sort(engine) -> None:
         assert row[:5] == ["s25-003", "npu_phone", "adb", "unauthorized", "VIRTUAL"]
         await pilot.press("slash")
         await pilot.press(*"s25 unauth")
-        await until(pilot, lambda: table(app).row_count == 1)
+        await settle(app, pilot)
+        assert table(app).row_count == 1
         assert names(app) == ["s25-003"]
         await pilot.press("escape")  # clears the filter
-        await until(pilot, lambda: table(app).row_count == 6)
+        await settle(app, pilot)
+        assert table(app).row_count == 6
         # sort: name -> class -> state -> last probe -> temperature (never-probed devices last)
         for _ in range(4):
             await pilot.press("s")
@@ -77,15 +74,18 @@ async def test_add_device_dialog(engine) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await fleet_ready(app, pilot)
         await pilot.press("a")
-        await until(pilot, lambda: isinstance(app.screen, AddDeviceScreen))
+        await settle(app, pilot)
+        assert isinstance(app.screen, AddDeviceScreen)
         await pilot.press(*"Bad Name!")
         app.screen.query_one("#address").value = "nvidia@127.0.0.11:2222"
         await pilot.press("enter")
-        await until(pilot, lambda: "invalid device name" in str(app.screen.query_one("#error").render()))
+        await settle(app, pilot)
+        assert "invalid device name" in str(app.screen.query_one("#error").render())
         assert "bad-name" in str(app.screen.query_one("#error").render())  # the remedy suggests a valid name
         app.screen.query_one("#name").value = "orin-new"
         await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, FleetScreen) and "orin-new" in names(app))
+        await settle(app, pilot)
+        assert isinstance(app.screen, FleetScreen) and "orin-new" in names(app)
     with session_scope(engine, write=False) as s:
         d = get_device(s, "orin-new")
         assert (d.transport, d.ssh_user, d.ssh_host, d.ssh_port) == ("ssh", "nvidia", "127.0.0.11", 2222)
@@ -99,21 +99,25 @@ async def test_probe_check_and_open_a_real_device(engine) -> None:
         await fleet_ready(app, pilot)
         assert str(table(app).get_row("lab-host")[5]) == "never"
         await pilot.press("c")
-        await until(pilot, lambda: str(table(app).get_row("lab-host")[3]) == "online")
+        await settle(app, pilot)
+        assert str(table(app).get_row("lab-host")[3]) == "online"
         await pilot.press("p")
-        await until(pilot, lambda: str(table(app).get_row("lab-host")[5]) != "never")
+        await settle(app, pilot)
+        assert str(table(app).get_row("lab-host")[5]) != "never"
         with session_scope(engine, write=False) as s:
             snaps = list_snapshots(s, "lab-host")
             assert len(snaps) == 1 and snaps[0].ok
             cls = get_device(s, "lab-host").device_class
         assert cls and str(table(app).get_row("lab-host")[1]) == cls
         await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, DeviceScreen) and app.screen.detail is not None)
+        await settle(app, pilot)
+        assert isinstance(app.screen, DeviceScreen) and app.screen.detail is not None
         detail = app.screen.detail
         assert detail.snapshot["id"] == snaps[0].id
         assert "os" in detail.facts and detail.profile["class"] == cls
         await pilot.press("escape")
-        await until(pilot, lambda: isinstance(app.screen, FleetScreen))
+        await settle(app, pilot)
+        assert isinstance(app.screen, FleetScreen)
 
 
 async def test_deploy_dry_run_shows_strategies_and_plan(engine) -> None:
@@ -125,13 +129,15 @@ async def test_deploy_dry_run_shows_strategies_and_plan(engine) -> None:
         await fleet_ready(app, pilot)
         await pilot.press("down")  # s25-001: a phone
         await pilot.press("d")
-        await until(pilot, lambda: isinstance(app.screen, DeployScreen) and app.screen.decisions is not None)
+        await settle(app, pilot)
+        assert isinstance(app.screen, DeployScreen) and app.screen.decisions is not None
         dlg = app.screen
         refused = {s["strategy"]: s for s in dlg.decisions["refused"]}
         assert "S1" in refused and "Jetson" in refused["S1"]["reason"]  # S1 refused on a phone, with why
         assert {s["strategy"] for s in dlg.decisions["eligible"]} >= {"S5"}
         await pilot.press("ctrl+d")
-        await until(pilot, lambda: dlg.planned is not None or str(dlg.query_one("#deploy-error").render()))
+        await settle(app, pilot)
+        assert dlg.planned is not None or str(dlg.query_one("#deploy-error").render())
         assert dlg.planned is not None, str(dlg.query_one("#deploy-error").render())
         assert dlg.planned["device"] == "s25-001" and dlg.planned["virtual"] is True
         assert dlg.planned["plan"]["strategy"] != "S1"
@@ -153,11 +159,14 @@ async def test_fleet_shows_the_holder_and_reserves_and_releases(engine, monkeypa
         assert str(table(app).get_row("orin-agx-000")[-1]) == ""
         table(app).move_cursor(row=names(app).index("orin-agx-000"))
         await pilot.press("l")
-        await until(pilot, lambda: str(table(app).get_row("orin-agx-000")[-1]).startswith("me@lab until "))
+        await settle(app, pilot)
+        assert str(table(app).get_row("orin-agx-000")[-1]).startswith("me@lab until ")
         await pilot.press("u")
-        await until(pilot, lambda: str(table(app).get_row("orin-agx-000")[-1]) == "")
+        await settle(app, pilot)
+        assert str(table(app).get_row("orin-agx-000")[-1]) == ""
         table(app).move_cursor(row=names(app).index("s25-001"))
         await pilot.press("u")  # someone else's lease: refused, still held
-        await until(pilot, lambda: app.screen.last_action is not None and "alice@lab1" in app.screen.last_action[0])
+        await settle(app, pilot)
+        assert app.screen.last_action is not None and "alice@lab1" in app.screen.last_action[0]
         assert not app.screen.last_action[1]
         assert str(table(app).get_row("s25-001")[-1]).startswith("alice@lab1")

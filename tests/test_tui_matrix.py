@@ -16,6 +16,7 @@ from evidence_runs import evidence_run, probed_device
 from rich.console import Console
 from sqlmodel import select
 from tui_seed import NOW, seed
+from tui_wait import settle
 
 from edgelab.matrix import VirtualEvidence, record_outcome, set_cell
 from edgelab.store.db import dispose_engines, get_engine, session_scope
@@ -93,19 +94,13 @@ def app_for(engine) -> EdgelabApp:
     return EdgelabApp(engine, clock=lambda: NOW, poll_s=3600, run_poll_s=3600)
 
 
-async def until(pilot, cond, steps: int = 1500) -> None:
-    for _ in range(steps):
-        if cond():
-            await pilot.pause()
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("condition never became true")
-
 
 async def open_matrix(app, pilot) -> None:
-    await until(pilot, lambda: isinstance(app.screen, FleetScreen) and app.screen.loaded)
+    await settle(app, pilot)
+    assert isinstance(app.screen, FleetScreen) and app.screen.loaded
     await pilot.press("M")
-    await until(pilot, lambda: isinstance(app.screen, MatrixScreen) and app.screen.loaded)
+    await settle(app, pilot)
+    assert isinstance(app.screen, MatrixScreen) and app.screen.loaded
 
 
 def panel_text(widget) -> str:
@@ -175,10 +170,12 @@ async def test_grid_detail_and_open_run(engine) -> None:
         await pilot.press("up", "enter")  # back on galaxy-s25; enter on the cell -> its evidence runs
         assert app.focused is evidence
         await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, RunScreen))
+        await settle(app, pilot)
+        assert isinstance(app.screen, RunScreen)
         assert app.screen.run_id == "r-s25-tts"
         await pilot.press("escape")
-        await until(pilot, lambda: isinstance(app.screen, MatrixScreen))
+        await settle(app, pilot)
+        assert isinstance(app.screen, MatrixScreen)
 
 
 async def test_blocked_cell_detail(engine) -> None:
@@ -187,7 +184,8 @@ async def test_blocked_cell_detail(engine) -> None:
         await open_matrix(app, pilot)
         grid = app.screen.query_one(MatrixGrid)
         grid.move_cursor(row=11, column=5)  # rb3-gen2 x internvla-a1
-        await until(pilot, lambda: app.screen.current is not None and app.screen.current.id == "rb3-gen2/internvla-a1")
+        await settle(app, pilot)
+        assert app.screen.current is not None and app.screen.current.id == "rb3-gen2/internvla-a1"
         detail = panel_text(app.screen.query_one("#matrix-detail"))
         for text in ("blocked", "BLOCKED", "memory", "OOM loading the vision tower", "int4 vision tower with mmap"):
             assert text in detail
@@ -203,7 +201,8 @@ async def test_refresh_shows_a_change_from_elsewhere(engine) -> None:
         with session_scope(engine) as s:  # as `edgelab matrix set` in another terminal would
             set_cell(s, "sa8775p-adp/spark-x2.5", status="PARTIAL")
         await pilot.press("r")
-        await until(pilot, lambda: text_of(app, "sa8775p-adp", "spark-x2.5").startswith("PARTIAL"))
+        await settle(app, pilot)
+        assert text_of(app, "sa8775p-adp", "spark-x2.5").startswith("PARTIAL")
 
 
 def test_matrix_snapshot(engine, snap_compare) -> None:

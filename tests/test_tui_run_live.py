@@ -12,6 +12,7 @@ import sys
 import textwrap
 
 import pytest
+from tui_wait import settle, until_polled
 
 from edgelab.store.db import dispose_engines, get_engine
 from edgelab.tui.app import EdgelabApp
@@ -55,14 +56,6 @@ async def _line(proc) -> str:
     return (await asyncio.wait_for(proc.stdout.readline(), 60)).decode().strip()
 
 
-async def _until(pilot, cond, polls_limit: int = 400) -> None:
-    for _ in range(polls_limit):
-        if cond():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("condition never became true")
-
-
 async def test_run_from_another_process_shows_live(tmp_path) -> None:
     db = str(tmp_path / "lab.db")
     engine = get_engine(db)
@@ -75,7 +68,8 @@ async def test_run_from_another_process_shows_live(tmp_path) -> None:
         run_id = first.split()[1]
         app = EdgelabApp(engine, open_run=run_id, run_poll_s=0.5)
         async with app.run_test(size=(140, 45)) as pilot:
-            await _until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.view is not None)
+            await settle(app, pilot)
+            assert isinstance(app.screen, RunScreen) and app.screen.view is not None
             screen = app.screen
             assert screen.view.run["state"] == "pending" and screen.view.kind is None
             assert "unknown" in str(screen.query_one("#t1", MetricTile).render())  # no audio yet: unknown, not 0
@@ -84,7 +78,7 @@ async def test_run_from_another_process_shows_live(tmp_path) -> None:
             await proc.stdin.drain()
             assert await _line(proc) == "written"
             polls_at_commit = screen.polls
-            await _until(pilot, lambda: screen.view.kind == "audio" and screen.view.run["state"] == "running")
+            await until_polled(app, pilot, lambda: screen.view.kind == "audio" and screen.view.run["state"] == "running")
             # seen by the first or second poll after the writer committed: within a second at 0.5 s a poll
             assert screen.polls - polls_at_commit <= 2
 
@@ -100,12 +94,12 @@ async def test_run_from_another_process_shows_live(tmp_path) -> None:
             assert v.buffer_ms == pytest.approx([160.0, 330.0, 650.0], abs=0.2)
             assert "150 ms" in str(screen.query_one("#t1", MetricTile).render())
             assert "VIRTUAL" in str(screen.query_one("#run-title").render())
-            await _until(pilot, lambda: "talker: first chunk out" in "\n".join(screen.query_one(LogTail).lines))
+            await until_polled(app, pilot, lambda: "talker: first chunk out" in "\n".join(screen.query_one(LogTail).lines))
 
             proc.stdin.write(b"end\n")
             await proc.stdin.drain()
             assert await _line(proc) == "closed"
-            await _until(pilot, lambda: screen.view.run["state"] == "finished")
+            await until_polled(app, pilot, lambda: screen.view.run["state"] == "finished")
             assert screen.view.summary_source == "final"
     finally:
         if proc.returncode is None:
@@ -137,8 +131,8 @@ async def test_a_text_run_shows_ttft_decode_rate_and_token_gaps(tmp_path) -> Non
         ing.flush(live=True)
         app = EdgelabApp(engine, open_run=run_id, run_poll_s=0.5)
         async with app.run_test(size=(140, 45)) as pilot:
-            await _until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.view is not None
-                         and app.screen.view.kind == "text")
+            await settle(app, pilot)
+            assert isinstance(app.screen, RunScreen) and app.screen.view is not None and app.screen.view.kind == "text"
             screen = app.screen
             text = screen.view.summary["text"]
             assert text["ttft_ms"]["p50"] == pytest.approx(40.0, abs=0.01)

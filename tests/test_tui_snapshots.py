@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from tui_seed import NOW, seed
+from tui_wait import settle
 
 from edgelab.store.db import dispose_engines, get_engine, session_scope
 from edgelab.tui.app import EdgelabApp
@@ -32,20 +33,13 @@ def app_for(engine, **kw) -> EdgelabApp:
     return EdgelabApp(engine, clock=lambda: NOW, poll_s=3600, run_poll_s=3600, **kw)
 
 
-async def until(pilot, cond, steps: int = 1500) -> None:
-    for _ in range(steps):
-        if cond():
-            await pilot.pause()
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("condition never became true")
-
 
 def test_fleet(engine, snap_compare) -> None:
     app = app_for(engine)
 
     async def ready(pilot):
-        await until(pilot, lambda: isinstance(app.screen, FleetScreen) and app.screen.loaded)
+        await settle(app, pilot)
+        assert isinstance(app.screen, FleetScreen) and app.screen.loaded
 
     assert snap_compare(app, terminal_size=SIZE, run_before=ready)
 
@@ -54,9 +48,11 @@ def test_device(engine, snap_compare) -> None:
     app = app_for(engine)
 
     async def ready(pilot):
-        await until(pilot, lambda: isinstance(app.screen, FleetScreen) and app.screen.loaded)
+        await settle(app, pilot)
+        assert isinstance(app.screen, FleetScreen) and app.screen.loaded
         await pilot.press("enter")  # orin-agx-000, the first row
-        await until(pilot, lambda: isinstance(app.screen, DeviceScreen) and app.screen.detail is not None)
+        await settle(app, pilot)
+        assert isinstance(app.screen, DeviceScreen) and app.screen.detail is not None
 
     assert snap_compare(app, terminal_size=(150, 70), run_before=ready)
 
@@ -90,7 +86,8 @@ def test_run(engine, snap_compare) -> None:
     app = app_for(engine, open_run=run_id)
 
     async def ready(pilot):
-        await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.view is not None)
+        await settle(app, pilot)
+        assert isinstance(app.screen, RunScreen) and app.screen.view is not None
 
     assert snap_compare(app, terminal_size=SIZE, run_before=ready)
 
@@ -99,10 +96,12 @@ def test_deploy_dialog(engine, snap_compare) -> None:
     app = app_for(engine)
 
     async def ready(pilot):
-        await until(pilot, lambda: isinstance(app.screen, FleetScreen) and app.screen.loaded)
+        await settle(app, pilot)
+        assert isinstance(app.screen, FleetScreen) and app.screen.loaded
         await pilot.press("down", "down", "down")  # s25-001
         await pilot.press("d")
-        await until(pilot, lambda: isinstance(app.screen, DeployScreen) and app.screen.decisions is not None)
+        await settle(app, pilot)
+        assert isinstance(app.screen, DeployScreen) and app.screen.decisions is not None
 
     assert snap_compare(app, terminal_size=(150, 60), run_before=ready)
 
@@ -111,7 +110,8 @@ def test_add_device_dialog(engine, snap_compare) -> None:
     app = app_for(engine)
 
     async def ready(pilot):
-        await until(pilot, lambda: isinstance(app.screen, FleetScreen) and app.screen.loaded)
+        await settle(app, pilot)
+        assert isinstance(app.screen, FleetScreen) and app.screen.loaded
         await pilot.press("a")
         await pilot.press(*"orin-new")
 
@@ -122,8 +122,10 @@ def test_matrix(engine, snap_compare) -> None:
     app = app_for(engine)
 
     async def ready(pilot):
-        await until(pilot, lambda: isinstance(app.screen, FleetScreen) and app.screen.loaded)
+        await settle(app, pilot)
+        assert isinstance(app.screen, FleetScreen) and app.screen.loaded
         await pilot.press("M")
-        await until(pilot, lambda: isinstance(app.screen, MatrixScreen) and app.screen.loaded)
+        await settle(app, pilot)
+        assert isinstance(app.screen, MatrixScreen) and app.screen.loaded
 
     assert snap_compare(app, terminal_size=SIZE, run_before=ready)

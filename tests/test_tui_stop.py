@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from test_deploy_helpers import alive_on_host, deploy_lab, group_members  # noqa: F401 - fixture
+from tui_wait import settle, until_polled
 
 from edgelab.deploy import control, launch
 from edgelab.deploy.planning import DeployRequest
@@ -15,14 +16,6 @@ from edgelab.tui.app import EdgelabApp
 from edgelab.tui.screens.run import RunScreen
 
 pytestmark = [pytest.mark.adb, pytest.mark.ssh, pytest.mark.slow]
-
-
-async def until(pilot, cond, steps: int = 3000) -> None:
-    for _ in range(steps):
-        if cond():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("condition never became true")
 
 
 async def test_stop_a_running_deployment_from_the_run_screen(deploy_lab) -> None:
@@ -35,12 +28,13 @@ async def test_stop_a_running_deployment_from_the_run_screen(deploy_lab) -> None
         assert alive_on_host(pid)
         app = EdgelabApp(engine, open_run=run_id, run_poll_s=0.5)
         async with app.run_test(size=(150, 45)) as pilot:
-            await until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.view is not None)
+            await settle(app, pilot)
+            assert isinstance(app.screen, RunScreen) and app.screen.view is not None
             screen = app.screen
             assert screen.view.run["state"] == "running" and screen.view.run["device"] == "s25"
             assert "VIRTUAL" in str(screen.query_one("#run-title").render())
             await pilot.press("s")
-            await until(pilot, lambda: screen.view.run["state"] == "stopped")
+            await until_polled(app, pilot, lambda: screen.view.run["state"] == "stopped", polls=120)  # 60 s, as before
         assert not alive_on_host(pid) and group_members(pid) == []
     finally:
         if alive_on_host(pid):

@@ -225,7 +225,7 @@ def test_corrupt_part_restarts_from_zero(win, tmp_path, ssh_lab):
 @pytest.fixture(scope="module")
 def win_lab(tmp_path_factory, ssh_lab):
     from edgelab.deploy.options import Options
-    from edgelab.probe import probe_devices
+    from edgelab.inventory.probe import probe_devices
     from edgelab.sim.lab import LabStatus, register
     from edgelab.store import db as dbmod
     from edgelab.store.db import get_engine

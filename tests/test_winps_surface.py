@@ -22,7 +22,7 @@ WORKLOADS = {"C:\\Program Files\\x.exe", "python.exe"}  # the samples' workload 
 
 def builder_scripts() -> dict[str, str]:
     out = dict(winscripts.samples())
-    out["probe"] = probe_windows.build_script("n0nce", 30)
+    out["probe"] = probe_windows.build_script(probe_windows.SOURCES, "n0nce", 30)
     out["check"] = "exit 0"
     out["line"] = winscripts.windows_line("'\"quoted\"'", "powershell")  # powershell -EncodedCommand ...
     return out

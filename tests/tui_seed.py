@@ -1,4 +1,4 @@
-"""A seeded lab database for the TUI tests and bench/tui_start.py: devices and probe snapshots at fixed times.
+"""A seeded lab database for the TUI tests and benchmarks/tui_start.py: devices and probe snapshots at fixed times.
 
 The rows are written through the store API exactly as `device add` and `probe` write them;
 the facts are built with the probe's own Facts model (as tests/test_profile_derive.py does),

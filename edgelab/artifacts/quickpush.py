@@ -179,6 +179,7 @@ def quick_push(refs: Sequence[str], devices: Sequence[str], *, url: str | None =
             jobs = [(n, (lambda ep=_endpoint(by_name[n]): open_transport(ep)), stamps[n]) for n in names]
             results = push_parallel(jobs, blobs, progress=progress, workers=workers)
         finally:
+            lease.stop_renewing()  # one connection: no heartbeat inside the transactions below
             try:
                 for st in stamps.values():
                     st.save(conn)

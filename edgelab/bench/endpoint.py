@@ -31,8 +31,7 @@ from edgelab.bench.runner import PROTOCOL, BenchResult, check_protocol
 from edgelab.errors import ConfigError, TransportError
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
-from edgelab.metrics.provenance import complete
-from edgelab.metrics.results import provenance
+from edgelab.metrics.provenance import complete, provenance
 from edgelab.store.db import session_scope
 from edgelab.store.devices import get_device
 from edgelab.store.runs import create_run, get_run, new_run_id
@@ -308,7 +307,7 @@ def _drive_llama(client: Any, req: EndpointBenchRequest, run_id: str, sink: Call
                  cancel: threading.Event | None) -> int:
     """Warm-up then measured streamed completions, as the launched llama.cpp bench sends them."""
     from edgelab.adapters import llama_server
-    from edgelab.bench.llama import N_PREDICT, PROMPTS
+    from edgelab.deploy.llama_drive import N_PREDICT, PROMPTS
 
     prompt, n = PROMPTS.get(req.band, PROMPTS["short"]), N_PREDICT.get(req.band, 64)
     failed = 0

@@ -8,7 +8,7 @@ its JSON-lines events are ingested with the device clock offset corrected; only 
 count is finite. The plan's launch template names the adapter that reads the output: edgelab
 events (the reference runtime, a team's own controller) are ingested from the process's stdout;
 llama-server (llama.cpp under S3) is started detached and measured from the lab side through a
-forwarded port (edgelab.bench.llama).
+forwarded port (edgelab.deploy.llama_drive).
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ from edgelab.deploy import admission, options, planning, remote, start
 from edgelab.deploy import artifacts as plan_artifacts
 from edgelab.deploy.clock import measure_offset
 from edgelab.deploy.options import Options
+from edgelab.deploy.plan import programs
 from edgelab.deploy.planning import DeployRequest
 from edgelab.deploy.refusal import Refusal
 from edgelab.deploy.strategies.controller import has_controller
 from edgelab.errors import ConfigError, EdgelabError, TransportError
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
-from edgelab.metrics.provenance import complete_on_device
-from edgelab.metrics.results import provenance
+from edgelab.metrics.provenance import complete_on_device, provenance
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import release_run
 from edgelab.store.devices import get_device
@@ -306,7 +306,7 @@ def _bench_on_device(engine: Engine, req: BenchRequest, opts: Options, on_event,
             final, state = _bench_llama(engine, t, proc, workdir, blob_paths, run_id, req, meta, on_event, cancel,
                                         beside=_telemetry_beside(engine, run_id, req.device, opts))
         else:  # streamed: its stdout is the output its adapter reads
-            start.layout(t, bin_dir, proc.links, blob_paths, start.programs(proc))
+            start.layout(t, bin_dir, proc.links, blob_paths, programs(proc))
             if adapter == "llama-bench":
                 final, state = _llama_bench(engine, t, full, run_id, meta)
             else:
@@ -367,7 +367,7 @@ def _bench_llama(engine: Engine, t, proc, workdir: str, blob_paths: dict[str, st
                  beside: Callable[[Ingestor], Any] | None = None) -> tuple[dict[str, Any], str]:
     """llama-server started detached on the device, measured through a forwarded port, then stopped."""
     from edgelab.adapters.llama_placement import parse_placement
-    from edgelab.bench import llama
+    from edgelab.deploy import llama_drive as llama
 
     ing = Ingestor(engine, run_id)
     sampler = beside(ing) if beside is not None else None

@@ -59,7 +59,7 @@ def probe(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from edgelab.probe.snapshot import probe_devices
+    from edgelab.inventory.probe import probe_devices
     from edgelab.probe.summary import summarize
 
     if not devices and not all_:

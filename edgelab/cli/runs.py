@@ -210,7 +210,7 @@ def rm(
     """Delete runs with everything recorded for them: requests, raw samples, summaries, telemetry,
     log lines and their deployment records. One transaction: all named runs go, or none."""
     from edgelab.store.db import session_scope
-    from edgelab.store.runs import delete_runs
+    from edgelab.store.purge import delete_runs
 
     try:
         with session_scope(open_engine()) as s:

@@ -57,7 +57,7 @@ def _event_stream():
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    from edgelab.controller.engine import open_engine
+    from edgelab.controller.engines import open_engine
     from edgelab.controller.vla import run_episode
     from edgelab.reference.emit import Emitter
 

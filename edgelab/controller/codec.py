@@ -19,9 +19,8 @@ import numpy as np
 from edgelab.artifacts.hashing import sha256_path
 from edgelab.controller.engine import Engine
 from edgelab.metrics.events import RunEnd, RunStart
-from edgelab.models.stages import CODEBOOK_SIZE, LEFT_CONTEXT, SAMPLES_PER_FRAME
 from edgelab.reference.emit import Emitter
-from edgelab.reference.tts import with_left_context
+from edgelab.reference.tts import CODEBOOK_SIZE, LEFT_CONTEXT, SAMPLES_PER_FRAME, with_left_context
 
 
 class RuntimeCodecDecoder:

@@ -9,7 +9,6 @@ planned for a GPU or NPU that the runtime put on the CPU is recorded as ``cpu`` 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -57,21 +56,3 @@ class Engine(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-def open_engine(runtime: str, model: Path | str, *, backend: str = "cpu", threads: int = 1,
-                strict: bool = False) -> Engine:
-    """The adapter for ``runtime`` with ``model`` loaded; ``strict`` refuses a silent CPU fallback."""
-    model = Path(model)
-    if not model.is_file():
-        raise EngineError(f"no model file {model}", remedy="run `edgelab model export action-head --format "
-                          f"{FORMATS.get(runtime, runtime)}`")
-    if runtime == "mnn":
-        from edgelab.controller.rt_mnn import MnnEngine
-
-        return MnnEngine(model, backend=backend, threads=threads, strict=strict)
-    if runtime == "onnxruntime":
-        from edgelab.controller.rt_onnxruntime import OrtEngine
-
-        return OrtEngine(model, backend=backend, threads=threads, strict=strict)
-    raise EngineError(f"no controller adapter for runtime {runtime!r}", remedy=f"use one of {', '.join(RUNTIMES)}")

@@ -39,9 +39,9 @@ from edgelab.metrics.events import (
     StageTiming,
 )
 from edgelab.metrics.stats import summarize
-from edgelab.models.stages import ACTION_DIMS, FLOW_STEPS, HORIZON
 from edgelab.reference.emit import Emitter
-from edgelab.reference.vla import ObservationEncoder, synthetic_observation
+from edgelab.reference.vla import DIMS as ACTION_DIMS
+from edgelab.reference.vla import FLOW_STEPS, HORIZON, ObservationEncoder, synthetic_observation
 
 
 class FlowSampler:

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlmodel import Session, select
 
-from edgelab.deploy.plan import ExecutionPlan
+from edgelab.deploy.plan import ExecutionPlan, programs
 from edgelab.deploy.strategies.common import REFERENCE
 from edgelab.runtimes.launch import ART, BIN, bind_artifacts
 from edgelab.store.artifacts import Artifact, ArtifactFile
@@ -95,8 +95,6 @@ def _resolve_template_need(session: Session, p: ExecutionPlan, entry: dict[str, 
     cands = _candidates(session, want)
     group: list[Artifact] = []
     if entry["kind"] == "runtime":
-        from edgelab.deploy.start import programs
-
         entry["programs"] = sorted(programs(proc))
         group = _runtime_build(cands, entry["runtime"], set(entry["programs"]))
         art = group[0] if group else None

@@ -136,8 +136,8 @@ class Follower:
 
     def _drive(self, server: dict[str, Any], stop_event: threading.Event) -> dict[str, Any] | None:
         """Requests paced one a second until the deployment ends: live TTFT and tokens/s in the store."""
-        from edgelab.bench import llama
         from edgelab.deploy import control
+        from edgelab.deploy import llama_drive as llama
 
         with session_scope(self.engine, write=False) as s:
             run = get_run(s, self.run_id)

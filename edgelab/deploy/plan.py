@@ -50,6 +50,11 @@ class ProcessSpec:
     unavailable: str | None = None  # why it cannot be launched here (no template for the target ...)
 
 
+def programs(proc: ProcessSpec) -> set[str]:
+    """Names in ``{bin}`` the argv runs (``{bin}/llama-server``): those need the execute bit."""
+    return {w.split("{bin}/", 1)[1].split("/")[0] for w in proc.argv if "{bin}/" in w}
+
+
 @dataclass
 class ExecutionPlan:
     pipeline: str

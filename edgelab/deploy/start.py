@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from edgelab.deploy import remote
 from edgelab.deploy.artifacts import fill, fill_words
-from edgelab.deploy.plan import ProcessSpec
+from edgelab.deploy.plan import ProcessSpec, programs
 from edgelab.errors import TransportError
 from edgelab.transport import winscripts
 from edgelab.transport.base import Transport
@@ -52,11 +52,6 @@ def bound(proc: ProcessSpec, workdir: str, blob_paths: dict[str, str]) -> tuple[
         libs = fill_words(list(proc.library_path), blob_paths, bin_dir)
         env["LD_LIBRARY_PATH"] = ":".join(libs)
     return argv, env, bin_dir
-
-
-def programs(proc: ProcessSpec) -> set[str]:
-    """Names in ``{bin}`` the argv runs (``{bin}/llama-server``): those need the execute bit."""
-    return {w.split("{bin}/", 1)[1].split("/")[0] for w in proc.argv if "{bin}/" in w}
 
 
 def layout(t: Transport, bin_dir: str, links: dict[str, str], blob_paths: dict[str, str],

@@ -1,1 +1,2 @@
-"""Inventory: turning operator input (addresses, ssh configs, adb servers) into device rows, and checking them."""
+"""Inventory: turning operator input (addresses, ssh configs, adb servers) into device rows, and the
+operations on those devices: check, trust, probe (``inventory.probe``), retire."""

@@ -57,10 +57,15 @@ class QuickLease:
             except sqlite3.Error as e:  # a database hiccup: retry next period, the TTL covers it
                 log.info("lease %s: renewal failed (%s); retrying", self.id, e)
 
+    def stop_renewing(self) -> None:
+        """Stop the heartbeat (before the caller writes on the same connection; ``end`` does it too)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+
     def end(self) -> None:
         """One user less; the lease ends when nobody uses it and no running deployment keeps it."""
-        self._stop.set()
-        self._thread.join(timeout=10)
+        self.stop_renewing()
         now = quickwrite.ts(_now())
         with self._lock:
             self.conn.execute("BEGIN IMMEDIATE")

@@ -1,4 +1,5 @@
-"""Complete a result's provenance: every field of DESIGN §5's block filled, or said ``unknown``.
+"""A result's provenance block (DESIGN §5: ``provenance``), and completing it: every field filled, or
+said ``unknown``.
 
 - ``runtime_build`` / ``runtime_sha256``: the reference runtime is edgelab's own code (build =
   ``edgelab <version> reference``, SHA-256 over its source files); any other runtime is known by
@@ -20,24 +21,79 @@ A field nobody knows is the string ``unknown``, never null, so a reader (and the
 from __future__ import annotations
 
 import hashlib
+import subprocess
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from sqlmodel import Session, select
 
+import edgelab
 from edgelab import __version__
+from edgelab.errors import ConfigError, NotFound
+from edgelab.transport.quoting import Shell, join
 
 UNKNOWN = "unknown"
+
+PROVENANCE_KEYS = (
+    "device", "device_class", "facts_hash", "virtual", "runtime", "runtime_build", "runtime_sha256",
+    "artifacts", "strategy", "profile", "command", "edgelab_version", "git", "cache", "power", "source",
+)
+
+
+def git_state(path: Path | None = None) -> dict[str, Any] | None:
+    """The commit and dirtiness of the edgelab checkout (None when not a git work tree)."""
+    where = path or Path(edgelab.__file__).resolve().parent
+    try:
+        head = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10)
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "-C", str(where), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return {"commit": head.stdout.strip(), "dirty": bool(dirty.stdout.strip()) if dirty.returncode == 0 else None}
+
+
+def provenance(session: Session | None = None, *, device: str | None = None, virtual: bool | None = None,
+               runtime: str | None = None, runtime_build: str | None = None, runtime_sha256: str | None = None,
+               artifacts: dict[str, str] | None = None, strategy: str | None = None, profile: str | None = None,
+               command: Sequence[str] | str | None = None, cache: str | None = None, power: str | None = None,
+               source: str | None = None) -> dict[str, Any]:
+    """The provenance block. With a session and a device name, the device's latest probe gives
+    its facts hash, class and virtual flag."""
+    facts_hash = device_class = None
+    if session is not None and device:
+        from edgelab.store.snapshots import latest_snapshot
+
+        try:
+            snap = latest_snapshot(session, device)
+            facts_hash, device_class = snap.facts_hash, snap.device_class
+            if virtual is None:
+                virtual = snap.virtual
+        except NotFound:
+            pass
+    if cache not in (None, "cold", "warm"):
+        raise ConfigError(f"cache condition {cache!r} is neither cold nor warm", remedy="pass cold or warm")
+    cmd = command if command is None or isinstance(command, str) else join(list(command), Shell.POSIX)
+    return {
+        "device": device, "device_class": device_class, "facts_hash": facts_hash, "virtual": virtual,
+        "runtime": runtime, "runtime_build": runtime_build, "runtime_sha256": runtime_sha256,
+        "artifacts": dict(artifacts) if artifacts is not None else None,
+        "strategy": strategy, "profile": profile, "command": cmd,
+        "edgelab_version": __version__, "git": git_state(), "cache": cache, "power": power, "source": source,
+    }
 
 
 def reference_build() -> tuple[str, str]:
     """(build, SHA-256) of the reference runtime: edgelab's reference package, file by file."""
-    import edgelab.reference as ref
-
+    # the files are read, not imported: the reference runtime sits above metrics (it emits events)
+    ref = Path(__file__).resolve().parents[1] / "reference"
     h = hashlib.sha256()
-    for f in sorted(Path(ref.__file__).parent.rglob("*.py")):
-        h.update(f.relative_to(Path(ref.__file__).parent).as_posix().encode() + b"\0")
+    for f in sorted(ref.rglob("*.py")):
+        h.update(f.relative_to(ref).as_posix().encode() + b"\0")
         h.update(f.read_bytes())
     return f"edgelab {__version__} reference (python)", h.hexdigest()
 
@@ -152,7 +208,6 @@ def for_plan(session: Session, *, device: str, virtual: bool, plan: dict[str, An
              profile: str | None, command: str | None, source: str, run_id: str | None = None) -> dict[str, Any]:
     """The whole provenance block of a planned workload (a deployment or a bench run) on a device."""
     from edgelab.errors import NotFound
-    from edgelab.metrics.results import provenance
     from edgelab.store.snapshots import latest_snapshot
 
     prov = provenance(session, device=device, virtual=virtual, runtime=plan.get("runtime"),

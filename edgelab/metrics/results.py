@@ -9,7 +9,6 @@ virtual. What is not known is null, so a reader can tell "not recorded" from "no
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,63 +16,11 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-import edgelab
-from edgelab import __version__
-from edgelab.errors import ConfigError, NotFound
+from edgelab.errors import NotFound
 from edgelab.metrics.ingest import finalize
+from edgelab.metrics.provenance import provenance
 from edgelab.store.db import session_scope
 from edgelab.store.runs import Run, create_run
-from edgelab.transport.quoting import Shell, join
-
-PROVENANCE_KEYS = (
-    "device", "device_class", "facts_hash", "virtual", "runtime", "runtime_build", "runtime_sha256",
-    "artifacts", "strategy", "profile", "command", "edgelab_version", "git", "cache", "power", "source",
-)
-
-
-def git_state(path: Path | None = None) -> dict[str, Any] | None:
-    """The commit and dirtiness of the edgelab checkout (None when not a git work tree)."""
-    where = path or Path(edgelab.__file__).resolve().parent
-    try:
-        head = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=10)
-        if head.returncode != 0:
-            return None
-        dirty = subprocess.run(["git", "-C", str(where), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return {"commit": head.stdout.strip(), "dirty": bool(dirty.stdout.strip()) if dirty.returncode == 0 else None}
-
-
-def provenance(session: Session | None = None, *, device: str | None = None, virtual: bool | None = None,
-               runtime: str | None = None, runtime_build: str | None = None, runtime_sha256: str | None = None,
-               artifacts: dict[str, str] | None = None, strategy: str | None = None, profile: str | None = None,
-               command: Sequence[str] | str | None = None, cache: str | None = None, power: str | None = None,
-               source: str | None = None) -> dict[str, Any]:
-    """The provenance block. With a session and a device name, the device's latest probe gives
-    its facts hash, class and virtual flag."""
-    facts_hash = device_class = None
-    if session is not None and device:
-        from edgelab.store.snapshots import latest_snapshot
-
-        try:
-            snap = latest_snapshot(session, device)
-            facts_hash, device_class = snap.facts_hash, snap.device_class
-            if virtual is None:
-                virtual = snap.virtual
-        except NotFound:
-            pass
-    if cache not in (None, "cold", "warm"):
-        raise ConfigError(f"cache condition {cache!r} is neither cold nor warm", remedy="pass cold or warm")
-    cmd = command if command is None or isinstance(command, str) else join(list(command), Shell.POSIX)
-    return {
-        "device": device, "device_class": device_class, "facts_hash": facts_hash, "virtual": virtual,
-        "runtime": runtime, "runtime_build": runtime_build, "runtime_sha256": runtime_sha256,
-        "artifacts": dict(artifacts) if artifacts is not None else None,
-        "strategy": strategy, "profile": profile, "command": cmd,
-        "edgelab_version": __version__, "git": git_state(), "cache": cache, "power": power, "source": source,
-    }
 
 
 def start_run(engine: Engine, *, pipeline: str | None, device: str | None, runtime: str | None = None,

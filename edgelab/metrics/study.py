@@ -35,11 +35,11 @@ from sqlalchemy import Engine, insert
 from sqlmodel import Session, select
 
 from edgelab.errors import ConfigError, EdgelabError
+from edgelab.strictjson import loads_strict
 
 MAX_INPUT_BYTES = 1 << 30  # a requests.jsonl over 1 GiB is not a study run
 MAX_LINE_BYTES = 64 << 20
 MAX_REPORTED = 50  # bad lines listed one by one; the rest are counted
-MAX_DEPTH = 32  # JSON nesting deeper than this is refused before parsing (no recursion blow-up)
 
 # JSON numbers only (no strings, no booleans), finite, never negative.
 Time = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
@@ -132,40 +132,6 @@ def _reason(err: ValidationError) -> str:
         parts.append(f"{loc + ': ' if loc else ''}{e['msg']}" + (f" (got {shown[:40]})" if loc else ""))
     more = len(err.errors()) - 3
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
-
-
-def _no_constant(name: str):
-    raise ValueError(f"{name} is not a finite number")
-
-
-def too_deep(text: str, limit: int = MAX_DEPTH) -> bool:
-    """Whether brackets nest deeper than ``limit`` (outside strings): refused before json.loads."""
-    depth = 0
-    in_str = esc = False
-    for c in text:
-        if in_str:
-            if esc:
-                esc = False
-            elif c == "\\":
-                esc = True
-            elif c == '"':
-                in_str = False
-        elif c == '"':
-            in_str = True
-        elif c in "[{":
-            depth += 1
-            if depth > limit:
-                return True
-        elif c in "]}":
-            depth -= 1
-    return False
-
-
-def loads_strict(text: str) -> Any:
-    """``json.loads`` that refuses NaN/Infinity and nesting deeper than MAX_DEPTH (ValueError)."""
-    if too_deep(text):
-        raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
-    return json.loads(text, parse_constant=_no_constant)
 
 
 def _read_text(path: Path) -> str:
@@ -324,7 +290,7 @@ def write_inputs(engine: Engine, inputs: Iterable[StudyInput], *, device: str | 
     from edgelab.metrics.audio import Chunk, audio_metrics
     from edgelab.metrics.ingest import SampleRow, _sample_sql
     from edgelab.metrics.live import recompute, wall_ms
-    from edgelab.metrics.results import provenance
+    from edgelab.metrics.provenance import provenance
     from edgelab.store.db import session_scope
     from edgelab.store.runs import RunRequest, create_run, put_summary
 

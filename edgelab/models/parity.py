@@ -48,7 +48,8 @@ def compare(got: np.ndarray, ref: np.ndarray) -> dict[str, Any]:
 def parity_report(stage: str = "action-head", *, seed: int = 0, chunks: int = CHUNKS,
                   runtimes: tuple[str, ...] = ("mnn", "onnxruntime")) -> dict[str, Any]:
     """Chunks from each runtime vs the numpy oracle; ``ok`` only when every runtime is within tolerance."""
-    from edgelab.controller.engine import FORMATS, open_engine
+    from edgelab.controller.engine import FORMATS
+    from edgelab.controller.engines import open_engine
     from edgelab.controller.vla import FlowSampler, noise_for
     from edgelab.models.export import export
     from edgelab.reference.vla import ObservationEncoder, synthetic_observation

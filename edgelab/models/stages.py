@@ -23,15 +23,18 @@ from typing import Any
 import numpy as np
 
 from edgelab.reference.tts import CODEBOOK_SIZE, CODEBOOKS, LEFT_CONTEXT, SAMPLE_RATE, SAMPLES_PER_FRAME
+from edgelab.reference.vla import DIMS as ACTION_DIMS
+from edgelab.reference.vla import FLOW_STEPS, HORIZON
 
 OPSET = 17
 IR_VERSION = 8  # readable by every ONNX Runtime and MNN converter in use
 PRODUCER = "edgelab.models.stages"
 
-# internvla-a1 / pi0 action head (catalog: action {chunk: [50, 32], flow_steps: 10})
-HORIZON, ACTION_DIMS, FLOW_STEPS, COND_DIM = 50, 32, 10, 128
-# Qwen3-TTS code2wav numbers (CODEBOOKS, CODEBOOK_SIZE, SAMPLES_PER_FRAME, LEFT_CONTEXT, SAMPLE_RATE)
-# come from edgelab.reference.tts, their one home.
+# internvla-a1 / pi0 action head (catalog: action {chunk: [50, 32], flow_steps: 10}): the chunk
+# shape and step count come from edgelab.reference.vla, the Qwen3-TTS code2wav numbers (CODEBOOKS,
+# CODEBOOK_SIZE, SAMPLES_PER_FRAME, LEFT_CONTEXT, SAMPLE_RATE) from edgelab.reference.tts, their
+# one homes; the controller (which runs these graphs) imports them there, not from here.
+COND_DIM = 128
 
 
 @dataclass(frozen=True)

@@ -79,7 +79,7 @@ def _left(deadline: float | None, default: float) -> float:
 
 
 def do_probe(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult) -> None:
-    from edgelab.probe import probe_device
+    from edgelab.inventory.probe import probe_device
 
     snap = probe_device(ctx.engine, ctx.device, timeout=_left(deadline, 60.0))
     ctx.result.facts_hash = snap.facts_hash or ctx.result.facts_hash

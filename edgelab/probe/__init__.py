@@ -1,17 +1,7 @@
-"""Probing: collectors gather raw outputs in one exec per device, parsers turn them into facts.
+"""Probing's pure half: collectors name what to gather in one exec per device, parsers turn the
+raw outputs into facts (functions of text, so every corpus capture is a test).
 
-``from edgelab.probe import probe_device, probe_devices`` is the Python entry point.
+The service that runs a probe (reach the device, classify, store the snapshot) sits above this
+package, beside the other device operations: ``from edgelab.inventory.probe import probe_device,
+probe_devices``. Nothing here imports the store, the catalog or the profile.
 """
-
-from __future__ import annotations
-
-__all__ = ["ProbeOutcome", "facts_from_raw", "probe_device", "probe_devices"]
-
-
-def __getattr__(name: str):
-    # Lazy: importing edgelab.probe.parsers must not pull in the store and transports.
-    if name in __all__:
-        from edgelab.probe import snapshot
-
-        return getattr(snapshot, name)
-    raise AttributeError(name)

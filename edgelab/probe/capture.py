@@ -45,7 +45,7 @@ def read_capture(path: str, data: bytes) -> str | bytes:
                          remedy="save the capture as UTF-8 (iconv -f latin1 -t utf-8)") from None
     head = text.lstrip("\ufeff \t\r\n")[:1]
     if head in ("[", "{"):
-        from edgelab.metrics.study import too_deep
+        from edgelab.strictjson import too_deep
 
         if too_deep(text, MAX_JSON_DEPTH):
             raise BadCapture(f"{path}:1: JSON nested deeper than {MAX_JSON_DEPTH} levels")

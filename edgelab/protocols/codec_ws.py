@@ -15,7 +15,7 @@ import json
 import struct
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +33,15 @@ from edgelab.metrics.events import (
     RequestStart,
     StageTiming,
 )
-from edgelab.protocols.speech_ws import Recorder, open_ws, stream_url
+from edgelab.protocols.ws import (
+    EventSink,
+    Recorder,
+    json_message,
+    loaded_models,
+    open_ws,
+    stream_url,
+    watch_for_stop,
+)
 from edgelab.reference import PROVENANCE
 from edgelab.reference.tts import (
     CODEBOOK_SIZE,
@@ -51,7 +59,6 @@ from edgelab.reference.tts import (
 
 EOS, SEGMENT_END, RESET = 0x1, 0x2, 0x4
 HEADER = struct.Struct("<IHB")  # 7 bytes: seq, n_frames, flags
-EventSink = Callable[[Event], None]
 
 
 class FrameError(TransportError):
@@ -261,7 +268,6 @@ async def codec_session(ws: ServerConnection, inbox: Any, cfg: dict[str, Any], o
     """Serve one codec-token session: segments in, frames out on the schedule, cancellable.
     ``pending`` holds messages the speech session already read after the config."""
     from edgelab.protocols.serving import iterate_in_thread
-    from edgelab.protocols.speech_ws import _json, loaded_models, watch_for_stop
 
     sched = list(schedule_of(opts.schedule))
     if cfg.get("initial_codec_chunk_frames"):
@@ -280,18 +286,18 @@ async def codec_session(ws: ServerConnection, inbox: Any, cfg: dict[str, Any], o
                 segments.append(str(msg["text"]))
             continue
         if kind == "session.close":
-            await ws.send(_json("session.done"))
+            await ws.send(json_message("session.done"))
             return
         if kind == "input.cancel":
             continue
         if kind != "input.done":
-            await ws.send(_json("error", message=f"unexpected message {kind or type(msg).__name__!r}"))
+            await ws.send(json_message("error", message=f"unexpected message {kind or type(msg).__name__!r}"))
             continue
         if not segments:
-            await ws.send(_json("error", message="input.done before any input.text"))
+            await ws.send(json_message("error", message="input.done before any input.text"))
             continue
         await ws.send(
-            _json(
+            json_message(
                 "codec.start",
                 codebooks=CODEBOOKS,
                 codebook_size=CODEBOOK_SIZE,
@@ -341,7 +347,7 @@ async def codec_session(ws: ServerConnection, inbox: Any, cfg: dict[str, Any], o
             watcher.cancel()
         segments = []
         await ws.send(
-            _json(
+            json_message(
                 "codec.done",
                 total_frames=total,
                 seq_last=seq if seq >= 0 else None,

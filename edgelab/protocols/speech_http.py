@@ -23,13 +23,13 @@ import httpx
 from edgelab.errors import TransportError
 from edgelab.metrics.events import AudioChunk, ErrorEvent, Event, RequestEnd, RequestStart
 from edgelab.protocols.serving import check_loopback
-from edgelab.protocols.speech_ws import ServerOptions, SpeechResult, loaded_models, pcm_chunk
+from edgelab.protocols.speech_ws import ServerOptions, SpeechResult, pcm_chunk
 from edgelab.protocols.wav import parse_wav_header, wav_file, wav_header
+from edgelab.protocols.ws import EventSink, loaded_models
 from edgelab.reference import PROVENANCE
 from edgelab.reference.tts import SAMPLE_RATE, ReferenceTTS
 
 PATH = "/v1/audio/speech"
-EventSink = Callable[[Event], None]
 
 
 class SpeechHTTPClient:

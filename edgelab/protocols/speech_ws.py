@@ -22,39 +22,35 @@ protocol backed by the reference TTS (and the codec-token mode of
 from __future__ import annotations
 
 import asyncio
-import functools
 import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from websockets.asyncio.server import ServerConnection
-from websockets.exceptions import ConnectionClosed, WebSocketException
-from websockets.sync.client import connect
+from websockets.exceptions import ConnectionClosed
 
-from edgelab.errors import TransportError
 from edgelab.metrics.audio import AudioMetrics, SentenceTiming, audio_metrics, sentence_timings
 from edgelab.metrics.audio import Chunk as AudioSample
 from edgelab.metrics.events import AudioChunk, ErrorEvent, Event, RequestEnd, RequestStart, StageTiming
 from edgelab.protocols.serving import BackgroundServer, Inbox, iterate_in_thread
 from edgelab.protocols.speech_text import GRANULARITIES, TextSplitter
 from edgelab.protocols.wav import parse_wav_header, wav_file
+from edgelab.protocols.ws import (
+    PATH,
+    EventSink,
+    Recorder,
+    json_message,
+    loaded_models,
+    open_ws,
+    stream_url,
+    watch_for_stop,
+)
 from edgelab.reference import PROVENANCE
-from edgelab.reference.tts import SAMPLE_RATE, CodecDecoder, ReferenceTTS, Talker, schedule_of
-
-PATH = "/v1/audio/speech/stream"
-EventSink = Callable[[Event], None]
-
-
-def stream_url(base: str) -> str:
-    """``ws://host:port`` or a full URL -> the speech stream URL."""
-    base = base.rstrip("/")
-    if base.startswith("http"):
-        base = "ws" + base[4:]
-    return base if base.endswith(PATH) else base + PATH
+from edgelab.reference.tts import SAMPLE_RATE, ReferenceTTS, schedule_of
 
 
 @dataclass
@@ -113,14 +109,6 @@ class SpeechResult:
         return sentence_timings(self.chunks())
 
 
-def open_ws(url: str, timeout: float):
-    """A client WebSocket to a streaming endpoint; an unreachable server is a TransportError."""
-    try:
-        return connect(url, open_timeout=timeout, max_size=None, compression=None)
-    except (OSError, WebSocketException) as err:
-        raise TransportError(f"cannot open {url}: {err}", remedy="check the server is running and the URL/port") from err
-
-
 def pcm_chunk(res: SpeechResult, rid: str, idx: int, data: bytes, now: float,
               sentence: int | None = None) -> AudioChunk:
     """Keep a piece of s16le PCM on the result and describe it as an audio-chunk event."""
@@ -134,19 +122,6 @@ def pcm_chunk(res: SpeechResult, rid: str, idx: int, data: bytes, now: float,
         sha256=hashlib.sha256(data).hexdigest(),
         sentence=sentence,
     )
-
-
-class Recorder:
-    """Tags each event with the run, keeps it on the result and hands it to the caller's sink."""
-
-    def __init__(self, result: Any, run: str | None, sink: EventSink | None):  # any result with .events
-        self.result, self.run, self.sink = result, run, sink
-
-    def __call__(self, ev: Event) -> None:
-        ev.run = self.run
-        self.result.events.append(ev)
-        if self.sink is not None:
-            self.sink(ev)
 
 
 DEFAULT_CLIENT_CONFIG = {"model": "qwen3-tts", "response_format": "pcm", "stream_audio": True}
@@ -384,28 +359,6 @@ class ServerOptions:
     seed: int = 0
 
 
-@functools.lru_cache(maxsize=4)
-def loaded_models(seed: int) -> tuple[Talker, CodecDecoder]:
-    """The reference weights for a seed, made once per server like a model load."""
-    return Talker(seed), CodecDecoder(seed)
-
-
-def _json(kind: str, **kw: Any) -> str:
-    return json.dumps({"type": kind, **kw})
-
-
-async def watch_for_stop(inbox: Inbox, stop: threading.Event, deferred: list,
-                         stop_on: tuple[str, ...] = ("input.cancel", "session.close")) -> None:
-    """While a response streams: a message of a ``stop_on`` type or a hang-up stops it; every
-    message read meanwhile is kept (in order) for the session loop."""
-    while True:
-        msg = await inbox.get()
-        deferred.append(msg)
-        if msg is None or (isinstance(msg, dict) and msg.get("type") in stop_on):
-            stop.set()
-            return
-
-
 RESPONSE_FORMATS = ("wav", "pcm")
 
 
@@ -455,7 +408,7 @@ async def _sentence_response(
              **PROVENANCE}
     describe_pcm = streamed and fmt == "pcm"  # sent with the first audio, stating its rate and channels
     if not describe_pcm:
-        await ws.send(_json("audio.start", **start))
+        await ws.send(json_message("audio.start", **start))
     started = not describe_pcm
     stop = threading.Event()
     deferred: list = []
@@ -468,7 +421,7 @@ async def _sentence_response(
                 held += data
                 continue
             if not started:
-                await ws.send(_json("audio.start", **start, sample_rate=SAMPLE_RATE, channels=1))
+                await ws.send(json_message("audio.start", **start, sample_rate=SAMPLE_RATE, channels=1))
                 started = True
             total += len(data)
             await ws.send(data)
@@ -481,15 +434,15 @@ async def _sentence_response(
     except Exception as err:  # the workload failed: error, then the sentence's audio.done
         failed = True
         if not started:
-            await ws.send(_json("audio.start", **start))
+            await ws.send(json_message("audio.start", **start))
             started = True
-        await ws.send(_json("error", message=f"Generation failed for utterance {utterance}, sentence "
+        await ws.send(json_message("error", message=f"Generation failed for utterance {utterance}, sentence "
                                              f"{sentence}: {type(err).__name__}: {err}"))
     finally:
         watcher.cancel()
     if not started:
-        await ws.send(_json("audio.start", **start))  # keep start/done paired when no audio came
-    await ws.send(_json("audio.done", utterance_index=utterance, sentence_index=sentence, total_bytes=total,
+        await ws.send(json_message("audio.start", **start))  # keep start/done paired when no audio came
+    await ws.send(json_message("audio.done", utterance_index=utterance, sentence_index=sentence, total_bytes=total,
                         error=failed, cancelled=stop.is_set()))
     return deferred
 
@@ -510,12 +463,12 @@ async def speech_session(ws: ServerConnection, opts: ServerOptions) -> None:
             kind = msg.get("type") if isinstance(msg, dict) else None
             if kind == "session.config":
                 if open_utterance:
-                    await ws.send(_json("error", message="session.config cannot be applied while an utterance "
+                    await ws.send(json_message("error", message="session.config cannot be applied while an utterance "
                                                          "is in progress; send input.done first"))
                     continue
                 new, why = session_config(msg)
                 if new is None:
-                    await ws.send(_json("error", message=why))
+                    await ws.send(json_message("error", message=why))
                     if cfg is None:
                         return  # a refused handshake closes the connection
                     continue  # keep serving with the previous config
@@ -527,12 +480,12 @@ async def speech_session(ws: ServerConnection, opts: ServerOptions) -> None:
                     return
                 splitter = TextSplitter(cfg["split_granularity"])
             elif cfg is None:
-                await ws.send(_json("error", message=f"Expected session.config, got: {kind or type(msg).__name__}"))
+                await ws.send(json_message("error", message=f"Expected session.config, got: {kind or type(msg).__name__}"))
                 return
             elif kind == "input.text":
                 text = msg.get("text", "")
                 if not isinstance(text, str):
-                    await ws.send(_json("error", message="input.text requires a string value"))
+                    await ws.send(json_message("error", message="input.text requires a string value"))
                     continue
                 open_utterance = open_utterance or bool(text)
                 for unit in splitter.feed(text):
@@ -544,18 +497,18 @@ async def speech_session(ws: ServerConnection, opts: ServerOptions) -> None:
                     pending.extend(await _sentence_response(ws, inbox, cfg, unit, opts, utterance=utterance,
                                                             sentence=sentence))
                     sentence += 1
-                await ws.send(_json("session.done", utterance_index=utterance, total_sentences=sentence))
+                await ws.send(json_message("session.done", utterance_index=utterance, total_sentences=sentence))
                 utterance, sentence, open_utterance = utterance + 1, 0, False
             elif kind == "session.close":
                 # vLLM-Omni just closes; a session.done first keeps older edgelab clients working
-                await ws.send(_json("session.done", utterance_index=utterance, total_sentences=sentence,
+                await ws.send(json_message("session.done", utterance_index=utterance, total_sentences=sentence,
                                     closed=True))
                 await ws.close()
                 return
             elif kind == "input.cancel":
                 continue  # nothing is streaming (an edgelab extension; vLLM-Omni has no cancel here)
             else:
-                await ws.send(_json("error", message=f"Unknown message type: {kind or type(msg).__name__}"))
+                await ws.send(json_message("error", message=f"Unknown message type: {kind or type(msg).__name__}"))
     except ConnectionClosed:
         return
     finally:

@@ -12,7 +12,8 @@ from datetime import datetime
 from sqlalchemy import JSON, BigInteger, Column, ForeignKey, Index, Integer, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from edgelab.store.models import _ts, utcnow
+import edgelab.store.models  # noqa: F401 - the device table device_store_entry refers to
+from edgelab.store.base import _ts, utcnow
 
 
 class Artifact(SQLModel, table=True):

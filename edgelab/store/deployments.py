@@ -14,9 +14,10 @@ from typing import Any
 from sqlalchemy import JSON, BigInteger, Column, ForeignKey, Index, Integer, String, UniqueConstraint
 from sqlmodel import Field, Session, SQLModel, select
 
+import edgelab.store.models  # noqa: F401 - the device table deployments and reservations refer to
 import edgelab.store.runs  # noqa: F401 - the run table the deployment's run_id refers to
 from edgelab.errors import NotFound
-from edgelab.store.models import _ts, utcnow
+from edgelab.store.base import _ts, utcnow
 
 ACTIVE_STATES = ("pending", "starting", "running")
 FINAL_STATES = ("finished", "failed", "stopped", "device-lost", "refused")

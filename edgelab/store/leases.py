@@ -14,7 +14,7 @@ from sqlalchemy import Column, ForeignKey, Index, Integer, String, UniqueConstra
 from sqlmodel import Field, SQLModel
 
 import edgelab.store.models  # noqa: F401 - the device table lease_device refers to
-from edgelab.store.models import _ts, utcnow
+from edgelab.store.base import _ts, utcnow
 
 
 class Lease(SQLModel, table=True):

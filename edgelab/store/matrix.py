@@ -13,7 +13,7 @@ from sqlalchemy import JSON, Column, ForeignKey, Index, Integer, String
 from sqlmodel import Field, Session, SQLModel, select
 
 from edgelab.errors import NotFound
-from edgelab.store.models import _ts, utcnow
+from edgelab.store.base import _ts, utcnow
 
 
 class MatrixCell(SQLModel, table=True):

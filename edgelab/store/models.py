@@ -1,39 +1,17 @@
-"""Database tables. No secret (password, token, private key) is ever a column here."""
+"""The device tables (device, probe snapshot). No secret (password, token, private key) is ever a column.
+
+The other tables live with their concept (``runs``, ``deployments``, ``artifacts``, ``leases``,
+``matrix``); ``edgelab.store.tables`` imports them all for the one metadata migrations are checked against.
+"""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
-from sqlalchemy import JSON, Column, DateTime, ForeignKey, Index, Integer, UniqueConstraint
-from sqlalchemy.types import TypeDecorator
+from sqlalchemy import JSON, Column, ForeignKey, Index, Integer, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-class UtcDateTime(TypeDecorator):
-    """A timestamp stored as UTC and always read back timezone-aware (SQLite keeps no zone)."""
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)
-        return value.astimezone(UTC)
-
-    def process_result_value(self, value: datetime | None, dialect) -> datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def _ts(nullable: bool = True) -> Column:
-    return Column(UtcDateTime(), nullable=nullable)
+from edgelab.store.base import _ts, utcnow
 
 
 class Device(SQLModel, table=True):
@@ -92,8 +70,8 @@ class Device(SQLModel, table=True):
 class ProbeSnapshot(SQLModel, table=True):
     """One probe of one device: raw outputs (re-parseable by a newer edgelab), facts, classification.
 
-    Owned by edgelab.probe (API in edgelab/store/snapshots.py); kept here so the one metadata that
-    migrations are checked against holds every table.
+    Written by the probe service (edgelab.inventory.probe; API in edgelab/store/snapshots.py); kept
+    beside the device table it refers to.
     """
 
     __tablename__ = "probe_snapshot"
@@ -116,12 +94,3 @@ class ProbeSnapshot(SQLModel, table=True):
     classification: dict | None = Field(default=None, sa_column=Column(JSON, nullable=True))
     warnings: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     virtual: bool = False
-
-
-# Tables owned by other modules, imported here so SQLModel.metadata (checked against the
-# migrations) holds every table whichever module is imported first.
-from edgelab.store import artifacts as _artifacts  # noqa: E402,F401
-from edgelab.store import deployments as _deployments  # noqa: E402,F401
-from edgelab.store import leases as _leases  # noqa: E402,F401
-from edgelab.store import matrix as _matrix  # noqa: E402,F401
-from edgelab.store import runs as _runs  # noqa: E402,F401

@@ -3,7 +3,7 @@
 Each operation is one adb service on its own socket, as the adb CLI does it:
 ``shell,v2,raw:`` for commands (real exit codes, stderr apart; v1 with an
 exit marker only where a device lacks shell_v2), ``sync:`` for files in
-64 KiB DATA packets. Closing a shell socket makes adbd end the command; for
+64 KiB DATA packets, and shell v2 stdin for a resumable put (``adb_push``). Closing a shell socket makes adbd end the command; for
 timeouts and cancels we also kill the command's process group by its pid,
 which ``posix_stream_argv`` prints first.
 """

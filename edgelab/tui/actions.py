@@ -13,7 +13,7 @@ from edgelab.errors import EdgelabError
 
 
 def probe(engine: Engine, name: str, *, timeout: float = 60.0) -> tuple[bool, str]:
-    from edgelab.probe import probe_device
+    from edgelab.inventory.probe import probe_device
 
     try:
         snap = probe_device(engine, name, timeout=timeout)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from edgelab.probe.collectors import posix
 from edgelab.probe.collectors.base import Collector, Source
-from edgelab.probe.collectors.posix import Snippet
 from edgelab.probe.facts import Facts
 from edgelab.transport.quoting import Shell
 
@@ -14,19 +13,6 @@ LIBS = (
     "/vendor/lib64/libQnnHtp*.so /vendor/lib64/libQnnSystem.so /vendor/lib64/libcdsprpc.so "
     "/vendor/lib64/hw/vulkan.*.so /system/lib64/libvulkan.so"
 )
-
-SNIPPETS = [
-    Snippet("getprop", "have getprop", "t $TO getprop"),
-    posix.UNAME,
-    posix.PROC_VERSION,
-    posix.CPUINFO,
-    posix.CPUFREQ,
-    posix.MEMINFO,
-    posix.THERMAL,
-    Snippet("dumpsys_battery", "have dumpsys", "t 5 dumpsys battery"),
-    Snippet("vendor_libs", "", f'for f in {LIBS}; do [ -e "$f" ] && echo "$f"; done; true'),
-]
-
 
 def apply_vendor_libs(facts: Facts, text: str, label: str) -> None:
     """Which accelerator libraries exist: OpenCL and Vulkan on the GPU, QNN HTP on the Hexagon NPU."""
@@ -48,21 +34,20 @@ def apply_vendor_libs(facts: Facts, text: str, label: str) -> None:
             facts.provenance[f"software.{key}"] = label
 
 
+# One entry per source, in merge order: section name, what an operator would type, the parser,
+# then what the script runs (body, guard).
 SOURCES = (
-    Source("getprop", "getprop", "getprop"),
-    Source("uname", "uname -a", "uname"),
-    Source("proc_version", "cat /proc/version", "proc_version"),
-    Source("cpuinfo", "cat /proc/cpuinfo", "cpuinfo"),
-    Source("cpufreq", "grep . /sys/devices/system/cpu/cpu*/cpufreq/cpuinfo_max_freq", "cpufreq"),
-    Source("meminfo", "cat /proc/meminfo", "meminfo"),
-    Source("thermal", "grep . /sys/class/thermal/thermal_zone*/{type,temp}", "thermal"),
-    Source("dumpsys_battery", "dumpsys battery", "dumpsys_battery"),
-    Source("vendor_libs", "ls /vendor/lib64 (OpenCL, QNN, Vulkan)", apply_vendor_libs),
+    Source("getprop", "getprop", "getprop", "t $TO getprop", "have getprop"),
+    posix.UNAME,
+    posix.PROC_VERSION,
+    posix.CPUINFO,
+    posix.CPUFREQ,
+    posix.MEMINFO,
+    posix.THERMAL,
+    Source("dumpsys_battery", "dumpsys battery", "dumpsys_battery", "t 5 dumpsys battery", "have dumpsys"),
+    Source("vendor_libs", "ls /vendor/lib64 (OpenCL, QNN, Vulkan)", apply_vendor_libs,
+           f'for f in {LIBS}; do [ -e "$f" ] && echo "$f"; done; true'),
 )
-
-
-def build_script(nonce: str, per_source_timeout: float) -> str:
-    return posix.script(nonce, SNIPPETS, per_source_timeout)
 
 
 def _post(facts: Facts, sections) -> None:
@@ -88,4 +73,4 @@ def _post(facts: Facts, sections) -> None:
                           else "no libQnnHtp*.so on the vendor image (push the QNN runtime with the artifact)")
 
 
-COLLECTOR = Collector("android", 1, SOURCES, build_script, Shell.TOYBOX, _post)
+COLLECTOR = Collector("android", 1, SOURCES, posix.script, Shell.TOYBOX, _post)

@@ -1,8 +1,9 @@
 """What every OS family's collector shares: sources, the batched exec, and parsing of its sections.
 
-A collector is a list of :class:`Source` (section name, the command an operator would type,
-the parser that reads it). Its whole script runs in ONE remote exec; the transport's timeout
-bounds the probe and kills the remote side when it runs over.
+A collector is a tuple of :class:`Source`, each one whole: its section name, the command an
+operator would type, how the collection script runs it, and the parser that reads what it printed
+(as pyinfra keeps a fact's command and its parser together). Its whole script runs in ONE remote
+exec; the transport's timeout bounds the probe and kills the remote side when it runs over.
 """
 
 from __future__ import annotations
@@ -20,13 +21,24 @@ from edgelab.transport.quoting import Shell, encode_powershell
 
 @dataclass(frozen=True)
 class Source:
-    """One thing the collector reads: ``parser`` is a key of ``edgelab.probe.detect.BY_NAME``, or for
+    """One thing the collector reads. ``parser`` is a key of ``edgelab.probe.detect.BY_NAME``, or for
     collector-only sources (library listings) a callable ``(facts, text, label)`` that adds to the
-    merged facts and records its provenance."""
+    merged facts and records its provenance, or None for a section another step reads (Windows'
+    CIM classes, joined by ``Collector.extra_outputs``).
+
+    ``body`` is what the family's script runs for it: an sh command list (POSIX; it may use
+    ``t SECONDS CMD...`` and ``$TO``, the per-source timeout) or one PowerShell statement; ``guard``
+    an sh condition that must hold first ("" = always), so an absent tool prints no section at all.
+    ``reads=True``: the body is ONE simple command reading files (cat, tr, grep) with no ``t``/
+    ``have``/``$TO``; it runs in the shared read group under one timeout (see ``posix``).
+    """
 
     name: str
     command: str  # what an operator would run by hand; also the provenance label
     parser: str | Callable[[Facts, str, str], None] | None
+    body: str
+    guard: str = ""
+    reads: bool = False
 
 
 @dataclass
@@ -58,7 +70,7 @@ class Collector:
     family: str
     script_version: int
     sources: tuple[Source, ...]
-    build_script: Callable[[str, float], str]  # (nonce, per-source timeout) -> script text
+    build_script: Callable[[tuple[Source, ...], str, float], str]  # (sources, nonce, per-source timeout)
     shell: Shell
     post: Callable[[Facts, dict[str, Section]], None] | None = None  # family-specific fix-ups
     # parser inputs built from several sections (Windows: CIM classes joined), parsed first
@@ -66,7 +78,7 @@ class Collector:
 
     def argv(self, nonce: str, per_source_timeout: float = 3.0) -> list[str]:
         """The argv a transport runs: ``sh -c SCRIPT`` or PowerShell ``-EncodedCommand``."""
-        script = self.build_script(nonce, per_source_timeout)
+        script = self.build_script(self.sources, nonce, per_source_timeout)
         if self.shell is Shell.POWERSHELL:
             return encode_powershell(script)
         return ["sh", "-c", script]

@@ -6,7 +6,7 @@ import re
 
 from edgelab.probe.collectors import posix
 from edgelab.probe.collectors.base import Collector, Source
-from edgelab.probe.collectors.posix import Snippet, readable
+from edgelab.probe.collectors.posix import readable
 from edgelab.probe.facts import Facts
 from edgelab.transport.quoting import Shell
 
@@ -18,33 +18,6 @@ TEGRASTATS = (
     " | { read -r pid; IFS= read -r line; rc=$?; kill \"$pid\" 2>/dev/null;"
     " [ -n \"$line\" ] && printf '%s\\n' \"$line\"; exit $rc; }"
 )
-
-SNIPPETS = [
-    posix.read_file("nv_tegra_release", "/etc/nv_tegra_release"),
-    Snippet("dt_model", readable(f"{DT}/model"), f"tr '\\000' '\\n' < {DT}/model", reads=True),
-    Snippet("dt_compatible", readable(f"{DT}/compatible"), f"tr '\\000' '\\n' < {DT}/compatible", reads=True),
-    Snippet("jetson_release", "have jetson_release", "t 8 jetson_release -v"),
-    Snippet("os_release", "{ OSR=/etc/os-release; [ -r $OSR ] || OSR=/usr/lib/os-release; [ -r $OSR ]; }",
-            "cat $OSR", reads=True),
-    Snippet("hostnamectl", "have hostnamectl", "t $TO hostnamectl"),
-    Snippet("uname", "", "t $TO uname -a"),
-    posix.PROC_VERSION,
-    posix.CPUINFO,
-    Snippet("lscpu", "have lscpu", "t $TO lscpu"),
-    posix.CPUFREQ,
-    posix.MEMINFO,
-    posix.THERMAL,
-    Snippet("nvpmodel", "have nvpmodel", "t $TO nvpmodel -q"),
-    # tegrastats never exits by itself: take its first line as soon as it prints, then kill it
-    # (``sh -c 'echo $$; exec ...'`` hands over the pid); waiting for it to notice the closed
-    # pipe would cost one more interval.
-    Snippet("tegrastats", "have tegrastats", TEGRASTATS),
-    Snippet("nvidia_smi_csv", "have nvidia-smi",
-            f"t $TO nvidia-smi --query-gpu={GPU_QUERY},compute_cap --format=csv"
-            f" || t $TO nvidia-smi --query-gpu={GPU_QUERY} --format=csv"),
-    Snippet("nvidia_smi", "have nvidia-smi", "t $TO nvidia-smi"),
-    Snippet("wsl_lib", "[ -d /usr/lib/wsl ]", "ls -1 /usr/lib/wsl/lib; [ -e /dev/dxg ] && echo /dev/dxg; true"),
-]
 
 
 def apply_wsl_lib(facts: Facts, text: str, label: str) -> None:
@@ -62,30 +35,37 @@ def apply_wsl_lib(facts: Facts, text: str, label: str) -> None:
             facts.provenance[f"software.{key}"] = label
 
 
+# One entry per source, in merge order (the script runs the file reads first, together): the
+# section name, what an operator would type, the parser, then what the script runs (body, guard).
 SOURCES = (
-    Source("nv_tegra_release", "cat /etc/nv_tegra_release", "nv_tegra_release"),
-    Source("jetson_release", "jetson_release -v", "jetson_release"),
-    Source("dt_model", f"cat {DT}/model", "dt_model"),
-    Source("dt_compatible", f"cat {DT}/compatible", "dt_compatible"),
-    Source("os_release", "cat /etc/os-release", "os_release"),
-    Source("hostnamectl", "hostnamectl", "hostnamectl"),
-    Source("uname", "uname -a", "uname"),
-    Source("proc_version", "cat /proc/version", "proc_version"),
-    Source("cpuinfo", "cat /proc/cpuinfo", "cpuinfo"),
-    Source("lscpu", "lscpu", "lscpu"),
-    Source("cpufreq", "grep . /sys/devices/system/cpu/cpu*/cpufreq/cpuinfo_max_freq", "cpufreq"),
-    Source("meminfo", "cat /proc/meminfo", "meminfo"),
-    Source("thermal", "grep . /sys/class/thermal/thermal_zone*/{type,temp}", "thermal"),
-    Source("nvpmodel", "nvpmodel -q", "nvpmodel"),
-    Source("tegrastats", "tegrastats", "tegrastats"),
-    Source("nvidia_smi_csv", f"nvidia-smi --query-gpu={GPU_QUERY},compute_cap --format=csv", "nvidia_smi_csv"),
-    Source("nvidia_smi", "nvidia-smi", "nvidia_smi"),
-    Source("wsl_lib", "ls /usr/lib/wsl/lib", apply_wsl_lib),
+    posix.read_file("nv_tegra_release", "/etc/nv_tegra_release"),
+    Source("jetson_release", "jetson_release -v", "jetson_release", "t 8 jetson_release -v", "have jetson_release"),
+    Source("dt_model", f"cat {DT}/model", "dt_model", f"tr '\\000' '\\n' < {DT}/model", readable(f"{DT}/model"),
+           reads=True),
+    Source("dt_compatible", f"cat {DT}/compatible", "dt_compatible", f"tr '\\000' '\\n' < {DT}/compatible",
+           readable(f"{DT}/compatible"), reads=True),
+    Source("os_release", "cat /etc/os-release", "os_release", "cat $OSR",
+           "{ OSR=/etc/os-release; [ -r $OSR ] || OSR=/usr/lib/os-release; [ -r $OSR ]; }", reads=True),
+    Source("hostnamectl", "hostnamectl", "hostnamectl", "t $TO hostnamectl", "have hostnamectl"),
+    posix.UNAME,
+    posix.PROC_VERSION,
+    posix.CPUINFO,
+    Source("lscpu", "lscpu", "lscpu", "t $TO lscpu", "have lscpu"),
+    posix.CPUFREQ,
+    posix.MEMINFO,
+    posix.THERMAL,
+    Source("nvpmodel", "nvpmodel -q", "nvpmodel", "t $TO nvpmodel -q", "have nvpmodel"),
+    # tegrastats never exits by itself: take its first line as soon as it prints, then kill it
+    # (``sh -c 'echo $$; exec ...'`` hands over the pid); waiting for it to notice the closed
+    # pipe would cost one more interval.
+    Source("tegrastats", "tegrastats", "tegrastats", TEGRASTATS, "have tegrastats"),
+    Source("nvidia_smi_csv", f"nvidia-smi --query-gpu={GPU_QUERY},compute_cap --format=csv", "nvidia_smi_csv",
+           f"t $TO nvidia-smi --query-gpu={GPU_QUERY},compute_cap --format=csv"
+           f" || t $TO nvidia-smi --query-gpu={GPU_QUERY} --format=csv", "have nvidia-smi"),
+    Source("nvidia_smi", "nvidia-smi", "nvidia_smi", "t $TO nvidia-smi", "have nvidia-smi"),
+    Source("wsl_lib", "ls /usr/lib/wsl/lib", apply_wsl_lib,
+           "ls -1 /usr/lib/wsl/lib; [ -e /dev/dxg ] && echo /dev/dxg; true", "[ -d /usr/lib/wsl ]"),
 )
-
-
-def build_script(nonce: str, per_source_timeout: float) -> str:
-    return posix.script(nonce, SNIPPETS, per_source_timeout)
 
 
 def _post(facts: Facts, sections) -> None:
@@ -93,4 +73,4 @@ def _post(facts: Facts, sections) -> None:
         facts.memory.unified = True  # every Tegra SoC shares DRAM between CPU and GPU
 
 
-COLLECTOR = Collector("linux", 1, SOURCES, build_script, Shell.POSIX, _post)
+COLLECTOR = Collector("linux", 1, SOURCES, posix.script, Shell.POSIX, _post)

@@ -1,7 +1,7 @@
 """Building blocks of the POSIX sh collection scripts (Linux, WSL, Jetson, Android's toybox sh).
 
-Each source is ``GUARD`` (is it there at all?) and ``BODY`` (the command, under its own short
-``timeout`` so a dead mount or a hung tool costs seconds, not the probe). A source whose guard
+Each source runs as its ``guard`` (is it there at all?) and ``body`` (the command, under its own
+short ``timeout`` so a dead mount or a hung tool costs seconds, not the probe). A source whose guard
 fails prints no section at all: absent and failed stay distinguishable.
 
 Sources that only read files (``reads=True``: /proc, /sys, /etc) share ONE ``timeout`` and one
@@ -14,8 +14,9 @@ runs in the background and is waited for, so the group's TERM trap can kill the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
 
+from edgelab.probe.collectors.base import Source
 from edgelab.probe.collectors.sections import begin_marker, end_marker_prefix
 from edgelab.transport.quoting import quote_posix
 
@@ -30,21 +31,11 @@ have() { command -v "$1" >/dev/null 2>&1; }
 """
 
 
-@dataclass(frozen=True)
-class Snippet:
-    name: str
-    guard: str  # sh condition; "" = always
-    body: str  # sh command list; may use t SECONDS CMD... and $TO (the per-source timeout)
-    # True: the body is ONE simple command reading files (cat, tr, grep), with no ``t``/``have``/
-    # ``$TO``; it runs in the shared read group under one timeout (see the module docstring).
-    reads: bool = False
-
-
 # The read group's sh: on the group timeout's TERM, kill the read in progress, then stop.
 READ_GROUP_TRAP = "trap 'kill $! 2>/dev/null; exit 143' TERM"
 
 
-def _block(nonce: str, s: Snippet) -> str:
+def _block(nonce: str, s: Source) -> str:
     begin = begin_marker(nonce, s.name)
     end = end_marker_prefix(nonce, s.name)
     run = f"{{ {s.body}\n}} & wait $!" if s.reads else f"{{ {s.body}\n}}"
@@ -52,14 +43,15 @@ def _block(nonce: str, s: Snippet) -> str:
     return f"if {s.guard}; then {block}; fi" if s.guard else block
 
 
-def script(nonce: str, snippets: list[Snippet], per_source_timeout: float) -> str:
-    """One sh script printing every snippet between nonce markers, stdin closed for all.
+def script(snippets: Iterable[Source], nonce: str, per_source_timeout: float) -> str:
+    """One sh script printing every source between nonce markers, stdin closed for all.
 
     The file reads run first, together in one ``sh`` under one timeout; then each tool under
     its own. Section order does not matter: sections are parsed by name.
     """
     to = max(1, int(round(per_source_timeout)))
     lines = [PRELUDE, f"TO={to}", "exec </dev/null"]
+    snippets = list(snippets)
     reads = [s for s in snippets if s.reads]
     if reads:
         group = "\n".join([READ_GROUP_TRAP] + [_block(nonce, s) for s in reads])
@@ -72,28 +64,28 @@ def readable(path: str) -> str:
     return f"[ -r {path} ]"
 
 
-def cat(path: str) -> str:
-    return f"t $TO cat {path}"
+def read_file(name: str, path: str, parser: str | None = None) -> Source:
+    """``cat PATH`` when it is readable, in the shared read group; parsed by ``parser`` (default: ``name``)."""
+    return Source(name, f"cat {path}", parser or name, f"cat {path}", readable(path), reads=True)
 
 
-def read_file(name: str, path: str) -> Snippet:
-    """``cat PATH`` when it is readable, in the shared read group."""
-    return Snippet(name, readable(path), f"cat {path}", reads=True)
-
-
-CPUFREQ = Snippet(
+CPUFREQ = Source(
     "cpufreq",
-    readable("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"),
     "grep . /sys/devices/system/cpu/cpu*/cpufreq/cpuinfo_max_freq",
+    "cpufreq",
+    "grep . /sys/devices/system/cpu/cpu*/cpufreq/cpuinfo_max_freq",
+    readable("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"),
     reads=True,
 )
-THERMAL = Snippet(
+THERMAL = Source(
     "thermal",
-    readable("/sys/class/thermal/thermal_zone0/type"),
+    "grep . /sys/class/thermal/thermal_zone*/{type,temp}",
+    "thermal",
     "grep . /sys/class/thermal/thermal_zone*/type /sys/class/thermal/thermal_zone*/temp",
+    readable("/sys/class/thermal/thermal_zone0/type"),
     reads=True,
 )
 CPUINFO = read_file("cpuinfo", "/proc/cpuinfo")
 MEMINFO = read_file("meminfo", "/proc/meminfo")
 PROC_VERSION = read_file("proc_version", "/proc/version")
-UNAME = Snippet("uname", "", "t $TO uname -a")
+UNAME = Source("uname", "uname -a", "uname", "t $TO uname -a")

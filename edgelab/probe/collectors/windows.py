@@ -38,16 +38,11 @@ def _section(nonce: str, name: str, statement: str) -> list[str]:
     ]
 
 
-def build_script(nonce: str, per_source_timeout: float) -> str:
+def build_script(sources: tuple[Source, ...], nonce: str, per_source_timeout: float) -> str:
+    """Each source's statement between its markers, in order (no per-source timeout here)."""
     lines = ["$env:WSL_UTF8 = '1'"]  # wsl.exe prints UTF-16 otherwise
-    for name, (cls, props) in CIM.items():
-        lines += _section(nonce, name, f"Get-CimInstance {cls} | Select-Object {props} | ConvertTo-Json")
-    lines += _section(nonce, "pnp_accelerator",
-                      f"Get-PnpDevice -Class ComputeAccelerator | Select-Object {PNP_PROPS} | ConvertTo-Json")
-    lines += _section(nonce, "systeminfo", "systeminfo")
-    lines += _section(nonce, "wsl_version", "wsl --version")
-    lines += _section(nonce, "nvidia_smi_csv", f"nvidia-smi --query-gpu={GPU_QUERY} --format=csv")
-    lines += _section(nonce, "nvidia_smi", "nvidia-smi")
+    for src in sources:
+        lines += _section(nonce, src.name, src.body)
     lines.append("exit 0")
     return "\n".join(lines) + "\n"
 
@@ -68,11 +63,23 @@ def cim_document(sections: dict[str, Section]) -> dict[str, str]:
     return {"cim_json": json.dumps(doc)} if doc else {}
 
 
+def _cim(name: str, cls: str, props: str) -> Source:
+    """One CIM class as JSON; no parser of its own: ``cim_document`` joins the classes for the CIM parser."""
+    return Source(name, f"Get-CimInstance {cls} | ConvertTo-Json", None,
+                  f"Get-CimInstance {cls} | Select-Object {props} | ConvertTo-Json")
+
+
+# One entry per source, in script and merge order: section name, what an operator would type, the
+# parser, then the PowerShell statement the script runs.
 SOURCES = (
-    Source("systeminfo", "systeminfo", "systeminfo"),
-    Source("wsl_version", "wsl --version", "wsl_version"),
-    Source("nvidia_smi_csv", f"nvidia-smi --query-gpu={GPU_QUERY} --format=csv", "nvidia_smi_csv"),
-    Source("nvidia_smi", "nvidia-smi", "nvidia_smi"),
+    *(_cim(name, cls, props) for name, (cls, props) in CIM.items()),
+    Source("pnp_accelerator", "Get-PnpDevice -Class ComputeAccelerator | ConvertTo-Json", None,
+           f"Get-PnpDevice -Class ComputeAccelerator | Select-Object {PNP_PROPS} | ConvertTo-Json"),
+    Source("systeminfo", "systeminfo", "systeminfo", "systeminfo"),
+    Source("wsl_version", "wsl --version", "wsl_version", "wsl --version"),
+    Source("nvidia_smi_csv", f"nvidia-smi --query-gpu={GPU_QUERY} --format=csv", "nvidia_smi_csv",
+           f"nvidia-smi --query-gpu={GPU_QUERY} --format=csv"),
+    Source("nvidia_smi", "nvidia-smi", "nvidia_smi", "nvidia-smi"),
 )
 
 COLLECTOR = Collector("windows", 1, SOURCES, build_script, Shell.POWERSHELL, extra_outputs=cim_document)

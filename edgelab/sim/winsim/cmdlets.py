@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import fs, native
 from . import psparse as P
@@ -33,8 +33,7 @@ from .objects import (
     proc_table,
     same_persona,
 )
-from .pseval import (
-    Interp,
+from .values import (
     PSError,
     TypeRef,
     collapse,
@@ -46,6 +45,9 @@ from .pseval import (
     truthy,
     unroll,
 )
+
+if TYPE_CHECKING:  # annotations only: the interpreter imports this module (its cmdlet table)
+    from .pseval import Interp
 
 
 def _path_arg(named: dict, pos: list, *names: str) -> list[str]:
@@ -616,7 +618,7 @@ def get_pnp_device(interp, named, pos, inp):
 
 
 def _invoke_block(interp: Interp, block, item) -> list:
-    from .pseval import LoopControl, Out
+    from .values import LoopControl, Out
 
     old = interp.vars.get("_")
     interp.vars["_"] = item
@@ -904,7 +906,7 @@ def _nvidia_smi(interp, args, out, err):
 
 
 def _nr(name):
-    from .pseval import not_recognized
+    from .values import not_recognized
 
     return not_recognized(name)
 

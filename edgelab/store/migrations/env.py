@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlmodel import SQLModel
 
-import edgelab.store.models  # noqa: F401 - registers the tables on the metadata
+import edgelab.store.tables  # noqa: F401 - registers every table on the metadata
 
 connection = context.config.attributes.get("connection")
 if connection is None:  # pragma: no cover - only reachable through the alembic CLI

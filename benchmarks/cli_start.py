@@ -5,7 +5,7 @@ disturbs far less than wall time; each figure is the median of ``--repeat`` runs
 all measured in the same run as the peer. Goals (issue 14): ``--help`` <= 2.0x,
 ``device ls --json`` with 10 devices <= 3.0x.
 
-    python bench/cli_start.py [--repeat 9]
+    python benchmarks/cli_start.py [--repeat 9]
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ Same binary (the lab host's build), same model (the ~100 M-parameter random-weig
 The model's weights are random: the figures are a real model's of that shape, on a shared 2-core
 lab host (noisy; medians of the rounds are printed). Not part of the test suite.
 
-    python bench/llama_agreement.py [--requests 10] [--n-predict 128] [--source PATH] [--bin DIR]
+    python benchmarks/llama_agreement.py [--requests 10] [--n-predict 128] [--source PATH] [--bin DIR]
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Prints numbers; not part of the test suite. Goals (issue 6): >= 100k events/s; lag p95 <= 100 ms.
 
-    python bench/ingest.py [--events 300000] [--streams 16] [--seconds 5]
+    python benchmarks/ingest.py [--events 300000] [--streams 16] [--seconds 5]
 
 Throughput: a realistic TTS event mix (request start, 1920-sample audio chunks with
 sha256, request end, a resource sample every 100 events), fed to one Ingestor writing a

@@ -3,7 +3,7 @@
 First paint = the app is started headless and the fleet table holds every device row.
 Prints the number (seconds); not part of the test suite.
 
-    python bench/tui_start.py [--devices 200] [--repeat 3]
+    python benchmarks/tui_start.py [--devices 200] [--repeat 3]
 """
 
 from __future__ import annotations

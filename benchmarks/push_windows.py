@@ -8,7 +8,7 @@ and copied by plain ``scp`` to the Windows drive (the second peer: bytes only, n
 then an unchanged re-push. These are loopback figures against virtual devices whose PowerShell is
 a Python shim: they compare the paths on the same box, never a real Windows machine's link.
 
-    python bench/push_windows.py [--size-mib 64] [--repeat 2]
+    python benchmarks/push_windows.py [--size-mib 64] [--repeat 2]
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ Used by ``edgelab bench`` (a finite warm-up + measured protocol) and by a deploy
 Every request becomes edgelab events (request.start, text.token per SSE chunk, request.end) on
 the lab clock; the server's own ``timings`` are kept beside them, and the group's peak RSS is
 sampled on the device after each request.
+
+In ``deploy`` (not ``bench``) because the follower, a part of a deployment, drives it too.
 """
 
 from __future__ import annotations

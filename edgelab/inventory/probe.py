@@ -1,5 +1,8 @@
 """Probe devices: one batched collection per device, parsed into facts, classified, stored.
 
+The probe service, kept above ``edgelab.probe`` (the pure collectors and parsers) because it
+reaches devices, reads the catalog, classifies with ``edgelab.profile`` and writes the store.
+
 ``probe_device`` and ``probe_devices`` never let one device's failure escape as an exception:
 a failed probe is stored too (ok=False, the error and its remedy), so history shows it, and the
 device's state says why (offline, untrusted, auth-failed, error). Only an unknown device name

@@ -14,7 +14,7 @@ off by 2x for any tool. Loopback numbers compare the tools on the same path; the
 about a real device's link. Goals (issue 14): >= 0.9x rsync over SSH, >= 1.0x the hand-verified
 peer over ADB, unchanged re-push <= 1 s.
 
-    python bench/push.py [--sizes 16,256,1024] [--repeat 3]
+    python benchmarks/push.py [--sizes 16,256,1024] [--repeat 3]
 """
 
 from __future__ import annotations

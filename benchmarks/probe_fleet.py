@@ -18,7 +18,7 @@ Where a virtual probe's time went (measured 2026-11-29, 2-core shared host): the
 ~0.8 s CPU per probe, of which ~0.5 s Python shims started through a pyenv wrapper (now POSIX sh)
 and ~0.25 s the lab host's ~/.bashrc (pyenv init) sourced twice per ssh exec (now skipped via
 SHLVL=1); what is left is sshd, the namespace entry and ~30 processes of the script (~0.07 s).
-Usage: python bench/probe_fleet.py [--devices 16] [--rounds 3] [--quick]
+Usage: python benchmarks/probe_fleet.py [--devices 16] [--rounds 3] [--quick]
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class _Cpu:
 
 
 def _edgelab_round(engine, names, ssh_config: str, cpu: _Cpu) -> Round:
-    from edgelab.probe import probe_devices
+    from edgelab.inventory.probe import probe_devices
     from edgelab.transport.ssh import close_all
 
     close_all()  # no pooled connection from the previous round: every probe connects afresh

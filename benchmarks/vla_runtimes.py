@@ -15,7 +15,7 @@ Then 10 Hz episodes clean and with ``--hog`` busy processes beside the loop: dea
 older than one period) and observation-to-action age. On a shared 2-core box a single round can be
 off either way; the median of the rounds is printed.
 
-    python bench/vla_runtimes.py [--rounds 3] [--chunks 20] [--hog 2] [--hz 10]
+    python benchmarks/vla_runtimes.py [--rounds 3] [--chunks 20] [--hog 2] [--hz 10]
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from edgelab.controller.engine import FORMATS, open_engine  # noqa: E402
+from edgelab.controller.engine import FORMATS  # noqa: E402
+from edgelab.controller.engines import open_engine  # noqa: E402
 from edgelab.controller.vla import FlowSampler, VlaController, noise_for  # noqa: E402
 from edgelab.metrics.action import ActionSample, action_metrics  # noqa: E402
 from edgelab.metrics.stats import summarize  # noqa: E402
