@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from edgelab.errors import HostKeyError
 from edgelab.transport.base import Endpoint
 
 if TYPE_CHECKING:  # the resolver imports paramiko; a probe of a phone never needs it
@@ -82,19 +81,3 @@ def trusted(gateway: Gateway, key) -> bool:
     hostkeys.verify(gateway.name, hop.host, hop.port, key.pkey(), known_hosts=hop.known_hosts,
                     alias=hop.host_key_alias)
     return True
-
-
-def on_the_way(err: HostKeyError, gateway: str, device: str | None) -> HostKeyError:
-    """``err`` about a lab host on the way, reworded for the device it carries: the trust command names the
-    device (``edgelab device trust`` walks to that host from there), never the host, which is no device.
-    Rewording again further out (a chain of jump hosts) keeps the first host's words."""
-    text = getattr(err, "host_text", None) or str(err)
-    host = getattr(err, "host_name", None) or gateway
-    cmd, fixed = f"edgelab device trust {host}", f"edgelab device trust {device or 'DEVICE'}"
-    where = f"on the way to {device}: " if device else ""
-    new = HostKeyError(f"{where}lab host {text.replace(cmd, fixed)}",
-                       remedy=(getattr(err, "host_remedy", None) or err.remedy or fixed).replace(cmd, fixed))
-    # the host's own words ride on the error, for a rewording further out (read back with getattr above)
-    new.host_text, new.host_name, new.host_remedy = (  # type: ignore[attr-defined]
-        text, host, getattr(err, "host_remedy", None) or err.remedy)
-    return new
