@@ -10,18 +10,11 @@ import typer
 
 from edgelab.cli.common import JsonOpt, console, escape, fail_from, open_session, print_json
 from edgelab.errors import EdgelabError
+from edgelab.units import human_bytes
 
 app = typer.Typer(
     help="Artifact registry: runtime builds, weights, graphs, tokenizers, voices.", no_args_is_help=True
 )
-
-
-def _human(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
 
 
 def _as_dict(session, art) -> dict:
@@ -83,7 +76,7 @@ def add(
         print_json(data)
     else:
         console.print(
-            f"added [bold]{escape(data['name'])}[/] {data['digest'][:16]} ({len(data['files'])} files, {_human(data['total_size'])})"
+            f"added [bold]{escape(data['name'])}[/] {data['digest'][:16]} ({len(data['files'])} files, {human_bytes(data['total_size'])})"
         )
 
 
@@ -111,7 +104,7 @@ def ls(
             r["kind"],
             r["target"],
             str(len(r["files"])),
-            _human(r["total_size"]),
+            human_bytes(r["total_size"]),
             r["digest"][:16],
         )
     console.print(table if rows else "no artifacts (add one with `edgelab artifact add`)")
@@ -136,11 +129,11 @@ def show(
         f"[bold]{escape(data['name'])}[/]  kind={data['kind']} target={data['target']} component={escape(str(data['component']))}"
     )
     console.print(
-        f"digest  {data['digest']}   size {_human(data['total_size'])}   added {data['created_at']}"
+        f"digest  {data['digest']}   size {human_bytes(data['total_size'])}   added {data['created_at']}"
     )
     console.print("[bold]files[/]")
     for path, sha in data["files"].items():
-        console.print(f"  {sha}  {_human(data['sizes'][path]):>10}  {escape(path)}")
+        console.print(f"  {sha}  {human_bytes(data['sizes'][path]):>10}  {escape(path)}")
     meta = dict(data["metadata"])
     prov = meta.pop("provenance", {})
     console.print(

@@ -8,6 +8,7 @@ import typer
 
 from edgelab.cli.common import console, err_console, escape, fail, fail_from, print_json, state
 from edgelab.errors import ConfigError, EdgelabError
+from edgelab.units import mib
 
 
 def _p(d: dict[str, Any] | None, unit: str = "") -> str:
@@ -143,7 +144,7 @@ def bench(
             t.add_row("server decode", _p(x.get("server_predicted_per_second"), " tok/s"))
             t.add_row("server prompt", _p(x.get("server_prompt_ms"), " ms"))
         if x.get("peak_rss_bytes"):
-            t.add_row("peak RSS", f"{x['peak_rss_bytes'] / 2**20:.1f} MiB")
+            t.add_row("peak RSS", mib(x['peak_rss_bytes'], 1))
         if rep.get("placement"):
             t.add_row("placement", f"{rep['placement']} (observed in the load log)")
         pv = rep.get("provenance") or {}

@@ -29,37 +29,16 @@ def _dep_dict(d) -> dict[str, Any]:
 
 
 def _render_plan(planned) -> None:
-    from rich.table import Table
+    """The plan rows of the read model (edgelab.views.plan), under a one-line headline."""
+    from edgelab.views.plan import plan_rows
 
     p = planned.plan
     virtual = "  [dim]VIRTUAL[/]" if planned.virtual else ""
     console.print(f"[bold]{escape(p.pipeline)}[/] on [bold]{escape(p.device)}[/]: strategy [bold]{p.strategy}[/] "
                   f"runtime {escape(p.runtime)}{virtual}")
-    console.print(f"  why: {escape(p.reason)}", highlight=False)
-    st = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    for col in ("stage", "runtime", "backend", "placement", "artifacts"):
-        st.add_column(col, overflow="fold")
-    for s in p.stages:
-        st.add_row(escape(s.name), escape(s.runtime), escape(s.backend), escape(s.placement),
-                   escape(", ".join(s.artifacts) or "-"))
-    console.print(st)
-    for proc in p.processes:
-        if proc.unavailable:
-            console.print(f"  process {escape(proc.name)}: [red]not launchable here[/]: {escape(proc.unavailable)}",
-                          highlight=False)
-            continue
-        tpl = f"  [dim]({escape(proc.template or '-')}, ready {proc.ready.get('kind', 'alive')}, adapter "
-        console.print(f"  process {escape(proc.name)}: {escape(' '.join(proc.argv))}", highlight=False)
-        console.print(tpl + f"{escape(proc.adapter)})[/]", highlight=False)
-    for a in p.artifacts:
-        if not a.get("present") and not a.get("optional"):
-            console.print(f"  [yellow]missing artifact[/] {escape(str(a.get('role')))}", highlight=False)
-    for line in planned.admission:
-        if "text" in line:
-            console.print(f"  admission: {escape(line['text'])}", highlight=False)
-    console.print(f"  ready timeout {p.ready_timeout_s:g}s, outputs: {', '.join(p.expected_outputs)}", highlight=False)
-    for note in p.notes:
-        console.print(f"  note: {escape(note)}", highlight=False)
+    for row in plan_rows(planned.to_dict()):
+        style = "red" if row.alert else "bold"
+        console.print(f"  [{style}]{escape(row.key)}[/]: {escape(row.value)}", highlight=False)
 
 
 def deploy(
@@ -160,7 +139,7 @@ def ps(
     """Deployments and their state (running ones are checked on their device)."""
     from edgelab.deploy import control
     from edgelab.store.db import session_scope
-    from edgelab.store.deployments import list_deployments
+    from edgelab.store.deployments import ACTIVE_STATES, list_deployments
 
     engine = open_engine()
     with session_scope(engine, write=False) as s:
@@ -181,7 +160,7 @@ def ps(
             unreachable[d.device_name] = now.error or "device lost"
         out.append(now)
     if not all_:
-        out = [d for d in out if d.state in ("pending", "starting", "running")] or out
+        out = [d for d in out if d.state in ACTIVE_STATES] or out
     if json_out:
         print_json([_dep_dict(d) for d in out])
     else:

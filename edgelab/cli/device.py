@@ -161,10 +161,10 @@ def _lease_rec(lease) -> dict | None:
 
 
 def _held_text(lease) -> str:
-    """``alice@lab1 until 12:45`` (times UTC); empty when the device is free."""
-    if lease is None:
-        return ""
-    return f"{lease.owner} until {lease.expires_at:%H:%M}"
+    """``alice@lab1 (ci job) until 12:45`` (times UTC), as the TUI's fleet says it; empty when free."""
+    from edgelab.inventory.view import held_text
+
+    return "" if lease is None else held_text(lease.owner, lease.ci_job, lease.expires_at)
 
 
 def _show_one(device, as_json: bool, added: bool = False, lease=None) -> None:

@@ -233,24 +233,17 @@ def profile(
     json_out: JsonOpt = False,
 ) -> None:
     """The deploy profile of DEVICE, derived from its latest probe snapshot (never hand-typed)."""
+    from edgelab.profile import profile_from_facts
+
     snap = _latest(device)
     try:
-        prof = _derive(snap.facts or {}, pipeline)
+        prof = profile_from_facts(snap.facts or {}, pipeline)
     except EdgelabError as err:
         fail_from(err)
     if json_out:
         print_json({"device": device, "snapshot": _snap_meta(snap), "profile": prof})
         return
     _render_profile(device, snap, prof, explain)
-
-
-def _derive(facts_dict: dict[str, Any], pipeline: str | None) -> dict[str, Any]:
-    """The profile engineer's derive_profile over stored facts, as a plain dict."""
-    from edgelab.catalog.devices import load_devices
-    from edgelab.probe.facts import Facts
-    from edgelab.profile import derive_profile
-
-    return derive_profile(Facts.from_dict(facts_dict), load_devices(), pipeline=pipeline).to_dict()
 
 
 def _render_profile(device: str, snap, prof: dict[str, Any], explain: bool) -> None:

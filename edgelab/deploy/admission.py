@@ -25,8 +25,8 @@ from edgelab.deploy.refusal import Refusal
 from edgelab.profile import DeployProfile
 from edgelab.store.deployments import Deployment, Reservation, open_reservations
 from edgelab.store.models import Device
+from edgelab.units import GIB
 
-GIB = 1024**3
 HOST_SHARE = 512 * 1024**2  # runtime, tokenizer and staging buffers in host RAM while a GPU holds the model
 GPU_PLACEMENTS = ("gpu",)
 

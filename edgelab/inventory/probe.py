@@ -92,8 +92,6 @@ def classify_facts(facts: Facts, catalog_path: str | None = None) -> tuple[dict[
         return classify(facts, _catalog(catalog_path)).to_dict(), []
     except EdgelabError as err:
         return None, [f"not classified: {err}"]
-    except ImportError as err:
-        return None, [f"not classified: this edgelab has no classifier ({err})"]
 
 
 def _state_for(err: EdgelabError) -> str:

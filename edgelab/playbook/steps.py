@@ -135,12 +135,10 @@ def _factory(ctx: JobContext):
 
 
 def do_deploy(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult) -> None:
-    try:
-        from edgelab.deploy.launch import deploy
-        from edgelab.deploy.options import Options
-        from edgelab.deploy.planning import DeployRequest
-    except ImportError as err:
-        raise StepFailure(f"deploy is not available in this build ({err})", "infra") from err
+    from edgelab.deploy.launch import deploy
+    from edgelab.deploy.options import Options
+    from edgelab.deploy.planning import DeployRequest
+
     pipeline = opts.get("pipeline") or ctx.pipeline
     if not pipeline:
         raise StepFailure("deploy needs a pipeline (step option or the playbook's pipelines:)", "infra")

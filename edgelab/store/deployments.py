@@ -9,6 +9,7 @@ lock on the device), so two deploys racing for one pool cannot both get it.
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Column, ForeignKey, Index, Integer, String, UniqueConstraint
@@ -19,8 +20,24 @@ import edgelab.store.runs  # noqa: F401 - the run table the deployment's run_id 
 from edgelab.errors import NotFound
 from edgelab.store.base import _ts, utcnow
 
-ACTIVE_STATES = ("pending", "starting", "running")
-FINAL_STATES = ("finished", "failed", "stopped", "device-lost", "refused")
+
+class DeploymentState(StrEnum):
+    """A deployment's state: pending -> starting -> running -> finished | failed | stopped | device-lost;
+    refused before anything ran."""
+
+    PENDING = "pending"
+    STARTING = "starting"
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    DEVICE_LOST = "device-lost"
+    REFUSED = "refused"
+
+
+DEPLOYMENT_STATES = tuple(s.value for s in DeploymentState)
+ACTIVE_STATES = DEPLOYMENT_STATES[:3]  # pending, starting, running: its processes may be alive
+FINAL_STATES = DEPLOYMENT_STATES[3:]  # nothing changes it any more (device-lost: only to stopped/ended)
 
 
 class Deployment(SQLModel, table=True):
@@ -133,7 +150,7 @@ def get_deployment(session: Session, ref: str | int) -> Deployment:
 def list_deployments(session: Session, *, active_only: bool = True, device_id: int | None = None) -> list[Deployment]:
     query = select(Deployment)
     if active_only:
-        query = query.where(Deployment.state.in_(ACTIVE_STATES))  # type: ignore[attr-defined]
+        query = query.where(Deployment.state.in_(sorted(ACTIVE_STATES)))  # type: ignore[attr-defined]
     if device_id is not None:
         query = query.where(Deployment.device_id == device_id)
     return list(session.exec(query.order_by(Deployment.created_at.desc(), Deployment.id.desc())).all())

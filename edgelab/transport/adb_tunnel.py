@@ -103,7 +103,7 @@ def local_address(adb_server: str, timeout: float = 10.0) -> str:
         with _LOCK:
             return _tunnel(spec, timeout).forward.url_host
     except HostKeyError as e:
-        from edgelab.transport.hostkeys import on_the_way
+        from edgelab.transport.on_the_way import on_the_way
 
         err = on_the_way(e, spec.ssh, None)  # the device is named by whoever asked (ADBTransport)
         raise HostKeyError(f"adb server {key}: {err}", remedy=err.remedy) from None

@@ -226,19 +226,3 @@ def remove_known_host(path: os.PathLike | str, host: str, port: int = 22) -> int
     lines = [ln for i, ln in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if i not in drop]
     path.write_text("\n".join(lines) + ("\n" if lines else ""), encoding="utf-8")
     return len(drop)
-
-
-def on_the_way(err: HostKeyError, gateway: str, device: str | None) -> HostKeyError:
-    """``err`` about a lab host on the way, reworded for the device it carries: the trust command names the
-    device (``edgelab device trust`` walks to that host from there), never the host, which is no device.
-    Rewording again further out (a chain of jump hosts) keeps the first host's words."""
-    text = getattr(err, "host_text", None) or str(err)
-    host = getattr(err, "host_name", None) or gateway
-    cmd, fixed = f"edgelab device trust {host}", f"edgelab device trust {device or 'DEVICE'}"
-    where = f"on the way to {device}: " if device else ""
-    new = HostKeyError(f"{where}lab host {text.replace(cmd, fixed)}",
-                       remedy=(getattr(err, "host_remedy", None) or err.remedy or fixed).replace(cmd, fixed))
-    # the host's own words ride on the error, for a rewording further out (read back with getattr above)
-    new.host_text, new.host_name, new.host_remedy = (  # type: ignore[attr-defined]
-        text, host, getattr(err, "host_remedy", None) or err.remedy)
-    return new
