@@ -8,6 +8,7 @@ start (or touch) a server the operator did not ask for.
 from __future__ import annotations
 
 import socket
+from typing import TypeGuard
 
 from edgelab.errors import DeviceNotAnswering, TransportError
 
@@ -23,9 +24,9 @@ def parse_server(adb_server: str | None) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-def is_tunnel(adb_server: str | None) -> bool:
+def is_tunnel(adb_server: str | None) -> TypeGuard[str]:
     """``ssh://...``: a server on another lab host's loopback, reached through SSH (transport.adb_tunnel)."""
-    return bool(adb_server) and adb_server.strip().lower().startswith("ssh://")
+    return adb_server is not None and adb_server.strip().lower().startswith("ssh://")
 
 
 def is_remote(adb_server: str | None) -> bool:
