@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from edgelab.transport.base import Endpoint
 
-if TYPE_CHECKING:  # at run time only where a hop is resolved: it loads paramiko
+if TYPE_CHECKING:  # the resolver imports paramiko; a probe of a phone never needs it
     from edgelab.transport.ssh_config import Hop
 
 
@@ -29,7 +29,7 @@ class Gateway:
     hop: Hop
 
 
-def _chain(hop) -> list:
+def _chain(hop: Hop) -> list[Hop]:
     """``hop``'s jump hosts, outermost first (each Hop carries the hop before it in ``jump``)."""
     out = []
     j = hop.jump[0] if hop.jump else None
@@ -39,7 +39,7 @@ def _chain(hop) -> list:
     return list(reversed(out))
 
 
-def _gateway(hop) -> Gateway:
+def _gateway(hop: Hop) -> Gateway:
     host, port = (hop.host_key_alias, 22) if hop.host_key_alias else (hop.host, hop.port)
     return Gateway(hop.name, host, port, hop)
 
