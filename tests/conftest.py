@@ -25,7 +25,7 @@ pytest_plugins = [
 # A test's lanes follow from what it starts, so no file has to remember to mark itself: a test that
 # uses one of these fixtures (directly or through any fixture that depends on it: deploy_lab,
 # ssh_transport, ...) gets its marks at collection. ``-m "not ssh and not adb and not slow"`` is
-# then the unit lane (README, "Tests").
+# then the unit lane (README, "Test lanes").
 LAB_FIXTURES: dict[str, tuple[str, ...]] = {
     "ssh_lab": ("ssh",),  # every SSH persona on a real sshd (tests/fixtures/ssh_lab.py)
     "adb_lab": ("adb",),  # the real adb server in front of the ADB emulator (tests/fixtures/adb_lab.py)
@@ -55,7 +55,7 @@ def _names(code: types.CodeType) -> set[str]:
 def lab_marks(item: pytest.Item) -> set[str]:
     """The lane marks ``item`` needs, from its fixture closure and the code of it and its fixtures."""
     marks: set[str] = set()
-    info = getattr(item, "_fixtureinfo", None)
+    info = getattr(item, "_fixtureinfo", None)  # pytest's resolved fixtures of the item (no public API)
     closure = list(getattr(item, "fixturenames", ()))
     funcs = [getattr(item, "function", None)]
     for name in closure:
@@ -70,20 +70,26 @@ def lab_marks(item: pytest.Item) -> set[str]:
     return marks
 
 
+COLLECTED_MARKS = pytest.StashKey[frozenset]()
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         have = {m.name for m in item.iter_markers()}
         for mark in sorted(lab_marks(item) - have):
             item.add_marker(mark)
+        item.stash[COLLECTED_MARKS] = frozenset(have | lab_marks(item))
 
 
 @pytest.fixture(autouse=True)
 def _lanes_are_declared(request):
     """A lab fixture reached only at run time (``request.getfixturevalue``) cannot be seen at
     collection: such a test must carry the mark itself (``pytest.param(..., marks=...)``). This
-    fails the test that does not, so the unit lane can never start a lab process unawares."""
+    fails the test that does not, so the unit lane can never start a lab process unawares. Marks
+    count as collection saw them: one applied at run time (``request.applymarker``) is too late
+    for ``-m``."""
     yield
-    have = {m.name for m in request.node.iter_markers()}
+    have = request.node.stash.get(COLLECTED_MARKS, frozenset())
     missing = sorted({m for name in request.fixturenames for m in LAB_FIXTURES.get(name, ())} - have)
     if missing:
         pytest.fail(f"{request.node.nodeid} uses a lab fixture at run time but is not marked "

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from edgelab.adapters.llama_bench import BenchOutputError, by_test, parse_bench
+from edgelab.adapters.llama_bench import by_test, parse_bench
 from edgelab.adapters.llama_perf import parse_build_info, parse_perf, parse_perf_all
 from edgelab.adapters.llama_placement import buffer_processor, parse_placement, reconcile
 from edgelab.adapters.llama_server import (
@@ -19,6 +19,7 @@ from edgelab.adapters.llama_server import (
     record_to_events,
     request_body,
 )
+from edgelab.errors import BenchOutputError
 from edgelab.metrics import events as ev
 from edgelab.metrics.text import text_metrics
 

@@ -9,7 +9,7 @@ import pytest
 
 from edgelab.deploy.admission import GIB, HOST_SHARE, admit, pool_requests, spread
 from edgelab.deploy.plan import ExecutionPlan, ProcessSpec, StagePlan
-from edgelab.deploy.refusal import Refusal
+from edgelab.errors import Refusal
 from edgelab.profile.budget import Pool
 from edgelab.store import db as dbmod
 from edgelab.store.db import get_engine, session_scope

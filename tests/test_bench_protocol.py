@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from edgelab.bench import BenchRequest, run_bench
 from edgelab.cli import app
-from edgelab.deploy.refusal import Refusal
+from edgelab.errors import Refusal
 from edgelab.metrics.ingest import finalize
 from edgelab.store.db import session_scope
 from edgelab.store.runs import get_run, get_summary, requests_of, samples_of

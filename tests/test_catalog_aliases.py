@@ -13,9 +13,8 @@ from edgelab.catalog.pipelines import (
     pipeline_aliases,
     resolve_pipeline_id,
 )
-from edgelab.catalog.yamlsrc import CatalogError
 from edgelab.deploy.planning import resolve_pipeline
-from edgelab.errors import ConfigError
+from edgelab.errors import CatalogError, ConfigError
 from edgelab.matrix.layout import column_by
 
 

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from edgelab.catalog import CatalogError, load_devices, load_pipelines
+from edgelab.catalog import load_devices, load_pipelines
 from edgelab.catalog.devices import DEVICE_CLASSES
 from edgelab.catalog.pipelines import PIPELINE_DIR
+from edgelab.errors import CatalogError
 
 REPO = Path(__file__).resolve().parents[1]
 DEVICES = REPO / "devices"

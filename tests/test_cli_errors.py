@@ -83,3 +83,52 @@ def test_root_handler_turns_any_edgelab_error_into_one_line():
     assert res.stderr == "error: run [/x] of [s25] " + "is gone " * 20 + "\n  -> see [bold]edgelab runs ls[/]\n"
     res = CliRunner().invoke(app, ["other"])
     assert res.exit_code == 1 and res.stderr == "error: plain\n"
+
+
+def test_root_handler_exit_codes_and_debug_traceback(dbpath):
+    from edgelab.errors import BenchFailed, CatalogError
+
+    app = typer.Typer(cls=ErrorsGroup)
+
+    @app.callback()
+    def _root() -> None:
+        pass
+
+    @app.command()
+    def bad_file() -> None:
+        raise CatalogError("devices/x.yaml:3: unknown key 'rams'")
+
+    @app.command()
+    def workload() -> None:  # the workload's own exit status is not the CLI's
+        raise BenchFailed("bench run r1 failed: exit 127", run_id="r1", remedy="see it", workload_exit=127)
+
+    res = CliRunner().invoke(app, ["bad-file"])
+    assert res.exit_code == 2 and res.stderr.startswith("error: devices/x.yaml:3: unknown key 'rams'\n  -> fix")
+    res = CliRunner().invoke(app, ["workload"])
+    assert res.exit_code == 1 and res.stderr == "error: bench run r1 failed: exit 127\n  -> see it\n"
+
+    plain = _run(["device", "show", "nope"], dbpath)
+    assert plain.returncode == 1 and "Traceback" not in plain.stderr
+    debug = _run(["--debug", "device", "show", "nope"], dbpath)
+    assert debug.returncode == 1 and "Traceback (most recent call last)" in debug.stderr, debug.stderr
+    assert "edgelab.errors.NotFound: no device named 'nope'" in debug.stderr, debug.stderr
+
+
+def test_commands_leave_edgelab_errors_to_the_root_handler():
+    """No command repeats the root handler (`except EdgelabError: fail_from(err)`); a command catches
+    an error only to do something else (another exit code, JSON, cleanup)."""
+    import ast
+    from pathlib import Path
+
+    import edgelab.cli
+
+    same = []
+    for path in sorted(Path(edgelab.cli.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ExceptHandler) or node.type is None or len(node.body) != 1:
+                continue
+            call = node.body[0].value if isinstance(node.body[0], ast.Expr) else None
+            if (ast.unparse(node.type) in ("EdgelabError", "NotFound") and isinstance(call, ast.Call)
+                    and ast.unparse(call.func) == "fail_from" and not call.keywords):
+                same.append(f"{path.name}:{node.lineno}")
+    assert same == [], same

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from edgelab.controller.chunks import Chunk, ChunkBuffer
-from edgelab.controller.engine import EngineError
 from edgelab.controller.engines import open_engine
+from edgelab.errors import EngineError
 from edgelab.metrics import events as ev
 from edgelab.reference.emit import Emitter
 

@@ -19,8 +19,9 @@ from test_deploy_helpers import alive_on_host, cli_env, deploy_lab, group_member
 from typer.testing import CliRunner
 
 from edgelab.cli import app
-from edgelab.deploy import control, launch, planning, refusal
+from edgelab.deploy import control, launch, planning
 from edgelab.deploy.planning import DeployRequest
+from edgelab.errors import Refusal
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import Deployment, Reservation, get_deployment, open_reservations, processes
 from edgelab.store.devices import get_device
@@ -111,7 +112,7 @@ def test_running_deployments_count_in_admission(deploy_lab):
         try:
             launch.deploy(engine, DeployRequest("rb3g2", "internvla-a1"), opts=opts)
             raise AssertionError("a VLA was admitted beside a running TTS on a 6 GB board")
-        except refusal.Refusal as r:
+        except Refusal as r:
             assert r.code == "budget_exceeds_device" and r.numbers["reserved"] > 0
             assert r.numbers["reserved"] + r.numbers["requested"] > r.numbers["capacity"] >= r.numbers["requested"]
             assert "stop deployments on rb3g2" in r.remedy
@@ -132,7 +133,7 @@ def test_a_process_that_dies_before_ready_fails_the_deploy_and_releases(deploy_l
     try:
         launch.deploy(engine, DeployRequest("s25", "spark-x2.5"), opts=opts)
         raise AssertionError("a text LM was deployed on the reference runtime")
-    except refusal.Refusal as r:
+    except Refusal as r:
         assert r.code == "no_exported_graph"
     assert _open(engine, "s25") == []
 

@@ -14,7 +14,7 @@ from edgelab.artifacts.registry import add_artifact
 from edgelab.bench import BenchRequest, run_bench
 from edgelab.deploy import control, follow, launch, planning, results
 from edgelab.deploy.planning import DeployRequest
-from edgelab.deploy.refusal import Refusal
+from edgelab.errors import Refusal
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import processes
 

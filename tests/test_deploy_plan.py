@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from edgelab.cli import app
 from edgelab.deploy.launch import deploy
 from edgelab.deploy.planning import DeployRequest
-from edgelab.deploy.refusal import Refusal
+from edgelab.errors import Refusal
 from edgelab.sim.adb_lab import AdbLabInfo
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import Deployment, Reservation, list_attempts

@@ -12,14 +12,15 @@ from pathlib import Path
 from test_deploy_helpers import deploy_lab, group_members  # noqa: F401 - fixture
 
 from edgelab.artifacts.registry import add_artifact
-from edgelab.deploy import control, launch, planning, refusal
+from edgelab.deploy import control, launch, planning
 from edgelab.deploy.planning import DeployRequest
+from edgelab.errors import Refusal
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import get_deployment, open_reservations, processes
 from edgelab.store.devices import get_device
 
 ROOT = Path(__file__).resolve().parents[1]
-PACK = ["edgelab/__init__.py", "edgelab/errors.py", "edgelab/metrics/__init__.py", "edgelab/metrics/events.py",
+PACK = ["edgelab/__init__.py", "edgelab/errors.py", "edgelab/logs.py", "edgelab/metrics/__init__.py", "edgelab/metrics/events.py",
         "edgelab/reference"]
 
 
@@ -38,7 +39,7 @@ def test_missing_artifacts_refuse_before_anything_is_reserved(deploy_lab):
     try:
         launch.deploy(engine, DeployRequest("s25", "qwen3-tts", runtime="llama.cpp"), opts=opts)
         raise AssertionError("a llama.cpp deploy without its artifacts was launched")
-    except refusal.Refusal as r:
+    except Refusal as r:
         assert r.code == "no_exported_graph" and "not registered" in r.detail
     with session_scope(engine, write=False) as s:
         assert open_reservations(s, get_device(s, "s25").id) == []

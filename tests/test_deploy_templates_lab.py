@@ -16,8 +16,9 @@ from test_deploy_helpers import deploy_lab  # noqa: F401 - fixture
 
 from edgelab.artifacts.registry import add_artifact
 from edgelab.bench import BenchRequest, run_bench
-from edgelab.deploy import control, follow, launch, planning, refusal
+from edgelab.deploy import control, follow, launch, planning
 from edgelab.deploy.planning import DeployRequest
+from edgelab.errors import Refusal
 from edgelab.inventory.probe import probe_devices
 from edgelab.store.db import session_scope
 from edgelab.store.devices import get_device
@@ -25,7 +26,7 @@ from edgelab.store.models import Device
 
 pytestmark = [pytest.mark.ssh, pytest.mark.adb]
 ROOT = Path(__file__).resolve().parents[1]
-PACK = ["edgelab/__init__.py", "edgelab/errors.py", "edgelab/metrics/__init__.py", "edgelab/metrics/events.py",
+PACK = ["edgelab/__init__.py", "edgelab/errors.py", "edgelab/logs.py", "edgelab/metrics/__init__.py", "edgelab/metrics/events.py",
         "edgelab/reference"]
 
 
@@ -105,7 +106,7 @@ def test_a_plain_device_without_the_reference_zipapp_is_refused_with_the_remedy(
     try:
         run_bench(engine, BenchRequest("orin-plain", "internvla-a1", runtime="reference", requests=2), opts=opts)
         raise AssertionError("a real device ran the reference without its zipapp")
-    except refusal.Refusal as r:
+    except Refusal as r:
         assert "edgelab runtime build reference --target" in r.remedy
 
 

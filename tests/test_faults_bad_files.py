@@ -21,8 +21,9 @@ from typer.testing import CliRunner
 
 from edgelab.catalog.devices import load_devices
 from edgelab.catalog.pipelines import load_pipelines
-from edgelab.catalog.yamlsrc import CatalogError, load_text
+from edgelab.catalog.yamlsrc import load_text
 from edgelab.cli import app
+from edgelab.errors import CatalogError
 from edgelab.playbook.schema import load_playbook
 from edgelab.runtimes.spec import load_runtimes
 

@@ -302,3 +302,17 @@ def test_without_root_the_second_lab_host_says_why(monkeypatch):
     assert "needs root" in labhost.unavailable()
     monkeypatch.setattr(labhost.shutil, "which", lambda _name: None)
     assert "no `ip` command" in labhost.unavailable()
+
+
+def test_a_tunnel_host_that_refuses_every_key_is_auth_failed(lh2, trusted):
+    host, _url, env = lh2
+    out = cli(env, "device", "add", "lh2-nokey", "--adb", host.adb.device("s25").serial, "--adb-server",
+              f"ssh://nobody@{host.address}")
+    assert out.exit_code == 0, out.output
+    try:
+        out = cli(env, "device", "check", "lh2-nokey", "--json")
+        (rec,) = json.loads(out.stdout)
+        assert out.exit_code == 1 and rec["state"] == "auth-failed", rec
+        assert f"ssh://nobody@{host.address}/5037" in rec["detail"] and "refused every key" in rec["detail"]
+    finally:
+        assert cli(env, "device", "rm", "lh2-nokey", "--yes").exit_code == 0

@@ -12,7 +12,8 @@ from datetime import timedelta
 
 import pytest
 
-from edgelab.lease import LeaseHeld, acquire, begin_use, end_use, release, whoami
+from edgelab.errors import LeaseHeld
+from edgelab.lease import acquire, begin_use, end_use, release, whoami
 from edgelab.lease.owner import Holder
 from edgelab.store import db as dbmod
 from edgelab.store.db import get_engine, session_scope

@@ -16,8 +16,8 @@ from edgelab.bench import BenchRequest, run_bench
 from edgelab.cli import app
 from edgelab.deploy import control, launch
 from edgelab.deploy.planning import DeployRequest
-from edgelab.deploy.refusal import Refusal
-from edgelab.lease import LeaseHeld, acquire, holders_by_device, release
+from edgelab.errors import LeaseHeld, Refusal
+from edgelab.lease import acquire, holders_by_device, release
 from edgelab.lease.owner import Holder
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import Reservation, get_deployment, open_reservations

@@ -10,14 +10,8 @@ import threading
 import httpx
 import pytest
 
-from edgelab.adapters.llama_server import (
-    ReadyCancelled,
-    ServerNotReady,
-    record_to_events,
-    scrape_metrics,
-    stream_completion,
-    wait_ready,
-)
+from edgelab.adapters.llama_server import record_to_events, scrape_metrics, stream_completion, wait_ready
+from edgelab.errors import ReadyCancelled, ServerNotReady
 from edgelab.metrics import events as ev
 
 pytestmark = pytest.mark.slow

@@ -9,8 +9,8 @@ from evidence_runs import evidence_run, probed_device
 from typer.testing import CliRunner
 
 from edgelab.catalog import load_devices, load_pipelines
-from edgelab.errors import ConfigError
-from edgelab.matrix import COLUMNS, ROWS, VirtualEvidence, record_outcome, resolve_cell, seed_matrix, set_cell
+from edgelab.errors import ConfigError, VirtualEvidence
+from edgelab.matrix import COLUMNS, ROWS, record_outcome, resolve_cell, seed_matrix, set_cell
 from edgelab.store import db as dbmod
 from edgelab.store.db import get_engine, session_scope
 from edgelab.store.devices import add_device

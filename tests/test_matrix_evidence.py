@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from evidence_runs import evidence_run, probed_device
 
-from edgelab.matrix import EvidenceRefused, record_outcome, resolve_cell, set_cell
+from edgelab.errors import EvidenceRefused
+from edgelab.matrix import record_outcome, resolve_cell, set_cell
 from edgelab.matrix.evidence import judge_run, missing_provenance
 from edgelab.metrics.results import import_study
 from edgelab.store import db as dbmod

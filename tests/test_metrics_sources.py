@@ -1,15 +1,20 @@
-"""A real process's output through a Transport becomes events on the lab clock, then a stored run."""
+"""A real process's output through a Transport becomes events on the lab clock, then a stored run.
+
+The path the deploy follower takes: the device clock offset by round trips (edgelab.deploy.clock),
+the process's lines decoded (metrics.events.decode_lines), device stamps corrected onto the lab clock.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
 import pytest
 
+from edgelab.deploy.clock import measure_offset
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor, store_telemetry
-from edgelab.metrics.sources import events_from_process, measure_clock_offset
 from edgelab.metrics.telemetry import sample_proc
 from edgelab.store import db as dbmod
 from edgelab.store.db import get_engine, session_scope
@@ -32,6 +37,32 @@ for i in range(5):
 """
 
 
+def _skew_date(tmp_path, monkeypatch) -> None:
+    """A device whose clock runs SKEW seconds ahead: its `date` (first on PATH) prints that clock."""
+    shim = tmp_path / "skewed-bin"
+    shim.mkdir()
+    date = shim / "date"
+    date.write_text(f"#!{sys.executable}\nimport time\nprint(f'{{time.time() + {SKEW}:.9f}}')\n")
+    date.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim}:{os.environ['PATH']}")
+
+
+@pytest.fixture
+def skewed_date(tmp_path, monkeypatch):
+    _skew_date(tmp_path, monkeypatch)
+
+
+def events_from_process(proc, *, offset: ev.ClockOffset, run: str) -> list[ev.Event]:
+    """The follower's decoding: event lines on the device clock corrected, other lines kept as logs."""
+    out = []
+    for e in ev.decode_lines(proc.lines()):
+        e = e if isinstance(e, ev.LogLine) else offset.correct(e)
+        if e.run is None:
+            e.run = run
+        out.append(e)
+    return out
+
+
 @pytest.fixture
 def engine(tmp_path):
     dbmod.dispose_engines()
@@ -39,22 +70,23 @@ def engine(tmp_path):
     dbmod.dispose_engines()
 
 
-def test_clock_offset_by_round_trip_is_within_half_the_rtt():
+def test_clock_offset_by_round_trip_is_within_half_the_rtt(monkeypatch, tmp_path):
     with LocalTransport() as tr:
-        same = measure_clock_offset(tr, rounds=3)  # `date +%s.%N`: the same clock
-        skewed = measure_clock_offset(tr, rounds=3, argv=[sys.executable, "-c",
-                                                          f"import time; print(time.time() + {SKEW})"])
+        same = measure_offset(tr, rounds=3)  # `date +%s.%N`: the same clock
+    _skew_date(tmp_path, monkeypatch)
+    with LocalTransport() as tr:
+        skewed = measure_offset(tr, rounds=3)
     # the device stamp lies between send (t0) and receive (t1), so |error| <= rtt / 2
     assert abs(same.offset_s) <= same.rtt_s / 2 + 1e-3
     assert abs(skewed.offset_s - SKEW) <= skewed.rtt_s / 2 + 1e-6
 
 
-def test_process_events_are_corrected_and_stored(engine):
+def test_process_events_are_corrected_and_stored(engine, skewed_date):
     with session_scope(engine) as s:
         rid = create_run(s, pipeline="internvla-a1", device_name="lab-host", meta={"control_period_s": 0.05}).id
     with LocalTransport() as tr:
-        offset = measure_clock_offset(tr, rounds=3, argv=[sys.executable, "-c",
-                                                          f"import time; print(time.time() + {SKEW})"])
+        offset = measure_offset(tr, rounds=3)
+        assert abs(offset.offset_s - SKEW) <= offset.rtt_s / 2 + 1e-6
         before = time.time()
         with tr.stream([sys.executable, "-c", WORKLOAD]) as proc:
             got = list(events_from_process(proc, offset=offset, run=rid))

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from edgelab.errors import ConfigError
-from edgelab.playbook import PlaybookError, load_playbook, loads_playbook, parse_gate, parse_var_overrides
+from edgelab.errors import ConfigError, PlaybookError
+from edgelab.playbook import load_playbook, loads_playbook, parse_gate, parse_var_overrides
 from edgelab.playbook.gates import evaluate
 from edgelab.playbook.schema import substitute
 

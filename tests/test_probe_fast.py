@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 import subprocess
 import time
@@ -62,10 +63,17 @@ def test_tegrastats_first_line_is_taken_and_the_tool_killed(tmp_path, monkeypatc
     shim.write_text(f"#!/bin/sh\necho $$ > {pidfile}\necho 'RAM 1/2MB CPU [1%@100]'\nexec sleep 600\n")
     shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
-    col = run_collector(COLLECTORS["linux"], LocalTransport(), timeout=120, per_source_timeout=60)
-    sec = col.sections["tegrastats"]
-    assert sec.output == "RAM 1/2MB CPU [1%@100]\n" and sec.exit_code == 0
-    assert _gone(int(pidfile.read_text()))
+    try:
+        col = run_collector(COLLECTORS["linux"], LocalTransport(), timeout=120, per_source_timeout=60)
+        sec = col.sections["tegrastats"]
+        assert sec.output == "RAM 1/2MB CPU [1%@100]\n" and sec.exit_code == 0
+        assert _gone(int(pidfile.read_text()))
+    finally:  # the shim's sleep is ours: never leave it behind, even when the probe failed
+        if pidfile.exists() and pidfile.read_text().strip():
+            try:
+                os.kill(int(pidfile.read_text()), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def _in_persona(persona: str, command: str, **env: str) -> subprocess.CompletedProcess:

@@ -5,16 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from edgelab.errors import FrameError
 from edgelab.metrics.events import AudioChunk, CodecFrames
-from edgelab.protocols.codec_ws import (
-    EOS,
-    RESET,
-    SEGMENT_END,
-    CodecStreamClient,
-    FrameError,
-    pack_frames,
-    unpack_frames,
-)
+from edgelab.protocols.codec_ws import EOS, RESET, SEGMENT_END, CodecStreamClient, pack_frames, unpack_frames
 from edgelab.protocols.speech_ws import ServerOptions, SpeechServer, SpeechStreamClient
 from edgelab.reference.tts import CodecDecoder, Talker, frames_for_text
 

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from edgelab.artifacts import devstore
-from edgelab.artifacts.devstore import HashMismatch, open_store
+from edgelab.artifacts.devstore import open_store
 from edgelab.artifacts.hashing import sha256_path
 from edgelab.artifacts.push import BlobSpec, push_blob
+from edgelab.errors import HashMismatch
 from edgelab.transport.local import LocalTransport
 from edgelab.transport.ssh import SSHTransport
 from edgelab.transport.ssh.sftp import WRITE_HEADER, write_request_size

@@ -19,12 +19,12 @@ import pytest
 from fixtures.adb_lab import adb_endpoint
 from typer.testing import CliRunner
 
-from edgelab.artifacts.devstore import ANDROID_ROOT, HashMismatch, open_store
+from edgelab.artifacts.devstore import ANDROID_ROOT, open_store
 from edgelab.artifacts.hashing import sha256_path
 from edgelab.artifacts.push import BlobSpec, push_blob
 from edgelab.cli import app
-from edgelab.errors import TransportError
-from edgelab.lease import LeaseHeld, acquire, begin_use, end_use
+from edgelab.errors import HashMismatch, LeaseHeld, TransportError
+from edgelab.lease import acquire, begin_use, end_use
 from edgelab.lease.owner import Holder
 from edgelab.store import db as dbmod
 from edgelab.store.db import get_engine, session_scope

@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from edgelab.errors import ConfigError
+from edgelab.errors import ConfigError, TemplateError
 from edgelab.runtimes import load_runtimes
-from edgelab.runtimes.launch import ART, BIN, TemplateError, find, pick_target, render
+from edgelab.runtimes.launch import ART, BIN, find, pick_target, render
 from edgelab.runtimes.spec import LAUNCH_PLACEHOLDERS
 
 # A value for every placeholder a template may use (what a plan supplies), by name.

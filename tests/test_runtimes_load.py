@@ -11,9 +11,9 @@ import pytest
 
 from edgelab.artifacts.hashing import sha256_path
 from edgelab.artifacts.registry import artifact_files
-from edgelab.errors import ConfigError
+from edgelab.errors import BuildError, ConfigError
 from edgelab.runtimes import load_runtimes
-from edgelab.runtimes.build import BuildError, build_runtime, check_toolchain
+from edgelab.runtimes.build import build_runtime, check_toolchain
 from edgelab.store import db as dbmod
 from edgelab.store.db import get_engine, session_scope
 

@@ -10,9 +10,10 @@ import textwrap
 
 import pytest
 
-from edgelab.runtimes.build import BuildError, ensure_build, register_build
+from edgelab.errors import BuildError, SourceError
+from edgelab.runtimes.build import ensure_build, register_build
 from edgelab.runtimes.cache import build_key, read_manifest
-from edgelab.runtimes.source import SourceError, resolve_source, tree_sha256
+from edgelab.runtimes.source import resolve_source, tree_sha256
 from edgelab.runtimes.spec import load_runtimes
 from edgelab.store import db as dbmod
 from edgelab.store.db import get_engine, session_scope

@@ -65,11 +65,13 @@ def test_ssh_agent_key_is_used(sshd: TmpSshd, tmp_path: Path, monkeypatch) -> No
     sock = tmp_path / "agent.sock"
     agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL)
     try:
+        env = {**os.environ, "SSH_AUTH_SOCK": str(sock)}
+        # The socket file exists once bound, before the agent listens: wait until it answers
+        # (`ssh-add -l` exits 2 while it cannot connect, 1 for an empty agent).
         for _ in range(200):
-            if sock.exists():
+            if sock.exists() and subprocess.run(["ssh-add", "-l"], env=env, capture_output=True).returncode != 2:
                 break
             threading.Event().wait(0.02)
-        env = {**os.environ, "SSH_AUTH_SOCK": str(sock)}
         subprocess.run(["ssh-add", "-q", str(sshd.client_key)], env=env, check=True, capture_output=True)
         monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
         assert SSHTransport.check(_pinned(sshd)) == ("online", None)

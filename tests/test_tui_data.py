@@ -6,8 +6,9 @@ import pytest
 from tui_seed import seed
 
 from edgelab.store.db import dispose_engines, get_engine
-from edgelab.tui.data import filter_rows, load_device, load_fleet, sort_rows
-from edgelab.tui.runview import buffer_levels
+from edgelab.views.device import load_device
+from edgelab.views.fleet import filter_rows, load_fleet, sort_rows
+from edgelab.views.run import buffer_levels
 
 
 @pytest.fixture

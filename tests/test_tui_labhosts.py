@@ -5,6 +5,7 @@ SHA256 fingerprint and records the key only when the operator says so."""
 from __future__ import annotations
 
 import pytest
+from tui_wait import settle
 
 from edgelab.store.db import dispose_engines, get_engine, session_scope
 from edgelab.store.devices import add_device, get_device, record_state
@@ -40,18 +41,12 @@ def text_of(widget) -> str:
     return console.export_text()
 
 
-async def until(pilot, cond, steps: int = 1500) -> None:
-    for _ in range(steps):
-        if cond():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("condition never became true")
-
-
 async def _open_add(app, pilot) -> AddDeviceScreen:
-    await until(pilot, lambda: isinstance(app.screen, FleetScreen) and app.screen.loaded)
+    await settle(app, pilot)
+    assert isinstance(app.screen, FleetScreen) and app.screen.loaded
     await pilot.press("a")
-    await until(pilot, lambda: isinstance(app.screen, AddDeviceScreen))
+    await settle(app, pilot)
+    assert isinstance(app.screen, AddDeviceScreen)
     return app.screen
 
 
@@ -65,12 +60,14 @@ async def test_add_device_takes_a_jump_host_for_ssh(engine) -> None:
         dlg.query_one("#address").value = "nvidia@127.0.0.11:2222"
         dlg.query_one("#jump").value = "bob:pw1234@labhost2"  # a password: refused, not echoed
         await pilot.press("enter")
-        await until(pilot, lambda: "never stores secrets" in str(dlg.query_one("#error").render()))
+        await settle(app, pilot)
+        assert "never stores secrets" in str(dlg.query_one("#error").render())
         assert "pw1234" not in str(dlg.query_one("#error").render())
         dlg.query_one("#jump").value = "bob@labhost2,labhost3:2200"
         assert route.values() == ("bob@labhost2,labhost3:2200", None)
         await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, FleetScreen))
+        await settle(app, pilot)
+        assert isinstance(app.screen, FleetScreen)
     with session_scope(engine, write=False) as s:
         d = get_device(s, "orin-far")
         assert (d.transport, d.ssh_host, d.ssh_port, d.ssh_jump) == ("ssh", "127.0.0.11", 2222,
@@ -83,13 +80,15 @@ async def test_add_device_takes_an_adb_server_for_adb(engine, server, stored) ->
     async with app.run_test(size=SIZE) as pilot:
         dlg = await _open_add(app, pilot)
         dlg.query_one("#transport").value = "adb"
-        await until(pilot, lambda: dlg.query_one("#route-adb").display and not dlg.query_one("#route-ssh").display)
+        await settle(app, pilot)
+        assert dlg.query_one("#route-adb").display and not dlg.query_one("#route-ssh").display
         dlg.query_one("#name").value = "s25-far"
         dlg.query_one("#address").value = "R5CX1234"
         dlg.query_one("#jump").value = "ignored-for-adb"
         dlg.query_one("#adb-server").value = server
         await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, FleetScreen))
+        await settle(app, pilot)
+        assert isinstance(app.screen, FleetScreen)
     with session_scope(engine, write=False) as s:
         d = get_device(s, "s25-far")
         assert (d.transport, d.adb_serial, d.adb_server, d.ssh_jump) == ("adb", "R5CX1234", stored, None)
@@ -104,27 +103,32 @@ async def test_device_page_offers_trust_for_an_unknown_host_key(engine, ssh_lab)
         add_device(s, Device(name="orin-unknown", transport="ssh", ssh_user=ssh_lab.user, ssh_host=dev.address,
                              ssh_port=dev.port))
         record_state(s, "orin-unknown", "untrusted", "unknown host key")
-    app = EdgelabApp(engine, poll_s=0.5)
+    app = EdgelabApp(engine)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: isinstance(app.screen, FleetScreen) and app.screen.loaded)
+        await settle(app, pilot)
         app.open_device("orin-unknown")
-        await until(pilot, lambda: isinstance(app.screen, DeviceScreen) and app.screen.detail is not None)
+        await settle(app, pilot)
+        assert isinstance(app.screen, DeviceScreen) and app.screen.detail is not None
         assert "press t" in text_of(app.screen.query_one("#device-info"))
         page = app.screen
         await pilot.press("t")
-        await until(pilot, lambda: isinstance(app.screen, TrustScreen))
+        await settle(app, pilot)
+        assert isinstance(app.screen, TrustScreen)
         card = app.screen.query_one(HostKeyCard)
         shown = text_of(card)
         assert ssh_lab.host_key_fingerprint in shown and "unknown host key" in shown
         await pilot.press("escape")  # cancelled: nothing recorded
-        await until(pilot, lambda: app.screen is page)
+        await settle(app, pilot)
+        assert app.screen is page
         with session_scope(engine, write=False) as s:
             assert get_device(s, "orin-unknown").host_key_fingerprint is None
         assert not known_hosts_path().exists()
         await pilot.press("t")
-        await until(pilot, lambda: isinstance(app.screen, TrustScreen))
-        await pilot.click("#trust")
-        await until(pilot, lambda: app.screen is page and not page.working)
+        await settle(app, pilot)
+        assert isinstance(app.screen, TrustScreen)
+        app.screen.query_one("#trust").press()
+        await settle(app, pilot)
+        assert app.screen is page and not page.working
     with session_scope(engine, write=False) as s:
         d = get_device(s, "orin-unknown")
         assert d.host_key_fingerprint == ssh_lab.host_key_fingerprint

@@ -18,19 +18,20 @@ from sqlmodel import select
 from tui_seed import NOW, seed
 from tui_wait import settle
 
-from edgelab.matrix import VirtualEvidence, record_outcome, set_cell
+from edgelab.errors import VirtualEvidence
+from edgelab.matrix import record_outcome, set_cell
 from edgelab.store.db import dispose_engines, get_engine, session_scope
 from edgelab.store.devices import add_device
 from edgelab.store.matrix import MatrixCell
 from edgelab.store.models import Device
 from edgelab.store.runs import create_run
 from edgelab.tui.app import EdgelabApp
-from edgelab.tui.data import load_matrix
 from edgelab.tui.screens.fleet import FleetScreen
 from edgelab.tui.screens.matrix import MatrixScreen
 from edgelab.tui.screens.run import RunScreen
 from edgelab.tui.widgets.evidence_table import EvidenceTable
 from edgelab.tui.widgets.matrix_grid import MatrixGrid
+from edgelab.views.matrix import load_matrix
 
 SIZE = (150, 45)
 S25_TTS = "galaxy-s25/qwen3-tts-0.6b"
@@ -213,3 +214,24 @@ def test_matrix_snapshot(engine, snap_compare) -> None:
         await pilot.press(*["down"] * 8, "right")  # galaxy-s25 x qwen3-tts: qualified, real evidence
 
     assert snap_compare(app, terminal_size=SIZE, run_before=ready)
+
+
+async def test_cli_table_says_what_the_grid_says(engine, monkeypatch) -> None:
+    """`edgelab matrix` and the Matrix screen word each cell from the same read model: the forged
+    cell is "unproven (v)" in both, never qualified; the real one is "* PASS" in both."""
+    from typer.testing import CliRunner
+
+    from edgelab.cli import app as cli_app
+
+    res = CliRunner().invoke(cli_app, ["--db", str(engine.url.database), "matrix"], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    rows = {line.split("│")[2].strip(): [c.strip() for c in line.split("│")[3:8]]
+            for line in res.stdout.splitlines() if line.count("│") == 8 and line.split("│")[1].strip().isdigit()}
+    rb3 = next(v for k, v in rows.items() if "RB3" in k)
+    s25 = next(v for k, v in rows.items() if "S25" in k)
+    app = app_for(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_matrix(app, pilot)
+        assert text_of(app, "rb3-gen2", "qwen3-tts-0.6b").splitlines()[0] == rb3[1] == "unproven (v)"
+        assert text_of(app, "galaxy-s25", "qwen3-tts-0.6b").splitlines()[0] == s25[1] == "* PASS"
+        assert text_of(app, "rb3-gen2", "internvla-a1").splitlines()[0] == rb3[4] == "BLOCKED"

@@ -20,7 +20,7 @@ from edgelab.sim.persona_exec import persona_argv
 from edgelab.sim.personas import PERSONAS_DIR
 from edgelab.sim.winsim.native import split_command_line
 from edgelab.transport import winscripts
-from edgelab.transport.base import RunResult
+from edgelab.transport.base import Capability, RunResult
 
 WIN = PERSONAS_DIR / "win-hx370-rtx5090"
 XELITE = PERSONAS_DIR / "xelite-pc"
@@ -151,6 +151,10 @@ def test_store_root_falls_back_without_a_profile(drive, tmp_path):
 
     class Shim:
         name = "svc"
+
+        @staticmethod
+        def supports(capability):  # PowerShell, as the SSH transport to a Windows host declares
+            return capability in Capability.WINDOWS_SHELL
 
         def run_ps(self, script, timeout=60):
             r = ps(drive, script, persona)

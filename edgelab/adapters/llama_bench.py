@@ -11,13 +11,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from edgelab.errors import EdgelabError
-
-
-class BenchOutputError(EdgelabError):
-    """Text that is not llama-bench JSON output."""
-
-    remedy = "run llama-bench with -o json or -o jsonl and pass its stdout"
+from edgelab.errors import BenchOutputError
 
 
 @dataclass

@@ -31,22 +31,12 @@ from typing import Any
 
 import httpx
 
-from edgelab.errors import EdgelabError
+from edgelab.errors import ReadyCancelled, ServerNotReady
 from edgelab.metrics import events as ev
 from edgelab.metrics.text import text_metrics
 
 COMPLETION = "/completion"
 CHAT = "/v1/chat/completions"
-
-
-class ServerNotReady(EdgelabError):
-    """llama-server did not answer /health with 200 in time (or its process ended)."""
-
-    remedy = "read the server's log (model path, port in use, memory), or raise the ready timeout"
-
-
-class ReadyCancelled(EdgelabError):
-    """Waiting for llama-server was cancelled (the run was stopped)."""
 
 
 # ---------------------------------------------------------------- readiness

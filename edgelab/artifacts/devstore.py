@@ -12,7 +12,7 @@ import posixpath
 import re
 from dataclasses import dataclass
 
-from edgelab.errors import TransportError
+from edgelab.errors import HashMismatch, TransportError
 from edgelab.transport import winscripts
 from edgelab.transport.base import Capability, RemoteProcess, RunResult, Transport
 from edgelab.transport.quoting import Shell
@@ -78,10 +78,6 @@ if [ "$got" != "$sha" ]; then echo "mismatch $got"; exit 3; fi
 mv -f "$part" "$blob" 2>/dev/null || { [ ! -e "$part" ] && [ -f "$blob" ]; } || exit 1
 stat -c "%s|%z|%i" "$blob"
 """
-
-
-class HashMismatch(TransportError):
-    """Bytes on the device do not hash to what was sent."""
 
 
 def _parse_stat(line: str) -> tuple[int, str] | None:

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from edgelab.artifacts.devstore import DeviceStore, HashMismatch, open_store
+from edgelab.artifacts.devstore import DeviceStore, open_store
 from edgelab.artifacts.hashing import sha256_path
 from edgelab.artifacts.upload import upload
-from edgelab.errors import EdgelabError, Interrupted, TransportError
+from edgelab.errors import EdgelabError, HashMismatch, Interrupted, TransportError
 from edgelab.transport.base import Progress
 
 log = logging.getLogger(__name__)

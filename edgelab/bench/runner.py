@@ -28,9 +28,8 @@ from edgelab.deploy.clock import measure_offset
 from edgelab.deploy.options import Options
 from edgelab.deploy.plan import programs
 from edgelab.deploy.planning import DeployRequest
-from edgelab.deploy.refusal import Refusal
 from edgelab.deploy.strategies.controller import has_controller
-from edgelab.errors import ConfigError, EdgelabError, TransportError
+from edgelab.errors import BenchFailed, ConfigError, EdgelabError, Refusal, TransportError
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
 from edgelab.metrics.provenance import complete_on_device, provenance
@@ -120,17 +119,6 @@ class BenchResult:
             out["controller"] = self.meta.get("controller")
             out["parity"] = self.meta.get("parity")
         return out
-
-
-class BenchFailed(EdgelabError):
-    """The workload started but did not finish; its run (``run_id``) is stored as failed."""
-
-    def __init__(self, message: str, *, run_id: str, remedy: str, exit_code: int | None = None,
-                 stderr: str = ""):
-        super().__init__(message, remedy=remedy)
-        self.run_id = run_id
-        self.exit_code = exit_code
-        self.stderr = stderr
 
 
 def check_protocol(band: str, warmup: int, requests: int, control_hz: float) -> None:
@@ -337,8 +325,9 @@ def _set_meta(engine: Engine, run_id: str, meta: dict[str, Any], command: str) -
 
 def _llama_bench(engine: Engine, t, argv: list[str], run_id: str, meta: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """llama-bench's own tests (prompt processing, generation) read from its JSON output and stored."""
-    from edgelab.adapters.llama_bench import BenchOutputError, parse_bench
+    from edgelab.adapters.llama_bench import parse_bench
     from edgelab.adapters.llama_placement import parse_placement
+    from edgelab.errors import BenchOutputError
 
     ing = Ingestor(engine, run_id)
     res = t.run(argv, timeout=1800)
@@ -360,7 +349,7 @@ def _llama_bench(engine: Engine, t, argv: list[str], run_id: str, meta: dict[str
     final = ing.close(state=state or "finished", error=error)
     if state == "failed":
         raise BenchFailed(f"bench run {run_id} failed: {error}", run_id=run_id,
-                          remedy=f"see `edgelab runs show {run_id}`", exit_code=res.exit_code, stderr=res.stderr)
+                          remedy=f"see `edgelab runs show {run_id}`", workload_exit=res.exit_code, stderr=res.stderr)
     return final, "finished"
 
 
@@ -520,7 +509,7 @@ def _stream(engine: Engine, t, argv: list[str], run_id: str, offset: ev.ClockOff
     final = ing.close(state=state, error=error)
     if state == "failed":
         raise BenchFailed(f"bench run {run_id} failed: {error}", run_id=run_id,
-                          remedy=f"see `edgelab runs show {run_id}`", exit_code=code, stderr=err_text)
+                          remedy=f"see `edgelab runs show {run_id}`", workload_exit=code, stderr=err_text)
     return final, state or "finished"
 
 

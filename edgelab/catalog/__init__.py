@@ -5,7 +5,6 @@
 
 from edgelab.catalog.devices import DEVICE_CLASSES, DeviceCatalog, DeviceEntry, load_devices
 from edgelab.catalog.pipelines import PipelineSpec, load_pipeline, load_pipelines
-from edgelab.catalog.yamlsrc import CatalogError
 
-__all__ = ["DEVICE_CLASSES", "CatalogError", "DeviceCatalog", "DeviceEntry", "PipelineSpec", "load_devices",
+__all__ = ["DEVICE_CLASSES", "DeviceCatalog", "DeviceEntry", "PipelineSpec", "load_devices",
            "load_pipeline", "load_pipelines"]

@@ -16,7 +16,8 @@ from typing import Any
 
 from edgelab.catalog.rules import RULES
 from edgelab.catalog.schema import Field, check, raise_if
-from edgelab.catalog.yamlsrc import CatalogError, SrcDict, load_file
+from edgelab.catalog.yamlsrc import SrcDict, load_file
+from edgelab.errors import CatalogError
 
 DEVICE_CLASSES = ("cuda_discrete", "jetson", "x86_cpu", "arm64_cpu", "npu_phone")
 

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from edgelab.catalog.schema import Field, check, raise_if
-from edgelab.catalog.yamlsrc import CatalogError, SrcDict, load_file
+from edgelab.catalog.yamlsrc import SrcDict, load_file
+from edgelab.errors import CatalogError
 
 PIPELINE_DIR = Path(__file__).with_name("pipelines")
 

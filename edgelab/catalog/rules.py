@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from edgelab.probe.facts import Facts
-
-GIB = 1024**3
+from edgelab.units import GIB
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from edgelab.catalog.yamlsrc import CatalogError, SrcDict, SrcList
+from edgelab.catalog.yamlsrc import SrcDict, SrcList
+from edgelab.errors import CatalogError
 
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
                list: "a list", dict: "a mapping"}

@@ -12,14 +12,7 @@ from typing import Any
 
 import yaml
 
-from edgelab.errors import ConfigError
-
-
-class CatalogError(ConfigError):
-    """A catalog file (device entry, pipeline spec) that cannot be used; the message starts with file:line."""
-
-    remedy = "fix the named line of the catalog file (see devices/README.md for the schema)"
-    exit_code = 2  # a bad file is bad input: a usage error, whatever command read it
+from edgelab.errors import CatalogError
 
 
 class SrcDict(dict):

@@ -58,6 +58,17 @@ play.register(app)
 app.add_typer(matrix.app, name="matrix")
 tui.register(app)
 
+def _log_level(value: str | None) -> str | None:
+    from edgelab.logs import parse_level
+
+    if value is not None:
+        try:
+            parse_level(value)
+        except ValueError as err:
+            raise typer.BadParameter(str(err)) from None
+    return value
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"edgelab {__version__}")
@@ -78,10 +89,16 @@ def _root(
                                help="Show the full traceback of an error instead of one line."),
     create: bool = typer.Option(False, "--create", help="Create the --db SQLite file if it does not exist "
                                 "(without it a mistyped --db path is an error, not a new empty database)."),
+    log_level: str = typer.Option(None, "--log-level", envvar="EDGELAB_LOG", callback=_log_level, metavar="LEVEL",
+                                  help="Log records at this level and above on stderr: debug, info, warning "
+                                       "(default), error, critical. Secrets are masked."),
 ) -> None:
+    from edgelab.logs import setup
+
     state.db = db
     reset_consoles()
     state.debug = debug
+    setup(log_level)
     if db and not create and getattr(ctx.get_parameter_source("db"), "name", None) == "COMMANDLINE":
         _refuse_missing_db(db)
 

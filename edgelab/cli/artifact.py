@@ -8,20 +8,12 @@ from typing import Annotated
 
 import typer
 
-from edgelab.cli.common import JsonOpt, console, escape, fail_from, open_session, print_json
-from edgelab.errors import EdgelabError
+from edgelab.cli.common import JsonOpt, console, escape, open_session, print_json
+from edgelab.units import human_bytes
 
 app = typer.Typer(
     help="Artifact registry: runtime builds, weights, graphs, tokenizers, voices.", no_args_is_help=True
 )
-
-
-def _human(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
 
 
 def _as_dict(session, art) -> dict:
@@ -62,28 +54,25 @@ def add(
     """Register files as one artifact; each file is hashed once (cached by path, size and mtime)."""
     from edgelab.artifacts.registry import add_artifact, parse_meta
 
-    try:
-        prov, extra = parse_meta(meta or [])
-        with open_session() as s:
-            art = add_artifact(
-                s,
-                name or paths[0].name,
-                paths,
-                kind=kind,
-                target=target,
-                component=component,
-                provenance=prov,
-                meta=extra,
-                replace=replace,
-            )
-            data = _as_dict(s, art)
-    except EdgelabError as err:
-        fail_from(err)
+    prov, extra = parse_meta(meta or [])
+    with open_session() as s:
+        art = add_artifact(
+            s,
+            name or paths[0].name,
+            paths,
+            kind=kind,
+            target=target,
+            component=component,
+            provenance=prov,
+            meta=extra,
+            replace=replace,
+        )
+        data = _as_dict(s, art)
     if as_json:
         print_json(data)
     else:
         console.print(
-            f"added [bold]{escape(data['name'])}[/] {data['digest'][:16]} ({len(data['files'])} files, {_human(data['total_size'])})"
+            f"added [bold]{escape(data['name'])}[/] {data['digest'][:16]} ({len(data['files'])} files, {human_bytes(data['total_size'])})"
         )
 
 
@@ -111,7 +100,7 @@ def ls(
             r["kind"],
             r["target"],
             str(len(r["files"])),
-            _human(r["total_size"]),
+            human_bytes(r["total_size"]),
             r["digest"][:16],
         )
     console.print(table if rows else "no artifacts (add one with `edgelab artifact add`)")
@@ -124,11 +113,8 @@ def show(
     """One artifact: files with SHA-256, provenance, metadata, validation records."""
     from edgelab.artifacts.registry import get_artifact
 
-    try:
-        with open_session(write=False) as s:
-            data = _as_dict(s, get_artifact(s, ref))
-    except EdgelabError as err:
-        fail_from(err)
+    with open_session(write=False) as s:
+        data = _as_dict(s, get_artifact(s, ref))
     if as_json:
         print_json(data)
         return
@@ -136,11 +122,11 @@ def show(
         f"[bold]{escape(data['name'])}[/]  kind={data['kind']} target={data['target']} component={escape(str(data['component']))}"
     )
     console.print(
-        f"digest  {data['digest']}   size {_human(data['total_size'])}   added {data['created_at']}"
+        f"digest  {data['digest']}   size {human_bytes(data['total_size'])}   added {data['created_at']}"
     )
     console.print("[bold]files[/]")
     for path, sha in data["files"].items():
-        console.print(f"  {sha}  {_human(data['sizes'][path]):>10}  {escape(path)}")
+        console.print(f"  {sha}  {human_bytes(data['sizes'][path]):>10}  {escape(path)}")
     meta = dict(data["metadata"])
     prov = meta.pop("provenance", {})
     console.print(
@@ -163,11 +149,8 @@ def rm(ref: Annotated[str, typer.Argument(help="Name or digest prefix.")]) -> No
     """Forget an artifact (device stores keep its blobs until `edgelab gc`)."""
     from edgelab.artifacts.registry import remove_artifact
 
-    try:
-        with open_session() as s:
-            art = remove_artifact(s, ref)
-    except EdgelabError as err:
-        fail_from(err)
+    with open_session() as s:
+        art = remove_artifact(s, ref)
     console.print(f"removed {escape(art.name)}")
 
 
@@ -181,11 +164,8 @@ def export(
     """The artifact's JSON manifest (component, files {path: sha256}, metadata)."""
     from edgelab.artifacts.manifest import export_manifest
 
-    try:
-        with open_session(write=False) as s:
-            data = export_manifest(s, ref)
-    except EdgelabError as err:
-        fail_from(err)
+    with open_session(write=False) as s:
+        data = export_manifest(s, ref)
     if output:
         output.write_text(json.dumps(data, indent=2) + "\n")
         console.print(f"wrote {output}")
@@ -204,9 +184,6 @@ def import_(
     """Register the artifact a manifest describes; every file must hash as the manifest says."""
     from edgelab.artifacts.manifest import import_manifest
 
-    try:
-        with open_session() as s:
-            art = import_manifest(s, manifest, base=base, replace=replace)
-    except EdgelabError as err:
-        fail_from(err)
+    with open_session() as s:
+        art = import_manifest(s, manifest, base=base, replace=replace)
     console.print(f"imported {escape(art.name)} {art.digest[:16]}")

@@ -7,7 +7,8 @@ from typing import Annotated, Any
 import typer
 
 from edgelab.cli.common import console, err_console, escape, fail, fail_from, print_json, state
-from edgelab.errors import ConfigError, EdgelabError
+from edgelab.errors import ConfigError
+from edgelab.units import mib
 
 
 def _p(d: dict[str, Any] | None, unit: str = "") -> str:
@@ -54,7 +55,7 @@ def bench(
     from rich.table import Table
 
     from edgelab.bench import BenchRequest, run_bench
-    from edgelab.deploy.refusal import Refusal
+    from edgelab.errors import Refusal
     from edgelab.store.db import get_engine
 
     try:
@@ -89,8 +90,6 @@ def bench(
         fail_from(err, code=2)
     except KeyboardInterrupt:
         fail("interrupted: the workload is stopped; what was measured is stored", code=130)
-    except EdgelabError as err:
-        fail_from(err)
     rep = result.report()
     if json_out:
         print_json(rep)
@@ -143,7 +142,7 @@ def bench(
             t.add_row("server decode", _p(x.get("server_predicted_per_second"), " tok/s"))
             t.add_row("server prompt", _p(x.get("server_prompt_ms"), " ms"))
         if x.get("peak_rss_bytes"):
-            t.add_row("peak RSS", f"{x['peak_rss_bytes'] / 2**20:.1f} MiB")
+            t.add_row("peak RSS", mib(x['peak_rss_bytes'], 1))
         if rep.get("placement"):
             t.add_row("placement", f"{rep['placement']} (observed in the load log)")
         pv = rep.get("provenance") or {}

@@ -112,8 +112,16 @@ def fail(message: str, remedy: str | None = None, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
+def debug_enabled() -> bool:
+    """``--debug`` or ``EDGELAB_DEBUG=1``: errors show their traceback instead of one line."""
+    return state.debug or os.environ.get("EDGELAB_DEBUG", "") not in ("", "0")
+
+
 def fail_from(err: EdgelabError, code: int = 1) -> NoReturn:
-    """``err`` as one line + remedy; an error class that fixes its exit code (bad input files: 2) wins."""
+    """``err`` as one line + remedy; an error class that fixes its exit code (bad input files: 2) wins.
+    With ``--debug`` it is raised instead, so its traceback shows, as at the root handler."""
+    if debug_enabled():
+        raise err
     fail(str(err), getattr(err, "remedy", None), getattr(err, "exit_code", None) or code)
 
 

@@ -29,37 +29,16 @@ def _dep_dict(d) -> dict[str, Any]:
 
 
 def _render_plan(planned) -> None:
-    from rich.table import Table
+    """The plan rows of the read model (edgelab.views.plan), under a one-line headline."""
+    from edgelab.views.plan import plan_rows
 
     p = planned.plan
     virtual = "  [dim]VIRTUAL[/]" if planned.virtual else ""
     console.print(f"[bold]{escape(p.pipeline)}[/] on [bold]{escape(p.device)}[/]: strategy [bold]{p.strategy}[/] "
                   f"runtime {escape(p.runtime)}{virtual}")
-    console.print(f"  why: {escape(p.reason)}", highlight=False)
-    st = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    for col in ("stage", "runtime", "backend", "placement", "artifacts"):
-        st.add_column(col, overflow="fold")
-    for s in p.stages:
-        st.add_row(escape(s.name), escape(s.runtime), escape(s.backend), escape(s.placement),
-                   escape(", ".join(s.artifacts) or "-"))
-    console.print(st)
-    for proc in p.processes:
-        if proc.unavailable:
-            console.print(f"  process {escape(proc.name)}: [red]not launchable here[/]: {escape(proc.unavailable)}",
-                          highlight=False)
-            continue
-        tpl = f"  [dim]({escape(proc.template or '-')}, ready {proc.ready.get('kind', 'alive')}, adapter "
-        console.print(f"  process {escape(proc.name)}: {escape(' '.join(proc.argv))}", highlight=False)
-        console.print(tpl + f"{escape(proc.adapter)})[/]", highlight=False)
-    for a in p.artifacts:
-        if not a.get("present") and not a.get("optional"):
-            console.print(f"  [yellow]missing artifact[/] {escape(str(a.get('role')))}", highlight=False)
-    for line in planned.admission:
-        if "text" in line:
-            console.print(f"  admission: {escape(line['text'])}", highlight=False)
-    console.print(f"  ready timeout {p.ready_timeout_s:g}s, outputs: {', '.join(p.expected_outputs)}", highlight=False)
-    for note in p.notes:
-        console.print(f"  note: {escape(note)}", highlight=False)
+    for row in plan_rows(planned.to_dict()):
+        style = "red" if row.alert else "bold"
+        console.print(f"  [{style}]{escape(row.key)}[/]: {escape(row.value)}", highlight=False)
 
 
 def deploy(
@@ -86,7 +65,7 @@ def deploy(
 ) -> None:
     """Plan, admit, push and start PIPELINE on a device; refused early (with why) when it cannot run."""
     from edgelab.deploy import launch, planning
-    from edgelab.deploy.refusal import Refusal
+    from edgelab.errors import Refusal
 
     engine = open_engine()
     req = planning.DeployRequest(device, pipeline, strategy, runtime, endpoint, model=model, threads=threads,
@@ -99,8 +78,6 @@ def deploy(
                 print_json({"device": device, "pipeline": pipeline, "refusal": r.to_dict()})
                 raise typer.Exit(1) from None
             fail_from(r)
-        except EdgelabError as err:
-            fail_from(err)
         if json_out:
             print_json(planned.to_dict())
         else:
@@ -124,8 +101,6 @@ def deploy(
         fail_from(r)
     except KeyboardInterrupt:
         fail("interrupted: what was started is stopped and its memory released", code=130)
-    except EdgelabError as err:
-        fail_from(err)
     if follow:
         _start_follower(engine, dep.run_id)
     if json_out:
@@ -161,7 +136,7 @@ def ps(
     from edgelab.deploy import control
     from edgelab.deploy.reap import reap
     from edgelab.store.db import session_scope
-    from edgelab.store.deployments import list_deployments
+    from edgelab.store.deployments import ACTIVE_STATES, list_deployments
 
     engine = open_engine()
     unreachable: dict[str, EdgelabError | str] = {}  # device -> why; one slow device is asked once
@@ -175,7 +150,7 @@ def ps(
             continue
         try:
             now = control.refresh(engine, d.run_id)
-        except EdgelabError as err:
+        except EdgelabError as err:  # kept: one unreachable device is listed as such, the rest still shown
             unreachable[d.device_name] = err
             out.append(d)
             continue
@@ -183,7 +158,7 @@ def ps(
             unreachable[d.device_name] = now.error or "device lost"
         out.append(now)
     if not all_:
-        out = [d for d in out if d.state in ("pending", "starting", "running") or d.to_stop] or out
+        out = [d for d in out if d.state in ACTIVE_STATES or d.to_stop] or out
     if json_out:
         print_json([_dep_dict(d) for d in out])
     else:
@@ -229,8 +204,6 @@ def logs(
             sys.stdout.flush()
     except KeyboardInterrupt:
         return
-    except EdgelabError as err:
-        fail_from(err)
     finally:
         if ingest is not None:
             ingest.stop()
@@ -240,10 +213,7 @@ def stop(run: Annotated[str, typer.Argument(help="Run id (see `edgelab ps`).")],
     """Kill the run's remote process groups, verify they are gone, release its memory."""
     from edgelab.deploy import control
 
-    try:
-        dep = control.stop(open_engine(), run)
-    except EdgelabError as err:
-        fail_from(err)
+    dep = control.stop(open_engine(), run)
     if json_out:
         print_json(_dep_dict(dep))
         return

@@ -17,7 +17,7 @@ from edgelab.cli.common import (
     open_session,
     print_json,
 )
-from edgelab.errors import ConfigError, EdgelabError, NotFound
+from edgelab.errors import ConfigError
 
 app = typer.Typer(help="The device inventory: add, list, check, trust, import.", no_args_is_help=True)
 import_app = typer.Typer(help="Bring devices in from an ssh config or an adb server.", no_args_is_help=True)
@@ -78,11 +78,8 @@ def add(
         )
     except ConfigError as err:
         fail_from(err, code=2)
-    try:
-        with open_session() as s:
-            device = add_device(s, device)
-    except EdgelabError as err:
-        fail_from(err)
+    with open_session() as s:
+        device = add_device(s, device)
     _show_one(device, as_json, added=True)
 
 
@@ -161,10 +158,10 @@ def _lease_rec(lease) -> dict | None:
 
 
 def _held_text(lease) -> str:
-    """``alice@lab1 until 12:45`` (times UTC); empty when the device is free."""
-    if lease is None:
-        return ""
-    return f"{lease.owner} until {lease.expires_at:%H:%M}"
+    """``alice@lab1 (ci job) until 12:45`` (times UTC), as the TUI's fleet says it; empty when free."""
+    from edgelab.inventory.view import held_text
+
+    return "" if lease is None else held_text(lease.owner, lease.ci_job, lease.expires_at)
 
 
 def _show_one(device, as_json: bool, added: bool = False, lease=None) -> None:
@@ -206,12 +203,9 @@ def show(name: str, as_json: JsonOpt = False) -> None:
     from edgelab.lease import holders_by_device
     from edgelab.store.devices import get_device
 
-    try:
-        with open_session(write=False) as s:
-            device = get_device(s, name)
-            lease = holders_by_device(s, [device]).get(name)
-    except NotFound as err:
-        fail_from(err)
+    with open_session(write=False) as s:
+        device = get_device(s, name)
+        lease = holders_by_device(s, [device]).get(name)
     _show_one(device, as_json, lease=lease)
 
 
@@ -226,28 +220,16 @@ def rm(
     from edgelab.inventory.retire import in_use, remove
     from edgelab.store.devices import get_device
 
-    try:
-        with open_session(write=False) as s:
-            get_device(s, name)
-    except NotFound as err:
-        fail_from(err)
-    try:
-        busy = in_use(open_engine(), name)
-    except EdgelabError as err:
-        fail_from(err)
+    with open_session(write=False) as s:
+        get_device(s, name)
+    busy = in_use(open_engine(), name)
     if busy and not force:
-        try:
-            remove(open_engine(), name)  # refuses, naming what is in the way
-        except EdgelabError as err:
-            fail_from(err)
+        remove(open_engine(), name)  # refuses, naming what is in the way
     extra = f" (stopping {', '.join(busy.runs) or 'nothing'}, ending lease {', '.join(busy.lease_ids) or '-'})" \
         if busy else ""
     if not yes and not typer.confirm(f"remove {name} from the inventory{extra}?", default=False, err=True):
         fail(f"{name} not removed", "pass --yes to remove without asking")
-    try:
-        done = remove(open_engine(), name, force=force)
-    except EdgelabError as err:
-        fail_from(err)
+    done = remove(open_engine(), name, force=force)
     for run in done.runs:
         err_console.print(f"stopped {run}")
     for lid in done.lease_ids:
@@ -277,8 +259,6 @@ def logs(
             sys.stdout.flush()
     except KeyboardInterrupt:
         return
-    except EdgelabError as e:
-        fail_from(e)
     if code not in (0, None):
         fail(f"the log command on {name} exited {code}: {(err or '').strip()[-300:] or 'no message'}",
              "check that the device's user may read its log (Android: logcat; Linux: group systemd-journal or adm)")
@@ -301,11 +281,8 @@ def check(
     if bool(names) == all_:
         fail("name the devices to check, or pass --all (not both)", "e.g. edgelab device check --all", 2)
     engine = open_engine()
-    try:
-        with open_session(write=False) as s:
-            targets = [d.name for d in list_devices(s)] if all_ else [get_device(s, n).name for n in names]
-    except NotFound as err:
-        fail_from(err)
+    with open_session(write=False) as s:
+        targets = [d.name for d in list_devices(s)] if all_ else [get_device(s, n).name for n in names]
     if not targets:
         fail(
             "no devices to check",
@@ -324,10 +301,7 @@ def check(
         def done(res) -> None:
             progress.update(task, advance=1, description=f"{res.name}: {res.state}")
 
-        try:
-            results = check_and_record(engine, targets, timeout=timeout, on_result=done)
-        except EdgelabError as err:
-            fail_from(err)
+        results = check_and_record(engine, targets, timeout=timeout, on_result=done)
     if as_json:
         print_json([r.as_dict() for r in results])
     else:
@@ -368,8 +342,6 @@ def trust(
         offer = fetch_offer(engine, name, timeout=timeout)
     except ConfigError as err:
         fail_from(err, code=2)
-    except EdgelabError as err:
-        fail_from(err)
     summary = {
         "name": offer.name,
         "host": offer.host,
@@ -399,10 +371,7 @@ def trust(
             f"{name}'s host key not trusted",
             "compare the fingerprint with the device's own (ssh-keygen -lf /etc/ssh/ssh_host_*.pub)",
         )
-    try:
-        accept_offer(engine, offer, replace=replace)
-    except EdgelabError as err:
-        fail_from(err)
+    accept_offer(engine, offer, replace=replace)
     if as_json:
         print_json({**summary, "trusted": True})
     elif not offer.already_trusted:
@@ -442,8 +411,6 @@ def import_ssh_config(
             report = importers.import_ssh_config(s, path, pattern)
     except ConfigError as err:
         fail_from(err, code=2 if not path.is_file() else 1)
-    except EdgelabError as err:
-        fail_from(err)
     _print_import(report, as_json, str(path))
 
 
@@ -457,9 +424,6 @@ def import_adb(
     """Add every device the adb server sees, named from its serial."""
     from edgelab.inventory import importers
 
-    try:
-        with open_session() as s:
-            report = importers.import_adb(s, adb_server)
-    except EdgelabError as err:
-        fail_from(err)
+    with open_session() as s:
+        report = importers.import_adb(s, adb_server)
     _print_import(report, as_json, f"adb server {adb_server or 'local'}")

@@ -75,7 +75,8 @@ def parse(
     ] = None,
 ) -> None:
     """Parse captured outputs offline, detecting which command produced each one."""
-    from edgelab.probe.capture import BadCapture, read_capture
+    from edgelab.errors import BadCapture
+    from edgelab.probe.capture import read_capture
     from edgelab.probe.detect import BY_NAME, detect
 
     if as_command and as_command not in BY_NAME:

@@ -9,14 +9,6 @@ one line (exit 1); anything else is a bug, still one line, with how to see the t
 
 from __future__ import annotations
 
-import os
-
-
-def debug_enabled() -> bool:
-    from edgelab.cli.common import state
-
-    return state.debug or os.environ.get("EDGELAB_DEBUG", "") not in ("", "0")
-
 
 def is_cli_framework(err: BaseException) -> bool:
     """Exit, Abort and usage errors of click or of typer's vendored copy of it."""

@@ -64,7 +64,8 @@ def reserve(
     [bold]edgelab reserve --tag phone --count 2 --wait --run 'edgelab play ci.yaml'[/]
     A holder that stops renewing (killed, cancelled CI job) loses the lease after its TTL.
     """
-    from edgelab.lease import LeaseHeld, acquire, whoami
+    from edgelab.errors import LeaseHeld
+    from edgelab.lease import acquire, whoami
 
     if sum(bool(x) for x in (devices, tag, device_class)) != 1:
         fail("name devices, or give --tag or --class (one of them)", "e.g. `edgelab reserve s25 --for 30m`", code=2)
@@ -91,8 +92,6 @@ def reserve(
         fail_from(err)
     except ConfigError as err:
         fail_from(err, code=2)
-    except EdgelabError as err:
-        fail_from(err)
     from edgelab.lease.service import devices_of
     from edgelab.store.db import session_scope
 
@@ -136,7 +135,7 @@ def _run_under(engine, lease_id: str, names: str, command: str) -> int:
         beat.stop()
         try:
             release(engine, lease_id)
-        except EdgelabError as err:
+        except EdgelabError as err:  # kept: the command's exit code wins; a failed release is a warning
             err_console.print(f"[yellow]lease {lease_id} not released: {escape(str(err))}[/]", highlight=False)
     return code if code >= 0 else 128 - code
 
@@ -158,27 +157,24 @@ def release_cmd(
     engine = open_engine()
     me = whoami()
     ids: list[str] = []
-    try:
-        with session_scope(engine, write=False) as s:
-            from edgelab.store.leases import Lease
+    with session_scope(engine, write=False) as s:
+        from edgelab.store.leases import Lease
 
-            for ref in refs or []:
-                if s.get(Lease, ref) is not None:
-                    ids.append(ref)
-                    continue
-                device = get_device(s, ref)
-                lease = holders_by_device(s, [device]).get(device.name)
-                if lease is None:
-                    fail(f"{ref} is not leased", "see `edgelab leases`")
-                ids.append(lease.id)
-            if not refs:
-                env = os.environ.get("EDGELAB_LEASE")
-                ids = [env] if env else [lease.id for lease, _ in list_leases(s) if mine(lease, me)]
-        if not ids:
-            fail("you hold no lease", "see `edgelab leases`")
-        done = [release(engine, lid, holder=me, force=force) for lid in dict.fromkeys(ids)]
-    except EdgelabError as err:
-        fail_from(err)
+        for ref in refs or []:
+            if s.get(Lease, ref) is not None:
+                ids.append(ref)
+                continue
+            device = get_device(s, ref)
+            lease = holders_by_device(s, [device]).get(device.name)
+            if lease is None:
+                fail(f"{ref} is not leased", "see `edgelab leases`")
+            ids.append(lease.id)
+        if not refs:
+            env = os.environ.get("EDGELAB_LEASE")
+            ids = [env] if env else [lease.id for lease, _ in list_leases(s) if mine(lease, me)]
+    if not ids:
+        fail("you hold no lease", "see `edgelab leases`")
+    done = [release(engine, lid, holder=me, force=force) for lid in dict.fromkeys(ids)]
     if json_out:
         print_json([{"id": lease.id, "end_reason": lease.end_reason, "ended_by": lease.ended_by} for lease in done])
         return

@@ -7,12 +7,13 @@ from typing import Annotated
 import typer
 
 from edgelab.cli.common import console, escape, fail_from, open_engine, print_json
-from edgelab.errors import ConfigError, EdgelabError
+from edgelab.errors import ConfigError
 
 app = typer.Typer(help="The qualification matrix: pipeline x device-configuration cells.", invoke_without_command=True,
                   no_args_is_help=False)
 
-_STYLE = {"qualified": "bold green", "profiled": "green", "executes": "cyan", "correct": "cyan",
+_STYLE = {"qualified": "bold green", "unproven": "bold red", "PASS": "green", "PARTIAL": "yellow",
+          "FAILED": "bold red", "BLOCKED": "red", "REJECTED": "magenta", "profiled": "green", "executes": "cyan", "correct": "cyan",
           "artifact_ready": "blue", "blocked": "bold red", "rejected": "magenta", "none": "dim"}
 
 
@@ -47,8 +48,8 @@ def show(
                 cells = None
             else:
                 cells = [cell_dict(c) for c in matrix_rows(s)]
-    except EdgelabError as err:
-        fail_from(err, code=2 if isinstance(err, ConfigError) else 1)
+    except ConfigError as err:  # bad input here is a usage error: exit 2 (root handler: 1)
+        fail_from(err, code=2)
     if cell:
         if json_out:
             print_json(data)
@@ -67,24 +68,26 @@ def show(
         print_json(cells)
         return
     from edgelab.matrix.layout import COLUMNS, ROWS
+    from edgelab.views.matrix import cell_words, load_matrix
 
-    table = Table(title="qualification matrix (stage / functional / performance)", expand=False)
+    table = Table(title="qualification matrix (functional or stage / performance)", expand=False)
     table.add_column("#", justify="right")
     table.add_column("device configuration", no_wrap=True)
     for col in COLUMNS:
         table.add_column(col.label)
-    grid = {(c["row"], c["col"]): c for c in cells}
+    grid = {(c.row, c.col): cell_words(c) for c in load_matrix(engine)}  # the TUI grid's words, uncoloured
     for row in ROWS:
         out = []
         for col in COLUMNS:
-            c = grid[(row.index, col.index)]
-            text = c["stage"] if c["stage"] != "none" else "-"
-            words = "/".join(w for w in (c["functional"], c["performance"]) if w)
-            demo = " (v)" if c["demo_evidence"] else ""
-            out.append(f"[{_STYLE.get(c['stage'], '')}]{text}[/]" + (f"\n{words}" if words else "") + demo)
+            w = grid[(row.index, col.index)]
+            style = _STYLE.get(w.tone or "", "")
+            first = f"[{style}]{escape(w.first)}[/]" if style else escape(w.first)
+            second = ("perf " if w.second_is_performance else "") + escape(w.second)
+            out.append(first + (" (v)" if w.virtual else "") + (f"\n{second}" if w.second else ""))
         table.add_row(str(row.index), escape(row.label), *out)
     console.print(table)
-    console.print(f"{len(cells)} cells; (v) = virtual-device runs attached as demonstration only", highlight=False)
+    console.print(f"{len(cells)} cells; (v) = virtual evidence only, never qualifies; * = qualified on a real "
+                  "device", highlight=False)
 
 
 def _who() -> str:
@@ -113,7 +116,7 @@ def set_(
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")] = False,
 ) -> None:
     """Record evidence gathered by hand; qualifying from a virtual-device run is refused."""
-    from edgelab.matrix import VirtualEvidence, cell_dict, set_cell
+    from edgelab.matrix import cell_dict, set_cell
     from edgelab.store.db import session_scope
 
     if not any((status, performance, stage, evidence, reason, layer, next_)):
@@ -125,10 +128,8 @@ def set_(
                                 evidence=list(evidence or []), reason=reason, layer=layer, next_experiment=next_,
                                 source=f"manual:{_who()}")
             data = cell_dict(c)
-    except VirtualEvidence as err:
-        fail_from(err, code=1)
-    except EdgelabError as err:
-        fail_from(err, code=2 if isinstance(err, ConfigError) else 1)
+    except ConfigError as err:  # bad input here is a usage error: exit 2 (root handler: 1)
+        fail_from(err, code=2)
     if json_out:
         print_json({**data, "notes": notes})
         return

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from edgelab.cli.common import JsonOpt, console, err_console, escape, fail_from, open_session, print_json
-from edgelab.errors import EdgelabError
+from edgelab.errors import ConfigError
 
 app = typer.Typer(help="Models edgelab makes with random weights: GGUFs (synth) and exported stages (export).",
                   no_args_is_help=True)
@@ -40,13 +40,10 @@ def synth(
     from edgelab.artifacts.manifest import to_manifest
     from edgelab.models.synth import synth_model
 
-    try:
-        with open_session() as s:
-            art = synth_model(s, name, params, quant=quant, seed=seed, vocab=vocab, out_dir=out, quantizer=quantizer,
-                              progress=lambda line: err_console.print(f"[dim]{escape(line)}[/]", soft_wrap=True))
-            data = to_manifest(s, art)
-    except EdgelabError as err:
-        fail_from(err)
+    with open_session() as s:
+        art = synth_model(s, name, params, quant=quant, seed=seed, vocab=vocab, out_dir=out, quantizer=quantizer,
+                          progress=lambda line: err_console.print(f"[dim]{escape(line)}[/]", soft_wrap=True))
+        data = to_manifest(s, art)
     if as_json:
         print_json(data)
         return
@@ -82,8 +79,8 @@ def export(
         if register:
             with open_session() as s:
                 do_register(s, ex)
-    except EdgelabError as err:
-        fail_from(err, code=2 if type(err).__name__ == "ConfigError" else 1)
+    except ConfigError as err:  # bad input here is a usage error: exit 2 (root handler: 1)
+        fail_from(err, code=2)
     d = ex.as_dict() | {"registered": register}
     if as_json:
         print_json(d)

@@ -36,7 +36,7 @@ def play(
         engine = get_engine(state.db)
         limits = limit.split(",") if limit else None
         jobs = plan_jobs(engine, pb, limits)
-    except EdgelabError as err:
+    except EdgelabError as err:  # kept: an unusable playbook or selection is a usage error (exit 2)
         _invalid(err)
     if dry_run:
         rows = [{"device": j.device, "pipeline": j.pipeline, "virtual": j.virtual,
@@ -74,8 +74,6 @@ def play(
         _exit_now(130)
     except ConfigError as err:
         fail_from(err, code=2)
-    except EdgelabError as err:
-        fail_from(err, code=1)
     _write_junit(junit, to_junit(result))
     if result.interrupted:
         if json_out:

@@ -14,11 +14,9 @@ from edgelab.cli.common import (
     err_console,
     escape,
     fail,
-    fail_from,
     open_engine,
     print_json,
 )
-from edgelab.errors import EdgelabError
 
 if TYPE_CHECKING:
     import click
@@ -71,26 +69,23 @@ def probe(
         TextColumn("probing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}"),
         console=err_console, transient=True, disable=json_out or not err_console.is_terminal,
     )
-    try:
-        with progress:
-            task = progress.add_task("", total=None)
+    with progress:
+        task = progress.add_task("", total=None)
 
-            def step(outcome) -> None:
-                mark = "ok" if outcome.ok else "FAILED"
-                progress.update(task, advance=1, description=f"{outcome.name} {mark}")
+        def step(outcome) -> None:
+            mark = "ok" if outcome.ok else "FAILED"
+            progress.update(task, advance=1, description=f"{outcome.name} {mark}")
 
-            if all_:
-                from edgelab.store.db import session_scope
-                from edgelab.store.devices import list_devices
+        if all_:
+            from edgelab.store.db import session_scope
+            from edgelab.store.devices import list_devices
 
-                with session_scope(engine, write=False) as s:
-                    devices = [d.name for d in list_devices(s)]
-                if not devices:
-                    fail("the inventory is empty", "add devices with `edgelab device add` or `edgelab sim up`")
-            progress.update(task, total=len(devices))
-            outcomes = probe_devices(engine, devices, parallel=parallel, timeout=timeout, on_progress=step)
-    except EdgelabError as err:
-        fail_from(err)
+            with session_scope(engine, write=False) as s:
+                devices = [d.name for d in list_devices(s)]
+            if not devices:
+                fail("the inventory is empty", "add devices with `edgelab device add` or `edgelab sim up`")
+        progress.update(task, total=len(devices))
+        outcomes = probe_devices(engine, devices, parallel=parallel, timeout=timeout, on_progress=step)
     failed = [o for o in outcomes if not o.ok]
     if json_out:
         print_json([_outcome_dict(o) for o in outcomes])
@@ -125,11 +120,8 @@ def _latest(name: str):
     from edgelab.store.db import session_scope
     from edgelab.store.snapshots import latest_snapshot
 
-    try:
-        with session_scope(open_engine(), write=False) as s:
-            return latest_snapshot(s, name)
-    except EdgelabError as err:
-        fail_from(err)
+    with session_scope(open_engine(), write=False) as s:
+        return latest_snapshot(s, name)
 
 
 def _snap_meta(snap) -> dict[str, Any]:
@@ -233,24 +225,14 @@ def profile(
     json_out: JsonOpt = False,
 ) -> None:
     """The deploy profile of DEVICE, derived from its latest probe snapshot (never hand-typed)."""
+    from edgelab.profile import profile_from_facts
+
     snap = _latest(device)
-    try:
-        prof = _derive(snap.facts or {}, pipeline)
-    except EdgelabError as err:
-        fail_from(err)
+    prof = profile_from_facts(snap.facts or {}, pipeline)
     if json_out:
         print_json({"device": device, "snapshot": _snap_meta(snap), "profile": prof})
         return
     _render_profile(device, snap, prof, explain)
-
-
-def _derive(facts_dict: dict[str, Any], pipeline: str | None) -> dict[str, Any]:
-    """The profile engineer's derive_profile over stored facts, as a plain dict."""
-    from edgelab.catalog.devices import load_devices
-    from edgelab.probe.facts import Facts
-    from edgelab.profile import derive_profile
-
-    return derive_profile(Facts.from_dict(facts_dict), load_devices(), pipeline=pipeline).to_dict()
 
 
 def _render_profile(device: str, snap, prof: dict[str, Any], explain: bool) -> None:

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from edgelab.cli.common import JsonOpt, console, err_console, escape, fail, fail_from, open_engine, print_json
-from edgelab.errors import ConfigError, EdgelabError
+from edgelab.errors import ConfigError
 
 store_app = typer.Typer(help="Device content-addressed stores.", no_args_is_help=True)
 
@@ -56,25 +56,19 @@ def push(
             from edgelab.artifacts.quickpush import quick_push
             from edgelab.cli.common import state
 
-            try:  # free devices: pushed, verified and recorded without the ORM's start-up
-                results = quick_push(artifacts, device, url=state.db, progress=progress, workers=parallel)
-            except EdgelabError as err:
-                fail_from(err)
+            results = quick_push(artifacts, device, url=state.db, progress=progress, workers=parallel)
         if results is None:
             from edgelab.artifacts.service import push_artifacts, resolve_devices
 
             engine = open_engine()
             try:
                 devices = resolve_devices(engine, device or [], all_devices)
-            except EdgelabError as err:
-                fail_from(err, code=2 if isinstance(err, ConfigError) else 1)
-            try:
-                blobs, results = push_artifacts(
-                    engine, artifacts, devices, verify=verify, progress=progress, workers=parallel,
-                    lease_id=lease,
-                )
-            except EdgelabError as err:
-                fail_from(err)
+            except ConfigError as err:  # bad input here is a usage error: exit 2 (root handler: 1)
+                fail_from(err, code=2)
+            blobs, results = push_artifacts(
+                engine, artifacts, devices, verify=verify, progress=progress, workers=parallel,
+                lease_id=lease,
+            )
     _report(results, as_json)
 
 
@@ -129,10 +123,7 @@ def store_ls(device: Annotated[str, typer.Argument()], as_json: JsonOpt = False)
 
     from edgelab.artifacts.service import store_ls as do_ls
 
-    try:
-        root, rows = do_ls(open_engine(), device)
-    except EdgelabError as err:
-        fail_from(err)
+    root, rows = do_ls(open_engine(), device)
     if as_json:
         print_json(
             {
@@ -164,10 +155,7 @@ def gc(
     """Remove blobs in a device's store that no registered artifact references (and stale partials)."""
     from edgelab.artifacts.service import gc_device
 
-    try:
-        gone = gc_device(open_engine(), device, dry_run=dry_run)
-    except EdgelabError as err:
-        fail_from(err)
+    gone = gc_device(open_engine(), device, dry_run=dry_run)
     if as_json:
         print_json([{"name": r.name, "size": r.size} for r in gone])
         return

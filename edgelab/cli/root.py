@@ -31,7 +31,8 @@ class ErrorsGroup(TyperGroup):
     error class's own code: 2 for bad input); any other fault is one line too (edgelab.cli.guard)."""
 
     def invoke(self, ctx: click.Context):
-        from edgelab.cli.guard import debug_enabled, fail_for, is_cli_framework
+        from edgelab.cli.common import debug_enabled
+        from edgelab.cli.guard import fail_for, is_cli_framework
 
         try:
             return super().invoke(ctx)

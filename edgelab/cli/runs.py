@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from edgelab.cli.common import JsonOpt, console, emit_error, escape, fail, fail_from, open_engine, print_json
-from edgelab.errors import ConfigError, EdgelabError
+from edgelab.errors import ConfigError
 
 app = typer.Typer(help="Runs and their results: list, show, export, import the study's records.",
                   no_args_is_help=True)
@@ -85,11 +85,8 @@ def show(run: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")
     from edgelab.store.db import session_scope
     from edgelab.store.runs import get_run
 
-    try:
-        with session_scope(open_engine(), write=False) as s:
-            rec = run_record(s, get_run(s, run))
-    except EdgelabError as err:
-        fail_from(err)
+    with session_scope(open_engine(), write=False) as s:
+        rec = run_record(s, get_run(s, run))
     if json_out:
         print_json(rec)
         return
@@ -116,7 +113,7 @@ def show(run: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")
 
 def fail_lines(lines: list[str], remedy: str | None, code: int):
     """Several error lines (each ``file:line: reason``), the remedy once, then exit ``code``."""
-    from edgelab.metrics.study import MAX_REPORTED
+    from edgelab.errors import MAX_REPORTED
 
     for line in lines[:MAX_REPORTED]:
         emit_error(line)
@@ -149,18 +146,13 @@ def export(
                 path = export_study(s, get_run(s, run).id, out)
         except ConfigError as err:
             fail_from(err, code=2)
-        except EdgelabError as err:
-            fail_from(err)
         console.print(f"wrote {escape(str(path))} (+ report.json)", highlight=False)
         return
-    try:
-        with session_scope(open_engine(), write=False) as s:
-            r = get_run(s, run)
-            rec = run_record(s, r)
-            if samples:
-                rec["samples"] = [{c: getattr(x, c) for c in SAMPLE_COLS if c != "run_id"} for x in samples_of(s, r.id)]
-    except EdgelabError as err:
-        fail_from(err)
+    with session_scope(open_engine(), write=False) as s:
+        r = get_run(s, run)
+        rec = run_record(s, r)
+        if samples:
+            rec["samples"] = [{c: getattr(x, c) for c in SAMPLE_COLS if c != "run_id"} for x in samples_of(s, r.id)]
     print_json(rec)
 
 
@@ -173,8 +165,8 @@ def import_(
 ) -> None:
     """Store a study run (or every run under a results directory) as imported runs, every metric
     recomputed from the raw chunks."""
+    from edgelab.errors import InvalidInput
     from edgelab.metrics.results import import_tree, run_record
-    from edgelab.metrics.study import InvalidInput
     from edgelab.store.db import session_scope
     from edgelab.store.runs import get_run
 
@@ -187,8 +179,6 @@ def import_(
         fail_lines(err.problems, err.remedy, code=2)
     except ConfigError as err:
         fail_from(err, code=2)
-    except EdgelabError as err:
-        fail_from(err)
     if json_out:
         out = [{"id": r["id"], "source": r["meta"].get("imported_from"), "requests": len(r["requests"]),
                 "summary": r["summary"]} for r in recs]
@@ -212,11 +202,8 @@ def rm(
     from edgelab.store.db import session_scope
     from edgelab.store.purge import delete_runs
 
-    try:
-        with session_scope(open_engine()) as s:
-            gone = delete_runs(s, runs, force=force)
-    except EdgelabError as err:
-        fail_from(err)
+    with session_scope(open_engine()) as s:
+        gone = delete_runs(s, runs, force=force)
     if json_out:
         print_json(gone)
         return

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from edgelab.cli.common import JsonOpt, console, err_console, escape, fail_from, print_json, state
-from edgelab.errors import ConfigError, EdgelabError
+from edgelab.errors import ConfigError
 
 app = typer.Typer(
     help="Runtimes (runtimes/*.yaml): builds per target and launch templates.", no_args_is_help=True
@@ -21,10 +21,7 @@ DirOpt = Annotated[
 def _load(folder: Path | None):
     from edgelab.runtimes import load_runtimes
 
-    try:
-        return load_runtimes(folder)
-    except EdgelabError as err:
-        fail_from(err)
+    return load_runtimes(folder)
 
 
 def _dict(spec) -> dict:
@@ -160,21 +157,18 @@ def build(
     def progress(line: str) -> None:
         err_console.print(f"[dim]{escape(line)}[/]", soft_wrap=True)
 
-    try:
-        engine = get_engine(state.db)
-        with session_scope(engine) as s:
-            if recipe.fetches_source:
-                built = ensure_build(spec, target, source=source, progress=progress)
-                arts = register_build(s, spec, built, prefix=artifact_name)
-                data = {"build_key": built.key, "folder": str(built.folder), "reused": built.reused,
-                        "build": built.manifest, "artifacts": [to_manifest(s, a) for a in arts]}
-            else:
-                wd = workdir or state_dir() / "builds" / name / target
-                art = build_runtime(s, spec, target, wd, name=artifact_name,
-                                    log=lambda line: err_console.print(f"[dim]$ {escape(line)}[/]"))
-                data = to_manifest(s, art)
-    except EdgelabError as err:
-        fail_from(err)
+    engine = get_engine(state.db)
+    with session_scope(engine) as s:
+        if recipe.fetches_source:
+            built = ensure_build(spec, target, source=source, progress=progress)
+            arts = register_build(s, spec, built, prefix=artifact_name)
+            data = {"build_key": built.key, "folder": str(built.folder), "reused": built.reused,
+                    "build": built.manifest, "artifacts": [to_manifest(s, a) for a in arts]}
+        else:
+            wd = workdir or state_dir() / "builds" / name / target
+            art = build_runtime(s, spec, target, wd, name=artifact_name,
+                                log=lambda line: err_console.print(f"[dim]$ {escape(line)}[/]"))
+            data = to_manifest(s, art)
     if as_json:
         print_json(data)
         return

@@ -7,8 +7,7 @@ from typing import Annotated
 
 import typer
 
-from edgelab.cli.common import fail, fail_from, open_engine
-from edgelab.errors import EdgelabError
+from edgelab.cli.common import fail, open_engine
 
 
 def shell(
@@ -41,8 +40,6 @@ def shell(
         code, err = run_command(engine, device, command, on_stdout=out, lease_id=lease)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
-    except EdgelabError as e:
-        fail_from(e)
     if err:
         sys.stderr.write(err if err.endswith("\n") else err + "\n")
     raise typer.Exit(255 if code is None else code)
@@ -71,8 +68,6 @@ def forward(
         do_forward(open_engine(), device, remote_port, local_port=local, lease_id=lease, on_ready=ready)
     except KeyboardInterrupt:
         return
-    except EdgelabError as e:
-        fail_from(e)
 
 
 def register(app: typer.Typer) -> None:

@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from edgelab.cli.common import console, err_console, fail, fail_from, print_json, state
-from edgelab.errors import EdgelabError
+from edgelab.cli.common import console, err_console, fail, print_json, state
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -62,19 +61,16 @@ def up(
     """Start the virtual lab (idempotent) and register its devices in the inventory."""
     from edgelab.sim import lab
 
-    try:
-        status = lab.lab_up(
-            state_dir,
-            db_url=state.db,
-            ssh=not no_ssh,
-            adb=not no_adb,
-            ssh_port=ssh_port,
-            adb_port=adb_port,
-            clones=clones,
-            progress=_say,
-        )
-    except EdgelabError as e:
-        fail_from(e)
+    status = lab.lab_up(
+        state_dir,
+        db_url=state.db,
+        ssh=not no_ssh,
+        adb=not no_adb,
+        ssh_port=ssh_port,
+        adb_port=adb_port,
+        clones=clones,
+        progress=_say,
+    )
     for name in status.skipped or []:
         _say(f"[yellow]{name}: a real device of that name exists; left it alone[/]")
     if as_json:
@@ -92,10 +88,7 @@ def down(state_dir: Path = StateDir) -> None:
     """Stop the virtual lab (no process or mount left); its devices stay in the inventory, offline."""
     from edgelab.sim import lab
 
-    try:
-        marked = lab.lab_down(state_dir, db_url=state.db, progress=_say)
-    except EdgelabError as e:
-        fail_from(e)
+    marked = lab.lab_down(state_dir, db_url=state.db, progress=_say)
     _say(f"lab stopped; {len(marked)} virtual devices marked offline")
 
 

@@ -13,16 +13,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from edgelab.cli.common import console, escape, fail_from, state
-from edgelab.errors import ConfigError, EdgelabError
+from edgelab.errors import ConfigError
+from edgelab.units import GIB, mib, series_caption
 
 if TYPE_CHECKING:
     from rich.panel import Panel
 
+    from edgelab.views.run import RunView
+
 BARS = "▁▂▃▄▅▆▇█"
-FINAL = {"finished", "failed", "stopped", "device-lost"}
+SPARK_WIDTH = 60
 
 
-def sparkline(values: list[float], width: int = 60) -> str:
+def sparkline(values: list[float], width: int = SPARK_WIDTH) -> str:
     vals = values[-width:]
     if not vals:
         return ""
@@ -38,46 +41,14 @@ def _f(v: Any, unit: str = "") -> str:
     return f"{v:.1f}{unit}" if isinstance(v, float) else f"{v}{unit}"
 
 
-def snapshot(engine, ref: str, *, gaps: int = 60) -> dict[str, Any]:
-    """What the view shows, as data: run, live/final summary, recent chunk gaps, latest temperatures."""
-    from sqlmodel import select
-
-    from edgelab.store.db import session_scope
-    from edgelab.store.runs import RunSample, get_run, get_summary, telemetry_of
-
-    with session_scope(engine, write=False) as s:
-        run = get_run(s, ref)
-        summ = get_summary(s, run.id, "final") or get_summary(s, run.id, "live")
-        rows = s.exec(select(RunSample.request, RunSample.t_ms).where(
-            RunSample.run_id == run.id, RunSample.kind == "audio", RunSample.n > 0)
-            .order_by(RunSample.id.desc()).limit(gaps + 1)).all()
-        tel = telemetry_of(s, run_id=run.id, limit=1) or (
-            telemetry_of(s, device=run.device_name, limit=1) if run.device_name else [])
-        gap_kind = "chunk"
-        if not rows:  # a text run: the gaps between streamed tokens instead
-            rows = s.exec(select(RunSample.request, RunSample.t_ms).where(
-                RunSample.run_id == run.id, RunSample.kind == "text")
-                .order_by(RunSample.id.desc()).limit(gaps + 1)).all()
-            gap_kind = "inter-token" if rows else gap_kind
-        rows = list(reversed(rows))
-        recent = [b[1] - a[1] for a, b in zip(rows, rows[1:], strict=False) if a[0] == b[0]]
-        return {"id": run.id, "pipeline": run.pipeline, "device": run.device_name, "virtual": run.virtual,
-                "state": run.state, "summary": summ.metrics if summ else None,
-                "summary_kind": summ.kind if summ else None, "recent_gaps_ms": recent, "gap_kind": gap_kind,
-                "temps_c": dict(tel[-1].temps_c) if tel else {},
-                "power_w": dict(tel[-1].power_w) if tel else {}, "clocks_mhz": dict(tel[-1].clocks_mhz) if tel else {},
-                "mem_available_bytes": tel[-1].mem_available_bytes if tel else None,
-                "telemetry_source": tel[-1].source if tel else None,
-                "telemetry_virtual": bool(tel[-1].virtual) if tel else None}
-
-
-def render(snap: dict[str, Any]) -> Panel:
+def render(view: RunView) -> Panel:
+    """The view as a Rich panel: the read model's figures (edgelab.views.run), nothing computed here."""
     from rich.console import Group
     from rich.panel import Panel
     from rich.table import Table
     from rich.text import Text
 
-    m = snap["summary"] or {}
+    m = view.summary or {}
     t = Table.grid(padding=(0, 2))
     t.add_column(style="bold")
     t.add_column()
@@ -89,6 +60,8 @@ def render(snap: dict[str, Any]) -> Panel:
         t.add_row("underruns", f"{a['underruns_at_ttfa']} in {a['requests_with_underrun']} requests "
                                f"(stall p95 {_f(a['stall_ms_at_ttfa']['p95'], ' ms')})")
         t.add_row("chunk gaps", f"p50 {_f(a['chunk_gaps_ms']['p50'], ' ms')}  p95 {_f(a['chunk_gaps_ms']['p95'], ' ms')}")
+    if view.buffer_ms:
+        t.add_row("playout buffer", escape(series_caption("latest request, from TTFA", view.buffer_ms, " ms")))
     act = m.get("action")
     if act:
         t.add_row("action latency", f"p50 {_f(act['latency_ms']['p50'], ' ms')}  p95 {_f(act['latency_ms']['p95'], ' ms')}"
@@ -113,32 +86,33 @@ def render(snap: dict[str, Any]) -> Panel:
     if res:
         hot = max((res["max_temp_c"] or {}).values(), default=None)
         rss = res["peak_rss_bytes"]
-        t.add_row("peaks", f"temp max {_f(hot, '°C')}  RSS {_f(rss / 2**20 if rss is not None else None, ' MiB')}  "
-                           f"throttled {_f(res['throttled'])}")
-    if snap["temps_c"]:
-        hot = sorted(snap["temps_c"].items(), key=lambda kv: -kv[1])[:4]
+        t.add_row("peaks", f"temp max {_f(hot, '°C')}  RSS {mib(rss, 1)}  throttled {_f(res['throttled'])}")
+    now = view.latest
+    if now and now.temps_c:
+        hot = sorted(now.temps_c.items(), key=lambda kv: -kv[1])[:4]
         t.add_row("temperature", escape("  ".join(f"{k} {v:.1f}°C" for k, v in hot)))
     else:
         t.add_row("temperature", "-")
-    if snap.get("power_w"):
-        total = sum(snap["power_w"].values())
-        t.add_row("power", escape(f"{total:.2f} W over {len(snap['power_w'])} rail(s)  " + "  ".join(
-            f"{k} {v:.2f}W" for k, v in sorted(snap["power_w"].items(), key=lambda kv: -kv[1])[:3])))
-    if snap.get("clocks_mhz"):
-        t.add_row("clocks", escape("  ".join(f"{k} {v:.0f} MHz" for k, v in sorted(snap["clocks_mhz"].items())[:4])))
-    if snap.get("mem_available_bytes") is not None:
-        t.add_row("memory", f"{snap['mem_available_bytes'] / 2**30:.2f} GiB available")
-    if snap.get("telemetry_source"):
-        t.add_row("telemetry", escape(snap["telemetry_source"]) + (" (virtual shim)" if snap["telemetry_virtual"] else ""))
+    if now and now.power_w:
+        total = sum(now.power_w.values())
+        t.add_row("power", escape(f"{total:.2f} W over {len(now.power_w)} rail(s)  " + "  ".join(
+            f"{k} {v:.2f}W" for k, v in sorted(now.power_w.items(), key=lambda kv: -kv[1])[:3])))
+    if now and now.clocks_mhz:
+        t.add_row("clocks", escape("  ".join(f"{k} {v:.0f} MHz" for k, v in sorted(now.clocks_mhz.items())[:4])))
+    if now and now.mem_available_bytes is not None:
+        t.add_row("memory", f"{now.mem_available_bytes / GIB:.2f} GiB available")
+    if now and now.source:
+        t.add_row("telemetry", escape(now.source) + (" (virtual shim)" if now.virtual else ""))
     req = m.get("requests") or {}
     t.add_row("requests", f"{req.get('total', 0)} ({', '.join(f'{k} {v}' for k, v in (req.get('by_phase') or {}).items())})")
-    gap_kind = snap.get("gap_kind", "chunk")
-    spark = Text(sparkline(snap["recent_gaps_ms"]) or f"(no {'tokens' if gap_kind != 'chunk' else 'chunks'} yet)",
-                 style="cyan")
-    title = escape(f"{snap['id']}  {snap['pipeline'] or '-'} on {snap['device'] or '-'}"
-                   f"{' (virtual)' if snap['virtual'] else ''}  [{snap['state']}]")
-    return Panel(Group(Text(f"{gap_kind} gaps "), spark, t), title=title,
-                 subtitle=f"{snap['summary_kind'] or 'no'} summary")
+    r = view.run
+    gaps = view.chunk_gaps_ms
+    spark = Text(sparkline(gaps) or f"(no {'tokens' if view.kind == 'text' else 'chunks'} yet)", style="cyan")
+    caption = Text(series_caption(view.gap_label, gaps, " ms") if gaps else f"{view.gap_kind} gaps ")
+    title = escape(f"{r['id']}  {r['pipeline'] or '-'} on {r['device'] or '-'}"
+                   f"{' (virtual)' if r['virtual'] else ''}  [{r['state']}]")
+    source = view.summary_source if view.summary_source != "none" else "no"
+    return Panel(Group(caption, spark, t), title=title, subtitle=f"{source} summary")
 
 
 def _duration_s(text: str) -> float:
@@ -169,27 +143,29 @@ def register(app: typer.Typer) -> None:
         from rich.live import Live
 
         from edgelab.store.db import get_engine
+        from edgelab.views.run import RunFollower
 
         try:
             deadline = None if for_ is None else time.monotonic() + _duration_s(for_)
             engine = get_engine(state.db)
-            snap = snapshot(engine, run)
-        except EdgelabError as err:
-            fail_from(err, code=2 if isinstance(err, ConfigError) else 1)
+            reader = RunFollower(engine, run)
+            view = reader.poll()
+        except ConfigError as err:  # bad input here is a usage error: exit 2 (root handler: 1)
+            fail_from(err, code=2)
         if once:
-            console.print(render(snap))
+            console.print(render(view))
             return
         from edgelab.deploy.follow import ensure_follower
 
-        follower = ensure_follower(engine, snap["id"]) if snap["state"] not in FINAL else None  # none alive: ingest here
-        with Live(render(snap), console=console, refresh_per_second=max(1, int(1 / max(interval, 0.05)))) as live:
+        follower = ensure_follower(engine, reader.run_id) if not view.final else None  # none alive: ingest here
+        with Live(render(view), console=console, refresh_per_second=max(1, int(1 / max(interval, 0.05)))) as live:
             try:
-                while snap["state"] not in FINAL and (deadline is None or time.monotonic() < deadline):
+                while not view.final and (deadline is None or time.monotonic() < deadline):
                     time.sleep(interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic())))
-                    snap = snapshot(engine, run)
-                    live.update(render(snap))
+                    view = reader.poll()
+                    live.update(render(view))
             except KeyboardInterrupt:
                 pass
             finally:
                 if follower is not None:
-                    follower.join(5) if snap["state"] in FINAL else follower.stop()
+                    follower.join(5) if view.final else follower.stop()

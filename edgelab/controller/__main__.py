@@ -12,11 +12,13 @@ import os
 import sys
 from pathlib import Path
 
+from edgelab import logs
 from edgelab.errors import EdgelabError
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m edgelab.controller", description=__doc__)
+    logs.add_argument(p)
     sub = p.add_subparsers(dest="workload", required=True)
     v = sub.add_parser("vla", help="action head on a runtime in a fixed-rate control loop")
     v.add_argument("--runtime", required=True, choices=["mnn", "onnxruntime"])
@@ -57,6 +59,7 @@ def _event_stream():
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    logs.setup(args.log_level)
     from edgelab.controller.engines import open_engine
     from edgelab.controller.vla import run_episode
     from edgelab.reference.emit import Emitter

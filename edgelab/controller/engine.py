@@ -13,16 +13,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from edgelab.errors import EdgelabError
-
 RUNTIMES = ("mnn", "onnxruntime")
 FORMATS = {"mnn": "mnn", "onnxruntime": "onnx"}
-
-
-class EngineError(EdgelabError):
-    """The runtime cannot load or run the stage (missing package, bad model, strict placement refused)."""
-
-    remedy = "install the runtime (`pip install -e '.[vla]'`) and export the stage (`edgelab model export`)"
 
 
 @dataclass

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from edgelab.controller.engine import FORMATS, RUNTIMES, Engine, EngineError
+from edgelab.controller.engine import FORMATS, RUNTIMES, Engine
+from edgelab.errors import EngineError
 
 
 def open_engine(runtime: str, model: Path | str, *, backend: str = "cpu", threads: int = 1,

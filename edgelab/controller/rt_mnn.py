@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from edgelab.controller.engine import KIND_OF_BACKEND, EngineError, Placement
+from edgelab.controller.engine import KIND_OF_BACKEND, Placement
+from edgelab.errors import EngineError
 
 BACKENDS = {"cpu": "CPU", "cuda": "CUDA", "opencl": "OPENCL", "vulkan": "VULKAN", "metal": "METAL",
             "opengl": "OPENGL", "nnapi": "NN", "qnn": "NN"}

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from edgelab.controller.engine import KIND_OF_BACKEND, EngineError, Placement
+from edgelab.controller.engine import KIND_OF_BACKEND, Placement
+from edgelab.errors import EngineError
 
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider",
              "tensorrt": "TensorrtExecutionProvider", "qnn": "QNNExecutionProvider",

@@ -18,15 +18,15 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from sqlalchemy import select as sa_select
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from edgelab.deploy.plan import ExecutionPlan
-from edgelab.deploy.refusal import Refusal
+from edgelab.errors import Refusal
 from edgelab.profile import DeployProfile
 from edgelab.store.deployments import Deployment, Reservation, open_reservations
 from edgelab.store.models import Device
+from edgelab.units import GIB
 
-GIB = 1024**3
 HOST_SHARE = 512 * 1024**2  # runtime, tokenizer and staging buffers in host RAM while a GPU holds the model
 GPU_PLACEMENTS = ("gpu",)
 
@@ -55,7 +55,7 @@ def pool_requests(plan: ExecutionPlan, profile: DeployProfile) -> tuple[dict[str
     bp = profile.budget_pool
     if bp is not None:
         pools.setdefault(bp.name, bp)
-    host = next((n for n in ("wsl_quota", "ram") if n in pools), None)
+    host: str | None = next((n for n in ("wsl_quota", "ram") if n in pools), None)
     if host is None and bp is not None and bp.kind != "vram":
         host = bp.name
     vram = sorted((p for p in pools.values() if p.kind == "vram"), key=lambda p: p.total_bytes, reverse=True)
@@ -126,7 +126,7 @@ def ledger(session: Session, device: Device, profile: DeployProfile) -> dict[str
     bp = profile.budget_pool
     if bp is not None and bp.name not in lines:
         lines[bp.name] = PoolLine(bp.name, max(bp.total_bytes - headroom, 0), bp.total_bytes, headroom, 0)
-    for r in open_reservations(session, device.id):
+    for r in open_reservations(session, device.pk):
         line = lines.get(r.pool) or lines.setdefault(r.pool, PoolLine(r.pool, r.capacity, r.capacity, 0, 0))
         line.reserved += r.bytes
     return lines
@@ -171,11 +171,11 @@ def admit(session: Session, device: Device, profile: DeployProfile, plan: Execut
     the workload runs under, so its memory is freed with the lease if the workload dies.
     """
     if session.get_bind().dialect.name == "postgresql":
-        session.execute(sa_select(Device.__table__.c.id).where(Device.__table__.c.id == device.id).with_for_update())
+        session.execute(sa_select(col(Device.id)).where(col(Device.id) == device.id).with_for_update())
     lines = check(session, device, profile, plan)
     for line in lines:
         session.add(Reservation(deployment_id=deployment.id if deployment else None, run_id=run_id,
-                                lease_id=lease_id, device_id=device.id, pool=line.pool,
+                                lease_id=lease_id, device_id=device.pk, pool=line.pool,
                                 bytes=line.requested, capacity=line.capacity))
     session.flush()
     return lines

@@ -16,7 +16,7 @@ import posixpath
 from typing import Any
 
 from sqlalchemy import Engine
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from edgelab.deploy.plan import ExecutionPlan, programs
 from edgelab.deploy.strategies.common import REFERENCE
@@ -29,7 +29,7 @@ BLOB = "{blob:%s}"  # placeholder for a blob's path in the device store, filled 
 
 def _candidates(session: Session, targets: list[str]) -> list[Artifact]:
     want = [*targets, "any"]
-    rows = session.exec(select(Artifact).where(Artifact.target.in_(want)).order_by(Artifact.id.desc())).all()
+    rows = session.exec(select(Artifact).where(col(Artifact.target).in_(want)).order_by(col(Artifact.id).desc())).all()
     return sorted(rows, key=lambda a: want.index(a.target))  # the most specific target first
 
 
@@ -118,6 +118,7 @@ def _resolve_template_need(session: Session, p: ExecutionPlan, entry: dict[str, 
             token = ART % entry["placeholder"]
             proc.env = {k: v for k, v in proc.env.items() if token not in v}
         return
+    assert art is not None  # present: an artifact was found
     if "placeholder" not in entry:  # the build itself: every file linked into {bin} by its name
         proc.links = {posixpath.basename(x.path): x.sha256 for x in files}
         entry["files"] = {x.path: x.sha256 for x in files}
@@ -129,6 +130,7 @@ def _resolve_template_need(session: Session, p: ExecutionPlan, entry: dict[str, 
             if (art.meta or {}).get(k):
                 entry[k] = art.meta[k]
         return
+    assert f is not None  # present, with a placeholder: the file of the wanted type was found
     entry["sha256"] = f.sha256
     entry["file"] = f.path
     proc.argv = bind_artifacts(proc.argv, {entry["placeholder"]: f.sha256})

@@ -27,13 +27,13 @@ def stop(engine: Engine, ref: str | int, *, opts: Options | None = None) -> Depl
     opts = opts or Options()
     with session_scope(engine, write=False) as s:
         dep = get_deployment(s, ref)
-        rows = processes(s, dep.id)
+        rows = processes(s, dep.pk)
         endpoint = get_device(s, dep.device_name).endpoint()
     # a device-lost run's processes were never seen to end: they are stopped once the device answers
     unproven = dep.to_stop or (dep.state == "device-lost"
                                and any(r.pid and r.state not in GONE_PROCESS_STATES for r in rows))
     if dep.state not in ACTIVE_STATES and not unproven:
-        return transition(engine, dep.id, dep.state)  # a final run never holds memory, nor a lease
+        return transition(engine, dep.pk, dep.state)  # a final run never holds memory, nor a lease
     try:
         t = connect(endpoint, opts)
         try:
@@ -63,11 +63,11 @@ def stop(engine: Engine, ref: str | int, *, opts: Options | None = None) -> Depl
                            remedy="stop again; check the device for processes in that group")
 
     def final(s, d: Deployment) -> None:
-        for row in processes(s, d.id):
+        for row in processes(s, d.pk):
             row.state, row.stopped_at = "killed", utcnow()
             s.add(row)
         d.logs, d.to_stop = logs, False
-    return transition(engine, dep.id, "stopped", phase="stopped", edit=final)
+    return transition(engine, dep.pk, "stopped", phase="stopped", edit=final)
 
 
 def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> Deployment:
@@ -80,7 +80,7 @@ def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> D
     opts = opts or Options()
     with session_scope(engine, write=False) as s:
         dep = get_deployment(s, ref)
-        rows = processes(s, dep.id)
+        rows = processes(s, dep.pk)
         endpoint = get_device(s, dep.device_name).endpoint()
     if dep.state != "running":
         return dep
@@ -91,7 +91,8 @@ def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> D
             codes = {}
             for r in rows:
                 if not status[r.name]:
-                    codes[r.name] = remote.poll(t, r.workdir, r.pid, 1 << 40).exit_code
+                    # a process that never got a pid (its start failed) has no exit code to read
+                    codes[r.name] = remote.poll(t, r.workdir, r.pid, 1 << 40).exit_code if r.pid else None
             logs = remote.fetch_logs(t, {r.name: r.workdir for r in rows}) if not any(status.values()) else None
         finally:
             t.close()
@@ -101,7 +102,7 @@ def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> D
 
         def lost(s, d: Deployment) -> None:  # its processes may still run: memory held, marked to stop
             d.error, d.to_stop = msg[:2000], unseen
-        return transition(engine, dep.id, "device-lost", phase="device-lost", edit=lost)
+        return transition(engine, dep.pk, "device-lost", phase="device-lost", edit=lost)
     if any(status.values()):
         return dep
     ok = all(c == 0 for c in codes.values())
@@ -109,7 +110,7 @@ def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> D
     def ended(s, d: Deployment) -> None:
         d.logs = logs or {}
         d.error = None if ok else f"exit codes {codes}"
-        for row in processes(s, d.id):
+        for row in processes(s, d.pk):
             row.state, row.exit_code, row.stopped_at = "exited", codes.get(row.name), utcnow()
             s.add(row)
         results = adapter_results(d.plan or {}, logs or {})
@@ -117,7 +118,7 @@ def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> D
         if results and run is not None:
             run.meta = {**(run.meta or {}), "results": results}
             s.add(run)
-    return transition(engine, dep.id, "finished" if ok else "failed", phase="ended", edit=ended, exit_codes=codes)
+    return transition(engine, dep.pk, "finished" if ok else "failed", phase="ended", edit=ended, exit_codes=codes)
 
 
 def log_lines(engine: Engine, ref: str | int, *, follow: bool = False, stream: str = "stdout",
@@ -126,7 +127,7 @@ def log_lines(engine: Engine, ref: str | int, *, follow: bool = False, stream: s
     opts = opts or Options()
     with session_scope(engine, write=False) as s:
         dep = get_deployment(s, ref)
-        rows = processes(s, dep.id)
+        rows = processes(s, dep.pk)
         endpoint = get_device(s, dep.device_name).endpoint()
     if dep.state not in ACTIVE_STATES and dep.logs:
         for key, text in dep.logs.items():

@@ -108,7 +108,7 @@ class Follower:
     def _target(self) -> tuple[Any, str, int | None, str]:
         with session_scope(self.engine, write=False) as s:
             dep = get_deployment(s, self.run_id)
-            rows = processes(s, dep.id)
+            rows = processes(s, dep.pk)
             endpoint = get_device(s, dep.device_name).endpoint()
         if not rows:
             raise EdgelabError(f"run {self.run_id} has no process to follow", remedy="deploy it first")
@@ -127,7 +127,7 @@ class Follower:
         """The deployment's process measured from the lab side (llama-server), if it has one."""
         with session_scope(self.engine, write=False) as s:
             dep = get_deployment(s, self.run_id)
-            rows = {r.name: r for r in processes(s, dep.id)}
+            rows = {r.name: r for r in processes(s, dep.pk)}
             endpoint = get_device(s, dep.device_name).endpoint()
             spec = dict(dep.plan or {})
         for pr in spec.get("processes", []):
@@ -290,11 +290,11 @@ class Follower:
 
         with session_scope(self.engine, write=False) as s:
             dep = get_deployment(s, self.run_id)
-            unseen = any(r.pid and r.state not in GONE_PROCESS_STATES for r in processes(s, dep.id))
+            unseen = any(r.pid and r.state not in GONE_PROCESS_STATES for r in processes(s, dep.pk))
 
         def lost(s, d) -> None:
             d.error, d.to_stop = why[:2000], unseen
-        return transition(self.engine, dep.id, "device-lost", phase="device-lost", edit=lost, by="follower")
+        return transition(self.engine, dep.pk, "device-lost", phase="device-lost", edit=lost, by="follower")
 
     def _replay(self, t, path: str, ing: _LeasedIngestor, clock: ev.ClockOffset) -> None:
         """Rebuild the live aggregate from what an earlier follower already stored (bytes < offset)."""
@@ -476,13 +476,16 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import sys
 
+    from edgelab import logs
     from edgelab.store.db import get_engine
 
     ap = argparse.ArgumentParser(prog="python -m edgelab.deploy.follow", description="Follow one run's events.")
+    logs.add_argument(ap)
     ap.add_argument("run")
     ap.add_argument("--lease-s", type=float, default=LEASE_S)
     ap.add_argument("--ssh-config", default=None)
     args = ap.parse_args(argv)
+    logs.setup(args.log_level)
     engine = get_engine(os.environ.get("EDGELAB_DB"))
     f = Follower(engine, args.run, lease_s=args.lease_s,
                  transport={"ssh_config": args.ssh_config} if args.ssh_config else None)

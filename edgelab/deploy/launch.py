@@ -24,9 +24,8 @@ from edgelab.deploy import artifacts as plan_artifacts
 from edgelab.deploy.options import Options, connect
 from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.planning import DeployRequest, check_artifacts, plan
-from edgelab.deploy.refusal import Refusal
 from edgelab.deploy.transition import transition
-from edgelab.errors import EdgelabError, Interrupted, TransportError
+from edgelab.errors import EdgelabError, Interrupted, Refusal, TransportError
 from edgelab.metrics.provenance import for_plan
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import (
@@ -34,6 +33,7 @@ from edgelab.store.deployments import (
     Deployment,
     DeploymentProcess,
     add_phase,
+    get_deployment,
     processes,
     record_attempt,
 )
@@ -98,7 +98,7 @@ def _deploy(engine: Engine, req: DeployRequest, opts: Options, on_phase: Phase |
                        strategy=p.strategy, kind="deploy", virtual=planned.virtual, command=command,
                        provenance={**prov, "plan": p.to_dict()}, meta={"ephemeral": True} if opts.ephemeral else {},
                        **owner.me())
-            dep = Deployment(run_id=run_id, device_id=device.id, device_name=device.name, pipeline=p.pipeline,
+            dep = Deployment(run_id=run_id, device_id=device.pk, device_name=device.name, pipeline=p.pipeline,
                              strategy=p.strategy, runtime=p.runtime, state="pending", plan=p.to_dict(),
                              facts_hash=planned.facts_hash, virtual=planned.virtual, remote_dir=p.remote_dir,
                              owner=f"{getpass.getuser()}@{socket.gethostname()}"[:64], lease_id=lease_id)
@@ -115,9 +115,9 @@ def _deploy(engine: Engine, req: DeployRequest, opts: Options, on_phase: Phase |
         _attempt(engine, req, None, dep.id)
         _phase(on_phase, "admitted", {"run": run_id, "strategy": p.strategy, "runtime": p.runtime})
     except BaseException as exc:
-        _interrupted(engine, dep.id, None, {}, exc, opts)
+        _interrupted(engine, dep.pk, None, {}, exc, opts)
         raise
-    return _launch(engine, dep.id, p, opts, on_phase)
+    return _launch(engine, dep.pk, p, opts, on_phase)
 
 
 def _phase(cb: Phase | None, name: str, info: dict[str, Any]) -> None:
@@ -169,7 +169,7 @@ def _launch(engine: Engine, dep_id: int, p: ExecutionPlan, opts: Options, on_pha
     workdirs: dict[str, str] = {}
     try:
         with session_scope(engine, write=False) as s:
-            run_id = s.get(Deployment, dep_id).run_id
+            run_id = get_deployment(s, dep_id).run_id
             endpoint = get_device(s, p.device).endpoint()
         t0 = time.monotonic()
         try:
@@ -184,7 +184,7 @@ def _launch(engine: Engine, dep_id: int, p: ExecutionPlan, opts: Options, on_pha
         _phase(on_phase, "connected", {"remote_dir": run_dir})
         _check_cancel(opts)
         with session_scope(engine, write=False) as s:
-            device_id = s.get(Deployment, dep_id).device_id
+            device_id = get_deployment(s, dep_id).device_id
         blob_paths, pushed = plan_artifacts.push(engine, t, device_id, p)
         transition(engine, dep_id, phase="pushed", artifacts=len(p.artifacts), blobs=pushed)
         _phase(on_phase, "pushed", {"blobs": pushed})
@@ -202,7 +202,7 @@ def _launch(engine: Engine, dep_id: int, p: ExecutionPlan, opts: Options, on_pha
             with session_scope(engine) as s:
                 s.add(DeploymentProcess(deployment_id=dep_id, name=proc.name, argv=started.argv, workdir=wd,
                                         pid=pid, state="running", started_at=utcnow()))
-                dep = s.get(Deployment, dep_id)
+                dep = get_deployment(s, dep_id)
                 add_phase(dep, f"spawned:{proc.name}", pid=pid, seconds=round(time.monotonic() - ts, 3))
                 s.add(dep)
             _phase(on_phase, "spawned", {"process": proc.name, "pid": pid})
@@ -237,9 +237,10 @@ def _wait_ready(t: Transport, p: ExecutionPlan, workdirs: dict[str, str], dep_id
     lines: dict[str, list[str]] = {proc.name: [] for proc in p.processes}
     offsets = dict.fromkeys(lines, 0)
     pending = {proc.name: proc for proc in p.processes}
-    pids = {}
+    pids: dict[str, int] = {}
     with session_scope(engine, write=False) as s:
         for row in processes(s, dep_id):
+            assert row.pid is not None  # _launch wrote each row with the pid its start returned
             pids[row.name] = row.pid
     while pending:
         for name, proc in list(pending.items()):
@@ -284,7 +285,7 @@ def _abort(engine: Engine, dep_id: int, t: Transport | None, workdirs: dict[str,
     logs: dict[str, str] = {}
     if workdirs:
         with session_scope(engine, write=False) as s:
-            p = s.get(Deployment, dep_id)
+            p = get_deployment(s, dep_id)
             endpoint = get_device(s, p.device_name).endpoint()
         try:
             t2 = t or connect(endpoint, opts)
@@ -298,7 +299,7 @@ def _abort(engine: Engine, dep_id: int, t: Transport | None, workdirs: dict[str,
             left_total = -1
 
     def final(s, d: Deployment) -> None:
-        for row in processes(s, d.id):
+        for row in processes(s, d.pk):
             row.state = "killed" if left_total == 0 else "unknown"
             row.stopped_at = utcnow()
             s.add(row)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from edgelab.deploy.plan import ExecutionPlan
@@ -40,7 +40,7 @@ def _from_event(line: str) -> tuple[str | None, str] | None:
     return ev.get("stage"), str(where)
 
 
-def observe(plan: ExecutionPlan, lines_by_process: dict[str, Iterable[str]]) -> list[dict[str, Any]]:
+def observe(plan: ExecutionPlan, lines_by_process: Mapping[str, Iterable[str]]) -> list[dict[str, Any]]:
     """One record per stage: planned, observed (with its evidence), and whether it fell back."""
     seen: dict[str, tuple[str, str]] = {}
     load_log = {pr.name for pr in plan.processes if pr.placement == "llama-load-log"}

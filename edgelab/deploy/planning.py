@@ -17,8 +17,8 @@ from edgelab.catalog.pipelines import load_pipelines, resolve_pipeline_id
 from edgelab.deploy import admission
 from edgelab.deploy import artifacts as plan_artifacts
 from edgelab.deploy.plan import ExecutionPlan
-from edgelab.deploy.refusal import Refusal
 from edgelab.deploy.strategies import PlanContext, build_plan
+from edgelab.errors import Refusal
 from edgelab.probe.facts import Facts
 from edgelab.profile import DeployProfile, derive_profile
 from edgelab.store.db import session_scope

@@ -24,7 +24,7 @@ from edgelab.store.db import session_scope
 from edgelab.store.deployments import Deployment, processes, release_run
 from edgelab.store.devices import get_device
 from edgelab.store.models import utcnow
-from edgelab.store.runs import Run, set_state
+from edgelab.store.runs import Run, get_run, set_state
 
 OWNED = {"deploy": ("pending", "starting"), "bench": ("pending", "running")}
 
@@ -75,26 +75,26 @@ def reap(engine: Engine, device: str | None = None, *, opts: Options | None = No
         except EdgelabError as err:
             if unreachable is not None:
                 with session_scope(engine, write=False) as s:
-                    unreachable.setdefault(s.get(Run, run_id).device_name or "?", err)
+                    unreachable.setdefault(get_run(s, run_id).device_name or "?", err)
             continue
     return done
 
 
 def _reap_one(engine: Engine, run_id: str, opts: Options) -> bool:
     with session_scope(engine, write=False) as s:
-        run = s.get(Run, run_id)
+        run = get_run(s, run_id)
         dep = s.exec(select(Deployment).where(Deployment.run_id == run_id)).first()
         kind, why = run.kind, _why(run)
         bench_workdir = (run.meta or {}).get("workdir")
         if dep is not None:
-            rows = processes(s, dep.id)
+            rows = processes(s, dep.pk)
             workdirs = {r.name: r.workdir for r in rows if r.workdir}
             if dep.state == "starting":  # launched ones wrote pid files even if their rows were never written
                 for pr in (dep.plan or {}).get("processes", []):
                     workdirs.setdefault(pr["name"], f"{dep.remote_dir}/{pr['name']}")
             pids = [r.pid for r in rows if r.pid]
             state, to_stop = dep.state, dep.to_stop
-        endpoint = get_device(s, run.device_name).endpoint()
+        endpoint = get_device(s, run.device_name or "").endpoint()
     if kind == "deploy" and dep is not None:
         if to_stop or state == "running":  # marked, or a playbook's deployment that outlived its play
             from edgelab.deploy.control import stop
@@ -102,7 +102,7 @@ def _reap_one(engine: Engine, run_id: str, opts: Options) -> bool:
             stop(engine, run_id, opts=opts)  # raises while the device does not answer
             return True
         if state == "pending" and not workdirs:  # admitted, never connected: nothing runs anywhere
-            transition(engine, dep.id, "failed", phase="reaped", edit=lambda s, d: setattr(d, "error", why))
+            transition(engine, dep.pk, "failed", phase="reaped", edit=lambda s, d: setattr(d, "error", why))
             return True
         try:
             left, logs = _stop_remote(endpoint, opts, pids, workdirs)
@@ -111,15 +111,15 @@ def _reap_one(engine: Engine, run_id: str, opts: Options) -> bool:
 
             def lost(s, d: Deployment) -> None:
                 d.to_stop, d.error = True, f"{why}; its processes could not be stopped yet: {err}"[:2000]
-            transition(engine, dep.id, "device-lost", phase="reaped", edit=lost)
+            transition(engine, dep.pk, "device-lost", phase="reaped", edit=lost)
             return False
 
         def ended(s, d: Deployment) -> None:
-            for row in processes(s, d.id):
+            for row in processes(s, d.pk):
                 row.state, row.stopped_at = ("killed" if not left else "unknown"), utcnow()
                 s.add(row)
             d.error, d.logs, d.to_stop = why, logs, bool(left)
-        transition(engine, dep.id, "failed" if not left else "device-lost", phase="reaped", edit=ended, left=left)
+        transition(engine, dep.pk, "failed" if not left else "device-lost", phase="reaped", edit=ended, left=left)
         return not left
     # a bench: its streamed process died with its channel; a detached one (llama-server) has a pid file
     if bench_workdir:
@@ -128,7 +128,7 @@ def _reap_one(engine: Engine, run_id: str, opts: Options) -> bool:
             return False
     with session_scope(engine) as s:
         release_run(s, run_id)
-        run = s.get(Run, run_id)
+        run = get_run(s, run_id)
         if run.state in ("pending", "running"):
             set_state(s, run, "failed", error=why)
     return True

@@ -20,7 +20,7 @@ from sqlmodel import Session
 
 from edgelab.lease.use import unpin
 from edgelab.store.db import session_scope
-from edgelab.store.deployments import FINAL_STATES, Deployment, add_phase, release
+from edgelab.store.deployments import FINAL_STATES, Deployment, add_phase, get_deployment, release
 from edgelab.store.models import utcnow
 from edgelab.store.runs import Run, set_state
 
@@ -58,7 +58,7 @@ def transition(engine: Engine, dep_id: int, to: str | None = None, *, phase: str
     found, when ``to`` is not allowed from its current state).
     """
     with session_scope(engine) as s:
-        dep = s.get(Deployment, dep_id)
+        dep = get_deployment(s, dep_id)
         if to is not None and not allowed(dep.state, to):
             return dep
         if edit is not None:
@@ -71,7 +71,7 @@ def transition(engine: Engine, dep_id: int, to: str | None = None, *, phase: str
                 dep.ended_at = utcnow()
         if to in FINAL_STATES:
             if not dep.to_stop:  # memory is released only once the processes are seen gone
-                release(s, dep.id)
+                release(s, dep.pk)
             unpin(s, dep)
         if phase:
             add_phase(dep, phase, **phase_info)

@@ -23,7 +23,14 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from edgelab import __version__
-from edgelab.errors import DeviceStateError, EdgelabError, HostKeyError, RemoteTimeout, TransportError
+from edgelab.errors import (
+    DeviceStateError,
+    EdgelabError,
+    HostKeyError,
+    RemoteTimeout,
+    SSHAuthError,
+    TransportError,
+)
 from edgelab.probe.collectors import Collection, collector_for, get_collector, parse_sections, run_collector
 from edgelab.probe.collectors.sections import Section
 from edgelab.probe.facts import Facts
@@ -92,14 +99,12 @@ def classify_facts(facts: Facts, catalog_path: str | None = None) -> tuple[dict[
         return classify(facts, _catalog(catalog_path)).to_dict(), []
     except EdgelabError as err:
         return None, [f"not classified: {err}"]
-    except ImportError as err:
-        return None, [f"not classified: this edgelab has no classifier ({err})"]
 
 
 def _state_for(err: EdgelabError) -> str:
     if isinstance(err, HostKeyError):
         return "untrusted"
-    if type(err).__name__ == "SSHAuthError":
+    if isinstance(err, SSHAuthError):
         return "auth-failed"
     if isinstance(err, DeviceStateError):
         text = str(err).lower()

@@ -11,12 +11,8 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Engine
 
-from edgelab.errors import EdgelabError
+from edgelab.errors import DeviceInUse
 from edgelab.store.db import session_scope
-
-
-class DeviceInUse(EdgelabError):
-    """A device with running deployments or an open lease."""
 
 
 @dataclass

@@ -45,3 +45,11 @@ def ago(when: datetime | None, now: datetime | None = None) -> str:
         if secs >= size:
             return f"{secs // size}{unit} ago"
     return f"{secs}s ago"
+
+
+def held_text(owner: str | None, ci_job: str | None = None, until: datetime | None = None) -> str:
+    """Who holds a device, as every listing says it: ``alice@lab1 (gitlab job 7) until 12:45`` (UTC);
+    empty when the device is free."""
+    if not owner:
+        return ""
+    return owner + (f" ({ci_job})" if ci_job else "") + (f" until {until:%H:%M}" if until else "")

@@ -14,8 +14,6 @@ from edgelab.lease.owner import Holder, whoami
 if TYPE_CHECKING:
     from edgelab.lease.service import (
         AUTO_TTL_S,
-        LeaseHeld,
-        LeaseLost,
         acquire,
         get_lease,
         holders_by_device,
@@ -28,11 +26,11 @@ if TYPE_CHECKING:
     )
     from edgelab.lease.use import Use, begin_use, end_use, held, pin, unpin
 
-_SERVICE = ("AUTO_TTL_S", "LeaseHeld", "LeaseLost", "acquire", "get_lease", "holders_by_device", "kick",
+_SERVICE = ("AUTO_TTL_S", "acquire", "get_lease", "holders_by_device", "kick",
             "list_leases", "physical_key", "release", "renew", "sweep")
 _USE = ("Use", "begin_use", "end_use", "held", "pin", "unpin")
 
-__all__ = ["AUTO_TTL_S", "Holder", "LeaseHeld", "LeaseLost", "Use", "acquire", "begin_use", "end_use",
+__all__ = ["AUTO_TTL_S", "Holder", "Use", "acquire", "begin_use", "end_use",
            "get_lease", "held", "holders_by_device", "kick", "list_leases", "physical_key", "pin", "release",
            "renew", "sweep", "unpin", "whoami"]
 

@@ -16,7 +16,7 @@ from sqlalchemy import Engine, exists, text
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
-from edgelab.errors import ConfigError, EdgelabError, NotFound
+from edgelab.errors import ConfigError, LeaseHeld, NotFound
 from edgelab.lease.owner import Holder, whoami
 from edgelab.lease.rules import (  # noqa: F401 - re-exported: the rules live apart, free of the ORM
     AUTO_TTL_S,
@@ -33,18 +33,6 @@ from edgelab.store.models import Device, utcnow
 PG_LOCK_KEY = 7150452  # pg_advisory_xact_lock key of lease writers (7150451 is the migration's)
 
 
-class LeaseHeld(EdgelabError):
-    """A device is under someone else's lease (or not enough devices are free)."""
-
-    def __init__(self, message: str, *, remedy: str, lease: Lease | None = None, device: str | None = None):
-        super().__init__(message, remedy=remedy)
-        # a copy: the session that read it rolls back (and expires its objects) as this propagates
-        self.lease = Lease(**lease.model_dump()) if lease is not None else None
-        self.device = device
-
-
-class LeaseLost(EdgelabError):
-    """A lease ended (expired, kicked, released) while a workload relied on it."""
 
 
 def _lock(session: Session) -> None:

@@ -15,20 +15,13 @@ from typing import Any
 
 from sqlmodel import Session, select
 
-from edgelab.errors import ConfigError, EdgelabError, NotFound
+from edgelab.errors import ConfigError, NotFound, VirtualEvidence
 from edgelab.matrix import ladder
 from edgelab.matrix.evidence import judge, require
 from edgelab.matrix.layout import COLUMNS, ROWS, cell_id, column_by, row_by
 from edgelab.store.matrix import MatrixCell, MatrixChange, get_cell, list_cells
 from edgelab.store.models import Device, utcnow
 from edgelab.store.runs import get_run
-
-
-class VirtualEvidence(EdgelabError):
-    """Qualification asked on the strength of a virtual-device run."""
-
-    remedy = "qualify from runs on real devices; virtual runs stay attached as demonstration evidence"
-
 
 _FIELDS = ("stage", "functional", "performance", "failing_layer", "reason", "next_experiment", "evidence")
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from sqlmodel import Session, select
 
-from edgelab.errors import EdgelabError, NotFound
+from edgelab.errors import EvidenceRefused, NotFound
 from edgelab.matrix.layout import column_by, row_by
 from edgelab.store.models import Device
 from edgelab.store.runs import Run, RunRequest, RunSample, get_run
@@ -35,18 +35,6 @@ MIN_MEASURED = 20
 REQUIRED_PROVENANCE = ("device", "facts_hash", "runtime", "runtime_build", "runtime_sha256", "artifacts",
                        "weights", "cache", "power", "edgelab_version")
 UNKNOWN = "unknown"
-
-
-class EvidenceRefused(EdgelabError):
-    """A cell change asked on runs that do not show what the change claims."""
-
-    remedy = ("qualify from finished runs of this row's device and this column's pipeline, on a real "
-              "runtime with real weights, >= 1 warm-up and >= 20 measured requests per band, with complete "
-              "provenance (see `edgelab runs show RUN --json`)")
-
-    def __init__(self, message: str, verdicts: list[Verdict], remedy: str | None = None):
-        super().__init__(message, remedy=remedy)
-        self.verdicts = verdicts
 
 
 @dataclass

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
-from edgelab.errors import EdgelabError
+from edgelab.errors import EventError
 
 try:  # optional speed-up for ingest at 10^5 events/s; the stdlib gives the same results
     import orjson as _fastjson
@@ -25,12 +25,6 @@ SCHEMA_VERSION = 1
 
 ERROR_CLASSES = ("infra", "device", "workload")
 PHASES = ("warmup", "measured", "sustained", "after_cancel")
-
-
-class EventError(EdgelabError):
-    """A line that is not a valid edgelab event."""
-
-    remedy = "the source must emit edgelab event JSON lines (edgelab.metrics.events.encode)"
 
 
 @dataclass(slots=True)

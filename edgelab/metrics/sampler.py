@@ -121,13 +121,10 @@ def is_jetson(facts: dict[str, Any]) -> bool:
 
 
 def _windows_plan(facts: dict[str, Any], interval_s: float) -> SamplerPlan | None:
-    """CIM / performance counters and nvidia-smi through PowerShell, from the Windows telemetry
-    module (``edgelab.metrics.wintelemetry``) where this edgelab has it."""
-    try:
-        from edgelab.metrics import wintelemetry
-        from edgelab.transport.quoting import encode_powershell
-    except ImportError:
-        return None
+    """CIM / performance counters and nvidia-smi through PowerShell (``edgelab.metrics.wintelemetry``)."""
+    from edgelab.metrics import wintelemetry
+    from edgelab.transport.quoting import encode_powershell
+
     script = wintelemetry.windows_sampler(interval_s)
 
     def parse(lines: list[str], t: float, device: str | None) -> list[ResourceSample]:

@@ -34,7 +34,7 @@ from pydantic import (
 from sqlalchemy import Engine, insert
 from sqlmodel import Session, select
 
-from edgelab.errors import ConfigError, EdgelabError
+from edgelab.errors import AlreadyImported, ConfigError, InvalidInput
 from edgelab.strictjson import loads_strict
 
 MAX_INPUT_BYTES = 1 << 30  # a requests.jsonl over 1 GiB is not a study run
@@ -92,23 +92,6 @@ class StudyRecord(BaseModel):
                 raise ValueError(f"chunks_all[{i}]: chunk idx {idx} appears twice")
             seen.add(idx)
         return self
-
-
-class InvalidInput(ConfigError):
-    """An input file with bad lines; ``problems`` holds each as ``file:line: reason``."""
-
-    exit_code = 2
-
-    def __init__(self, problems: list[str], *, remedy: str | None = None):
-        shown = problems[:MAX_REPORTED]
-        more = len(problems) - len(shown)
-        text = "\n".join(shown) + (f"\n... and {more} more" if more else "")
-        super().__init__(text, remedy=remedy or "fix or remove those lines; nothing was imported")
-        self.problems = problems
-
-
-class AlreadyImported(EdgelabError):
-    """The same input (same content hash) is already stored as a run."""
 
 
 @dataclass

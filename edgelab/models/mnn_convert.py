@@ -18,14 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from edgelab.errors import EdgelabError
-
-
-class ConvertError(EdgelabError):
-    """MNN's converter failed, or tried to reach the network or start pip."""
-
-    remedy = "see the converter output above; `pip install MNN==3.6.1` gives the extension"
-
+from edgelab.errors import ConvertError
 
 FORBIDDEN_PROGRAMS = ("pip", "pip3", "uv")
 
@@ -83,11 +76,15 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     sys.addaudithook(guard)  # first: before the extension is even imported
+    from edgelab import logs
+
     ap = argparse.ArgumentParser(prog="python -m edgelab.models.mnn_convert", description=__doc__)
+    logs.add_argument(ap)
     ap.add_argument("src")
     ap.add_argument("dst")
     ap.add_argument("--biz-code", default="edgelab")
     a = ap.parse_args(argv)
+    logs.setup(a.log_level)
     import _tools  # MNN's converter extension; deliberately not MNN.tools
 
     _tools.mnnconvert(["mnnconvert", "-f", "ONNX", "--modelFile", a.src, "--MNNModel", a.dst,

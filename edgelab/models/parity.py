@@ -102,10 +102,14 @@ def main(argv: list[str] | None = None) -> int:
     import os
     import sys
 
+    from edgelab import logs
+
     ap = argparse.ArgumentParser(prog="python -m edgelab.models.parity", description=__doc__)
+    logs.add_argument(ap)
     ap.add_argument("stage", nargs="?", default="action-head")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
+    logs.setup(a.log_level)
     sys.stdout.flush()
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # the runtimes' own prints go to stderr

@@ -17,17 +17,13 @@ from pathlib import Path
 from sqlmodel import Session, select
 
 from edgelab.artifacts.registry import add_artifact, artifact_files
-from edgelab.errors import EdgelabError, NotFound
+from edgelab.errors import EdgelabError, NotFound, QuantizeError
 from edgelab.models.gguf_synth import ARCH, config_for, describe, parse_params, write_gguf
 from edgelab.runtimes.build import host_platform
 from edgelab.runtimes.cache import cache_root, locked
 from edgelab.store.artifacts import Artifact
 
 QUANTS = ("f16", "q8_0", "q6_k", "q5_k_m", "q5_0", "q4_k_m", "q4_k_s", "q4_0", "q3_k_m", "q2_k")
-
-
-class QuantizeError(EdgelabError):
-    """llama-quantize could not run or failed."""
 
 
 @dataclass(frozen=True)

@@ -14,15 +14,6 @@ from typing import Any
 CATEGORIES = ("infra", "device", "test")
 
 
-class StepFailure(Exception):
-    """Raised by a step: ``category`` says whose fault it is."""
-
-    def __init__(self, message: str, category: str = "infra", details: dict[str, Any] | None = None):
-        super().__init__(message)
-        self.category = category
-        self.details = details or {}
-
-
 class PlayInterrupted(KeyboardInterrupt):
     """A second Ctrl-C: the cleanup was cut short; ``result`` says what ran and what is left."""
 

@@ -13,16 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from edgelab.catalog.schema import Field, check
-from edgelab.catalog.yamlsrc import CatalogError, SrcDict, SrcList, load_file, load_text
-from edgelab.errors import ConfigError
+from edgelab.catalog.yamlsrc import SrcDict, SrcList, load_file, load_text
+from edgelab.errors import CatalogError, ConfigError, PlaybookError
 from edgelab.playbook.gates import Gate, parse_gate
-
-
-class PlaybookError(CatalogError):
-    """An invalid playbook; the message starts with file:line."""
-
-    remedy = "fix the named line of the playbook (the files in playbooks/ show every step kind)"
-
 
 STEP_KINDS = ("probe", "push", "deploy", "bench", "gate", "soak", "collect", "stop")
 BUILTIN_VARS = ("device", "device_class", "pipeline", "playbook")

@@ -14,9 +14,18 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from edgelab.errors import DeviceStateError, EdgelabError, RemoteTimeout, TransportError
+from edgelab.errors import (
+    BenchFailed,
+    DeviceStateError,
+    EdgelabError,
+    NotFound,
+    Refusal,
+    RemoteTimeout,
+    StepFailure,
+    TransportError,
+)
 from edgelab.playbook.gates import evaluate
-from edgelab.playbook.results import JobResult, StepFailure, StepResult
+from edgelab.playbook.results import JobResult, StepResult
 from edgelab.playbook.schema import Step
 from edgelab.store.db import session_scope
 
@@ -62,9 +71,7 @@ class JobContext:
 def classify(err: BaseException) -> str:
     """Whose fault: a device that is offline/unauthorized or hangs is ``device``; the rest of the
     transport (connection refused, host key, auth) is the lab's, ``infra``."""
-    if isinstance(err, DeviceStateError | RemoteTimeout):
-        return "device"
-    if type(err).__name__ == "Refusal":
+    if isinstance(err, DeviceStateError | RemoteTimeout | Refusal):
         return "device"
     if isinstance(err, TransportError):
         return "infra"
@@ -135,12 +142,10 @@ def _factory(ctx: JobContext):
 
 
 def do_deploy(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult) -> None:
-    try:
-        from edgelab.deploy.launch import deploy
-        from edgelab.deploy.options import Options
-        from edgelab.deploy.planning import DeployRequest
-    except ImportError as err:
-        raise StepFailure(f"deploy is not available in this build ({err})", "infra") from err
+    from edgelab.deploy.launch import deploy
+    from edgelab.deploy.options import Options
+    from edgelab.deploy.planning import DeployRequest
+
     pipeline = opts.get("pipeline") or ctx.pipeline
     if not pipeline:
         raise StepFailure("deploy needs a pipeline (step option or the playbook's pipelines:)", "infra")
@@ -201,12 +206,12 @@ def _failed_text(err: Any, device: str) -> str:
     """One clear line: a workload that could not even start (no interpreter on the device: exit 127,
     PowerShell's CommandNotFoundException) is said so, with the device's own first error line."""
     lines = [ln.strip() for ln in (err.stderr or "").splitlines() if ln.strip()]
-    if err.exit_code == 127 or any(m in (err.stderr or "") for m in _NOT_STARTED):
+    if err.workload_exit == 127 or any(m in (err.stderr or "") for m in _NOT_STARTED):
         first = next((ln for ln in lines if any(m in ln for m in _NOT_STARTED)), lines[0] if lines else "")
-        return (f"the workload could not start on {device} (exit {err.exit_code}): {first[:240]} - the reference "
+        return (f"the workload could not start on {device} (exit {err.workload_exit}): {first[:240]} - the reference "
                 f"runtime needs its Python interpreter with edgelab on the device (run {err.run_id} failed)")
     tail = " | ".join(lines[-3:])[:400]
-    return f"workload of run {err.run_id} exited {err.exit_code} on {device}: {tail}"
+    return f"workload of run {err.run_id} exited {err.workload_exit} on {device}: {tail}"
 
 
 def _refusal_category(code: str) -> str:
@@ -215,10 +220,8 @@ def _refusal_category(code: str) -> str:
 
 
 def do_bench(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult) -> None:
-    from edgelab.bench import BenchFailed, run_bench
+    from edgelab.bench import run_bench
     from edgelab.deploy.options import Options
-    from edgelab.deploy.refusal import Refusal
-    from edgelab.errors import NotFound
     from edgelab.store.snapshots import latest_snapshot
 
     req = bench_request(ctx, opts)

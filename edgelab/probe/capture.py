@@ -8,17 +8,10 @@ any command prints, and JSON nested deeper than any real capture. PowerShell's U
 
 from __future__ import annotations
 
-from edgelab.errors import ConfigError
+from edgelab.errors import BadCapture
 
 MAX_CAPTURE_BYTES = 64 << 20
 MAX_JSON_DEPTH = 64
-
-
-class BadCapture(ConfigError):
-    """A file that is no captured command output; the message starts with ``file:line``."""
-
-    exit_code = 2
-    remedy = "give the command's own output, saved as text (e.g. `getprop > getprop.txt`)"
 
 
 def _line_at(data: bytes, offset: int) -> int:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from edgelab.units import gib
+
 
 def _gib(n: int | None) -> str | None:
-    return None if not n else f"{n / 1024**3:.1f} GiB"
+    return gib(n or None, missing=None)
 
 
 def summarize(facts: dict[str, Any] | None) -> dict[str, Any]:

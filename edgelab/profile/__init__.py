@@ -6,7 +6,8 @@
 """
 
 from edgelab.profile.classify import Classification, classify
-from edgelab.profile.derive import DeployProfile, PipelineProfile, derive_profile
+from edgelab.profile.derive import DeployProfile, PipelineProfile, derive_profile, profile_from_facts
 from edgelab.profile.device import Rule
 
-__all__ = ["Classification", "DeployProfile", "PipelineProfile", "Rule", "classify", "derive_profile"]
+__all__ = ["Classification", "DeployProfile", "PipelineProfile", "Rule", "classify", "derive_profile",
+           "profile_from_facts"]

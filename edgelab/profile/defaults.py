@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-GIB = 1024**3
-MIB = 1024**2
+from edgelab.units import GIB, MIB
 
 
 @dataclass(frozen=True)

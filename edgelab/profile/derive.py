@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from edgelab.catalog.devices import DeviceCatalog
+from edgelab.catalog.devices import DeviceCatalog, load_devices
 from edgelab.catalog.pipelines import PipelineSpec, load_pipeline, load_pipelines, resolve_pipeline_id
 from edgelab.catalog.rules import ram_bytes
 from edgelab.probe.facts import Facts
@@ -127,3 +127,9 @@ def derive_profile(facts: Facts, catalog: DeviceCatalog, pipeline: str | Pipelin
 
 
 __all__ = ["DeployProfile", "PipelineProfile", "derive_profile", "GIB"]
+
+
+def profile_from_facts(facts: dict[str, Any], pipeline: str | None = None) -> dict[str, Any]:
+    """The deploy profile of stored facts (a probe snapshot's JSON) against the packaged catalog, as a
+    plain dict: what `edgelab profile`, the device page and the deploy dialog show."""
+    return derive_profile(Facts.from_dict(facts), load_devices(), pipeline=pipeline).to_dict()

@@ -14,6 +14,7 @@ from edgelab.catalog.devices import DeviceEntry
 from edgelab.probe.facts import CpuCluster, Facts
 from edgelab.profile.budget import WMI_SATURATED, Pool
 from edgelab.profile.defaults import GIB
+from edgelab.units import gib
 
 
 @dataclass
@@ -37,7 +38,7 @@ class Rules:
 
 
 def _gib(n: int | None) -> str:
-    return f"{n / GIB:.1f} GiB" if n is not None else "?"
+    return gib(n, missing="?")
 
 
 def memory_pools(facts: Facts, device_class: str, entry: DeviceEntry | None, rules: Rules) -> tuple[list[Pool], Pool | None]:

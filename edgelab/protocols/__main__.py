@@ -13,11 +13,13 @@ import signal
 import sys
 import threading
 
+from edgelab import logs
 from edgelab.errors import EdgelabError
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m edgelab.protocols", description=__doc__)
+    logs.add_argument(p)
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("serve", help="serve a reference-backed protocol endpoint")
     s.add_argument("protocol", choices=["speech", "http", "openpi"])
@@ -29,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--slow-every", type=int, default=0, help="openpi: inject a slow step every N inferences")
     s.add_argument("--slow-ms", type=float, default=0.0)
     args = p.parse_args(argv)
+    logs.setup(args.log_level)
     try:
         if args.protocol == "openpi":
             from edgelab.protocols.openpi import OpenPIServer, ReferencePolicy

@@ -23,7 +23,7 @@ import numpy as np
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
-from edgelab.errors import TransportError
+from edgelab.errors import FrameError
 from edgelab.metrics.events import (
     AudioChunk,
     CodecFrames,
@@ -59,12 +59,6 @@ from edgelab.reference.tts import (
 
 EOS, SEGMENT_END, RESET = 0x1, 0x2, 0x4
 HEADER = struct.Struct("<IHB")  # 7 bytes: seq, n_frames, flags
-
-
-class FrameError(TransportError):
-    """A codec-frame message that does not match its header or the stream's geometry."""
-
-    remedy = "the server and client disagree on the codec stream format (codebooks, int16 frame-major)"
 
 
 def pack_frames(seq: int, codes: np.ndarray, flags: int = 0) -> bytes:

@@ -18,12 +18,14 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402 - after the BLAS thread settings
 import sys  # noqa: E402
 
+from edgelab import logs  # noqa: E402
 from edgelab.errors import EdgelabError  # noqa: E402
 from edgelab.reference.emit import Emitter  # noqa: E402
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m edgelab.reference", description=__doc__)
+    logs.add_argument(p)
     sub = p.add_subparsers(dest="workload", required=True)
 
     t = sub.add_parser("tts", help="qwen3-tts: talker + code2wav, streamed on a chunk schedule")
@@ -68,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    logs.setup(args.log_level)
     em = Emitter(sys.stdout, run=args.run)
     try:
         if args.workload == "tts" and args.server:

@@ -19,7 +19,7 @@ from pathlib import Path
 from sqlmodel import Session
 
 from edgelab.artifacts.registry import add_artifact
-from edgelab.errors import EdgelabError, NotFound
+from edgelab.errors import BuildError, NotFound
 from edgelab.runtimes.cache import (
     build_dir,
     build_key,
@@ -44,10 +44,6 @@ REMEDIES = {
     "git": "install git",
     "make": "install make (apt-get install build-essential)",
 }
-
-
-class BuildError(EdgelabError):
-    """A recipe that could not run, or a step that failed."""
 
 
 @dataclass(frozen=True)

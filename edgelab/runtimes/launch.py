@@ -21,19 +21,13 @@ import re
 from dataclasses import dataclass, field
 from functools import cache
 
-from edgelab.errors import ConfigError
+from edgelab.errors import TemplateError
 from edgelab.runtimes.spec import LaunchTemplate, RuntimeSpec, load_runtimes
 
 _PH = re.compile(r"\{([a-z_]+)\}")
 BIN = "{bin}"
 ART = "{art:%s}"
 _ART = re.compile(r"\{art:([a-z_]+)\}")
-
-
-class TemplateError(ConfigError):
-    """A template that cannot be rendered with the values the plan has."""
-
-    remedy = "fix the template (runtimes/*.yaml, schema in edgelab/runtimes/spec.py) or give the missing value"
 
 
 @dataclass

@@ -49,11 +49,15 @@ def pack(out: Path, include: list[str], main: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from edgelab import logs
+
     ap = argparse.ArgumentParser(prog="python -m edgelab.runtimes.pack")
+    logs.add_argument(ap)
     ap.add_argument("out", type=Path)
     ap.add_argument("include", nargs="+", help="paths relative to the package root, e.g. edgelab/reference")
     ap.add_argument("--main", required=True, help="module run by `python3 app.pyz`")
     args = ap.parse_args(argv)
+    logs.setup(args.log_level)
     pack(args.out, args.include, args.main)
     return 0
 

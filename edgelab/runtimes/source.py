@@ -21,21 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgelab.artifacts.hashing import sha256_path
-from edgelab.errors import EdgelabError
+from edgelab.errors import SourceError
 from edgelab.runtimes.cache import cache_root, locked
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.xz", ".tar.bz2", ".tar", ".zip")
 PYPI_PREFIX = "pypi:"
-
-
-class SourceError(EdgelabError):
-    """A source that cannot be fetched, unpacked or recognised."""
-
-    remedy = (
-        "pass --source PATH: a source folder, a tarball, or the llama-cpp-python sdist "
-        "(pip download --no-deps --no-binary :all: llama-cpp-python==0.3.36)"
-    )
 
 
 @dataclass(frozen=True)

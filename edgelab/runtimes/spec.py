@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edgelab.catalog.yamlsrc import CatalogError, SrcDict, load_file
+from edgelab.catalog.yamlsrc import SrcDict, load_file
+from edgelab.errors import RuntimeError_
 
 RUNTIMES_DIR = Path(__file__).resolve().parents[2] / "runtimes"
 TOOLS = ("cmake", "ninja", "g++", "nvcc", "android-ndk", "pip", "python3", "git", "make")
@@ -61,12 +62,6 @@ READY_KINDS = ("log", "http", "port", "alive")
 ADAPTERS = ("edgelab-events", "llama-server", "llama-completion", "llama-bench", "none")
 PLACEMENT_EVIDENCE = ("events", "llama-load-log", "reference", "none")
 WORKDIRS = ("run", "bin")
-
-
-class RuntimeError_(CatalogError):
-    """A runtimes/*.yaml file that cannot be used; the message starts with file:line."""
-
-    remedy = "fix the named line of the runtime file (schema: edgelab/runtimes/spec.py)"
 
 
 @dataclass(frozen=True)

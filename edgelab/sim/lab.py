@@ -221,12 +221,7 @@ def lab_up(
 
 def lab_status(state_dir: Path | None = None) -> LabStatus:
     sdir = sim_dir(state_dir)
-    adb_info = None
-    try:
-        adb_info = _adb_lab().adb_lab_status(sdir)
-    except ImportError:
-        pass
-    return LabStatus(sdir, sshd.ssh_lab_status(sdir), adb_info)
+    return LabStatus(sdir, sshd.ssh_lab_status(sdir), _adb_lab().adb_lab_status(sdir))
 
 
 def lab_down(
@@ -243,13 +238,8 @@ def lab_down(
         stop_lab_deployments(db_url, names, ssh_config, progress=say)
     say("stopping the SSH lab")
     sshd.stop_ssh_lab(sdir)
-    try:
-        adb_lab = _adb_lab()
-    except ImportError:
-        adb_lab = None
-    if adb_lab is not None:
-        say("stopping the ADB lab")
-        adb_lab.stop_adb_lab(sdir)
+    say("stopping the ADB lab")
+    _adb_lab().stop_adb_lab(sdir)
     return mark_offline(db_url, names or None)
 
 

@@ -1,13 +1,13 @@
 """A second virtual lab host: a network namespace of its own with its adb server, phones and SSH devices.
 
 What a lab that grew past one machine looks like, made on this one: ``labhost2`` is a network
-namespace joined to this host by a veth pair (``10.A.B.1`` here, ``10.A.B.2`` there, a /24 of its
-own that no route of this host uses). Inside it run, as processes of that namespace:
+namespace joined to this host by a veth pair (``198.18.B.1`` here, ``198.18.B.2`` there (or 198.19.B): RFC 2544's
+benchmarking range, in a /24 that no route of this host but the default covers). Inside it run, as processes of that namespace:
 
 - the project's ADB emulator behind a real adb server on ``*:5037`` (``adb -a``: reachable at
-  ``10.A.B.2:5037``, and on the namespace's own loopback for an ``ssh://`` tunnel);
+  ``198.18.B.2:5037``, and on the namespace's own loopback for an ``ssh://`` tunnel);
 - the virtual SSH lab (personas on the namespace's 127.0.0.x), which nothing outside can reach;
-- a real OpenSSH sshd on ``10.A.B.2:22``: the only way in, a jump host and the tunnel host, which
+- a real OpenSSH sshd on ``198.18.B.2:22``: the only way in, a jump host and the tunnel host, which
   forwards TCP and runs no command (ForceCommand says so).
 
 Every address lives on the veth pair the lab made, and deleting the namespace removes the pair.
@@ -30,6 +30,7 @@ from pathlib import Path
 
 from edgelab.errors import TransportError
 
+NETNS_PREFIX = "labhost2-"  # not "edgelab": the persona tests check no edgelab mount shows on this host
 ADB_PORT = 5037  # the namespace's own port space: the default port, as on a real lab host
 GATEWAY_PORT = 22
 SSH_PERSONAS = ["orin-agx"]
@@ -41,8 +42,8 @@ class LabHost:
     """How to reach the second lab host; ``ssh``/``adb`` describe its labs as seen from inside it."""
 
     netns: str
-    address: str  # labhost2's address on the veth (10.A.B.2)
-    peer: str  # this host's end (10.A.B.1)
+    address: str  # labhost2's address on the veth (198.18.B.2)
+    peer: str  # this host's end (198.18.B.1)
     state_dir: Path
     gateway_port: int
     gateway_fingerprint: str
@@ -78,18 +79,22 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 
 
 def _subnet_in_use(prefix: str) -> bool:
-    out = _ip("-4", "addr", "show").stdout + _ip("-4", "route", "show").stdout
-    return f"{prefix}." in out
+    """True when an address or any route but the default already covers ``prefix.0/24``: a /24
+    of ours would shadow it for every process of this host while the namespace lives."""
+    if f"inet {prefix}." in _ip("-4", "addr", "show").stdout:
+        return True
+    routes = _ip("-4", "route", "show", "match", f"{prefix}.0/24").stdout.splitlines()
+    return any(r.strip() and not r.startswith("default") for r in routes)
 
 
 def _make_netns(name: str, host_if: str) -> tuple[str, str]:
-    """The namespace, its loopback up, a veth pair with a free 10.A.B.0/24; returns (inside, this side)."""
+    """The namespace, its loopback up, a veth pair with a free 198.18.B.0/24; returns (inside, this side)."""
     _ip("netns", "add", name)
     _ip("-n", name, "link", "set", "lo", "up")
     _ip("link", "add", host_if, "type", "veth", "peer", "name", "eth0", "netns", name)
     rng = random.Random()
     for _ in range(50):
-        prefix = f"10.{rng.randint(200, 250)}.{rng.randint(1, 254)}"
+        prefix = f"198.{rng.randint(18, 19)}.{rng.randint(1, 254)}"  # 198.18.0.0/15, RFC 2544
         if _subnet_in_use(prefix):
             continue
         if _ip("addr", "add", f"{prefix}.1/24", "dev", host_if, check=False).returncode != 0:
@@ -98,7 +103,7 @@ def _make_netns(name: str, host_if: str) -> tuple[str, str]:
         _ip("link", "set", host_if, "up")
         _ip("-n", name, "link", "set", "eth0", "up")
         return f"{prefix}.2", f"{prefix}.1"
-    raise TransportError("no free 10.x.y.0/24 for the second lab host", remedy="remove stale edgelab-lh namespaces")
+    raise TransportError("no free 198.18.0.0/15 /24 for the second lab host", remedy="remove stale labhost2-* namespaces (ip netns list)")
 
 
 def _gateway_config(state: Path, address: str, user: str, authorized: Path) -> Path:
@@ -164,7 +169,7 @@ def start(state_dir: Path, name: str | None = None) -> LabHost:
     state_dir = Path(state_dir).resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
     tag = f"{os.getpid() % 100000}{random.randint(0, 99):02d}"
-    netns, host_if = name or f"edgelab-lh{tag}", f"elh{tag}"
+    netns, host_if = name or f"{NETNS_PREFIX}{tag}", f"lh2h{tag}"
     (state_dir / "netns").write_text(netns)
     try:
         address, peer = _make_netns(netns, host_if)
@@ -197,7 +202,7 @@ def stop(state_dir: Path) -> None:
         netns = (state_dir / "netns").read_text().strip()
     except OSError:
         return
-    if not netns.startswith("edgelab-lh"):
+    if not netns.startswith(NETNS_PREFIX):
         return
     if netns in _ip("netns", "list", check=False).stdout.split():
         for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0)):

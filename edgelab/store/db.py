@@ -7,6 +7,7 @@ timeout instead of failing half-way, and no row is lost.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 import time
@@ -15,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, InterfaceError, OperationalError
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session
@@ -25,6 +26,7 @@ from edgelab.errors import ConfigError
 from edgelab.store.migrate import migrate
 
 BUSY_TIMEOUT_S = 30.0
+log = logging.getLogger(__name__)
 
 _engines: dict[str, Engine] = {}
 _lock = threading.Lock()
@@ -36,18 +38,27 @@ def get_engine(url: str | None = None) -> Engine:
     with _lock:
         engine = _engines.get(resolved)
         if engine is None:
+            log.debug("opening database %s", _shown(resolved))
             engine = _create(resolved)
             try:
                 migrate(engine)
             except (OperationalError, InterfaceError) as err:
                 engine.dispose()
                 raise ConfigError(
-                    f"cannot open database {make_url(resolved).render_as_string(hide_password=True)}: "
+                    f"cannot open database {_shown(resolved)}: "
                     f"{err.orig or err}".splitlines()[0],
                     remedy="check --db / EDGELAB_DB: the file's directory must be writable, a server reachable",
                 ) from err
             _engines[resolved] = engine
         return engine
+
+
+def _shown(url: str) -> str:
+    """``url`` as it may be printed: without its password."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "(not a database URL)"
 
 
 def dispose_engines() -> None:
@@ -96,6 +107,7 @@ def _create(url: str) -> Engine:
     database = parsed.database or ""
     memory = database in ("", ":memory:") or database.startswith("file::memory:")
     kwargs: dict = {"connect_args": {"timeout": BUSY_TIMEOUT_S, "check_same_thread": False}}
+    target: str | URL = url
     if memory:
         kwargs["poolclass"] = StaticPool
     else:
@@ -107,8 +119,8 @@ def _create(url: str) -> Engine:
                 f"cannot create the database directory {path.parent}: {err.strerror}",
                 remedy="give a --db path in a writable directory",
             ) from err
-        url = parsed.set(database=str(path))
-    engine = create_engine(url, **kwargs)
+        target = parsed.set(database=str(path))
+    engine = create_engine(target, **kwargs)
     _sqlite_events(engine, wal=not memory)
     return engine
 

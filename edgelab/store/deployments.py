@@ -9,18 +9,35 @@ lock on the device), so two deploys racing for one pool cannot both get it.
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Column, ForeignKey, Index, Integer, String, UniqueConstraint
-from sqlmodel import Field, Session, SQLModel, select
+from sqlmodel import Field, Session, SQLModel, col, select
 
 import edgelab.store.models  # noqa: F401 - the device table deployments and reservations refer to
 import edgelab.store.runs  # noqa: F401 - the run table the deployment's run_id refers to
 from edgelab.errors import NotFound
 from edgelab.store.base import _ts, utcnow
 
-ACTIVE_STATES = ("pending", "starting", "running")
-FINAL_STATES = ("finished", "failed", "stopped", "device-lost", "refused")
+
+class DeploymentState(StrEnum):
+    """A deployment's state: pending -> starting -> running -> finished | failed | stopped | device-lost;
+    refused before anything ran."""
+
+    PENDING = "pending"
+    STARTING = "starting"
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    DEVICE_LOST = "device-lost"
+    REFUSED = "refused"
+
+
+DEPLOYMENT_STATES = tuple(s.value for s in DeploymentState)
+ACTIVE_STATES = DEPLOYMENT_STATES[:3]  # pending, starting, running: its processes may be alive
+FINAL_STATES = DEPLOYMENT_STATES[3:]  # nothing changes it any more (device-lost: only to stopped/ended)
 
 
 class Deployment(SQLModel, table=True):
@@ -55,6 +72,13 @@ class Deployment(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts(nullable=False))
     started_at: datetime | None = Field(default=None, sa_column=_ts())
     ended_at: datetime | None = Field(default=None, sa_column=_ts())
+
+    @property
+    def pk(self) -> int:
+        """``id`` of the written row (the database gives it on flush; a new row has none yet)."""
+        if self.id is None:
+            raise ValueError(f"{type(self).__name__} {self.run_id!r} is not written yet: it has no id")
+        return self.id
 
 
 class DeploymentProcess(SQLModel, table=True):
@@ -125,9 +149,12 @@ class DeployAttempt(SQLModel, table=True):
 def get_deployment(session: Session, ref: str | int) -> Deployment:
     """By run id (``r...``) or numeric id; NotFound with a remedy."""
     ref_s = str(ref)
-    query = select(Deployment).where(Deployment.id == int(ref_s)) if ref_s.isdigit() else \
-        select(Deployment).where(Deployment.run_id == ref_s)
-    dep = session.exec(query).first()
+    if isinstance(ref, int):
+        dep = session.get(Deployment, ref)
+    else:
+        query = select(Deployment).where(Deployment.id == int(ref_s)) if ref_s.isdigit() else \
+            select(Deployment).where(Deployment.run_id == ref_s)
+        dep = session.exec(query).first()
     if dep is None:
         raise NotFound(f"no deployment {ref_s!r}", remedy="see `edgelab ps --all` for run ids")
     return dep
@@ -137,15 +164,15 @@ def list_deployments(session: Session, *, active_only: bool = True, device_id: i
     """Newest first; ``active_only``: those that run or may still run (marked ``to_stop``)."""
     query = select(Deployment)
     if active_only:
-        query = query.where(Deployment.state.in_(ACTIVE_STATES) | (Deployment.to_stop == True))  # type: ignore[attr-defined]  # noqa: E712
+        query = query.where(col(Deployment.state).in_(sorted(ACTIVE_STATES)) | (col(Deployment.to_stop) == True))  # noqa: E712
     if device_id is not None:
         query = query.where(Deployment.device_id == device_id)
-    return list(session.exec(query.order_by(Deployment.created_at.desc(), Deployment.id.desc())).all())
+    return list(session.exec(query.order_by(col(Deployment.created_at).desc(), col(Deployment.id).desc())).all())
 
 
 def processes(session: Session, deployment_id: int) -> list[DeploymentProcess]:
     return list(session.exec(select(DeploymentProcess).where(DeploymentProcess.deployment_id == deployment_id)
-                             .order_by(DeploymentProcess.id)).all())
+                             .order_by(col(DeploymentProcess.id))).all())
 
 
 def open_reservations(session: Session, device_id: int) -> list[Reservation]:
@@ -203,4 +230,4 @@ def list_attempts(session: Session, device_name: str | None = None) -> list[Depl
     query = select(DeployAttempt)
     if device_name:
         query = query.where(DeployAttempt.device_name == device_name)
-    return list(session.exec(query.order_by(DeployAttempt.id.desc())).all())
+    return list(session.exec(query.order_by(col(DeployAttempt.id).desc())).all())

@@ -7,7 +7,7 @@ import re
 from datetime import UTC, datetime
 
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from edgelab.errors import ConfigError, NotFound
 from edgelab.store.models import Device
@@ -189,3 +189,16 @@ def record_host_key(session: Session, name: str, fingerprint: str, key_type: str
     session.add(device)
     session.flush()
     return device
+
+
+def device_names(session: Session) -> list[str]:
+    """Every device name, sorted."""
+    return list(session.exec(select(Device.name).order_by(Device.name)).all())
+
+
+def virtual_names(session: Session, names: set[str] | list[str]) -> set[str]:
+    """Those of ``names`` that are virtual devices (unknown names are not)."""
+    if not names:
+        return set()
+    return set(session.exec(select(Device.name).where(col(Device.name).in_(sorted(names)),
+                                                      Device.virtual == True)).all())  # noqa: E712 - SQL

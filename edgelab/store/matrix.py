@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import JSON, Column, ForeignKey, Index, Integer, String
-from sqlmodel import Field, Session, SQLModel, select
+from sqlmodel import Field, Session, SQLModel, col, select
 
 from edgelab.errors import NotFound
 from edgelab.store.base import _ts, utcnow
@@ -59,11 +59,8 @@ class MatrixChange(SQLModel, table=True):
     note: str | None = None
 
 
-TABLES = [MatrixCell.__table__, MatrixChange.__table__]
-
-
 def list_cells(session: Session) -> list[MatrixCell]:
-    return list(session.exec(select(MatrixCell).order_by(MatrixCell.row, MatrixCell.col)).all())
+    return list(session.exec(select(MatrixCell).order_by(col(MatrixCell.row), col(MatrixCell.col))).all())
 
 
 def get_cell(session: Session, cell_id: str) -> MatrixCell:
@@ -74,5 +71,5 @@ def get_cell(session: Session, cell_id: str) -> MatrixCell:
 
 
 def history(session: Session, cell_id: str) -> list[MatrixChange]:
-    q = select(MatrixChange).where(MatrixChange.cell_id == cell_id).order_by(MatrixChange.id)
+    q = select(MatrixChange).where(MatrixChange.cell_id == cell_id).order_by(col(MatrixChange.id))
     return list(session.exec(q).all())

@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, text
 
-from edgelab.errors import ConfigError
+from edgelab.errors import ConfigError, EdgelabError
 from edgelab.store.schema import scanned_head
 
 if TYPE_CHECKING:
     from alembic.config import Config
+    from alembic.script import ScriptDirectory
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 
@@ -27,7 +28,14 @@ def alembic_config() -> Config:
 def head_revision() -> str:
     from alembic.script import ScriptDirectory
 
-    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+    return _head(ScriptDirectory.from_config(alembic_config()))
+
+
+def _head(script: ScriptDirectory) -> str:
+    head = script.get_current_head()
+    if head is None:  # no migration files: a broken install, not the operator's input
+        raise EdgelabError("this edgelab ships no schema migrations", remedy="reinstall edgelab")
+    return head
 
 
 def current_revision(engine: Engine) -> str | None:
@@ -47,7 +55,7 @@ def migrate(engine: Engine, revision: str = "head") -> None:
 
     cfg = alembic_config()
     script = ScriptDirectory.from_config(cfg)
-    target = script.get_current_head() if revision == "head" else revision
+    target = _head(script) if revision == "head" else revision
     with engine.begin() as conn:  # SQLite: BEGIN IMMEDIATE, i.e. the write lock
         if conn.dialect.name == "postgresql":
             conn.execute(text("SELECT pg_advisory_xact_lock(7150451)"))

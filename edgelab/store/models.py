@@ -66,6 +66,13 @@ class Device(SQLModel, table=True):
             shell=Shell(self.shell),
         )
 
+    @property
+    def pk(self) -> int:
+        """``id`` of the written row (the database gives it on flush; a new row has none yet)."""
+        if self.id is None:
+            raise ValueError(f"{type(self).__name__} {self.name!r} is not written yet: it has no id")
+        return self.id
+
 
 class ProbeSnapshot(SQLModel, table=True):
     """One probe of one device: raw outputs (re-parseable by a newer edgelab), facts, classification.

@@ -9,16 +9,30 @@ from __future__ import annotations
 
 import secrets
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Column, Float, ForeignKey, Index, String, UniqueConstraint
-from sqlmodel import Field, Session, SQLModel, select
+from sqlmodel import Field, Session, SQLModel, col, select
 
 from edgelab.errors import ConfigError, NotFound
 from edgelab.store.base import _ts, utcnow
 
-RUN_STATES = ("pending", "running", "finished", "failed", "stopped", "device-lost")
-FINAL_STATES = frozenset({"finished", "failed", "stopped", "device-lost"})
+
+class RunState(StrEnum):
+    """A run's state: pending -> running -> finished | failed | stopped | device-lost."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    DEVICE_LOST = "device-lost"
+
+
+RUN_STATES = tuple(s.value for s in RunState)
+ACTIVE_STATES = frozenset({RunState.PENDING.value, RunState.RUNNING.value})  # may still change; device busy
+FINAL_STATES = frozenset(RUN_STATES) - ACTIVE_STATES  # nothing changes it any more
 
 
 def _run_fk(nullable: bool = False) -> Column:
@@ -181,7 +195,7 @@ def get_run(session: Session, ref: str) -> Run:
 
 def list_runs(session: Session, *, limit: int = 50, device: str | None = None,
               pipeline: str | None = None, state: str | None = None) -> list[Run]:
-    q = select(Run).order_by(Run.created_at.desc(), Run.id)
+    q = select(Run).order_by(col(Run.created_at).desc(), Run.id)
     if device:
         q = q.where(Run.device_name == device)
     if pipeline:
@@ -189,6 +203,19 @@ def list_runs(session: Session, *, limit: int = 50, device: str | None = None,
     if state:
         q = q.where(Run.state == state)
     return list(session.exec(q.limit(limit)).all())
+
+
+def runs_by_id(session: Session, ids: set[str] | list[str]) -> dict[str, Run]:
+    """id -> run for those of ``ids`` that exist (a missing id is simply absent), in one query."""
+    if not ids:
+        return {}
+    return {r.id: r for r in session.exec(select(Run).where(col(Run.id).in_(sorted(ids)))).all()}
+
+
+def busy_device_names(session: Session) -> set[str]:
+    """Names of devices with an active (pending or running) run."""
+    names = session.exec(select(Run.device_name).where(col(Run.state).in_(sorted(ACTIVE_STATES))).distinct()).all()
+    return {n for n in names if n}
 
 
 def set_state(session: Session, run: Run, state: str, *, error: str | None = None) -> Run:
@@ -214,7 +241,7 @@ def mark_stale(session: Session, *, max_silence_s: float = 120.0) -> list[str]:
     from datetime import timedelta
 
     cutoff = utcnow() - timedelta(seconds=max_silence_s)
-    stale = session.exec(select(Run).where(Run.state.in_(("running", "pending")))).all()
+    stale = session.exec(select(Run).where(col(Run.state).in_(sorted(ACTIVE_STATES)))).all()
     out = []
     for run in stale:
         beat = run.heartbeat_at or run.started_at or run.created_at
@@ -239,14 +266,20 @@ def put_summary(session: Session, run_id: str, kind: str, metrics: dict, provena
 
 
 def requests_of(session: Session, run_id: str) -> list[RunRequest]:
-    return list(session.exec(select(RunRequest).where(RunRequest.run_id == run_id).order_by(RunRequest.id)).all())
+    return list(session.exec(select(RunRequest).where(RunRequest.run_id == run_id).order_by(col(RunRequest.id))).all())
 
 
 def samples_of(session: Session, run_id: str, *, kind: str | None = None, after_id: int = 0) -> list[RunSample]:
-    q = select(RunSample).where(RunSample.run_id == run_id, RunSample.id > after_id)
+    q = select(RunSample).where(RunSample.run_id == run_id, col(RunSample.id) > after_id)
     if kind:
         q = q.where(RunSample.kind == kind)
-    return list(session.exec(q.order_by(RunSample.id)).all())
+    return list(session.exec(q.order_by(col(RunSample.id))).all())
+
+
+def logs_of(session: Session, run_id: str, *, after_id: int = 0) -> list[RunLog]:
+    """A run's log/error/stage lines stored after ``after_id``, oldest first (a follower's increment)."""
+    q = select(RunLog).where(RunLog.run_id == run_id, col(RunLog.id) > after_id)
+    return list(session.exec(q.order_by(col(RunLog.id))).all())
 
 
 def telemetry_of(session: Session, *, run_id: str | None = None, device: str | None = None,
@@ -256,5 +289,5 @@ def telemetry_of(session: Session, *, run_id: str | None = None, device: str | N
         q = q.where(TelemetrySample.run_id == run_id)
     if device:
         q = q.where(TelemetrySample.device_name == device)
-    rows = session.exec(q.order_by(TelemetrySample.t.desc()).limit(limit)).all()
+    rows = session.exec(q.order_by(col(TelemetrySample.t).desc()).limit(limit)).all()
     return list(reversed(rows))

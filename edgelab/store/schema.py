@@ -24,7 +24,7 @@ def scanned_head() -> str | None:
     for path in sorted(VERSIONS_DIR.glob("*.py")):
         if path.name == "__init__.py":
             continue
-        found = dict(m.groups() for m in _ASSIGN.finditer(path.read_text(encoding="utf-8")))
+        found = {m[1]: m[2] for m in _ASSIGN.finditer(path.read_text(encoding="utf-8"))}
         try:
             rev = ast.literal_eval(found["revision"])
             down = ast.literal_eval(found.get("down_revision", "None"))

@@ -10,13 +10,15 @@ import hashlib
 import json
 from typing import Any
 
-from sqlmodel import Session, select
+from sqlalchemy import func
+from sqlmodel import Session, col, select
 
 from edgelab.errors import NotFound
 from edgelab.store.devices import get_device
 from edgelab.store.models import ProbeSnapshot
 
-__all__ = ["ProbeSnapshot", "add_snapshot", "canonical_json", "facts_hash", "latest_snapshot", "list_snapshots"]
+__all__ = ["ProbeSnapshot", "add_snapshot", "canonical_json", "facts_hash", "latest_per_device", "latest_snapshot",
+           "list_snapshots"]
 
 
 def canonical_json(data: Any) -> str:
@@ -42,7 +44,7 @@ def latest_snapshot(session: Session, name: str, *, ok_only: bool = True) -> Pro
     query = select(ProbeSnapshot).where(ProbeSnapshot.device_id == device.id)
     if ok_only:
         query = query.where(ProbeSnapshot.ok == True)  # noqa: E712 - SQL expression
-    snap = session.exec(query.order_by(ProbeSnapshot.taken_at.desc(), ProbeSnapshot.id.desc())).first()
+    snap = session.exec(query.order_by(col(ProbeSnapshot.taken_at).desc(), col(ProbeSnapshot.id).desc())).first()
     if snap is None:
         raise NotFound(
             f"{name} has no {'successful ' if ok_only else ''}probe snapshot yet",
@@ -57,7 +59,31 @@ def list_snapshots(session: Session, name: str, *, limit: int = 20) -> list[Prob
     query = (
         select(ProbeSnapshot)
         .where(ProbeSnapshot.device_id == device.id)
-        .order_by(ProbeSnapshot.taken_at.desc(), ProbeSnapshot.id.desc())
+        .order_by(col(ProbeSnapshot.taken_at).desc(), col(ProbeSnapshot.id).desc())
         .limit(limit)
     )
     return list(session.exec(query).all())
+
+
+def latest_per_device(session: Session, device_ids: list[int] | None = None) -> dict[int, tuple]:
+    """device id -> (taken_at, ok, facts) of its newest snapshot, in one query whatever the fleet size."""
+    newest = select(col(ProbeSnapshot.device_id), func.max(ProbeSnapshot.id).label("sid")).group_by(
+        col(ProbeSnapshot.device_id)
+    )
+    if device_ids is not None:
+        newest = newest.where(col(ProbeSnapshot.device_id).in_(device_ids))
+    sub = newest.subquery()
+    rows = session.exec(
+        select(ProbeSnapshot.device_id, ProbeSnapshot.taken_at, ProbeSnapshot.ok, ProbeSnapshot.facts).join(
+            sub, col(ProbeSnapshot.id) == sub.c.sid
+        )
+    ).all()
+    return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+
+def snapshot_history(session: Session, device_id: int, *, limit: int = 30) -> list[ProbeSnapshot]:
+    """A device's snapshots, newest first (successful or not): its probe history."""
+    return list(session.exec(
+        select(ProbeSnapshot).where(ProbeSnapshot.device_id == device_id)
+        .order_by(col(ProbeSnapshot.taken_at).desc(), col(ProbeSnapshot.id).desc()).limit(limit)
+    ).all())

@@ -28,6 +28,7 @@ from edgelab.transport import adb_push
 from edgelab.transport.adb_server import (
     host_query,
     is_remote,
+    is_tunnel,
     list_devices,
     not_answering,
     open_server,
@@ -270,6 +271,11 @@ class ADBTransport(Transport):
 
             return "untrusted", str(for_device(e, endpoint.name))
         except TransportError as e:
+            if is_tunnel(endpoint.adb_server):
+                from edgelab.transport.adb_tunnel import auth_failed
+
+                if auth_failed(e):
+                    return "auth-failed", str(e)
             return "offline", str(e)
         if state == "device":
             try:

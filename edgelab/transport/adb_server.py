@@ -8,6 +8,7 @@ start (or touch) a server the operator did not ask for.
 from __future__ import annotations
 
 import socket
+from typing import TypeGuard
 
 from edgelab.errors import DeviceNotAnswering, TransportError
 
@@ -23,18 +24,23 @@ def parse_server(adb_server: str | None) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
+def is_tunnel(adb_server: str | None) -> TypeGuard[str]:
+    """``ssh://...``: a server on another lab host's loopback, reached through SSH (transport.adb_tunnel)."""
+    return adb_server is not None and adb_server.strip().lower().startswith("ssh://")
+
+
 def is_remote(adb_server: str | None) -> bool:
     """A server on another lab host (by address, or ``ssh://``): its ``adb forward`` ports are bound there."""
     if not adb_server:
         return False
-    if adb_server.strip().lower().startswith("ssh://"):
+    if is_tunnel(adb_server):
         return True
     host = parse_server(adb_server)[0].lower()
     return not (host == "localhost" or host == "::1" or host.startswith("127."))
 
 
 def open_server(adb_server: str | None, timeout: float = 10.0) -> socket.socket:
-    if adb_server and adb_server.strip().lower().startswith("ssh://"):
+    if is_tunnel(adb_server):
         from edgelab.transport.adb_tunnel import local_address  # noqa: PLC0415 - paramiko only when tunnelling
 
         adb_server = local_address(adb_server, timeout)

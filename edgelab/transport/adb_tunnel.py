@@ -48,7 +48,7 @@ class TunnelSpec:
 
 
 def is_tunnel(adb_server: str | None) -> bool:
-    return bool(adb_server) and adb_server.strip().lower().startswith(SCHEME)
+    return adb_server is not None and adb_server.strip().lower().startswith(SCHEME)
 
 
 def parse(text: str) -> TunnelSpec:
@@ -103,13 +103,12 @@ def local_address(adb_server: str, timeout: float = 10.0) -> str:
         with _LOCK:
             return _tunnel(spec, timeout).forward.url_host
     except HostKeyError as e:
-        from edgelab.transport.jump import on_the_way
+        from edgelab.transport.on_the_way import on_the_way
 
         err = on_the_way(e, spec.ssh, None)  # the device is named by whoever asked (ADBTransport)
         raise HostKeyError(f"adb server {key}: {err}", remedy=err.remedy) from None
-    except TransportError as e:
-        raise TransportError(f"adb server {key}: {e}", remedy=e.remedy or "check the SSH access to that host") \
-            from None
+    except TransportError as e:  # the same kind (SSHAuthError, SSHUnreachable...), saying which server
+        raise type(e)(f"adb server {key}: {e}", remedy=e.remedy or "check the SSH access to that host") from None
 
 
 def _tunnel(spec: TunnelSpec, timeout: float) -> _Tunnel:
@@ -133,6 +132,13 @@ def for_device(err: HostKeyError, name: str) -> HostKeyError:
     fix = f"edgelab device trust {name}"
     return HostKeyError(str(err).replace("edgelab device trust DEVICE", fix),
                         remedy=(err.remedy or fix).replace("edgelab device trust DEVICE", fix))
+
+
+def auth_failed(err: BaseException) -> bool:
+    """Whether ``err`` is the tunnel host refusing every key (a state of its own for ``device check``)."""
+    from edgelab.errors import SSHAuthError
+
+    return isinstance(err, SSHAuthError)
 
 
 def close_all() -> None:

@@ -11,9 +11,12 @@ authenticate every hop.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from edgelab.errors import HostKeyError
 from edgelab.transport.base import Endpoint
+
+if TYPE_CHECKING:  # the resolver imports paramiko; a probe of a phone never needs it
+    from edgelab.transport.ssh_config import Hop
 
 
 @dataclass(frozen=True)
@@ -23,10 +26,10 @@ class Gateway:
     name: str
     host: str  # known_hosts name: HostKeyAlias, else HostName
     port: int
-    hop: object  # edgelab.transport.ssh_config.Hop
+    hop: Hop
 
 
-def _chain(hop) -> list:
+def _chain(hop: Hop) -> list[Hop]:
     """``hop``'s jump hosts, outermost first (each Hop carries the hop before it in ``jump``)."""
     out = []
     j = hop.jump[0] if hop.jump else None
@@ -36,7 +39,7 @@ def _chain(hop) -> list:
     return list(reversed(out))
 
 
-def _gateway(hop) -> Gateway:
+def _gateway(hop: Hop) -> Gateway:
     host, port = (hop.host_key_alias, 22) if hop.host_key_alias else (hop.host, hop.port)
     return Gateway(hop.name, host, port, hop)
 
@@ -71,24 +74,10 @@ def trusted(gateway: Gateway, key) -> bool:
     from edgelab.transport import hostkeys
 
     hop = gateway.hop
-    files = [*hop.known_hosts, *hostkeys.default_known_hosts_files()]
+    files = [*hop.known_hosts, *map(str, hostkeys.default_known_hosts_files())]
     entries = hostkeys.lookup(files, gateway.host, gateway.port)
     if not entries:
         return False  # unknown: offer it
     hostkeys.verify(gateway.name, hop.host, hop.port, key.pkey(), known_hosts=hop.known_hosts,
                     alias=hop.host_key_alias)
     return True
-
-
-def on_the_way(err: HostKeyError, gateway: str, device: str | None) -> HostKeyError:
-    """``err`` about a lab host on the way, reworded for the device it carries: the trust command names the
-    device (``edgelab device trust`` walks to that host from there), never the host, which is no device.
-    Rewording again further out (a chain of jump hosts) keeps the first host's words."""
-    text = getattr(err, "host_text", None) or str(err)
-    host = getattr(err, "host_name", None) or gateway
-    cmd, fixed = f"edgelab device trust {host}", f"edgelab device trust {device or 'DEVICE'}"
-    where = f"on the way to {device}: " if device else ""
-    new = HostKeyError(f"{where}lab host {text.replace(cmd, fixed)}",
-                       remedy=(getattr(err, "host_remedy", None) or err.remedy or fixed).replace(cmd, fixed))
-    new.host_text, new.host_name, new.host_remedy = text, host, getattr(err, "host_remedy", None) or err.remedy
-    return new

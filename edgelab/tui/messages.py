@@ -42,7 +42,7 @@ class DeviceChosen(Message):
 
 @dataclass
 class RunLoaded(Message):
-    """A fresh read of one run (data_runs.RunView)."""
+    """A fresh read of one run (edgelab.views.run.RunView)."""
 
     view: Any
 

@@ -7,7 +7,8 @@ host: a VIRTUAL device, its files and shims; a source the persona reads from the
 say, printed the lab host's). ``fact`` is what the source's parser makes of that output alone, as
 ``parse_sections`` merges it. tests/test_probe_collect.py asserts each fixture exactly; after a
 deliberate change run ``python tests/collectors/capture.py`` and review the diff: every changed
-line is a changed command or fact.
+line is a changed command or fact, except the personas' live readings (the phones' battery
+temperature moves between captures; keep the old file where only such a reading changed).
 """
 
 from __future__ import annotations

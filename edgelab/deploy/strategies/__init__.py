@@ -8,10 +8,10 @@ eligible (Jetson-class CUDA with memory), then S3, then S5, the baseline. ``--st
 from __future__ import annotations
 
 from edgelab.deploy.plan import ExecutionPlan
-from edgelab.deploy.refusal import Refusal
 from edgelab.deploy.strategies import s1, s3, s4, s5
 from edgelab.deploy.strategies.common import REFERENCE, RUNTIME_FORMATS, PlanContext
 from edgelab.deploy.strategies.controller import has_controller
+from edgelab.errors import Refusal
 from edgelab.runtimes.launch import runtimes
 
 BUILDERS = {"S1": s1.build, "S3": s3.build, "S4": s4.build, "S5": s5.build}

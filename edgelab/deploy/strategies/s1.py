@@ -50,8 +50,8 @@ def build(ctx: PlanContext, reason: str) -> ExecutionPlan:
         plan = base_plan(ctx, "S1", runtime, reason, stage_plans(ctx, runtime, backend, process="server"), [proc],
                          needs=needs)
         frac = gpu_fraction(ctx, plan)
-        if frac is not None and proc.unavailable is None:
-            pool = ctx.profile.budget_pool
+        pool = ctx.profile.budget_pool
+        if frac is not None and pool is not None and proc.unavailable is None:  # a fraction comes from a pool
             proc, needs = template_process(ctx, "server", runtime, "S1", backend, {**values, "gpu_mem_util": f"{frac:.2f}"})
             plan.processes = [proc]
             plan.memory = {pool.name: int(frac * pool.total_bytes)}

@@ -14,7 +14,7 @@ DT = "/sys/firmware/devicetree/base"
 GPU_QUERY = "index,name,pci.bus_id,driver_version,memory.total,memory.used,temperature.gpu"
 
 TEGRASTATS = (
-    "sh -c 'echo $$; exec \"$@\"' sh ${T:+timeout} $F ${T:+$TO} tegrastats --interval 200"
+    "${T:+timeout} $F ${T:+$TO} sh -c 'echo $$; exec \"$@\"' sh tegrastats --interval 200"
     " | { read -r pid; IFS= read -r line; rc=$?; kill \"$pid\" 2>/dev/null;"
     " [ -n \"$line\" ] && printf '%s\\n' \"$line\"; exit $rc; }"
 )
@@ -57,7 +57,9 @@ SOURCES = (
     Source("nvpmodel", "nvpmodel -q", "nvpmodel", "t $TO nvpmodel -q", "have nvpmodel"),
     # tegrastats never exits by itself: take its first line as soon as it prints, then kill it
     # (``sh -c 'echo $$; exec ...'`` hands over the pid); waiting for it to notice the closed
-    # pipe would cost one more interval.
+    # pipe would cost one more interval. The pid is tegrastats' own, under the timeout: killing
+    # the timeout instead and counting on it to pass the signal on raced on a loaded host (the
+    # tool outlived it, holding the pipe open until the probe's own timeout; 2 of 15 here).
     Source("tegrastats", "tegrastats", "tegrastats", TEGRASTATS, "have tegrastats"),
     Source("nvidia_smi_csv", f"nvidia-smi --query-gpu={GPU_QUERY},compute_cap --format=csv", "nvidia_smi_csv",
            f"t $TO nvidia-smi --query-gpu={GPU_QUERY},compute_cap --format=csv"

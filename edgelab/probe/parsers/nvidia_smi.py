@@ -11,8 +11,7 @@ import xml.etree.ElementTree as ET
 
 from edgelab.probe.facts import Accelerator, MemoryPool
 from edgelab.probe.parsers.base import ParseResult, parser, to_float, to_int
-
-MIB = 1024 * 1024
+from edgelab.units import MIB
 
 
 def _gpu(res: ParseResult, name: str | None, bus: str | None, total_mib: int | None, used_mib: int | None,

@@ -12,8 +12,7 @@ from typing import Any
 from edgelab.probe import tables
 from edgelab.probe.facts import Accelerator, Facts, MemoryPool
 from edgelab.probe.parsers.base import ParseResult, norm_arch, parser, snake, to_float, to_int
-
-MIB = 1024 * 1024
+from edgelab.units import MIB
 
 
 def _arch_from_system_type(st: str | None) -> str | None:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import signal
 import sys
 from pathlib import Path
 
+from edgelab import logs
 from edgelab.sim.adb_emulator.device import load_spec
 from edgelab.sim.adb_emulator.server import serve
 from edgelab.sim.adb_emulator.shell import kill_all
@@ -35,13 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m edgelab.sim.adb_emulator", description=__doc__)
     ap.add_argument("--state-dir", type=Path, required=True)
     ap.add_argument("--device", type=parse_device, action="append", required=True)
-    ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("-v", "--verbose", action="store_true", help="the same as --log-level debug")
+    logs.add_argument(ap)
     args = ap.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-        stream=sys.stderr,
-    )
+    logs.setup("debug" if args.verbose else args.log_level, default="info")
     state = args.state_dir.resolve()
     state.mkdir(parents=True, exist_ok=True)
     specs = [load_spec(n, p, port, state, require_auth=auth) for n, p, port, auth in args.device]

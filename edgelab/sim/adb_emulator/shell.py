@@ -50,16 +50,9 @@ def command_argv(spec: DeviceSpec, command: str) -> tuple[list[str], dict[str, s
     env["ANDROID_DATA"] = "/data"
     env["TMPDIR"] = "/data/local/tmp"
     env["HOME"] = "/"
-    try:
-        from edgelab.sim.persona_exec import persona_argv
-    except ImportError:
-        persona_argv = None
-    if persona_argv is not None:
-        return persona_argv(spec.persona_dir, inner, device_root=spec.device_root), env, "/"
-    # Until the persona entry lands: the persona's shims first on PATH, cwd in the device root.
-    env["PATH"] = f"{spec.persona_dir / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}"
-    env["TMPDIR"] = str(spec.device_root / "data/local/tmp")
-    return inner, env, str(spec.device_root)
+    from edgelab.sim.persona_exec import persona_argv
+
+    return persona_argv(spec.persona_dir, inner, device_root=spec.device_root), env, "/"
 
 
 def _kill_group(pid: int, sig: int) -> bool:

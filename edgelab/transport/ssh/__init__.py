@@ -2,7 +2,7 @@
 
 The package, by concept (lower modules never import higher ones):
 
-- ``auth``: which keys to offer and the refusal (``SSHAuthError``);
+- ``auth``: which keys to offer (the refusal, ``SSHAuthError``, is in ``edgelab.errors``);
 - ``connect``: one hop: resolution, TCP, key exchange, host-key check, authentication;
 - ``pool``: the per-process connection pool and jump-host streams (``fetch_host_key``);
 - ``channel``: a command's stdout/stderr pump, exit status, streamed process;
@@ -14,14 +14,12 @@ The package, by concept (lower modules never import higher ones):
 
 from __future__ import annotations
 
-from edgelab.transport.ssh.auth import DEFAULT_KEY_FILES, SSHAuthError
+from edgelab.transport.ssh.auth import DEFAULT_KEY_FILES
 from edgelab.transport.ssh.channel import COPY_CHUNK, KILL_GRACE_S, SSHProcess
 from edgelab.transport.ssh.connect import (
     MAX_PACKET,
     PREFERRED_CIPHERS,
     WINDOW_SIZE,
-    SSHNotAnswering,
-    SSHUnreachable,
     handshake,
     resolve_endpoint,
     unreachable,
@@ -49,11 +47,8 @@ __all__ = [
     "PREFERRED_CIPHERS",
     "SFTP_READ",
     "WINDOW_SIZE",
-    "SSHAuthError",
-    "SSHNotAnswering",
     "SSHProcess",
     "SSHTransport",
-    "SSHUnreachable",
     "close_all",
     "fetch_host_key",
     "handshake",

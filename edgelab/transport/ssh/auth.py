@@ -13,16 +13,12 @@ from pathlib import Path
 
 import paramiko
 
-from edgelab.errors import TransportError
+from edgelab.errors import SSHAuthError
 from edgelab.transport.ssh_config import Hop
 
 log = logging.getLogger(__name__)
 
 DEFAULT_KEY_FILES = ("id_ed25519", "id_ecdsa", "id_rsa")
-
-
-class SSHAuthError(TransportError):
-    """The server refused every key we have (agent, IdentityFile, ~/.ssh/id_*)."""
 
 
 def candidate_keys(hop: Hop) -> Iterator[tuple[str, paramiko.PKey]]:

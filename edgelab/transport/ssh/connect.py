@@ -18,7 +18,7 @@ from typing import Any
 
 import paramiko
 
-from edgelab.errors import DeviceNotAnswering, TransportError
+from edgelab.errors import SSHNotAnswering, SSHUnreachable, TransportError
 from edgelab.transport import hostkeys
 from edgelab.transport.base import Endpoint
 from edgelab.transport.ssh.auth import authenticate
@@ -34,17 +34,10 @@ MAX_PACKET = 1 << 18
 # AES-GCM is an AEAD: one OpenSSL call per packet instead of AES-CTR plus a separate HMAC-SHA256,
 # about 25% less client CPU per byte pushed (measured on the push bench). CTR etc. stay offered.
 PREFERRED_CIPHERS = ["aes128-gcm@openssh.com", "aes256-gcm@openssh.com"]
+# paramiko's own host-key type order, which known keys reorder; no public API names it (nor its stubs)
+PARAMIKO_KEY_ORDER: tuple[str, ...] = paramiko.Transport._preferred_keys  # type: ignore[attr-defined]
 
 Stream = socket.socket | paramiko.Channel
-
-
-class SSHUnreachable(TransportError):
-    """No SSH session: refused, timed out, unresolvable, or the handshake failed."""
-
-
-class SSHNotAnswering(SSHUnreachable, DeviceNotAnswering):
-    """The TCP connection was accepted but sshd never sent its banner or finished the handshake:
-    the host (or its sshd) is frozen, hung or overloaded."""
 
 
 def resolve_endpoint(
@@ -168,7 +161,7 @@ def start_session(sock: Stream, hop: Hop, *, timeout: float) -> paramiko.Transpo
         t = handshake(
             sock,
             timeout=timeout,
-            key_types=hostkeys.preferred_key_types(known, paramiko.Transport._preferred_keys),
+            key_types=hostkeys.preferred_key_types(known, PARAMIKO_KEY_ORDER),
             ciphers=PREFERRED_CIPHERS,
             default_window_size=WINDOW_SIZE,
             default_max_packet_size=MAX_PACKET,
@@ -190,8 +183,7 @@ def read_host_key(sock: Stream, hop: Hop, *, timeout: float) -> hostkeys.HostKey
     """The host key the server on ``sock`` presents (key exchange only, no auth); closes ``sock``."""
     known = known_entries(hop)
     try:
-        default = paramiko.Transport._preferred_keys
-        t = handshake(sock, timeout=timeout, key_types=hostkeys.preferred_key_types(known, default))
+        t = handshake(sock, timeout=timeout, key_types=hostkeys.preferred_key_types(known, PARAMIKO_KEY_ORDER))
     except (OSError, EOFError, paramiko.SSHException) as e:
         sock.close()
         raise unreachable(hop, e, timeout) from e

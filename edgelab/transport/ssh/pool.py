@@ -131,7 +131,7 @@ def open_socket(hop: Hop, *, timeout: float) -> Stream:
         try:
             jump = POOL.acquire(hop.jump[0], timeout=timeout)
         except HostKeyError as e:  # the jump host's key: trusted through the device (device trust walks there)
-            from edgelab.transport.jump import on_the_way
+            from edgelab.transport.on_the_way import on_the_way
 
             raise on_the_way(e, hop.jump[0].name, hop.name) from None
         try:

@@ -17,7 +17,7 @@ from typing import Any
 
 import paramiko
 
-from edgelab.errors import HostKeyError, RemoteTimeout, TransportError
+from edgelab.errors import HostKeyError, RemoteTimeout, SSHAuthError, TransportError
 from edgelab.transport import winps, winscripts
 from edgelab.transport.base import (
     Capability,
@@ -33,7 +33,6 @@ from edgelab.transport.base import (
 )
 from edgelab.transport.forward import Forward
 from edgelab.transport.quoting import Shell, encode_powershell, join_posix
-from edgelab.transport.ssh.auth import SSHAuthError
 from edgelab.transport.ssh.channel import KILL_GRACE_S, Pump, SSHInteractive, SSHProcess, exit_code, feed
 from edgelab.transport.ssh.connect import MAX_PACKET, WINDOW_SIZE, resolve_endpoint
 from edgelab.transport.ssh.pool import POOL, PoolKey
@@ -301,7 +300,9 @@ class SSHTransport(Transport):
                 client = self._reconnect(client)
         if sftp is None:
             raise TransportError(f"{self.name}: the server refused the sftp subsystem")
-        sftp.get_channel().settimeout(max(self.timeout, 30.0))
+        channel = sftp.get_channel()
+        if channel is not None:  # an open SFTP client always has one; the stubs say it may not
+            channel.settimeout(max(self.timeout, 30.0))
         with self._lock:
             if self._sftp is not None:
                 self._sftp.close()

@@ -19,6 +19,7 @@ from edgelab.errors import EdgelabError
 from edgelab.tui import deployview
 from edgelab.tui.messages import ActionDone
 from edgelab.tui.widgets.info_panel import InfoPanel
+from edgelab.views import plan
 
 STRATEGIES = ("S1", "S3", "S4", "S5")
 DEFAULT_PIPELINE = "qwen3-tts-0.6b"
@@ -40,7 +41,7 @@ class DeployScreen(ModalScreen[str | None]):
         self.decisions: dict | None = None
 
     def compose(self) -> ComposeResult:
-        names = deployview.pipelines()
+        names = plan.pipelines()
         with VerticalScroll(classes="dialog"):
             yield Static(Text(f"Deploy on {self.device}", style="bold"), id="deploy-title", classes="title")
             yield Label("pipeline")
@@ -50,7 +51,7 @@ class DeployScreen(ModalScreen[str | None]):
             yield Select([("auto (the profile's choice)", "auto")] + [(s, s) for s in STRATEGIES], value="auto",
                          allow_blank=False, id="strategy")
             yield Label("runtime (auto: the plan's choice; reference on a virtual device)")
-            yield Select([("auto (the plan's choice)", "auto")] + [(r, r) for r in deployview.runtimes()],
+            yield Select([("auto (the plan's choice)", "auto")] + [(r, r) for r in plan.runtimes()],
                          value="auto", allow_blank=False, id="runtime")
             yield Label("S4 server endpoint (ws://HOST:PORT; empty: none)")
             yield Input(id="endpoint", placeholder="ws://127.0.0.1:8091")
@@ -91,7 +92,7 @@ class DeployScreen(ModalScreen[str | None]):
     @work(thread=True, exclusive=True, group="deploy-decide")
     def _decide(self, pipeline: str) -> None:
         try:
-            self.app.call_from_thread(self._show_decisions, deployview.strategies(self.app.engine, self.device, pipeline))
+            self.app.call_from_thread(self._show_decisions, plan.strategy_decisions(self.app.engine, self.device, pipeline))
         except EdgelabError as err:
             self.app.call_from_thread(self.query_one("#decisions", InfoPanel).show_note, _err(err))
 
@@ -122,7 +123,7 @@ class DeployScreen(ModalScreen[str | None]):
 
     def _show_plan(self, planned: dict) -> None:
         self.planned = planned
-        self.query_one("#plan", InfoPanel).show_pairs(deployview.plan_lines(planned))
+        self.query_one("#plan", InfoPanel).show_pairs([(r.key, r.value) for r in plan.plan_rows(planned)])
         self.query_one("#launch", Button).disabled = bool(planned.get("refusal"))
 
     def on_button_pressed(self, event: Button.Pressed) -> None:

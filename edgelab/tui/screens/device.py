@@ -19,18 +19,15 @@ from textual.widgets import Footer, Header, Static
 from edgelab.errors import EdgelabError
 from edgelab.inventory.view import ago
 from edgelab.tui import actions
-from edgelab.tui.data import DeviceDetail, load_device
 from edgelab.tui.messages import ActionDone, DeviceLoaded, HostKeyFetched
 from edgelab.tui.widgets.fleet_table import state_text
 from edgelab.tui.widgets.info_panel import InfoPanel
 from edgelab.tui.widgets.status_line import StatusLine
 from edgelab.tui.widgets.telemetry import Telemetry
+from edgelab.units import gib
+from edgelab.views.device import DeviceDetail, load_device
 
 _PATH = re.compile(r"/(?:[^\s/():]+/)+([^\s/():]+:\d+)")  # an absolute file:line -> its file name:line
-
-
-def _gib(n) -> str:
-    return f"{n / 1024**3:.1f} GiB" if n else "-"
 
 
 def profile_pairs(profile: dict) -> list[tuple[str, str]]:
@@ -41,7 +38,7 @@ def profile_pairs(profile: dict) -> list[tuple[str, str]]:
         ("threads", f"{profile.get('threads')}" + (f" on cpus {profile['thread_cpus']}" if profile.get("thread_cpus") else "")),
         ("backends", ", ".join(profile.get("backends") or []) or "-"),
         ("runtime target", str(profile.get("runtime_target") or "-")),
-        ("budget pool", f"{budget.get('name', '-')} {_gib(budget.get('total_bytes'))}"),
+        ("budget pool", f"{budget.get('name', '-')} {gib(budget.get('total_bytes') or None)}"),
     ]
 
 
@@ -183,9 +180,6 @@ class DeviceScreen(Screen):
 
     def _section(self, panel_id: str, section, columns: list[str]) -> None:
         panel = self.query_one(panel_id, InfoPanel)
-        if not section.available:
-            panel.show_note(section.note or "not available yet")
-            return
         if not section.rows:
             panel.show_note("none yet")
             return
@@ -271,7 +265,7 @@ class DeviceScreen(Screen):
         self.app.push_screen(DeployScreen(self.device_name))
 
     def action_open_run(self) -> None:
-        if self.detail and self.detail.runs.available and self.detail.runs.rows:
+        if self.detail and self.detail.runs.rows:
             self.app.open_run(str(self.detail.runs.rows[0]["id"]))
         else:
             self.notify("no run of this device yet", severity="warning")

@@ -13,11 +13,11 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input
 
 from edgelab.tui import actions
-from edgelab.tui.data import SORT_KEYS, filter_rows, load_fleet, sort_rows
 from edgelab.tui.messages import ActionDone, FleetLoaded
 from edgelab.tui.widgets.filter_bar import FilterBar
 from edgelab.tui.widgets.fleet_table import FleetTable
 from edgelab.tui.widgets.status_line import StatusLine
+from edgelab.views.fleet import SORT_KEYS, filter_rows, load_fleet, sort_rows
 
 
 class FleetScreen(Screen):

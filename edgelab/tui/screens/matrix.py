@@ -20,11 +20,11 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
 from edgelab.errors import EdgelabError
-from edgelab.tui.data import MatrixCellView, load_matrix
 from edgelab.tui.widgets.evidence_table import EvidenceTable
 from edgelab.tui.widgets.info_panel import InfoPanel
-from edgelab.tui.widgets.matrix_grid import LEGEND, MatrixGrid, stage_label, status_style
+from edgelab.tui.widgets.matrix_grid import LEGEND, MatrixGrid, status_style
 from edgelab.tui.widgets.status_line import StatusLine
+from edgelab.views.matrix import MatrixCellView, load_matrix, stage_label
 
 
 @dataclass

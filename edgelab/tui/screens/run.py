@@ -17,13 +17,12 @@ from textual.widgets import Footer, Header, Static
 
 from edgelab.errors import EdgelabError
 from edgelab.tui.messages import ActionDone, RunLoaded
-from edgelab.tui.runview import RunFollower, RunView
 from edgelab.tui.widgets.log_tail import LogTail
 from edgelab.tui.widgets.metric_tile import MetricTile
 from edgelab.tui.widgets.status_line import StatusLine
 from edgelab.tui.widgets.telemetry import Telemetry
-
-FINAL = ("finished", "failed", "stopped", "device-lost")
+from edgelab.units import mib
+from edgelab.views.run import RunFollower, RunView
 
 
 def _ms(stats: dict | None, key: str = "p50") -> str | None:
@@ -170,9 +169,9 @@ class RunScreen(Screen):
         tok = x and x.get("decode_tok_s")
         tiles[2].set_value(_num(tok, fmt="{:.1f}"), _sub(tok))
         rss = res.get("peak_rss_bytes")
-        tiles[3].set_value(None if rss is None else f"{rss / 2**20:.0f} MiB", "the runtime's process group")
+        tiles[3].set_value(mib(rss, missing=None), "the runtime's process group")
         gaps = self.query_one("#gaps", Telemetry)
-        gaps.label = "inter-token gaps"
+        gaps.label = v.gap_label
         gaps.set_values(v.chunk_gaps_ms)
         self.query_one("#buffer", Telemetry).display = False
 
@@ -204,7 +203,7 @@ class RunScreen(Screen):
                 box.mount(Telemetry(label, values))
 
     def action_stop(self) -> None:
-        if self.view and self.view.run["state"] in FINAL:
+        if self.view and self.view.final:
             self.notify(f"run already {self.view.run['state']}", severity="warning")
             return
         if not self.stopping:

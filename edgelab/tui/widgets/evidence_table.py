@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from edgelab.inventory.view import ago
-from edgelab.tui.data import EvidenceRun
+from edgelab.views.matrix import EvidenceRun
 
 COLUMNS = ("run", "device", "state", "virtual", "counts as", "created")
 

@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from edgelab.inventory.view import ago
-from edgelab.tui.data import FleetRow
+from edgelab.views.fleet import FleetRow
 
 COLUMNS = ("name", "class", "transport", "state", "virtual", "last probe", "temp", "held by")
 
@@ -58,8 +58,7 @@ class FleetTable(DataTable):
             Text("VIRTUAL", style="bold yellow") if r.virtual else "",
             probe,
             temp,
-            Text(f"{r.holder} until {r.held_until:%H:%M}", style="magenta") if r.holder and r.held_until
-            else Text(""),
+            Text(r.held, style="magenta"),
         )
 
     def show(self, rows: list[FleetRow]) -> None:

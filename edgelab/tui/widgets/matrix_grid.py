@@ -10,7 +10,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import DataTable
 
-from edgelab.tui.data import MatrixCellView
+from edgelab.views.matrix import MatrixCellView, cell_words
 
 LABEL_COL = "row"
 LABEL_WIDTH = 38  # long configuration names are cropped here; the detail pane shows them whole
@@ -46,31 +46,19 @@ def status_style(word: str | None) -> str:
     return WORD_STYLE.get(word) or STAGE_STYLE.get(word, "")
 
 
-def stage_label(cell: MatrixCellView) -> str:
-    """The stage as it may be shown: "qualified" only with a real-device run behind it."""
-    if cell.stage == "qualified" and not cell.qualified:
-        return "qualified? (no real-device run)"
-    return cell.stage
+TONE_STYLE = {"qualified": "bold green", "unproven": "bold red"}
 
 
 def cell_text(cell: MatrixCellView) -> Text:
-    """Two lines: functional (or stage), then performance (or the stage when both words exist)."""
-    if cell.qualified:
-        first = Text(f"* {cell.functional or 'qualified'}", style="bold green")
-    elif cell.stage == "qualified":  # the stage claims qualification no real-device run backs
-        first = Text("unproven", style="bold red")
-    elif cell.functional:
-        first = Text(cell.functional, style=status_style(cell.functional))
-    else:
-        first = Text("-" if cell.stage == "none" else cell.stage, style=status_style(cell.stage))
-    if cell.virtual_only:
+    """The read model's two lines (edgelab.views.matrix.cell_words), coloured by status."""
+    w = cell_words(cell)
+    first = Text(w.first, style=TONE_STYLE.get(w.tone or "") or status_style(w.tone))
+    if w.virtual:
         first.append(" (v)", style=VIRTUAL_STYLE)
-    if cell.performance:
-        second = Text("perf ", style="dim") + Text(cell.performance, style=status_style(cell.performance))
-    elif cell.functional and cell.stage not in ("none",):
-        second = Text(stage_label(cell).split(" ")[0], style="dim")
+    if w.second_is_performance:
+        second = Text("perf ", style="dim") + Text(w.second, style=status_style(w.second_tone))
     else:
-        second = Text("")
+        second = Text(w.second, style="dim") if w.second else Text("")
     return first + Text("\n") + second
 
 

@@ -6,6 +6,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Sparkline, Static
 
+from edgelab.units import series_caption
+
 
 class Telemetry(Vertical):
     def __init__(self, label: str, values: list[float] | None = None, *, unit: str = "", **kwargs):
@@ -19,10 +21,7 @@ class Telemetry(Vertical):
         yield Sparkline(self.values or [0.0])
 
     def _caption(self) -> str:
-        if not self.values:
-            return f"{self.label}: no samples yet"
-        last, lo, hi = self.values[-1], min(self.values), max(self.values)
-        return f"{self.label}: {last:g}{self.unit}  (min {lo:g}, max {hi:g}, {len(self.values)} samples)"
+        return series_caption(self.label, self.values, self.unit)
 
     def set_values(self, values: list[float]) -> None:
         self.values = list(values)

@@ -1,11 +1,13 @@
-"""A run as the Run screen shows it, followed incrementally from the database (no Textual here).
+"""The live view of one run, computed once for `edgelab watch` and the TUI's Run page.
 
-A ``RunFollower`` keeps the last sample and log ids it has read, so each poll (every 0.5 s)
-reads only what arrived since; whoever writes the run (``edgelab deploy`` in another
-process, an ingest, an import) is seen through the database alone. Headline figures are
-the metrics engineer's live/final summary, or their batch recompute from the stored rows
-when no summary has been written yet: the TUI never computes a metric its own way, except
-the playout buffer level, which it derives with the same ring-buffer model (DESIGN §5).
+A ``RunFollower`` keeps the last sample and log ids it has read, so each poll reads only
+what arrived since; whoever writes the run (``edgelab deploy`` in another process, an
+ingest, an import) is seen through the database alone. Headline figures are the metrics
+engineer's live/final summary, or their batch recompute from the stored rows when no
+summary has been written yet: no view computes a metric its own way, except the series
+drawn as sparklines (chunk or inter-token gaps, the playout buffer level with the
+ring-buffer model of DESIGN §5, action latency, telemetry), which are computed here and
+only here, so two views of the same run show the same figures.
 """
 
 from __future__ import annotations
@@ -15,12 +17,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Engine
-from sqlmodel import select
 
 from edgelab.store.db import session_scope
 
 TAIL_LINES = 500
 SERIES_POINTS = 120
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The newest telemetry sample of the run (or, when the run has none, of its device)."""
+
+    temps_c: dict[str, float]
+    power_w: dict[str, float]
+    clocks_mhz: dict[str, float]
+    mem_available_bytes: int | None
+    source: str | None
+    virtual: bool
 
 
 @dataclass
@@ -29,7 +42,7 @@ class RunView:
     kind: str | None  # audio | action | text | None (nothing measured yet)
     summary: dict[str, Any] | None
     summary_source: str  # live | final | recomputed | none
-    chunk_gaps_ms: list[float]
+    chunk_gaps_ms: list[float]  # audio chunk gaps, or a text run's inter-token gaps (see gap_kind)
     buffer_ms: list[float]  # playout buffer level after each chunk of the latest request
     deadline_misses_per_min: float | None
     period_ms: float | None
@@ -37,6 +50,23 @@ class RunView:
     new_log_lines: list[str]
     latency_ms: list[float] = field(default_factory=list)  # action chunks' inference latency, recent
     polls: int = 0
+    latest: Reading | None = None
+
+    @property
+    def gap_kind(self) -> str:
+        """What ``chunk_gaps_ms`` measures: "chunk" (audio) or "inter-token" (a text run)."""
+        return "inter-token" if self.kind == "text" else "chunk"
+
+    @property
+    def gap_label(self) -> str:
+        """The gap series' name as every view captions it."""
+        return "inter-token gaps" if self.kind == "text" else "chunk gap"
+
+    @property
+    def final(self) -> bool:
+        from edgelab.store.runs import FINAL_STATES
+
+        return self.run["state"] in FINAL_STATES
 
 
 def buffer_levels(chunks: list[tuple[float, int, int]]) -> list[float]:
@@ -61,7 +91,7 @@ def buffer_levels(chunks: list[tuple[float, int, int]]) -> list[float]:
 
 @dataclass
 class RunFollower:
-    """Reads one run incrementally; call ``poll()`` from one worker thread at a time."""
+    """Reads one run incrementally; call ``poll()`` from one thread at a time."""
 
     engine: Engine
     run_id: str
@@ -78,17 +108,8 @@ class RunFollower:
     _last_token: dict[str, float] = field(default_factory=dict)  # request -> last token's t_ms
 
     def poll(self) -> RunView:
-        from edgelab.metrics.action import ActionSample, judge
         from edgelab.metrics.live import recompute
-        from edgelab.store.runs import (
-            RunLog,
-            RunSample,
-            get_run,
-            get_summary,
-            requests_of,
-            samples_of,
-            telemetry_of,
-        )
+        from edgelab.store.runs import get_run, get_summary, logs_of, requests_of, samples_of, telemetry_of
 
         with session_scope(self.engine, write=False) as s:
             run = get_run(s, self.run_id)
@@ -96,25 +117,47 @@ class RunFollower:
             meta = dict(run.meta or {})
             period_s = meta.get("control_period_s")
             new = samples_of(s, run.id, after_id=self._sample_id)
-            logs = list(
-                s.exec(select(RunLog).where(RunLog.run_id == run.id, RunLog.id > self._log_id).order_by(RunLog.id)).all()
-            )
+            logs = logs_of(s, run.id, after_id=self._log_id)
             summary_row = get_summary(s, run.id, "final") or get_summary(s, run.id, "live")
             summary = dict(summary_row.metrics) if summary_row else None
             source = summary_row.kind if summary_row else "none"
             if summary is None and (new or self._sample_id):
                 reqs = requests_of(s, run.id)
                 if reqs:
-                    every = list(s.exec(select(RunSample).where(RunSample.run_id == run.id)).all())
-                    summary = recompute(reqs, every, float(period_s) if period_s else None)
+                    summary = recompute(reqs, samples_of(s, run.id), float(period_s) if period_s else None)
                     source = "recomputed"
             tel = telemetry_of(s, run_id=run.id, limit=SERIES_POINTS)
+            newest = tel[-1:] or (telemetry_of(s, device=run.device_name, limit=1) if run.device_name else [])
             run_d = {
                 "id": run.id, "pipeline": run.pipeline, "device": run.device_name, "runtime": run.runtime,
                 "strategy": run.strategy, "state": run.state, "virtual": bool(run.virtual), "kind": run.kind,
                 "error": run.error, "started_at": run.started_at, "finished_at": run.finished_at,
                 "heartbeat_at": run.heartbeat_at, "command": run.command,
             }
+        self._take(new, float(period_s) if period_s else None)
+        for row in logs:
+            self._log_id = max(self._log_id, row.id)
+        self._polls += 1
+        return RunView(
+            run=run_d,
+            kind=self._kind,
+            summary=summary,
+            summary_source=source,
+            chunk_gaps_ms=list(self._gaps),
+            buffer_ms=buffer_levels(self._chunks.get(self._latest_request or "", [])),
+            deadline_misses_per_min=self._misses_per_min(),
+            period_ms=float(period_s) * 1000.0 if period_s else None,
+            telemetry=_telemetry_series(tel),
+            new_log_lines=[_log_line(r) for r in logs][-TAIL_LINES:],
+            latency_ms=list(self._latency),
+            polls=self._polls,
+            latest=_reading(newest[-1]) if newest else None,
+        )
+
+    def _take(self, new: list[Any], period_s: float | None) -> None:
+        """Fold newly stored samples into the series (gaps per request, buffer, action verdicts)."""
+        from edgelab.metrics.action import ActionSample, judge
+
         for smp in new:
             self._sample_id = max(self._sample_id, smp.id)
             if smp.kind == "audio" and smp.t_ms is not None:
@@ -132,9 +175,8 @@ class RunFollower:
                 self._kind = self._kind or "action"
                 miss = None
                 if period_s:
-                    v = judge(ActionSample(smp.t, smp.obs_t, smp.infer_start, smp.infer_end, smp.horizon),
-                              float(period_s))
-                    miss = v.miss
+                    miss = judge(ActionSample(smp.t, smp.obs_t, smp.infer_start, smp.infer_end, smp.horizon),
+                                 period_s).miss
                 self._actions.append((smp.t, miss))
                 if smp.infer_start is not None and smp.infer_end is not None:
                     self._latency.append(round((smp.infer_end - smp.infer_start) * 1000.0, 1))
@@ -146,23 +188,6 @@ class RunFollower:
                     if prev is not None:
                         self._gaps.append(round(float(smp.t_ms) - prev, 1))
                     self._last_token[req] = float(smp.t_ms)
-        for row in logs:
-            self._log_id = max(self._log_id, row.id)
-        self._polls += 1
-        return RunView(
-            run=run_d,
-            kind=self._kind,
-            summary=summary,
-            summary_source=source,
-            chunk_gaps_ms=list(self._gaps),
-            buffer_ms=buffer_levels(self._chunks.get(self._latest_request or "", [])),
-            deadline_misses_per_min=self._misses_per_min(),
-            period_ms=float(period_s) * 1000.0 if period_s else None,
-            telemetry=_telemetry_series(tel),
-            new_log_lines=[_log_line(r) for r in logs][-TAIL_LINES:],
-            latency_ms=list(self._latency),
-            polls=self._polls,
-        )
 
     def _misses_per_min(self) -> float | None:
         """Deadline misses over the last 60 s of action chunks (by their lab time); None if unknown."""
@@ -174,6 +199,17 @@ class RunFollower:
         span = min(60.0, max(last - known[0][0], 1e-9))
         misses = sum(1 for m in window if m)
         return round(misses * 60.0 / span, 1) if span >= 1.0 else float(misses)
+
+
+def run_view(engine: Engine, ref: str) -> RunView:
+    """One run as it stands now (a fresh follower's first poll): what `watch --once` prints."""
+    return RunFollower(engine, ref).poll()
+
+
+def _reading(row: Any) -> Reading:
+    return Reading(temps_c=dict(row.temps_c or {}), power_w=dict(row.power_w or {}),
+                   clocks_mhz=dict(row.clocks_mhz or {}), mem_available_bytes=row.mem_available_bytes,
+                   source=row.source, virtual=bool(row.virtual))
 
 
 def _log_line(row: Any) -> str:
@@ -198,12 +234,3 @@ def _telemetry_series(rows: list[Any]) -> dict[str, list[float]]:
     # a virtual device's shim made these figures: the label says so
     tag = " (virtual)" if any(getattr(r, "virtual", None) for r in rows) else ""
     return {k + tag: v for k, v in out.items() if v}
-
-
-def live_runs(engine: Engine, limit: int = 50) -> list[dict[str, Any]]:
-    """Recent runs, newest first, as plain dicts (for pickers and the device page)."""
-    from edgelab.store.runs import list_runs
-    from edgelab.tui.data import run_summary
-
-    with session_scope(engine, write=False) as s:
-        return [run_summary(r) for r in list_runs(s, limit=limit)]

@@ -1,0 +1,41 @@
+"""Units and the way edgelab writes figures: bytes in binary units, milliseconds, series captions.
+
+One home so a byte count or a series reads the same in every table, report and screen
+(binary units throughout: 1 GiB = 2**30 bytes, as the memory facts and pools are counted).
+Pure functions of numbers; below every other edgelab layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+KIB = 1024
+MIB = 1024**2
+GIB = 1024**3
+
+
+def gib(n: float | None, digits: int = 1, *, missing: str | None = "-") -> str | None:
+    """``n`` bytes as GiB (``12.3 GiB``); ``missing`` for None (pass ``n or None`` where a zero means
+    "not reported", as a memory pool of size 0 does)."""
+    return missing if n is None else f"{n / GIB:.{digits}f} GiB"
+
+
+def mib(n: float | None, digits: int = 0, *, missing: str | None = "-") -> str | None:
+    """``n`` bytes as MiB (``812 MiB``); ``missing`` for None."""
+    return missing if n is None else f"{n / MIB:.{digits}f} MiB"
+
+
+def human_bytes(n: float) -> str:
+    """A size in the largest binary unit it reaches: ``512 B``, ``3.0 KiB``, ``1.5 GiB`` (GiB at most)."""
+    for unit, size in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def series_caption(label: str, values: Sequence[float], unit: str = "") -> str:
+    """A sparkline's caption: the latest value, min, max and count (``no samples yet`` when empty)."""
+    if not values:
+        return f"{label}: no samples yet"
+    last, lo, hi = values[-1], min(values), max(values)
+    return f"{label}: {last:g}{unit}  (min {lo:g}, max {hi:g}, {len(values)} samples)"
