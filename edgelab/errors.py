@@ -15,6 +15,7 @@ from it. The hierarchy::
     │   ├── BadCapture              a file that is no captured command output; exit 2
     │   └── InvalidInput            an imported file with bad lines (``problems``); exit 2
     ├── NotFound                    a device, run or artifact the database does not hold
+    ├── Interrupted                 the operator stopped it (Ctrl-C): what was done is kept; exit 130
     ├── TransportError              a device unreachable, or a remote operation failed in transport
     │   ├── HostKeyError            an SSH host key unknown or changed: refused until trusted
     │   │   └── LabHostKeyError     the same about a lab host on the way (jump host, adb tunnel)
@@ -48,6 +49,10 @@ from it. The hierarchy::
                                     the playbook runner records it as the step's result. Not an
                                     EdgelabError on purpose: the steps' ``except EdgelabError``
                                     wrappers must let it through unchanged.
+    PlayInterrupted (KeyboardInterrupt)
+                                    a second Ctrl-C during ``play``: the cleanup was cut short;
+                                    ``result`` says what ran and what is left. A KeyboardInterrupt
+                                    so that nothing on the way mistakes it for a step's failure.
 
 Not here, on purpose: the virtual devices' own exceptions (``edgelab.sim``: the PowerShell
 evaluator's ``PSError``/flow signals, the ADB emulator's protocol errors). They model another
@@ -337,3 +342,12 @@ class StepFailure(Exception):
         super().__init__(message)
         self.category = category
         self.details = details or {}
+
+
+class PlayInterrupted(KeyboardInterrupt):
+    """A second Ctrl-C: the cleanup was cut short; ``result`` (a ``PlayResult``) says what ran and
+    what is left."""
+
+    def __init__(self, result: Any):
+        super().__init__("play interrupted twice")
+        self.result = result

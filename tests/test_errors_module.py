@@ -21,7 +21,7 @@ def _exception_classes_outside() -> list[str]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ClassDef):
                 bases[f"{rel}:{node.name}"] = (node.name, [ast.unparse(b).split(".")[-1] for b in node.bases])
-    known = {"BaseException", "Exception", "OSError", "RuntimeError", "ValueError", "KeyError", "TimeoutError",
+    known = {"BaseException", "Exception", "KeyboardInterrupt", "OSError", "RuntimeError", "ValueError", "KeyError", "TimeoutError",
              *(name for name, obj in vars(errors).items() if isinstance(obj, type) and issubclass(obj, BaseException))}
     found, grew = set(), True
     while grew:

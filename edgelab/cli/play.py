@@ -58,7 +58,7 @@ def play(
         err_console.print(f"[cyan]{escape(job.label)}[/] {escape(step.name)}: {_MARK.get(step.status, step.status)}"
                           f"{extra} {escape(step.message)} [dim]{step.duration_s:.1f}s[/]", highlight=False)
 
-    from edgelab.playbook.results import PlayInterrupted
+    from edgelab.errors import PlayInterrupted
 
     try:
         result = run_playbook(engine, pb, limit=limits, variables=overrides, out_dir=collect, on_step=on_step,

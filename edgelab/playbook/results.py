@@ -14,14 +14,6 @@ from typing import Any
 CATEGORIES = ("infra", "device", "test")
 
 
-class PlayInterrupted(KeyboardInterrupt):
-    """A second Ctrl-C: the cleanup was cut short; ``result`` says what ran and what is left."""
-
-    def __init__(self, result: PlayResult):
-        super().__init__("play interrupted twice")
-        self.result = result
-
-
 @dataclass
 class StepResult:
     name: str

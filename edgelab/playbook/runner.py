@@ -18,8 +18,8 @@ from typing import Any
 from sqlalchemy import Engine
 
 from edgelab import __version__
-from edgelab.errors import ConfigError, EdgelabError, StepFailure
-from edgelab.playbook.results import JobResult, PlayInterrupted, PlayResult, StepResult
+from edgelab.errors import ConfigError, EdgelabError, PlayInterrupted, StepFailure
+from edgelab.playbook.results import JobResult, PlayResult, StepResult
 from edgelab.playbook.schema import Playbook, Step, substitute
 from edgelab.playbook.steps import STEPS, JobContext, classify
 from edgelab.store.db import session_scope
