@@ -24,8 +24,9 @@ from pathlib import Path
 def _cpu(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     """(user+sys CPU seconds, wall seconds) of one run of ``argv``."""
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -45,8 +46,21 @@ def main() -> None:
         env = {**os.environ, "EDGELAB_HOME": tmp, "EDGELAB_DB": str(Path(tmp) / "bench.db")}
         env.pop("COLUMNS", None)
         for i in range(args.devices):
-            subprocess.run([edgelab, "device", "add", f"dev{i:02d}", "--ssh", f"lab@127.0.0.{i + 2}:22",
-                            "--tag", "bench"], env=env, check=True, capture_output=True)
+            subprocess.run(
+                [
+                    edgelab,
+                    "device",
+                    "add",
+                    f"dev{i:02d}",
+                    "--ssh",
+                    f"lab@127.0.0.{i + 2}:22",
+                    "--tag",
+                    "bench",
+                ],
+                env=env,
+                check=True,
+                capture_output=True,
+            )
         cases = {
             "python -c 'import typer'": [sys.executable, "-c", "import typer"],
             "edgelab --help": [edgelab, "--help"],
@@ -67,9 +81,13 @@ def main() -> None:
     for name in cases:
         med = statistics.median(cpu[name])
         goal = goals.get(name, 3.0 if name.startswith("edgelab device") else None)
-        verdict = "" if goal is None else f"  goal <= {goal:.1f}x: {'met' if med / peer <= goal else 'NOT met'}"
-        print(f"  {name:<40} cpu {med:6.3f} s  wall {statistics.median(wall[name]):6.3f} s  "
-              f"{med / peer:5.2f}x{verdict}")
+        verdict = (
+            "" if goal is None else f"  goal <= {goal:.1f}x: {'met' if med / peer <= goal else 'NOT met'}"
+        )
+        print(
+            f"  {name:<40} cpu {med:6.3f} s  wall {statistics.median(wall[name]):6.3f} s  "
+            f"{med / peer:5.2f}x{verdict}"
+        )
 
 
 if __name__ == "__main__":

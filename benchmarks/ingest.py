@@ -40,11 +40,20 @@ def _events(n: int, run_id: str) -> list[ev.Event]:
         name = f"q{r}"
         out.append(ev.RequestStart(t=t, run=run_id, request=name, phase="warmup" if r == 0 else "measured"))
         for i in range(96):
-            out.append(ev.AudioChunk(t=t + 0.3 + i * 0.02, run=run_id, request=name, idx=i, samples=1920,
-                                     sha256=sha))
+            out.append(
+                ev.AudioChunk(t=t + 0.3 + i * 0.02, run=run_id, request=name, idx=i, samples=1920, sha256=sha)
+            )
             if i % 48 == 0:
-                out.append(ev.ResourceSample(t=t + i * 0.02, run=run_id, device="virt", source="proc",
-                                             cpu_pct=50.0, mem_available_bytes=1 << 30))
+                out.append(
+                    ev.ResourceSample(
+                        t=t + i * 0.02,
+                        run=run_id,
+                        device="virt",
+                        source="proc",
+                        cpu_pct=50.0,
+                        mem_available_bytes=1 << 30,
+                    )
+                )
         out.append(ev.RequestEnd(t=t + 2.3, run=run_id, request=name))
         t += 3.0
         r += 1
@@ -73,9 +82,13 @@ def throughput(n: int, db: str) -> dict:
     t0 = time.perf_counter()
     final = ing.close()
     t_close = time.perf_counter() - t0
-    return {"events": len(evs), "ingest_events_per_s": len(evs) / t_ingest,
-            "json_decode_plus_ingest_events_per_s": len(evs) / (t_ingest + t_decode),
-            "final_recompute_s": t_close, "live_equals_final": final["live_equals_final"]}
+    return {
+        "events": len(evs),
+        "ingest_events_per_s": len(evs) / t_ingest,
+        "json_decode_plus_ingest_events_per_s": len(evs) / (t_ingest + t_decode),
+        "final_recompute_s": t_close,
+        "live_equals_final": final["live_equals_final"],
+    }
 
 
 def _producer(db: str, run_id: str, seconds: float, period: float, ready, go) -> None:
@@ -117,7 +130,9 @@ def _watcher(db: str, seconds: float, poll: float, out_path: str, go) -> None:
     end = time.time() + seconds + 1.0
     with engine.connect() as conn:
         while time.time() < end:
-            now_rows = conn.execute(text("SELECT id, t FROM run_sample WHERE id > :i ORDER BY id"), {"i": last_id}).all()
+            now_rows = conn.execute(
+                text("SELECT id, t FROM run_sample WHERE id > :i ORDER BY id"), {"i": last_id}
+            ).all()
             summ = conn.execute(text("SELECT computed_at FROM run_summary WHERE kind = 'live'")).all()
             conn.commit()
             seen = time.time()
@@ -142,7 +157,10 @@ def lag(streams: int, seconds: float, db: str) -> dict:
 
     engine = get_engine(db)
     with session_scope(engine) as s:
-        runs = [create_run(s, pipeline="qwen3-tts", device_name=f"virt{i}", virtual=True).id for i in range(streams)]
+        runs = [
+            create_run(s, pipeline="qwen3-tts", device_name=f"virt{i}", virtual=True).id
+            for i in range(streams)
+        ]
     engine.dispose()
     ctx = mp.get_context("spawn")
     ready, go = ctx.Semaphore(0), ctx.Event()
@@ -164,9 +182,12 @@ def lag(streams: int, seconds: float, db: str) -> dict:
                 p.terminate()
                 p.join(5)
     data = json.loads(Path(out).read_text())
-    return {"streams": streams, "samples_seen": len(data["lags"]),
-            "sample_lag_ms": summarize(data["lags"]),
-            "live_summary_staleness_ms": summarize(data["staleness"])}
+    return {
+        "streams": streams,
+        "samples_seen": len(data["lags"]),
+        "sample_lag_ms": summarize(data["lags"]),
+        "live_summary_staleness_ms": summarize(data["staleness"]),
+    }
 
 
 def main() -> None:
@@ -177,16 +198,24 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="edgelab-bench-") as d:
         tp = throughput(args.events, os.path.join(d, "tp.db"))
-        print(f"ingest -> metrics -> store: {tp['ingest_events_per_s']:,.0f} events/s "
-              f"({tp['events']:,} events; with JSON decode {tp['json_decode_plus_ingest_events_per_s']:,.0f}/s; "
-              f"goal >= 100,000/s)")
-        print(f"final recompute from raw samples: {tp['final_recompute_s']:.2f} s; "
-              f"live == final: {tp['live_equals_final']}")
+        print(
+            f"ingest -> metrics -> store: {tp['ingest_events_per_s']:,.0f} events/s "
+            f"({tp['events']:,} events; with JSON decode {tp['json_decode_plus_ingest_events_per_s']:,.0f}/s; "
+            f"goal >= 100,000/s)"
+        )
+        print(
+            f"final recompute from raw samples: {tp['final_recompute_s']:.2f} s; "
+            f"live == final: {tp['live_equals_final']}"
+        )
         lg = lag(args.streams, args.seconds, os.path.join(d, "lag.db"))
         s, st = lg["sample_lag_ms"], lg["live_summary_staleness_ms"]
-        print(f"live-view lag, {lg['streams']} concurrent streams (n={s['count']} chunks): "
-              f"p50 {s['p50']:.1f} ms, p95 {s['p95']:.1f} ms, max {s['max']:.1f} ms (goal p95 <= 100 ms)")
-        print(f"live summary staleness at each poll (n={st['count']}): p50 {st['p50']:.1f} ms, p95 {st['p95']:.1f} ms")
+        print(
+            f"live-view lag, {lg['streams']} concurrent streams (n={s['count']} chunks): "
+            f"p50 {s['p50']:.1f} ms, p95 {s['p95']:.1f} ms, max {s['max']:.1f} ms (goal p95 <= 100 ms)"
+        )
+        print(
+            f"live summary staleness at each poll (n={st['count']}): p50 {st['p50']:.1f} ms, p95 {st['p95']:.1f} ms"
+        )
 
 
 if __name__ == "__main__":

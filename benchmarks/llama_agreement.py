@@ -46,8 +46,10 @@ ENV = {**os.environ, "OMP_WAIT_POLICY": "passive"}
 # llama-bench measures the forward pass alone; the server's default chain sorts a 32000-token
 # vocabulary per token. Greedy top-k 1 is the like-for-like request; the default chain is printed too.
 GREEDY = {"samplers": ["top_k"], "top_k": 1}
-PROMPT = ("The quick brown fox jumps over the lazy dog while the lab measures how fast a small model "
-          "reads its prompt and writes its answer, one token at a time.")
+PROMPT = (
+    "The quick brown fox jumps over the lazy dog while the lab measures how fast a small model "
+    "reads its prompt and writes its answer, one token at a time."
+)
 
 
 def _free_port() -> int:
@@ -65,8 +67,12 @@ def _bins(args) -> dict[str, Path]:
     from edgelab.runtimes.source import fetch_sdist
 
     source = args.source or fetch_sdist("llama-cpp-python==0.3.36", cache_root() / "downloads")
-    build = ensure_build(load_runtimes()["llama.cpp"], "linux-x86_64", source=source,
-                         progress=lambda line: print(f"  [build] {line}", file=sys.stderr))
+    build = ensure_build(
+        load_runtimes()["llama.cpp"],
+        "linux-x86_64",
+        source=source,
+        progress=lambda line: print(f"  [build] {line}", file=sys.stderr),
+    )
     return build.products
 
 
@@ -81,7 +87,9 @@ def main(argv=None) -> int:
     ap.add_argument("--n-predict", type=int, default=128)
     ap.add_argument("--source", help="llama.cpp source for the build (default: the llama-cpp-python sdist)")
     ap.add_argument("--bin", help="use the binaries in this folder instead of the recipe's build")
-    ap.add_argument("--model", help="GGUF to use (default: edgelab model synth spark-x2.5 --params 100M --quant q4_k_m)")
+    ap.add_argument(
+        "--model", help="GGUF to use (default: edgelab model synth spark-x2.5 --params 100M --quant q4_k_m)"
+    )
     args = ap.parse_args(argv)
     if not shutil.which("curl"):
         print("needs curl", file=sys.stderr)
@@ -94,15 +102,33 @@ def main(argv=None) -> int:
 
         model = synth_files("spark-x2.5", "100M", quant="q4_k_m", quantizer=bins["llama-quantize"]).path
     n = args.n_predict
-    print(f"model {model.name} ({model.stat().st_size / 1e6:.1f} MB, random weights), 1 thread, "
-          f"OMP_WAIT_POLICY=passive, {n} tokens per request")
+    print(
+        f"model {model.name} ({model.stat().st_size / 1e6:.1f} MB, random weights), 1 thread, "
+        f"OMP_WAIT_POLICY=passive, {n} tokens per request"
+    )
 
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     log = tempfile.NamedTemporaryFile("w+", prefix="llama-server-", suffix=".log", delete=False)
-    proc = subprocess.Popen([str(bins["llama-server"]), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
-                             "-t", "1", "-c", "2048"],
-                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=ENV)
+    proc = subprocess.Popen(
+        [
+            str(bins["llama-server"]),
+            "-m",
+            str(model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "-t",
+            "1",
+            "-c",
+            "2048",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=ENV,
+    )
     tg_samples: list[float] = []
     pp_samples: list[float] = []
     ours, ours_default, curls = [], [], []
@@ -115,13 +141,39 @@ def main(argv=None) -> int:
                 client.get(url + "/health")
                 rtts.append((time.perf_counter() - t0) * 1000)
             rtt = statistics.median(rtts)
-            body = {"prompt": PROMPT, "n_predict": n, "stream": True, "cache_prompt": False, "temperature": 0,
-                    "ignore_eos": True, **GREEDY}
+            body = {
+                "prompt": PROMPT,
+                "n_predict": n,
+                "stream": True,
+                "cache_prompt": False,
+                "temperature": 0,
+                "ignore_eos": True,
+                **GREEDY,
+            }
             stream_completion(client, url, PROMPT, n, extra=GREEDY)  # warm-up
             # rounds interleave every measurement, so the shared host's load drifts into all of them alike
             for _ in range(args.requests):
-                res = subprocess.run([str(bins["llama-bench"]), "-m", str(model), "-p", "32", "-n", str(n), "-r", "1",
-                                      "-t", "1", "-o", "jsonl"], capture_output=True, text=True, env=ENV, timeout=900)
+                res = subprocess.run(
+                    [
+                        str(bins["llama-bench"]),
+                        "-m",
+                        str(model),
+                        "-p",
+                        "32",
+                        "-n",
+                        str(n),
+                        "-r",
+                        "1",
+                        "-t",
+                        "1",
+                        "-o",
+                        "jsonl",
+                    ],
+                    capture_output=True,
+                    text=True,
+                    env=ENV,
+                    timeout=900,
+                )
                 if res.returncode != 0:
                     print(res.stderr[-2000:], file=sys.stderr)
                     return 1
@@ -135,8 +187,20 @@ def main(argv=None) -> int:
                 assert rec.ok and lines, rec.error
                 ours.append((rec, wall))
                 t0 = time.perf_counter()
-                out = subprocess.run(["curl", "-s", "-N", "-H", "Content-Type: application/json", "-d",
-                                      json.dumps(body), url + "/completion"], capture_output=True, timeout=300)
+                out = subprocess.run(
+                    [
+                        "curl",
+                        "-s",
+                        "-N",
+                        "-H",
+                        "Content-Type: application/json",
+                        "-d",
+                        json.dumps(body),
+                        url + "/completion",
+                    ],
+                    capture_output=True,
+                    timeout=300,
+                )
                 cwall = (time.perf_counter() - t0) * 1000
                 crec = record_from_sse(out.stdout, "/completion")
                 assert crec.timings, out.stdout[-300:]
@@ -168,24 +232,40 @@ def main(argv=None) -> int:
 
     def_tps = _median([r.metrics()["decode_tok_s"] for r in ours_default])
     def_srv = _median([r.timings["predicted_per_second"] for r in ours_default])
-    print(f"\n(a) agreement (medians of {args.requests} interleaved rounds; requests sample greedily: top_k 1)")
-    print(f"  decode tokens/s   edgelab (lab clock) {lab_tps:8.1f}   llama-bench tg{n} {tg:8.1f} "
-          f"(rounds {min(tg_samples):.0f}-{max(tg_samples):.0f})   ratio {lab_tps / tg:.3f}   "
-          f"{'OK' if abs(lab_tps / tg - 1) <= 0.10 else 'OUTSIDE'} (goal within 10 %)")
-    print(f"                    server predicted_per_second {srv_tps:8.1f}   edgelab/server {lab_tps / srv_tps:.3f}")
-    print(f"  default sampler chain (top-k 40, top-p, min-p over {n} tokens): edgelab {def_tps:.1f}, server "
-          f"{def_srv:.1f}, edgelab/server {def_tps / def_srv:.3f}, vs llama-bench {def_tps / tg:.3f}")
-    print(f"  TTFT ms           edgelab {ttft:8.2f}   server prompt_ms {prompt_ms:8.2f}   ratio {ttft / prompt_ms:.3f}"
-          f"   round trip {rtt:.2f} ms   edgelab - prompt_ms = {ttft - prompt_ms:.2f} ms vs allowance "
-          f"{0.10 * prompt_ms + rtt:.2f} ms: {'OK' if ttft - prompt_ms <= 0.10 * prompt_ms + rtt else 'OUTSIDE'}")
-    print(f"  llama-bench pp32  {statistics.median(pp_samples):8.1f} tokens/s (prompt here: "
-          f"{ours[0][0].timings['prompt_n']} tokens)")
+    print(
+        f"\n(a) agreement (medians of {args.requests} interleaved rounds; requests sample greedily: top_k 1)"
+    )
+    print(
+        f"  decode tokens/s   edgelab (lab clock) {lab_tps:8.1f}   llama-bench tg{n} {tg:8.1f} "
+        f"(rounds {min(tg_samples):.0f}-{max(tg_samples):.0f})   ratio {lab_tps / tg:.3f}   "
+        f"{'OK' if abs(lab_tps / tg - 1) <= 0.10 else 'OUTSIDE'} (goal within 10 %)"
+    )
+    print(
+        f"                    server predicted_per_second {srv_tps:8.1f}   edgelab/server {lab_tps / srv_tps:.3f}"
+    )
+    print(
+        f"  default sampler chain (top-k 40, top-p, min-p over {n} tokens): edgelab {def_tps:.1f}, server "
+        f"{def_srv:.1f}, edgelab/server {def_tps / def_srv:.3f}, vs llama-bench {def_tps / tg:.3f}"
+    )
+    print(
+        f"  TTFT ms           edgelab {ttft:8.2f}   server prompt_ms {prompt_ms:8.2f}   ratio {ttft / prompt_ms:.3f}"
+        f"   round trip {rtt:.2f} ms   edgelab - prompt_ms = {ttft - prompt_ms:.2f} ms vs allowance "
+        f"{0.10 * prompt_ms + rtt:.2f} ms: {'OK' if ttft - prompt_ms <= 0.10 * prompt_ms + rtt else 'OUTSIDE'}"
+    )
+    print(
+        f"  llama-bench pp32  {statistics.median(pp_samples):8.1f} tokens/s (prompt here: "
+        f"{ours[0][0].timings['prompt_n']} tokens)"
+    )
     print("\n(b) overhead: wall time of a request / the server's own prompt_ms + predicted_ms")
     print(f"  edgelab client + events {our_wall:8.1f} ms (server {srv_ours:7.1f} ms)   ratio {our_ratio:.4f}")
-    print(f"  bare curl -N            {curl_wall:8.1f} ms (server {srv_curl:7.1f} ms)   ratio {curl_ratio:.4f}")
+    print(
+        f"  bare curl -N            {curl_wall:8.1f} ms (server {srv_curl:7.1f} ms)   ratio {curl_ratio:.4f}"
+    )
     extra = our_ratio - curl_ratio
-    print(f"  edgelab adds {extra * 100:+.2f} % of the server's time over curl: "
-          f"{'OK' if extra <= 0.05 else 'OUTSIDE'} (goal <= 5 %)")
+    print(
+        f"  edgelab adds {extra * 100:+.2f} % of the server's time over curl: "
+        f"{'OK' if extra <= 0.05 else 'OUTSIDE'} (goal <= 5 %)"
+    )
     return 0
 
 

@@ -84,15 +84,31 @@ def _ssh_round(info, names, cpu: _Cpu) -> Round:
     before = cpu.snap()
     start = time.monotonic()
     procs = [
-        subprocess.Popen(["ssh", "-F", str(info.ssh_config_path), "-o", "BatchMode=yes",
-                          "-o", f"KexAlgorithms={FLOOR_KEX}", n, line],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        subprocess.Popen(
+            [
+                "ssh",
+                "-F",
+                str(info.ssh_config_path),
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                f"KexAlgorithms={FLOOR_KEX}",
+                n,
+                line,
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         for n in names
     ]
     outs = [p.communicate(timeout=120) for p in procs]
     took = time.monotonic() - start
-    ok = sum(1 for p, (out, _e) in zip(procs, outs, strict=True)
-             if p.returncode == 0 and split_sections(out.decode("utf-8", "replace"), nonce)[0])
+    ok = sum(
+        1
+        for p, (out, _e) in zip(procs, outs, strict=True)
+        if p.returncode == 0 and split_sections(out.decode("utf-8", "replace"), nonce)[0]
+    )
     return (took, ok, *cpu.since(before))
 
 
@@ -101,8 +117,10 @@ def _ansible_files(info, names, work: Path) -> tuple[Path, dict[str, str]]:
     rows = ["[lab]"]
     for n in names:
         d = info.device(n)
-        rows.append(f"{n} ansible_host={d.address} ansible_port={d.port} ansible_user={info.user} "
-                    f"ansible_ssh_private_key_file={info.client_key_path} ansible_python_interpreter=/usr/bin/python3")
+        rows.append(
+            f"{n} ansible_host={d.address} ansible_port={d.port} ansible_user={info.user} "
+            f"ansible_ssh_private_key_file={info.client_key_path} ansible_python_interpreter=/usr/bin/python3"
+        )
     inv.write_text("\n".join(rows) + "\n")
     cfg = work / "ansible.cfg"
     cfg.write_text(
@@ -110,16 +128,26 @@ def _ansible_files(info, names, work: Path) -> tuple[Path, dict[str, str]]:
         f"[ssh_connection]\nssh_args = -o UserKnownHostsFile={info.known_hosts_path} -o StrictHostKeyChecking=yes "
         "-o IdentitiesOnly=yes -o ControlMaster=no\npipelining = True\n"
     )
-    env = dict(os.environ, ANSIBLE_CONFIG=str(cfg), ANSIBLE_LOCAL_TEMP=str(work / "tmp"),
-               ANSIBLE_HOME=str(work / "home"), ANSIBLE_STDOUT_CALLBACK="oneline")
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(cfg),
+        ANSIBLE_LOCAL_TEMP=str(work / "tmp"),
+        ANSIBLE_HOME=str(work / "home"),
+        ANSIBLE_STDOUT_CALLBACK="oneline",
+    )
     return inv, env
 
 
 def _ansible_round(inv: Path, env: dict[str, str], n: int, cpu: _Cpu) -> Round:
     before = cpu.snap()
     start = time.monotonic()
-    res = subprocess.run(["ansible", "all", "-i", str(inv), "-m", "setup", "-f", "16"],
-                         capture_output=True, text=True, env=env, timeout=600)
+    res = subprocess.run(
+        ["ansible", "all", "-i", str(inv), "-m", "setup", "-f", "16"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     took = time.monotonic() - start
     ok = sum(1 for ln in res.stdout.splitlines() if "| SUCCESS" in ln)
     if ok < n:
@@ -144,11 +172,15 @@ def _report(results: dict[str, list[Round]], n: int, rounds: int) -> str:
     e = med["edgelab"]
     if "ansible" in med:
         a = med["ansible"]
-        lines.append(f"  ansible / edgelab    {a[0] / e[0]:7.2f} x wall, {(a[2] + a[3]) / (e[2] + e[3]):5.2f} x cpu"
-                     "   (goal >= 5)")
+        lines.append(
+            f"  ansible / edgelab    {a[0] / e[0]:7.2f} x wall, {(a[2] + a[3]) / (e[2] + e[3]):5.2f} x cpu"
+            "   (goal >= 5)"
+        )
     f = med["ssh"]
-    lines.append(f"  edgelab / ssh floor  {e[0] / f[0]:7.2f} x wall, {(e[2] + e[3]) / (f[2] + f[3]):5.2f} x cpu"
-                 "   (goal <= 1.2)")
+    lines.append(
+        f"  edgelab / ssh floor  {e[0] / f[0]:7.2f} x wall, {(e[2] + e[3]) / (f[2] + f[3]):5.2f} x cpu"
+        "   (goal <= 1.2)"
+    )
     return "\n".join(lines)
 
 
@@ -187,9 +219,15 @@ def main(argv: list[str] | None = None) -> int:
             results["ssh"].append(_ssh_round(info, names, cpu))
             if use_ansible:
                 results["ansible"].append(_ansible_round(inv, env, len(names), cpu))
-            print(f"round {r + 1}: " + ", ".join(
-                f"{k} {v[-1][0]:.2f}s ({v[-1][1]}/{len(names)} ok, cpu client {v[-1][2]:.2f}s devices {v[-1][3]:.2f}s)"
-                for k, v in results.items() if v), file=sys.stderr)
+            print(
+                f"round {r + 1}: "
+                + ", ".join(
+                    f"{k} {v[-1][0]:.2f}s ({v[-1][1]}/{len(names)} ok, cpu client {v[-1][2]:.2f}s devices {v[-1][3]:.2f}s)"
+                    for k, v in results.items()
+                    if v
+                ),
+                file=sys.stderr,
+            )
     finally:
         stop_ssh_lab(state)
         shutil.rmtree(work, ignore_errors=True)

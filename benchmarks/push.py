@@ -39,8 +39,14 @@ from edgelab.sim.sshd import client_config, free_port, start_ssh_lab, stop_ssh_l
 
 def timed(cmd: list[str] | str, env: dict[str, str]) -> float:
     t0 = time.monotonic()
-    res = subprocess.run(cmd, shell=isinstance(cmd, str), env=env, stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    res = subprocess.run(
+        cmd,
+        shell=isinstance(cmd, str),
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     took = time.monotonic() - t0
     if res.returncode != 0:
         raise SystemExit(f"{cmd!r} failed ({res.returncode}): {res.stderr.decode(errors='replace')[-400:]}")
@@ -67,8 +73,13 @@ def main() -> int:
         info = start_ssh_lab(ssh_state, ["orin-agx"], port=free_port(["127.0.0.11"]))
         lab = start_adb_lab(adb_state, ["s25"], base_port=adb_free_port(None))
         try:
-            env = {**os.environ, "EDGELAB_HOME": str(work / "home"), "EDGELAB_DB": str(work / "bench.db"),
-                   "EDGELAB_SIM_DIR": str(ssh_state), "NO_COLOR": "1"}
+            env = {
+                **os.environ,
+                "EDGELAB_HOME": str(work / "home"),
+                "EDGELAB_DB": str(work / "bench.db"),
+                "EDGELAB_SIM_DIR": str(ssh_state),
+                "NO_COLOR": "1",
+            }
             env.pop("COLUMNS", None)
             register(env["EDGELAB_DB"], LabStatus(ssh_state, ssh=info, adb=lab), check=False)
             cfg = work / "ssh_config"
@@ -86,25 +97,51 @@ def main() -> int:
                     for _ in range(mib):
                         f.write(os.urandom(1 << 20))
                 name = f"bench-{mib}m"
-                run([edgelab, "artifact", "add", str(blob), "--kind", "weights", "--target", "any",
-                     "--name", name, "--replace"], env)
+                run(
+                    [
+                        edgelab,
+                        "artifact",
+                        "add",
+                        str(blob),
+                        "--kind",
+                        "weights",
+                        "--target",
+                        "any",
+                        "--name",
+                        name,
+                        "--replace",
+                    ],
+                    env,
+                )
                 rem_ssh = f"bench/{blob.name}"
                 rem_adb = f"/data/local/tmp/bench/{blob.name}"
                 ssh_s, adb_s = " ".join(map(q, ssh)), " ".join(map(q, adb))
                 tools = {
-                    "ssh edgelab push": (f"{ssh_s} rm -rf .edgelab/store", [edgelab, "push", name, "-d", "orin-agx"]),
-                    "ssh rsync": (f"{ssh_s} rm -f {q(rem_ssh)}",
-                                  ["rsync", "-e", f"ssh -F {cfg}", str(blob), f"orin-agx:{rem_ssh}"]),
-                    "ssh scp": (f"{ssh_s} rm -f {q(rem_ssh)}", ["scp", "-F", str(cfg), str(blob), f"orin-agx:{rem_ssh}"]),
+                    "ssh edgelab push": (
+                        f"{ssh_s} rm -rf .edgelab/store",
+                        [edgelab, "push", name, "-d", "orin-agx"],
+                    ),
+                    "ssh rsync": (
+                        f"{ssh_s} rm -f {q(rem_ssh)}",
+                        ["rsync", "-e", f"ssh -F {cfg}", str(blob), f"orin-agx:{rem_ssh}"],
+                    ),
+                    "ssh scp": (
+                        f"{ssh_s} rm -f {q(rem_ssh)}",
+                        ["scp", "-F", str(cfg), str(blob), f"orin-agx:{rem_ssh}"],
+                    ),
                     "ssh scp + ssh sha256sum": (
                         f"{ssh_s} rm -f {q(rem_ssh)}",
-                        f"scp -F {q(str(cfg))} {q(str(blob))} orin-agx:{q(rem_ssh)} && {ssh_s} sha256sum {q(rem_ssh)}"),
-                    "adb edgelab push": (f"{adb_s} shell rm -rf /data/local/tmp/edgelab/store",
-                                         [edgelab, "push", name, "-d", "s25"]),
+                        f"scp -F {q(str(cfg))} {q(str(blob))} orin-agx:{q(rem_ssh)} && {ssh_s} sha256sum {q(rem_ssh)}",
+                    ),
+                    "adb edgelab push": (
+                        f"{adb_s} shell rm -rf /data/local/tmp/edgelab/store",
+                        [edgelab, "push", name, "-d", "s25"],
+                    ),
                     "adb adb push": (f"{adb_s} shell rm -f {q(rem_adb)}", [*adb, "push", str(blob), rem_adb]),
                     "adb adb push + adb shell sha256sum": (
                         f"{adb_s} shell rm -f {q(rem_adb)}",
-                        f"{adb_s} push {q(str(blob))} {q(rem_adb)} && {adb_s} shell sha256sum {q(rem_adb)}"),
+                        f"{adb_s} push {q(str(blob))} {q(rem_adb)} && {adb_s} shell sha256sum {q(rem_adb)}",
+                    ),
                 }
                 times: dict[str, list[float]] = {k: [] for k in tools}
                 for _ in range(rounds):
@@ -112,10 +149,12 @@ def main() -> int:
                         subprocess.run(reset, shell=True, env=env, check=True, capture_output=True)
                         times[tool].append(timed(cmd, env))
                 # unchanged re-push, the blob recorded as verified by the last round
-                times["ssh edgelab re-push unchanged"] = [timed([edgelab, "push", name, "-d", "orin-agx"], env)
-                                                          for _ in range(rounds)]
-                times["adb edgelab re-push unchanged"] = [timed([edgelab, "push", name, "-d", "s25"], env)
-                                                          for _ in range(rounds)]
+                times["ssh edgelab re-push unchanged"] = [
+                    timed([edgelab, "push", name, "-d", "orin-agx"], env) for _ in range(rounds)
+                ]
+                times["adb edgelab re-push unchanged"] = [
+                    timed([edgelab, "push", name, "-d", "s25"], env) for _ in range(rounds)
+                ]
                 out = json.loads(run([edgelab, "push", name, "-d", "orin-agx", "-d", "s25", "--json"], env))
                 assert all(b["status"] == "present" for d in out for b in d["blobs"]), out
                 results[mib] = times
@@ -129,28 +168,41 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
 
     load_after = os.getloadavg()
-    print(f"\nedgelab push bench: whole commands, VIRTUAL devices on loopback (not real links), "
-          f"median of {rounds} interleaved round(s)")
-    print(f"machine: {os.cpu_count()} CPUs, load average (1/5/15 min) {' '.join(f'{x:.1f}' for x in load_before)} "
-          f"before, {' '.join(f'{x:.1f}' for x in load_after)} after: ratios of one run are comparable, "
-          f"seconds across runs are not\n")
+    print(
+        f"\nedgelab push bench: whole commands, VIRTUAL devices on loopback (not real links), "
+        f"median of {rounds} interleaved round(s)"
+    )
+    print(
+        f"machine: {os.cpu_count()} CPUs, load average (1/5/15 min) {' '.join(f'{x:.1f}' for x in load_before)} "
+        f"before, {' '.join(f'{x:.1f}' for x in load_after)} after: ratios of one run are comparable, "
+        f"seconds across runs are not\n"
+    )
     for mib, times in results.items():
         size = mib << 20
         med = {k: statistics.median(v) for k, v in times.items()}
         print(f"{mib} MiB")
         print(f"  {'command':40} {'median s':>9} {'MB/s':>7}   (rounds)")
         for tool, secs in times.items():
-            print(f"  {tool:40} {med[tool]:9.2f} {size / med[tool] / 1e6:7.1f}   "
-                  f"({', '.join(f'{s:.2f}' for s in secs)})")
+            print(
+                f"  {tool:40} {med[tool]:9.2f} {size / med[tool] / 1e6:7.1f}   "
+                f"({', '.join(f'{s:.2f}' for s in secs)})"
+            )
         print("  ratios, edgelab push throughput / peer's (same run):")
-        for path, peer, goal in (("ssh", "rsync", 0.9), ("ssh", "scp", None), ("ssh", "scp + ssh sha256sum", None),
-                                 ("adb", "adb push", None), ("adb", "adb push + adb shell sha256sum", 1.0)):
+        for path, peer, goal in (
+            ("ssh", "rsync", 0.9),
+            ("ssh", "scp", None),
+            ("ssh", "scp + ssh sha256sum", None),
+            ("adb", "adb push", None),
+            ("adb", "adb push + adb shell sha256sum", 1.0),
+        ):
             r = med[f"{path} {peer}"] / med[f"{path} edgelab push"]
             verdict = "" if goal is None else f"   goal >= {goal:.1f}x: {'met' if r >= goal else 'NOT met'}"
             print(f"    {path}  vs {peer:32} {r:5.2f}x{verdict}")
         for path in ("ssh", "adb"):
             s = med[f"{path} edgelab re-push unchanged"]
-            print(f"    {path}  unchanged re-push {s:.2f} s   goal <= 1 s: {'met' if s <= 1.0 else 'NOT met'}")
+            print(
+                f"    {path}  unchanged re-push {s:.2f} s   goal <= 1 s: {'met' if s <= 1.0 else 'NOT met'}"
+            )
         print()
     return 0
 

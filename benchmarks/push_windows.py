@@ -78,8 +78,10 @@ def main() -> int:
     print(f"VIRTUAL devices, loopback, {mib:.0f} MiB, {args.repeat} rounds (median; best)")
     for label, secs in rows.items():
         med = statistics.median(secs)
-        print(f"  {label:38s} {mib / med:7.1f} MiB/s  best {mib / min(secs):7.1f}  "
-              f"x{peer / med:4.2f} of edgelab->orin-agx")
+        print(
+            f"  {label:38s} {mib / med:7.1f} MiB/s  best {mib / min(secs):7.1f}  "
+            f"x{peer / med:4.2f} of edgelab->orin-agx"
+        )
     for name, (status, sent, secs) in repush.items():
         print(f"  unchanged re-push -> {name:20s} {status}, {sent} bytes sent, {secs * 1000:.0f} ms")
     return 0

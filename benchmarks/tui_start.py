@@ -50,8 +50,10 @@ def main() -> None:
         seed(get_engine(db), args.devices)
         times = [asyncio.run(first_paint(db, args.devices)) for _ in range(args.repeat)]
         dispose_engines()
-    print(f"fleet screen first paint with {args.devices} devices: median {statistics.median(times):.3f} s "
-          f"(runs: {', '.join(f'{t:.3f}' for t in times)})")
+    print(
+        f"fleet screen first paint with {args.devices} devices: median {statistics.median(times):.3f} s "
+        f"(runs: {', '.join(f'{t:.3f}' for t in times)})"
+    )
 
 
 if __name__ == "__main__":

@@ -69,8 +69,12 @@ def controller_episode(engine, ticks: int, hz: float, events: Path, hog: int = 0
     from edgelab.controller.vla import CpuHog
 
     with open(events, "w", buffering=1) as f:
-        ctl = VlaController(Emitter(f, run="bench", stamp={"runtime": engine.runtime, "weights": "random"}),
-                            engine, control_hz=hz, seed=0)
+        ctl = VlaController(
+            Emitter(f, run="bench", stamp={"runtime": engine.runtime, "weights": "random"}),
+            engine,
+            control_hz=hz,
+            seed=0,
+        )
         ctl.warmup(1)
         ctl.wall0, ctl.mono0 = time.time(), time.monotonic()
         with CpuHog(hog):
@@ -80,8 +84,17 @@ def controller_episode(engine, ticks: int, hz: float, events: Path, hog: int = 0
 
 def action_figures(events: Path, period: float) -> dict:
     rows = [json.loads(x) for x in events.read_text().splitlines()]
-    samples = [ActionSample(t=r["t"], obs_t=r["obs_t"], infer_start=r["infer_start"], infer_end=r["infer_end"],
-                            horizon=r["horizon"]) for r in rows if r["kind"] == "action.chunk"]
+    samples = [
+        ActionSample(
+            t=r["t"],
+            obs_t=r["obs_t"],
+            infer_start=r["infer_start"],
+            infer_end=r["infer_end"],
+            horizon=r["horizon"],
+        )
+        for r in rows
+        if r["kind"] == "action.chunk"
+    ]
     return action_metrics(samples, period)
 
 
@@ -102,8 +115,15 @@ def main() -> int:
     home = tempfile.mkdtemp(prefix="edgelab-vla-bench-")
     os.environ.setdefault("EDGELAB_HOME", home)
     cond = ObservationEncoder(0).encode(synthetic_observation(np.random.default_rng(0)))
-    out: dict = {"host_cpus": os.cpu_count(), "hz": a.hz, "rounds": a.rounds, "chunks": a.chunks,
-                 "threads": a.threads, "weights": "random", "runtimes": {}}
+    out: dict = {
+        "host_cpus": os.cpu_count(),
+        "hz": a.hz,
+        "rounds": a.rounds,
+        "chunks": a.chunks,
+        "threads": a.threads,
+        "weights": "random",
+        "runtimes": {},
+    }
     for rt in ("mnn", "onnxruntime"):
         model = export("action-head", FORMATS[rt])
         eng = open_engine(rt, model.path, backend="cpu", threads=a.threads)
@@ -125,21 +145,31 @@ def main() -> int:
             hogged = controller_episode(eng, a.chunks * 2, a.hz, Path(d) / "h.jsonl", hog=a.hog)
             hog_fig = action_figures(Path(d) / "h.jsonl", period)
         out["runtimes"][rt] = {
-            "model_sha256": model.sha256, "placement": eng.placement.as_dict(),
+            "model_sha256": model.sha256,
+            "placement": eng.placement.as_dict(),
             "bare": {"step_ms": summarize(bare_steps), "chunk_ms": summarize(bare_chunks)},
-            "controller": {"step_ms": summarize(ctl_steps), "chunk_ms": summarize(ctl_chunks),
-                           "cycle_ms": summarize(ctl_cycles)},
-            "ratio_p50": {"chunk": statistics.median(ctl_chunks) / statistics.median(bare_chunks),
-                          "cycle": statistics.median(ctl_cycles) / statistics.median(bare_chunks),
-                          "cycle_per_round": ratios},
-            "at_hz": {"clean": {**clean_fig, "held_ticks": clean.stats.held},
-                      f"hog{a.hog}": {**hog_fig, "held_ticks": hogged.stats.held}},
+            "controller": {
+                "step_ms": summarize(ctl_steps),
+                "chunk_ms": summarize(ctl_chunks),
+                "cycle_ms": summarize(ctl_cycles),
+            },
+            "ratio_p50": {
+                "chunk": statistics.median(ctl_chunks) / statistics.median(bare_chunks),
+                "cycle": statistics.median(ctl_cycles) / statistics.median(bare_chunks),
+                "cycle_per_round": ratios,
+            },
+            "at_hz": {
+                "clean": {**clean_fig, "held_ticks": clean.stats.held},
+                f"hog{a.hog}": {**hog_fig, "held_ticks": hogged.stats.held},
+            },
         }
     if a.json:
         print(json.dumps(out, indent=1))
         return 0
-    print(f"action head (random weights) on this host's CPU ({out['host_cpus']} cpus, {a.threads} thread), "
-          f"{a.rounds} interleaved rounds x {a.chunks} chunks at {a.hz:g} Hz; K = {K} steps per chunk")
+    print(
+        f"action head (random weights) on this host's CPU ({out['host_cpus']} cpus, {a.threads} thread), "
+        f"{a.rounds} interleaved rounds x {a.chunks} chunks at {a.hz:g} Hz; K = {K} steps per chunk"
+    )
     for rt, r in out["runtimes"].items():
         pl = r["placement"]
         print(f"\n== {rt} {pl['runtime_version']}  placement {pl['observed']} ({pl['detail'][:70]})")
@@ -150,12 +180,16 @@ def main() -> int:
         print(f"  controller  chunk ms {p(r['controller']['chunk_ms'])}")
         print(f"  controller  cycle ms {p(r['controller']['cycle_ms'])}   (head + buffer + events)")
         rr = r["ratio_p50"]
-        print(f"  controller / bare at p50: chunk {rr['chunk']:.3f}  cycle {rr['cycle']:.3f}  "
-              f"(per round {', '.join(f'{x:.3f}' for x in rr['cycle_per_round'])}; goal <= 1.05)")
+        print(
+            f"  controller / bare at p50: chunk {rr['chunk']:.3f}  cycle {rr['cycle']:.3f}  "
+            f"(per round {', '.join(f'{x:.3f}' for x in rr['cycle_per_round'])}; goal <= 1.05)"
+        )
         for name, f in r["at_hz"].items():
-            print(f"  {a.hz:g} Hz {name:6s} latency {p(f['latency_ms'])}  age {p(f['age_ms'])}  "
-                  f"misses {f['deadline_misses']}/{f['chunks']}  aligned {f['stale_aligned']}  "
-                  f"dropped {f['stale_dropped']}  held ticks {f['held_ticks']}")
+            print(
+                f"  {a.hz:g} Hz {name:6s} latency {p(f['latency_ms'])}  age {p(f['age_ms'])}  "
+                f"misses {f['deadline_misses']}/{f['chunks']}  aligned {f['stale_aligned']}  "
+                f"dropped {f['stale_dropped']}  held ticks {f['held_ticks']}"
+            )
     return 0
 
 

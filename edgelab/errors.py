@@ -107,7 +107,9 @@ class RuntimeError_(CatalogError):  # the trailing underscore keeps it apart fro
 class TemplateError(ConfigError):
     """A template that cannot be rendered with the values the plan has."""
 
-    remedy = "fix the template (runtimes/*.yaml, schema in edgelab/runtimes/spec.py) or give the missing value"
+    remedy = (
+        "fix the template (runtimes/*.yaml, schema in edgelab/runtimes/spec.py) or give the missing value"
+    )
 
 
 class BadCapture(ConfigError):
@@ -205,11 +207,26 @@ class FrameError(TransportError):
 class Refusal(EdgelabError):
     """Raised before anything is pushed or launched; stored with the attempt."""
 
-    CODES = ("no_runnable_device", "weight_format_unsupported", "budget_exceeds_device", "no_exported_graph",
-             "device_unreachable", "strategy_refused")  # the codes DESIGN §5b names, and strategy refusals
+    CODES = (
+        "no_runnable_device",
+        "weight_format_unsupported",
+        "budget_exceeds_device",
+        "no_exported_graph",
+        "device_unreachable",
+        "strategy_refused",
+    )  # the codes DESIGN §5b names, and strategy refusals
 
-    def __init__(self, code: str, message: str, *, device: str, remedy: str, pool: str | None = None,
-                 numbers: dict[str, Any] | None = None, strategy: str | None = None):
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        device: str,
+        remedy: str,
+        pool: str | None = None,
+        numbers: dict[str, Any] | None = None,
+        strategy: str | None = None,
+    ):
         super().__init__(f"{code}: {device}: {message}", remedy=remedy)
         self.code = code
         self.device = device
@@ -219,8 +236,15 @@ class Refusal(EdgelabError):
         self.strategy = strategy
 
     def to_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "device": self.device, "message": self.detail, "pool": self.pool,
-                "numbers": self.numbers, "strategy": self.strategy, "remedy": self.remedy}
+        return {
+            "code": self.code,
+            "device": self.device,
+            "message": self.detail,
+            "pool": self.pool,
+            "numbers": self.numbers,
+            "strategy": self.strategy,
+            "remedy": self.remedy,
+        }
 
 
 class DeviceInUse(EdgelabError):
@@ -248,8 +272,9 @@ class BenchFailed(EdgelabError):
     ``workload_exit`` is the workload process's own exit status; it is not ``exit_code`` (the CLI's),
     so a workload that exits 127 still makes ``edgelab bench`` exit 1."""
 
-    def __init__(self, message: str, *, run_id: str, remedy: str, workload_exit: int | None = None,
-                 stderr: str = ""):
+    def __init__(
+        self, message: str, *, run_id: str, remedy: str, workload_exit: int | None = None, stderr: str = ""
+    ):
         super().__init__(message, remedy=remedy)
         self.run_id = run_id
         self.workload_exit = workload_exit
@@ -291,9 +316,11 @@ class VirtualEvidence(EdgelabError):
 class EvidenceRefused(EdgelabError):
     """A cell change asked on runs that do not show what the change claims."""
 
-    remedy = ("qualify from finished runs of this row's device and this column's pipeline, on a real "
-              "runtime with real weights, >= 1 warm-up and >= 20 measured requests per band, with complete "
-              "provenance (see `edgelab runs show RUN --json`)")
+    remedy = (
+        "qualify from finished runs of this row's device and this column's pipeline, on a real "
+        "runtime with real weights, >= 1 warm-up and >= 20 measured requests per band, with complete "
+        "provenance (see `edgelab runs show RUN --json`)"
+    )
 
     def __init__(self, message: str, verdicts: list[Any], remedy: str | None = None):
         super().__init__(message, remedy=remedy)

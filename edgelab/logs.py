@@ -32,8 +32,10 @@ DEBUG_ALSO = ("paramiko", "adbutils", "websockets", "alembic")
 MASK = "***"
 
 # "token" but not "tokens"/"tokenizer" (decode figures are logged as tokens/s)
-_SECRET_WORD = (r"[\w.-]*(?:password|passwd|passphrase|secret|token(?!s|izer)|api[_-]?key|apikey|access[_-]?key"
-                r"|private[_-]?key)[\w.-]*")
+_SECRET_WORD = (
+    r"[\w.-]*(?:password|passwd|passphrase|secret|token(?!s|izer)|api[_-]?key|apikey|access[_-]?key"
+    r"|private[_-]?key)[\w.-]*"
+)
 _PATTERNS = (
     # scheme://user:password@host (database and proxy URLs)
     (re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s:/@]*):[^\s@/]+@", re.I), rf"\1:{MASK}@"),
@@ -134,8 +136,13 @@ def setup(level: str | int | None = None, *, default: str = "warning", stream: I
 
 def add_argument(parser: argparse.ArgumentParser) -> None:
     """``--log-level`` for an entry point's own parser (default: ``EDGELAB_LOG``, then warning)."""
-    parser.add_argument("--log-level", default=None, type=_argparse_level, metavar="LEVEL",
-                        help=f"{', '.join(LEVELS)} (default: ${ENV}, else warning); secrets are masked")
+    parser.add_argument(
+        "--log-level",
+        default=None,
+        type=_argparse_level,
+        metavar="LEVEL",
+        help=f"{', '.join(LEVELS)} (default: ${ENV}, else warning); secrets are masked",
+    )
 
 
 def _argparse_level(value: str) -> str:

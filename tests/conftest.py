@@ -60,7 +60,7 @@ def lab_marks(item: pytest.Item) -> set[str]:
     funcs = [getattr(item, "function", None)]
     for name in closure:
         marks.update(LAB_FIXTURES.get(name, ()))
-        for fixturedef in (info.name2fixturedefs.get(name, ()) if info else ()):
+        for fixturedef in info.name2fixturedefs.get(name, ()) if info else ():
             funcs.append(fixturedef.func)
     for func in funcs:
         code = getattr(func, "__code__", None)
@@ -92,8 +92,11 @@ def _lanes_are_declared(request):
     have = request.node.stash.get(COLLECTED_MARKS, frozenset())
     missing = sorted({m for name in request.fixturenames for m in LAB_FIXTURES.get(name, ())} - have)
     if missing:
-        pytest.fail(f"{request.node.nodeid} uses a lab fixture at run time but is not marked "
-                    f"{', '.join(missing)}: mark it (or the fixture param that requests it)", pytrace=False)
+        pytest.fail(
+            f"{request.node.nodeid} uses a lab fixture at run time but is not marked "
+            f"{', '.join(missing)}: mark it (or the fixture param that requests it)",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(autouse=True)

@@ -41,11 +41,15 @@ def test_perf_lines_of_llama_completion():
 
 
 def test_perf_lines_older_prefixes_and_server_slots_and_cli():
-    old = ("llama_perf_context_print:        load time =     512.10 ms\n"
-           "llama_perf_context_print: prompt eval time =      69.05 ms /    15 tokens (    4.60 ms per token,   217.24 tokens per second)\n"
-           "llama_perf_context_print:        eval time =    1000.00 ms /   127 runs   (    7.87 ms per token,   127.00 tokens per second)\n")
+    old = (
+        "llama_perf_context_print:        load time =     512.10 ms\n"
+        "llama_perf_context_print: prompt eval time =      69.05 ms /    15 tokens (    4.60 ms per token,   217.24 tokens per second)\n"
+        "llama_perf_context_print:        eval time =    1000.00 ms /   127 runs   (    7.87 ms per token,   127.00 tokens per second)\n"
+    )
     rep = parse_perf(old)
-    assert rep.source == "llama_perf_context_print" and rep.load_ms == 512.10 and rep.eval.tokens_per_s == 127.0
+    assert (
+        rep.source == "llama_perf_context_print" and rep.load_ms == 512.10 and rep.eval.tokens_per_s == 127.0
+    )
     slots = parse_perf_all(cap("server.stderr"))
     assert [r.eval.tokens for r in slots] == [16, 16]  # one report per request
     assert slots[0].source == "print_timing" and slots[0].prompt.tokens == 6
@@ -57,8 +61,16 @@ def test_perf_lines_older_prefixes_and_server_slots_and_cli():
 def test_build_info_lines():
     info = parse_build_info(cap("server.stderr"))
     assert info["commit"] == "0c1e570" and info["build"] == "1" and info["compiler"] == "GNU 12.2.0"
-    v = parse_build_info("version: 0.5.0-dev (build 1, commit 0c1e57098)\nbuilt with GNU 12.2.0 for Linux x86_64\n")
-    assert v == {"version": "0.5.0-dev", "build": "1", "commit": "0c1e57098", "compiler": None, "target": None}
+    v = parse_build_info(
+        "version: 0.5.0-dev (build 1, commit 0c1e57098)\nbuilt with GNU 12.2.0 for Linux x86_64\n"
+    )
+    assert v == {
+        "version": "0.5.0-dev",
+        "build": "1",
+        "commit": "0c1e57098",
+        "compiler": None,
+        "target": None,
+    }
 
 
 @pytest.mark.parametrize("name", ["bench.json", "bench.jsonl"])
@@ -127,8 +139,14 @@ def test_health_states():
 
 def test_completion_stream_to_record_and_events():
     times = [100.0 + 0.050 + 0.005 * i for i in range(17)]
-    rec = record_from_sse(cap("completion_stream.sse"), COMPLETION, prompt="hello world", n_predict=16,
-                          times=times, submitted=100.0)
+    rec = record_from_sse(
+        cap("completion_stream.sse"),
+        COMPLETION,
+        prompt="hello world",
+        n_predict=16,
+        times=times,
+        submitted=100.0,
+    )
     assert rec.ok and rec.tokens == 16 and rec.tokens_predicted == 16 and rec.stop_type == "limit"
     assert rec.timings["predicted_n"] == 16 and rec.timings["cache_n"] == 0 and rec.timings["prompt_ms"] > 0
     assert rec.prompt_tokens == 6 and len(rec.token_chunks) == 16
@@ -145,7 +163,9 @@ def test_completion_stream_to_record_and_events():
     # the events round-trip through the JSON-lines protocol and give the same text metrics
     back = [ev.decode(ev.encode(e)) for e in evs]
     tm = text_metrics([(e.t, e.n) for e in back if isinstance(e, ev.TextToken)], back[0].t)
-    assert tm["ttft_ms"] == pytest.approx(m["ttft_ms"]) and tm["decode_tok_s"] == pytest.approx(m["decode_tok_s"])
+    assert tm["ttft_ms"] == pytest.approx(m["ttft_ms"]) and tm["decode_tok_s"] == pytest.approx(
+        m["decode_tok_s"]
+    )
 
 
 def test_chat_stream_to_record():
@@ -157,9 +177,11 @@ def test_chat_stream_to_record():
 
 def test_a_chunk_carrying_two_tokens_counts_two():
     # llama-server holds back an incomplete UTF-8 character and sends it with the next token
-    raw = ('data: {"content":"a","tokens_predicted":1,"stop":false}\n\n'
-           'data: {"content":"\\u00e9b","tokens_predicted":3,"stop":false}\n\n'
-           'data: {"content":"","stop":true,"tokens_predicted":3,"stop_type":"limit","timings":{"predicted_n":3}}\n\n')
+    raw = (
+        'data: {"content":"a","tokens_predicted":1,"stop":false}\n\n'
+        'data: {"content":"\\u00e9b","tokens_predicted":3,"stop":false}\n\n'
+        'data: {"content":"","stop":true,"tokens_predicted":3,"stop_type":"limit","timings":{"predicted_n":3}}\n\n'
+    )
     rec = record_from_sse(raw, COMPLETION)
     assert [c.n for c in rec.chunks] == [1, 2] and rec.tokens == 3
 

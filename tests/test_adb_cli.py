@@ -18,7 +18,9 @@ from edgelab.transport.base import Endpoint
 pytestmark = pytest.mark.adb
 
 
-def adb(lab: AdbLabInfo, *args: str, serial: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+def adb(
+    lab: AdbLabInfo, *args: str, serial: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess:
     port = lab.adb_server.rsplit(":", 1)[1]
     env = dict(os.environ, HOME=str(lab.state_dir / "adb" / "home"))
     cmd = [lab.adb_path, "-P", port] + (["-s", serial] if serial else []) + list(args)
@@ -55,13 +57,19 @@ def test_adb_exec_out_is_raw_binary(adb_lab: AdbLabInfo) -> None:
 )
 def test_getprop_answers_from_the_persona(adb_lab: AdbLabInfo, name, model, soc, platform) -> None:
     serial = adb_lab.device(name).serial
-    r = adb(adb_lab, "shell", "getprop ro.product.model; getprop ro.soc.model; getprop ro.board.platform",
-            serial=serial)
+    r = adb(
+        adb_lab,
+        "shell",
+        "getprop ro.product.model; getprop ro.soc.model; getprop ro.board.platform",
+        serial=serial,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.decode().splitlines() == [model, soc, platform]
     everything = adb(adb_lab, "shell", "getprop", serial=serial).stdout.decode()
     assert f"[ro.product.model]: [{model}]" in everything.splitlines()
-    assert f"model:{model.replace(' ', '_').replace('-', '_')}" in adb(adb_lab, "devices", "-l").stdout.decode()
+    assert (
+        f"model:{model.replace(' ', '_').replace('-', '_')}" in adb(adb_lab, "devices", "-l").stdout.decode()
+    )
 
 
 def test_push_pull_20mb_byte_exact(adb_lab: AdbLabInfo, tmp_path: Path) -> None:
@@ -88,7 +96,9 @@ def test_sync_stays_inside_the_device(adb_lab: AdbLabInfo, tmp_path: Path) -> No
     assert not Path("/tmp/edgelab-escape").exists()
     # the lab host's own files are not on the device; the persona's are
     assert adb(adb_lab, "pull", "/etc/hostname", str(tmp_path / "h"), serial=serial).returncode != 0
-    assert adb(adb_lab, "pull", "/vendor/lib64/libQnnHtp.so", str(tmp_path / "q"), serial=serial).returncode == 0
+    assert (
+        adb(adb_lab, "pull", "/vendor/lib64/libQnnHtp.so", str(tmp_path / "q"), serial=serial).returncode == 0
+    )
 
 
 def test_closing_the_shell_kills_the_command(adb_lab: AdbLabInfo, adb_transport: ADBTransport) -> None:
@@ -97,8 +107,17 @@ def test_closing_the_shell_kills_the_command(adb_lab: AdbLabInfo, adb_transport:
     env = dict(os.environ, HOME=str(adb_lab.state_dir / "adb" / "home"))
     pidfile = "/data/local/tmp/edgelab-hup.pid"
     proc = subprocess.Popen(
-        [adb_lab.adb_path, "-P", port, "-s", serial, "shell", f"echo $$ > {pidfile}; echo up; exec sleep 300"],
-        stdout=subprocess.PIPE, env=env,
+        [
+            adb_lab.adb_path,
+            "-P",
+            port,
+            "-s",
+            serial,
+            "shell",
+            f"echo $$ > {pidfile}; echo up; exec sleep 300",
+        ],
+        stdout=subprocess.PIPE,
+        env=env,
     )
     try:
         assert proc.stdout.readline() == b"up\n"

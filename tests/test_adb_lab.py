@@ -62,7 +62,10 @@ def test_lab_lifecycle_leaves_no_process(tmp_path: Path) -> None:
         revived = start_adb_lab(state, ["rb3g2"])
         assert revived.server_pid == info.server_pid and revived.emulator_pid != info.emulator_pid
         assert revived.device("rb3g2").state == "device"
-        assert ADBTransport.connect(adb_endpoint(revived, "rb3g2")).run(["getprop", "ro.soc.model"]).stdout == "QCS6490\n"
+        assert (
+            ADBTransport.connect(adb_endpoint(revived, "rb3g2")).run(["getprop", "ro.soc.model"]).stdout
+            == "QCS6490\n"
+        )
 
         p2 = ADBTransport.connect(adb_endpoint(revived, "rb3g2")).stream(["sleep", "300"])
         for _ in range(100):
@@ -88,7 +91,11 @@ def test_banner_and_framing() -> None:
 
 
 def test_shell_service_names() -> None:
-    assert parse_shell_service("shell,v2,TERM=xterm,raw:ls -l") == ("shell", {"v2", "TERM=xterm", "raw"}, "ls -l")
+    assert parse_shell_service("shell,v2,TERM=xterm,raw:ls -l") == (
+        "shell",
+        {"v2", "TERM=xterm", "raw"},
+        "ls -l",
+    )
     assert parse_shell_service("shell:") == ("shell", set(), "")
     assert parse_shell_service("exec:cat /x") == ("exec", set(), "cat /x")
     assert parse_shell_service("sync:") is None

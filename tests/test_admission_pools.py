@@ -19,15 +19,25 @@ from edgelab.store.models import Device
 
 
 def _profile(pools: list[Pool], budget: str, headroom: int = 2 * GIB):
-    return SimpleNamespace(pools=pools, budget_pool=next(p for p in pools if p.name == budget),
-                           defaults=SimpleNamespace(headroom_bytes=headroom))
+    return SimpleNamespace(
+        pools=pools,
+        budget_pool=next(p for p in pools if p.name == budget),
+        defaults=SimpleNamespace(headroom_bytes=headroom),
+    )
 
 
 def _plan(placement: str, request: int, pool: str, argv: list[str] | None = None) -> ExecutionPlan:
     backend = {"gpu": "cuda", "cpu": "cpu", "npu": "qnn"}[placement]
-    return ExecutionPlan(pipeline="p", device="d", strategy="S3", runtime="llama.cpp", reason="test",
-                         stages=[StagePlan("lm", "lm", "llama.cpp", backend, placement)],
-                         processes=[ProcessSpec("server", argv or ["llama-server"])], memory={pool: request})
+    return ExecutionPlan(
+        pipeline="p",
+        device="d",
+        strategy="S3",
+        runtime="llama.cpp",
+        reason="test",
+        stages=[StagePlan("lm", "lm", "llama.cpp", backend, placement)],
+        processes=[ProcessSpec("server", argv or ["llama-server"])],
+        memory={pool: request},
+    )
 
 
 RAM = Pool("ram", "ram", 32 * GIB, "facts")
@@ -52,8 +62,10 @@ def test_a_cpu_only_plan_reserves_no_vram():
 
 def test_inside_wsl_the_host_pool_is_the_quota():
     prof = _profile([WSL, VRAM], "vram:rtx5090")
-    assert pool_requests(_plan("gpu", 4 * GIB, "vram:rtx5090"), prof)[0] == \
-        {"vram:rtx5090": 4 * GIB, "wsl_quota": HOST_SHARE}
+    assert pool_requests(_plan("gpu", 4 * GIB, "vram:rtx5090"), prof)[0] == {
+        "vram:rtx5090": 4 * GIB,
+        "wsl_quota": HOST_SHARE,
+    }
     prof = _profile([WSL], "wsl_quota")
     assert pool_requests(_plan("cpu", 4 * GIB, "wsl_quota"), prof)[0] == {"wsl_quota": 4 * GIB}
 

@@ -25,20 +25,43 @@ runner = CliRunner()
 
 
 @pytest.mark.parametrize("runtime", ["mnn", "onnxruntime"])
-def test_bench_on_a_real_runtime_reports_figures_sha_and_observed_placement(deploy_lab, ssh_lab, runtime,
-                                                                            tmp_path, monkeypatch):
+def test_bench_on_a_real_runtime_reports_figures_sha_and_observed_placement(
+    deploy_lab, ssh_lab, runtime, tmp_path, monkeypatch
+):
     url, engine, _opts = deploy_lab
     monkeypatch.setenv("EDGELAB_HOME", str(tmp_path / "home"))
     env = cli_env(url, ssh_lab) | {"EDGELAB_HOME": str(tmp_path / "home")}
-    res = runner.invoke(app, ["--db", url, "bench", "internvla-a1", "--device", "orin-agx", "--runtime", runtime,
-                              "--control-hz", "10", "--warmup", "1", "--requests", "6", "--json"], env=env)
+    res = runner.invoke(
+        app,
+        [
+            "--db",
+            url,
+            "bench",
+            "internvla-a1",
+            "--device",
+            "orin-agx",
+            "--runtime",
+            runtime,
+            "--control-hz",
+            "10",
+            "--warmup",
+            "1",
+            "--requests",
+            "6",
+            "--json",
+        ],
+        env=env,
+    )
     assert res.exit_code == 0, res.output
     rep = json.loads(res.stdout)
     assert rep["state"] == "finished" and rep["virtual"] is True and rep["runtime"] == runtime
     assert rep["weights"] == "random"
     act = rep["action"]
     assert act["chunks"] >= 5 and act["latency_ms"]["count"] == act["chunks"]
-    assert act["latency_ms"]["p50"] <= act["latency_ms"]["p95"] and act["age_ms"]["p50"] >= act["latency_ms"]["p50"]
+    assert (
+        act["latency_ms"]["p50"] <= act["latency_ms"]["p95"]
+        and act["age_ms"]["p50"] >= act["latency_ms"]["p50"]
+    )
     assert isinstance(act["deadline_misses"], int)
     # the SHA-256 is the registered artifact's, and the one the controller loaded
     with session_scope(engine, write=False) as s:
@@ -66,8 +89,26 @@ def test_bench_with_a_cpu_hog_and_the_human_view(deploy_lab, ssh_lab, tmp_path, 
     url, engine, _opts = deploy_lab
     monkeypatch.setenv("EDGELAB_HOME", str(tmp_path / "home"))
     env = cli_env(url, ssh_lab) | {"EDGELAB_HOME": str(tmp_path / "home")}
-    res = runner.invoke(app, ["--db", url, "bench", "internvla-a1", "--device", "orin-agx", "--runtime", "mnn",
-                              "--warmup", "0", "--requests", "4", "--hog", "2"], env=env)
+    res = runner.invoke(
+        app,
+        [
+            "--db",
+            url,
+            "bench",
+            "internvla-a1",
+            "--device",
+            "orin-agx",
+            "--runtime",
+            "mnn",
+            "--warmup",
+            "0",
+            "--requests",
+            "4",
+            "--hog",
+            "2",
+        ],
+        env=env,
+    )
     assert res.exit_code == 0, res.output
     out = " ".join(res.stdout.split())  # rich wraps to the terminal's width
     assert "VIRTUAL" in out and "mnn (random weights)" in out and "placement action_head" in out
@@ -93,8 +134,13 @@ def test_s4_deploy_decodes_the_lab_codec_stream_on_the_runtime(deploy_lab, runti
     ex = export("codec-decoder", "mnn" if runtime == "mnn" else "onnx")
     with session_scope(engine) as s:
         register(s, ex)
-    srv = subprocess.Popen([sys.executable, "-m", "edgelab.protocols", "serve", "speech", "--frames-per-s", "25"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    srv = subprocess.Popen(
+        [sys.executable, "-m", "edgelab.protocols", "serve", "speech", "--frames-per-s", "25"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         url = json.loads(srv.stdout.readline())["url"]
         req = DeployRequest("s25", "qwen3-tts", strategy="S4", runtime=runtime, endpoint=url)
@@ -136,7 +182,9 @@ def test_s4_deploy_decodes_the_lab_codec_stream_on_the_runtime(deploy_lab, runti
             srv.kill()
 
 
-def test_each_runtime_template_binds_its_own_export_and_pi0_gets_the_same_head(deploy_lab, tmp_path, monkeypatch):
+def test_each_runtime_template_binds_its_own_export_and_pi0_gets_the_same_head(
+    deploy_lab, tmp_path, monkeypatch
+):
     """Both exports registered (the .mnn last): the ONNX Runtime plan binds the .onnx file, never the
     newest model of the pipeline; pi0 (50 x 32, 10 steps as well) gets the head under its own name."""
     from edgelab.deploy import planning

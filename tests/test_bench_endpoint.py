@@ -51,11 +51,25 @@ def cli(db, *args):
     return runner.invoke(app, ["--db", str(db), *args])
 
 
-def test_bench_pi0_against_a_real_openpi_server_records_latency_labelled_with_the_endpoint(dbpath, openpi_server):
+def test_bench_pi0_against_a_real_openpi_server_records_latency_labelled_with_the_endpoint(
+    dbpath, openpi_server
+):
     port, policy = openpi_server
     url = f"ws://127.0.0.1:{port}"
-    res = cli(dbpath, "bench", "pi0", "--endpoint", url, "--warmup", "1", "--requests", "20",
-              "--control-hz", "50", "--json")
+    res = cli(
+        dbpath,
+        "bench",
+        "pi0",
+        "--endpoint",
+        url,
+        "--warmup",
+        "1",
+        "--requests",
+        "20",
+        "--control-hz",
+        "50",
+        "--json",
+    )
     assert res.exit_code == 0, res.output
     rep = json.loads(res.output)
     assert rep["state"] == "finished"
@@ -74,8 +88,22 @@ def test_bench_pi0_against_a_real_openpi_server_records_latency_labelled_with_th
 @pytest.mark.slow  # a paced speech server and a whole bench: ~14 s here
 def test_bench_tts_against_a_speech_stream_endpoint_takes_the_servers_own_labels(dbpath):
     with SpeechServer(ServerOptions(frames_per_s=None)) as srv:
-        res = cli(dbpath, "bench", "qwen3-tts-0.6b", "--endpoint", srv.url, "--warmup", "1", "--requests", "3",
-                  "--band", "medium", "-o", "split_granularity=clause", "--json")
+        res = cli(
+            dbpath,
+            "bench",
+            "qwen3-tts-0.6b",
+            "--endpoint",
+            srv.url,
+            "--warmup",
+            "1",
+            "--requests",
+            "3",
+            "--band",
+            "medium",
+            "-o",
+            "split_granularity=clause",
+            "--json",
+        )
     assert res.exit_code == 0, res.output
     rep = json.loads(res.output)
     assert rep["requests"]["total"] == 4 and rep["requests"]["failed"] == 0
@@ -111,10 +139,26 @@ def test_a_playbook_bench_step_measures_an_endpoint(dbpath, openpi_server):
     engine = get_engine(str(dbpath))
     with session_scope(engine) as s:
         add_device(s, Device(name="robot-pc", transport="ssh", ssh_host="127.0.0.1", ssh_port=22))
-    pb = parse_playbook({"name": "endpoint", "devices": ["robot-pc"], "steps": [
-        {"id": "b", "bench": {"pipeline": "pi0", "endpoint": f"ws://127.0.0.1:{port}", "requests": 20,
-                              "control_hz": 50, "endpoint_options": {"observation": "droid"}}},
-        {"gate": {"run": "b", "checks": ["action_latency.p95 < 5s"]}}]}, "test.yaml")
+    pb = parse_playbook(
+        {
+            "name": "endpoint",
+            "devices": ["robot-pc"],
+            "steps": [
+                {
+                    "id": "b",
+                    "bench": {
+                        "pipeline": "pi0",
+                        "endpoint": f"ws://127.0.0.1:{port}",
+                        "requests": 20,
+                        "control_hz": 50,
+                        "endpoint_options": {"observation": "droid"},
+                    },
+                },
+                {"gate": {"run": "b", "checks": ["action_latency.p95 < 5s"]}},
+            ],
+        },
+        "test.yaml",
+    )
     res = run_playbook(engine, pb)
     (job,) = res.jobs
     assert job.ok, [(st.name, st.message) for st in job.steps]
@@ -132,9 +176,18 @@ def _vllm_omni_robot_handler():
     seen = []
 
     async def handler(ws) -> None:
-        await ws.send(msgpack_numpy.packb({"image_resolution": (180, 320), "n_external_cameras": 2,
-                                           "needs_wrist_camera": True, "needs_stereo_camera": False,
-                                           "needs_session_id": True, "action_space": "joint_position"}))
+        await ws.send(
+            msgpack_numpy.packb(
+                {
+                    "image_resolution": (180, 320),
+                    "n_external_cameras": 2,
+                    "needs_wrist_camera": True,
+                    "needs_stereo_camera": False,
+                    "needs_session_id": True,
+                    "action_space": "joint_position",
+                }
+            )
+        )
         async for raw in ws:
             obs = msgpack_numpy.unpackb(raw)
             if obs.pop("endpoint", "infer") == "reset":
@@ -155,8 +208,20 @@ def test_bench_pi0_against_a_vllm_omni_shaped_robot_endpoint(dbpath):
     with BackgroundServer(handler) as srv:
         with OpenPIClient(srv.url) as c:  # the reset answer is text, not msgpack: accepted
             c.reset()
-        res = cli(dbpath, "bench", "pi0", "--endpoint", srv.url, "--warmup", "1", "--requests", "20",
-                  "--control-hz", "50", "--json")
+        res = cli(
+            dbpath,
+            "bench",
+            "pi0",
+            "--endpoint",
+            srv.url,
+            "--warmup",
+            "1",
+            "--requests",
+            "20",
+            "--control-hz",
+            "50",
+            "--json",
+        )
     assert res.exit_code == 0, res.output
     rep = json.loads(res.output)
     assert rep["action"]["latency_ms"]["count"] == 20 and rep["action"]["chunks"] == 20
@@ -174,14 +239,30 @@ def test_bench_a_text_lm_against_a_real_llama_server(dbpath, tmp_path, llama_bui
 
     from edgelab.models.synth import synth_files
 
-    built = llama_build  # the shared build fixture (tests/fixtures/llama_build.py): the cache, built when missing
+    built = (
+        llama_build  # the shared build fixture (tests/fixtures/llama_build.py): the cache, built when missing
+    )
     model = synth_files("endpoint-test", "4M", out_dir=tmp_path)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    srv = subprocess.Popen([str(built.products["llama-server"]), "-m", str(model.path), "--host", "127.0.0.1",
-                            "--port", str(port), "-c", "512", "-t", "1"], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
+    srv = subprocess.Popen(
+        [
+            str(built.products["llama-server"]),
+            "-m",
+            str(model.path),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "-c",
+            "512",
+            "-t",
+            "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         import httpx
 
@@ -194,8 +275,18 @@ def test_bench_a_text_lm_against_a_real_llama_server(dbpath, tmp_path, llama_bui
                 pass
             assert srv.poll() is None and time.monotonic() < deadline, "llama-server did not come up"
             time.sleep(0.2)
-        res = cli(dbpath, "bench", "spark-x2.5", "--endpoint", f"http://127.0.0.1:{port}", "--warmup", "1",
-                  "--requests", "3", "--json")
+        res = cli(
+            dbpath,
+            "bench",
+            "spark-x2.5",
+            "--endpoint",
+            f"http://127.0.0.1:{port}",
+            "--warmup",
+            "1",
+            "--requests",
+            "3",
+            "--json",
+        )
     finally:
         srv.terminate()
         srv.wait(30)

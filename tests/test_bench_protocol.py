@@ -21,8 +21,20 @@ runner = CliRunner()
 
 def test_tts_bench_stores_warmup_and_measured_requests_with_raw_chunks(deploy_lab):
     url, engine, opts = deploy_lab
-    res = run_bench(engine, BenchRequest("s25", "qwen3-tts", runtime="reference", warmup=1, requests=20,
-                                         band="short", frames=6, frames_per_s=0), opts=opts)
+    res = run_bench(
+        engine,
+        BenchRequest(
+            "s25",
+            "qwen3-tts",
+            runtime="reference",
+            warmup=1,
+            requests=20,
+            band="short",
+            frames=6,
+            frames_per_s=0,
+        ),
+        opts=opts,
+    )
     assert res.state == "finished" and res.kind == "tts"
     with session_scope(engine, write=False) as s:
         run = get_run(s, res.run_id)
@@ -55,9 +67,27 @@ def test_tts_bench_stores_warmup_and_measured_requests_with_raw_chunks(deploy_la
 
 def test_vla_bench_reports_latency_age_and_slow_steps_as_misses(deploy_lab, ssh_lab):
     url, engine, _opts = deploy_lab
-    res = runner.invoke(app, ["--db", url, "bench", "internvla-a1", "--device", "orin-agx", "--runtime",
-                              "reference", "--control-hz", "10", "--warmup", "0", "--requests", "8", "--json"],
-                        env=cli_env(url, ssh_lab))
+    res = runner.invoke(
+        app,
+        [
+            "--db",
+            url,
+            "bench",
+            "internvla-a1",
+            "--device",
+            "orin-agx",
+            "--runtime",
+            "reference",
+            "--control-hz",
+            "10",
+            "--warmup",
+            "0",
+            "--requests",
+            "8",
+            "--json",
+        ],
+        env=cli_env(url, ssh_lab),
+    )
     assert res.exit_code == 0, res.output
     clean = json.loads(res.stdout)
     act = clean["action"]
@@ -67,15 +97,53 @@ def test_vla_bench_reports_latency_age_and_slow_steps_as_misses(deploy_lab, ssh_
     assert act["age_ms"]["count"] == 8 and act["age_ms"]["p95"] >= act["latency_ms"]["p50"]
     # Counted, never null; how many a clean run misses depends on the lab host's load, so no number here.
     assert isinstance(act["deadline_misses"], int) and 0 <= act["deadline_misses"] <= act["chunks"]
-    slow = runner.invoke(app, ["--db", url, "bench", "internvla-a1", "--device", "orin-agx", "--runtime",
-                               "reference", "--control-hz", "10", "--warmup", "0", "--requests", "8",
-                               "--slow-every", "3", "--slow-ms", "150", "--json"], env=cli_env(url, ssh_lab))
+    slow = runner.invoke(
+        app,
+        [
+            "--db",
+            url,
+            "bench",
+            "internvla-a1",
+            "--device",
+            "orin-agx",
+            "--runtime",
+            "reference",
+            "--control-hz",
+            "10",
+            "--warmup",
+            "0",
+            "--requests",
+            "8",
+            "--slow-every",
+            "3",
+            "--slow-ms",
+            "150",
+            "--json",
+        ],
+        env=cli_env(url, ssh_lab),
+    )
     assert slow.exit_code == 0, slow.output
     sa = json.loads(slow.stdout)["action"]
     assert sa["deadline_misses"] >= 2  # inferences 3 and 6 take > 150 ms against a 100 ms period
     assert sa["latency_ms"]["p95"] > 150.0
-    text = runner.invoke(app, ["--db", url, "bench", "internvla-a1", "--device", "orin-agx", "--runtime",
-                               "reference", "--warmup", "0", "--requests", "3"], env=cli_env(url, ssh_lab))
+    text = runner.invoke(
+        app,
+        [
+            "--db",
+            url,
+            "bench",
+            "internvla-a1",
+            "--device",
+            "orin-agx",
+            "--runtime",
+            "reference",
+            "--warmup",
+            "0",
+            "--requests",
+            "3",
+        ],
+        env=cli_env(url, ssh_lab),
+    )
     assert text.exit_code == 0, text.output
     assert "deadline misses" in text.stdout and "VIRTUAL" in text.stdout
 

@@ -35,7 +35,9 @@ def test_an_alias_that_shadows_an_id_is_refused_with_its_line(tmp_path):
     for f in PIPELINE_DIR.glob("*.yaml"):
         shutil.copy(f, tmp_path / f.name)
     spec = tmp_path / "qwen3-tts-1.7b.yaml"
-    spec.write_text(spec.read_text().replace("id: qwen3-tts-1.7b\n", "id: qwen3-tts-1.7b\naliases: [qwen3-tts]\n", 1))
+    spec.write_text(
+        spec.read_text().replace("id: qwen3-tts-1.7b\n", "id: qwen3-tts-1.7b\naliases: [qwen3-tts]\n", 1)
+    )
     with pytest.raises(CatalogError, match=r"alias 'qwen3-tts' is already a pipeline id or alias"):
         load_pipelines(tmp_path)
     spec.write_text(spec.read_text().replace("aliases: [qwen3-tts]", "aliases: [qwen3-tts-0.6b]"))

@@ -20,8 +20,9 @@ EDGELAB = [sys.executable, "-c", "from edgelab.cli import main; main()"]
 
 def _run(args, dbpath, **env):
     full = {**os.environ, "EDGELAB_DB": str(dbpath), **env}
-    return subprocess.run([*EDGELAB, *args], capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL, env=full)
+    return subprocess.run(
+        [*EDGELAB, *args], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, env=full
+    )
 
 
 def test_brackets_survive_and_narrow_terminal_does_not_wrap(dbpath):
@@ -39,9 +40,13 @@ def test_brackets_survive_and_narrow_terminal_does_not_wrap(dbpath):
 def test_colour_only_on_a_terminal(dbpath):
     leader, follower = pty.openpty()
     try:
-        proc = subprocess.Popen([*EDGELAB, "device", "show", "[s25]"], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=follower,
-                                env={**os.environ, "EDGELAB_DB": str(dbpath), "TERM": "xterm", "NO_COLOR": ""})
+        proc = subprocess.Popen(
+            [*EDGELAB, "device", "show", "[s25]"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            env={**os.environ, "EDGELAB_DB": str(dbpath), "TERM": "xterm", "NO_COLOR": ""},
+        )
         os.close(follower)
         follower = -1
         chunks = []
@@ -80,7 +85,9 @@ def test_root_handler_turns_any_edgelab_error_into_one_line():
 
     res = CliRunner().invoke(app, ["boom"], env={"COLUMNS": "40"})
     assert res.exit_code == 1 and res.exception is None or isinstance(res.exception, SystemExit)
-    assert res.stderr == "error: run [/x] of [s25] " + "is gone " * 20 + "\n  -> see [bold]edgelab runs ls[/]\n"
+    assert (
+        res.stderr == "error: run [/x] of [s25] " + "is gone " * 20 + "\n  -> see [bold]edgelab runs ls[/]\n"
+    )
     res = CliRunner().invoke(app, ["other"])
     assert res.exit_code == 1 and res.stderr == "error: plain\n"
 
@@ -103,7 +110,9 @@ def test_root_handler_exit_codes_and_debug_traceback(dbpath):
         raise BenchFailed("bench run r1 failed: exit 127", run_id="r1", remedy="see it", workload_exit=127)
 
     res = CliRunner().invoke(app, ["bad-file"])
-    assert res.exit_code == 2 and res.stderr.startswith("error: devices/x.yaml:3: unknown key 'rams'\n  -> fix")
+    assert res.exit_code == 2 and res.stderr.startswith(
+        "error: devices/x.yaml:3: unknown key 'rams'\n  -> fix"
+    )
     res = CliRunner().invoke(app, ["workload"])
     assert res.exit_code == 1 and res.stderr == "error: bench run r1 failed: exit 127\n  -> see it\n"
 
@@ -128,7 +137,11 @@ def test_commands_leave_edgelab_errors_to_the_root_handler():
             if not isinstance(node, ast.ExceptHandler) or node.type is None or len(node.body) != 1:
                 continue
             call = node.body[0].value if isinstance(node.body[0], ast.Expr) else None
-            if (ast.unparse(node.type) in ("EdgelabError", "NotFound") and isinstance(call, ast.Call)
-                    and ast.unparse(call.func) == "fail_from" and not call.keywords):
+            if (
+                ast.unparse(node.type) in ("EdgelabError", "NotFound")
+                and isinstance(call, ast.Call)
+                and ast.unparse(call.func) == "fail_from"
+                and not call.keywords
+            ):
                 same.append(f"{path.name}:{node.lineno}")
     assert same == [], same

@@ -33,7 +33,9 @@ def test_probe_json_summarises_each_device(cli_db):
     _url, res = cli_db
     assert res.exit_code == 0, res.output
     rows = {r["name"]: r for r in json.loads(res.stdout)}
-    assert rows["orin-agx"]["class"] == "jetson" and rows["orin-agx"]["catalog_entry"] == "jetson-agx-orin-64gb"
+    assert (
+        rows["orin-agx"]["class"] == "jetson" and rows["orin-agx"]["catalog_entry"] == "jetson-agx-orin-64gb"
+    )
     assert rows["s25"]["class"] == "npu_phone" and "Adreno 830" in rows["s25"]["summary"]["accelerators"]
     assert rows["xelite-pc"]["summary"]["os"].startswith("Microsoft Windows")
     assert all(r["virtual"] and r["ok"] and r["facts_hash"] for r in rows.values())
@@ -100,4 +102,8 @@ def test_profile_accepts_a_catalog_alias(cli_db):
     res = runner.invoke(app, ["profile", "s25", "--pipeline", "qwen3-tts", "--explain"])
     assert res.exit_code == 0 and "qwen3-tts-0.6b" in res.stdout, res.output
     bad = runner.invoke(app, ["profile", "s25", "--pipeline", "qwen9"])
-    assert bad.exit_code == 2 and "unknown pipeline 'qwen9'" in bad.stderr and "qwen3-tts = qwen3-tts-0.6b" in bad.stderr
+    assert (
+        bad.exit_code == 2
+        and "unknown pipeline 'qwen9'" in bad.stderr
+        and "qwen3-tts = qwen3-tts-0.6b" in bad.stderr
+    )

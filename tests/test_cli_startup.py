@@ -77,8 +77,13 @@ def test_lazy_root_lists_every_command_of_the_app() -> None:
 
 
 def test_help_lists_commands_with_their_summaries(dbpath) -> None:
-    out = subprocess.run([sys.executable, "-c", "from edgelab.cli import main; main()", "--help"],
-                         capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    out = subprocess.run(
+        [sys.executable, "-c", "from edgelab.cli import main; main()", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     for name in ("device", "deploy", "probe", "profile", "sim", "watch"):

@@ -72,8 +72,9 @@ def test_onnxruntime_profile_names_the_provider_of_every_node(models):
     from edgelab.controller.vla import noise_for
 
     eng = open_engine("onnxruntime", models["onnxruntime"], backend="cpu")
-    nodes = eng.profile_nodes({"cond": np.zeros((1, 128), np.float32), "x": noise_for(0, 0),
-                               "tau": np.zeros(1, np.float32)})
+    nodes = eng.profile_nodes(
+        {"cond": np.zeros((1, 128), np.float32), "x": noise_for(0, 0), "tau": np.zeros(1, np.float32)}
+    )
     import onnx
 
     n_graph = len(onnx.load(str(models["onnxruntime"])).graph.node)
@@ -88,8 +89,9 @@ def test_control_loop_on_the_runtime_emits_one_chunk_per_observation(models, run
     eng = open_engine(runtime, models[runtime], backend="cpu")
     buf = io.StringIO()
     em = Emitter(buf, run="t1", stamp={"runtime": runtime, "weights": "random"})
-    ok, summary = run_episode(em, eng, model=models[runtime], control_hz=5.0, ticks=6, warmup=1, seed=0,
-                              device="lab")
+    ok, summary = run_episode(
+        em, eng, model=models[runtime], control_hz=5.0, ticks=6, warmup=1, seed=0, device="lab"
+    )
     assert ok
     lines = [json.loads(x) for x in buf.getvalue().splitlines()]
     assert all(x["runtime"] == runtime and x["weights"] == "random" for x in lines)
@@ -100,7 +102,9 @@ def test_control_loop_on_the_runtime_emits_one_chunk_per_observation(models, run
     # every observation a tick handed over is inferred (the last one drains), in order
     assert summary["chunks_published"] + summary["superseded_observations"] == 6
     assert [c.idx for c in chunks] == list(range(len(chunks)))
-    assert all(c.obs_t <= c.infer_start <= c.infer_end == c.t and (c.horizon, c.dims) == (50, 32) for c in chunks)
+    assert all(
+        c.obs_t <= c.infer_start <= c.infer_end == c.t and (c.horizon, c.dims) == (50, 32) for c in chunks
+    )
     assert summary["step_ms"]["count"] == 10 * len(chunks)  # K = 10 Euler steps on the runtime per chunk
     assert summary["ticks"] == 6 and lines[-1]["kind"] == "run.end" and lines[-1]["state"] == "finished"
 
@@ -108,16 +112,49 @@ def test_control_loop_on_the_runtime_emits_one_chunk_per_observation(models, run
 def test_controller_process_keeps_stdout_for_events_only(models):
     """MNN prints to the process's stdout at import; the controller moves that to stderr."""
     pytest.importorskip("MNN")
-    p = subprocess.run([sys.executable, "-m", "edgelab.controller", "vla", "--runtime", "mnn", "--model",
-                        str(models["mnn"]), "--steps", "3", "--control-hz", "20", "--backend", "opencl",
-                        "--run", "r9"], capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "edgelab.controller",
+            "vla",
+            "--runtime",
+            "mnn",
+            "--model",
+            str(models["mnn"]),
+            "--steps",
+            "3",
+            "--control-hz",
+            "20",
+            "--backend",
+            "opencl",
+            "--run",
+            "r9",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr[-500:]
     lines = [json.loads(x) for x in p.stdout.splitlines()]  # every stdout line is an event
     assert lines and all(x["run"] == "r9" for x in lines)
     pl = lines[0]["meta"]["placement"]["action_head"]
     assert pl["requested"] == "opencl" and pl["observed"] == "cpu" and pl["fallback"] is True
-    bad = subprocess.run([sys.executable, "-m", "edgelab.controller", "vla", "--runtime", "onnxruntime",
-                          "--model", "/nonexistent.onnx"], capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "edgelab.controller",
+            "vla",
+            "--runtime",
+            "onnxruntime",
+            "--model",
+            "/nonexistent.onnx",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "edgelab model export" in bad.stderr
 
 
@@ -167,10 +204,27 @@ def test_s4_device_stage_decodes_the_lab_codec_stream_on_the_runtime(codec_model
 
     srv = SpeechServer(ServerOptions(frames_per_s=None, schedule="ramp")).start()
     try:
-        p = subprocess.run([sys.executable, "-m", "edgelab.controller", "codec", "--runtime", runtime,
-                            "--model", str(codec_models[runtime]), "--server", srv.url, "--text",
-                            "Hello there, this is a codec test.", "--run", "c1"],
-                           capture_output=True, text=True, timeout=120)
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "edgelab.controller",
+                "codec",
+                "--runtime",
+                runtime,
+                "--model",
+                str(codec_models[runtime]),
+                "--server",
+                srv.url,
+                "--text",
+                "Hello there, this is a codec test.",
+                "--run",
+                "c1",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     finally:
         srv.stop()
     assert p.returncode == 0, p.stderr[-800:]

@@ -31,8 +31,12 @@ def _demo_commands() -> list[str]:
 
 def test_demo_script_runs_these_steps():
     cmds = " ; ".join(_demo_commands())
-    for step in ("edgelab sim up", "edgelab probe --all", "edgelab deploy qwen3-tts --device s25",
-                 'edgelab watch "$run" --for'):
+    for step in (
+        "edgelab sim up",
+        "edgelab probe --all",
+        "edgelab deploy qwen3-tts --device s25",
+        'edgelab watch "$run" --for',
+    ):
         assert step in cmds, (step, cmds)
 
 
@@ -49,7 +53,9 @@ def test_demo_sequence_then_the_mission_commands(tmp_path, ssh_lab, adb_lab, mon
 
     try:
         before = cli("deploy", "qwen3-tts", "--device", "s25", "--dry-run")
-        assert before.exit_code == 1 and "no successful probe snapshot" in before.output  # why the demo probes
+        assert (
+            before.exit_code == 1 and "no successful probe snapshot" in before.output
+        )  # why the demo probes
         res = cli("probe", "--all", "--json")  # the test lab has a locked phone: exit 1, the others recorded
         outcomes = {o["name"]: o for o in json.loads(res.stdout)}
         assert outcomes["s25"]["ok"], outcomes["s25"]
@@ -64,7 +70,9 @@ def test_demo_sequence_then_the_mission_commands(tmp_path, ssh_lab, adb_lab, mon
 
         res = cli("watch", dep["run"], "--for", "2s", "--interval", "0.2")
         assert res.exit_code == 0, res.output
-        assert "(virtual)" in res.stdout and "[running]" in res.stdout and "qwen3-tts-0.6b on s25" in res.stdout
+        assert (
+            "(virtual)" in res.stdout and "[running]" in res.stdout and "qwen3-tts-0.6b on s25" in res.stdout
+        )
         bad = cli("watch", dep["run"], "--for", "soon")
         assert bad.exit_code == 2 and "not a duration" in bad.stderr
 

@@ -74,7 +74,9 @@ def test_follower_ingests_a_live_deployment_and_ends_with_it(deploy_lab, ssh_lab
         run = get_run(s, dep.run_id)
     assert run.state == "stopped" and run.meta["follower"]["done"] is True
     assert final.metrics["live_equals_final"] is True
-    assert {k: v for k, v in final.metrics.items() if k != "live_equals_final"} == finalize(engine, dep.run_id)
+    assert {k: v for k, v in final.metrics.items() if k != "live_equals_final"} == finalize(
+        engine, dep.run_id
+    )
     stored = [(x.request, x.idx) for x in _audio(engine, dep.run_id)]
     assert stored == _chunk_lines(engine, dep.run_id)  # every chunk the device wrote, once, in order
 
@@ -83,8 +85,20 @@ def test_a_killed_follower_is_resumed_from_its_offset_without_loss_or_duplicates
     url, engine, opts = deploy_lab
     dep = launch.deploy(engine, DeployRequest("s25", "qwen3-tts"), opts=opts)
     env = {**cli_env(url, ssh_lab), "EDGELAB_DB": url}
-    proc = subprocess.Popen([sys.executable, "-m", "edgelab.deploy.follow", dep.run_id, "--lease-s", "2",
-                             "--ssh-config", str(ssh_lab.ssh_config_path)], env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "edgelab.deploy.follow",
+            dep.run_id,
+            "--lease-s",
+            "2",
+            "--ssh-config",
+            str(ssh_lab.ssh_config_path),
+        ],
+        env=env,
+        start_new_session=True,
+    )
     th = None
     try:
         _wait(lambda: len(_audio(engine, dep.run_id)) >= 2, "samples from the first follower")
@@ -92,8 +106,10 @@ def test_a_killed_follower_is_resumed_from_its_offset_without_loss_or_duplicates
         proc.wait(30)
         held = follow.lease_of(engine, dep.run_id)
         assert held["offset"] > 0 and not held.get("done")
-        th = _wait(lambda: follow.ensure_follower(engine, dep.run_id, transport=opts.transport, lease_s=2),
-                   "the lease to expire")
+        th = _wait(
+            lambda: follow.ensure_follower(engine, dep.run_id, transport=opts.transport, lease_s=2),
+            "the lease to expire",
+        )
         n = len(_audio(engine, dep.run_id))
         _wait(lambda: len(_audio(engine, dep.run_id)) >= n + 2, "samples from the second follower")
     finally:
@@ -112,8 +128,9 @@ def test_a_killed_follower_is_resumed_from_its_offset_without_loss_or_duplicates
 
 def test_deploy_cli_starts_a_detached_follower_that_ends_with_the_run(deploy_lab, ssh_lab):
     url, engine, opts = deploy_lab
-    res = runner.invoke(app, ["--db", url, "deploy", "internvla-a1", "--device", "s25", "--json"],
-                        env=cli_env(url, ssh_lab))
+    res = runner.invoke(
+        app, ["--db", url, "deploy", "internvla-a1", "--device", "s25", "--json"], env=cli_env(url, ssh_lab)
+    )
     assert res.exit_code == 0, res.output
     run_id = json.loads(res.stdout)["run"]
     try:
@@ -122,6 +139,7 @@ def test_deploy_cli_starts_a_detached_follower_that_ends_with_the_run(deploy_lab
         def actions():
             with session_scope(engine, write=False) as s:
                 return samples_of(s, run_id, kind="action")
+
         _wait(actions, "action samples")
     finally:
         control.stop(engine, run_id, opts=opts)

@@ -53,8 +53,11 @@ def test_deploy_on_the_phone_shows_in_ps_streams_logs_and_stop_leaves_nothing(de
     try:
         assert dep["state"] == "running" and dep["strategy"] == "S3" and dep["runtime"] == "reference"
         assert [p["phase"] for p in dep["phases"]][:3] == ["admitted", "connected", "pushed"]
-        assert dep["placement"] and all(p["observed"] == "cpu (reference, random weights)" and not p["fallback"]
-                                        for p in dep["placement"] if p["planned"] != "server")
+        assert dep["placement"] and all(
+            p["observed"] == "cpu (reference, random weights)" and not p["fallback"]
+            for p in dep["placement"]
+            if p["planned"] != "server"
+        )
         (pid,) = _pids(engine, run)
         assert alive_on_host(pid) and group_members(pid)
         assert len(_open(engine, "s25")) == 1
@@ -81,9 +84,12 @@ def test_deploy_on_the_phone_shows_in_ps_streams_logs_and_stop_leaves_nothing(de
     assert _open(engine, "s25") == []
     with session_scope(engine, write=False) as s:
         assert get_run(s, run).state == "stopped"
-        assert any(k.endswith("stdout.log") and "run.start" in v for k, v in get_deployment(s, run).logs.items())
+        assert any(
+            k.endswith("stdout.log") and "run.start" in v for k, v in get_deployment(s, run).logs.items()
+        )
     assert "run.start" in _cli(url, ssh_lab, "logs", run).stdout  # kept with the run after the stop
     from edgelab.deploy.follow import lease_of  # the deploy's detached follower ended with the run
+
     follower = lease_of(engine, run).get("pid")
     deadline = time.monotonic() + 60
     while follower and alive_on_host(follower) and time.monotonic() < deadline:
@@ -114,7 +120,11 @@ def test_running_deployments_count_in_admission(deploy_lab):
             raise AssertionError("a VLA was admitted beside a running TTS on a 6 GB board")
         except Refusal as r:
             assert r.code == "budget_exceeds_device" and r.numbers["reserved"] > 0
-            assert r.numbers["reserved"] + r.numbers["requested"] > r.numbers["capacity"] >= r.numbers["requested"]
+            assert (
+                r.numbers["reserved"] + r.numbers["requested"]
+                > r.numbers["capacity"]
+                >= r.numbers["requested"]
+            )
             assert "stop deployments on rb3g2" in r.remedy
         assert len(_open(engine, "rb3g2")) == 1
     finally:
@@ -156,9 +166,14 @@ def test_sigint_during_deploy_leaves_no_process_and_no_reservation(deploy_lab, s
     url, engine, _opts = deploy_lab
     # The real CLI in a child; the hook only pins the timing: after the real "spawned" phase is printed
     # the deploy waits (at most 120 s) for the SIGINT, so the workload can never become ready first.
-    proc = subprocess.Popen([sys.executable, "-c", HOLD_AFTER_SPAWN, "--db", url, "deploy", "qwen3-tts", "--device", "s25"],
-                            env=cli_env(url, ssh_lab), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD_AFTER_SPAWN, "--db", url, "deploy", "qwen3-tts", "--device", "s25"],
+        env=cli_env(url, ssh_lab),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         for line in proc.stderr:
             if line.startswith("spawned"):
@@ -174,7 +189,9 @@ def test_sigint_during_deploy_leaves_no_process_and_no_reservation(deploy_lab, s
         dep = s.exec(select(Deployment).order_by(Deployment.id.desc())).first()
         assert dep.state == "stopped" and "SIGINT" in (dep.error or "")
         pids = [p.pid for p in processes(s, dep.id)]
-        assert all(r.released_at for r in s.exec(select(Reservation).where(Reservation.deployment_id == dep.id)))
+        assert all(
+            r.released_at for r in s.exec(select(Reservation).where(Reservation.deployment_id == dep.id))
+        )
         assert get_run(s, dep.run_id).state == "stopped"
     assert pids
     time.sleep(0.2)

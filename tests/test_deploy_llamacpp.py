@@ -20,6 +20,7 @@ from edgelab.store.deployments import processes
 
 pytestmark = [pytest.mark.ssh, pytest.mark.adb, pytest.mark.slow]
 
+
 @pytest.fixture(scope="module")
 def llama_lab(deploy_lab, llama_build, tmp_path_factory):
     """The deploy lab plus the llama.cpp linux-x86_64 build (the cache; built when missing, see
@@ -33,8 +34,16 @@ def llama_lab(deploy_lab, llama_build, tmp_path_factory):
     model = synth_files("spark-x2.5-test", "4M", out_dir=tmp_path_factory.mktemp("models"))
     with session_scope(engine) as s:
         arts = register_build(s, spec, llama_build, prefix="test-llama")
-        add_artifact(s, "spark-x2.5-test", [model.path], kind="model", target="any", component="spark-x2.5",
-                     meta=model.meta, replace=True)
+        add_artifact(
+            s,
+            "spark-x2.5-test",
+            [model.path],
+            kind="model",
+            target="any",
+            component="spark-x2.5",
+            meta=model.meta,
+            replace=True,
+        )
     return url, engine, opts, {a.meta["product"]: a for a in arts}
 
 
@@ -106,8 +115,11 @@ def test_s3_llama_server_deploys_from_the_store_is_measured_live_and_stops_clean
 
 def test_s5_llama_completion_runs_once_and_finishes(llama_lab):
     _url, engine, opts, _arts = llama_lab
-    dep = launch.deploy(engine, DeployRequest("orin-agx", "spark-x2.5", strategy="S5", runtime="llama.cpp",
-                                                 values={"n_predict": 16}), opts=opts)
+    dep = launch.deploy(
+        engine,
+        DeployRequest("orin-agx", "spark-x2.5", strategy="S5", runtime="llama.cpp", values={"n_predict": 16}),
+        opts=opts,
+    )
     try:
         assert dep.plan["processes"][0]["adapter"] == "llama-completion"
         end = time.monotonic() + 120
@@ -136,12 +148,17 @@ def test_s5_llama_completion_runs_once_and_finishes(llama_lab):
 
 def test_bench_on_the_adb_phone_reports_text_figures_with_provenance(llama_lab):
     _url, engine, opts, arts = llama_lab
-    res = run_bench(engine, BenchRequest("s25", "spark-x2.5", runtime="llama.cpp", warmup=1, requests=3,
-                                         threads=1), opts=opts)
+    res = run_bench(
+        engine,
+        BenchRequest("s25", "spark-x2.5", runtime="llama.cpp", warmup=1, requests=3, threads=1),
+        opts=opts,
+    )
     rep = res.report()
     assert res.state == "finished" and rep["virtual"] and rep["note"] == "virtual device: lab host build"
     text = rep["text"]
-    assert text["ttft_ms"]["count"] == 3 and text["decode_tok_s"]["count"] == 3 and text["itl_ms"]["count"] > 3
+    assert (
+        text["ttft_ms"]["count"] == 3 and text["decode_tok_s"]["count"] == 3 and text["itl_ms"]["count"] > 3
+    )
     assert text["peak_rss_bytes"] and text["peak_rss_bytes"] > 1 << 20
     pv = rep["provenance"]
     assert pv["runtime_build"] == arts["llama-server"].name and len(pv["runtime_sha256"]) == 64
@@ -165,14 +182,18 @@ def _live(engine, run_id):
         return summ.metrics if summ else None
 
 
-
-
 def test_bench_s5_runs_llama_bench_and_stores_its_json(llama_lab):
     _url, engine, opts, arts = llama_lab
-    res = run_bench(engine, BenchRequest("orin-agx", "spark-x2.5", runtime="llama.cpp", strategy="S5", requests=2,
-                                         threads=1), opts=opts)
+    res = run_bench(
+        engine,
+        BenchRequest("orin-agx", "spark-x2.5", runtime="llama.cpp", strategy="S5", requests=2, threads=1),
+        opts=opts,
+    )
     rep = res.report()
     assert res.state == "finished" and set(rep["llama_bench"]) == {"pp64", "tg32"}
     assert rep["llama_bench"]["tg32"]["avg_ts"] > 0 and rep["llama_bench"]["tg32"]["n_threads"] == 1
     assert res.meta["template"] == "llama.cpp:text_lm+bench:S5"
-    assert rep["provenance"]["runtime_build"] == arts["llama-bench"].name and " -r 2 " in rep["provenance"]["command"]
+    assert (
+        rep["provenance"]["runtime_build"] == arts["llama-bench"].name
+        and " -r 2 " in rep["provenance"]["command"]
+    )

@@ -50,7 +50,9 @@ def test_dry_run_phone_and_jetson_choose_different_strategies_and_say_why(deploy
 
 def test_s1_on_the_phone_is_refused_with_its_reason(deploy_lab, ssh_lab):
     url, _engine, _opts = deploy_lab
-    res = _cli(url, ssh_lab, "deploy", "qwen3-tts", "--device", "s25", "--strategy", "S1", "--dry-run", "--json")
+    res = _cli(
+        url, ssh_lab, "deploy", "qwen3-tts", "--device", "s25", "--strategy", "S1", "--dry-run", "--json"
+    )
     assert res.exit_code == 1
     refusal = json.loads(res.stdout)["refusal"]
     assert refusal["strategy"] == "S1"
@@ -64,14 +66,26 @@ def test_s1_on_the_phone_is_refused_with_its_reason(deploy_lab, ssh_lab):
 
 def test_s4_with_an_endpoint_runs_only_the_decoder_on_the_device(deploy_lab, ssh_lab):
     url, _engine, _opts = deploy_lab
-    res = _cli(url, ssh_lab, "deploy", "qwen3-tts", "--device", "s25", "--endpoint", "ws://127.0.0.1:9",
-               "--dry-run", "--json")
+    res = _cli(
+        url,
+        ssh_lab,
+        "deploy",
+        "qwen3-tts",
+        "--device",
+        "s25",
+        "--endpoint",
+        "ws://127.0.0.1:9",
+        "--dry-run",
+        "--json",
+    )
     assert res.exit_code == 0, res.output
     plan = json.loads(res.stdout)["plan"]
     assert plan["strategy"] == "S4"
     where = {s["name"]: s["placement"] for s in plan["stages"]}
     assert where["code2wav"] != "server" and where["talker"] == "server"
-    s3 = json.loads(_cli(url, ssh_lab, "deploy", "qwen3-tts", "--device", "s25", "--dry-run", "--json").stdout)
+    s3 = json.loads(
+        _cli(url, ssh_lab, "deploy", "qwen3-tts", "--device", "s25", "--dry-run", "--json").stdout
+    )
     assert 0 < next(iter(plan["memory"].values())) < next(iter(s3["plan"]["memory"].values()))
 
 
@@ -80,7 +94,9 @@ def _listing(adb_lab: AdbLabInfo) -> str:
     from edgelab.transport.quoting import Shell
 
     dev = adb_lab.device("rb3g2")
-    ep = Endpoint(name="rb3g2", kind="adb", adb_serial=dev.serial, adb_server=adb_lab.adb_server, shell=Shell.TOYBOX)
+    ep = Endpoint(
+        name="rb3g2", kind="adb", adb_serial=dev.serial, adb_server=adb_lab.adb_server, shell=Shell.TOYBOX
+    )
     with open_transport(ep) as t:
         return t.run(["sh", "-c", "ls -laR /data/local/tmp 2>&1; true"]).stdout
 
@@ -103,6 +119,7 @@ def test_a_plan_that_does_not_fit_is_refused_before_anything_is_pushed(deploy_la
         assert not s.exec(select(Deployment).where(Deployment.device_name == "rb3g2")).all()
         assert not s.exec(select(Run).where(Run.device_name == "rb3g2")).all()
         assert not s.exec(select(Reservation)).all() or all(
-            r.released_at for r in s.exec(select(Reservation)).all())
+            r.released_at for r in s.exec(select(Reservation)).all()
+        )
     res = _cli(url, ssh_lab, "deploy", "qwen3.8-27b", "--device", "rb3g2")
     assert res.exit_code == 1 and "budget_exceeds_device" in res.stderr and "ram:" in res.stderr

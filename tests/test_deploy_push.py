@@ -20,8 +20,14 @@ from edgelab.store.deployments import get_deployment, open_reservations, process
 from edgelab.store.devices import get_device
 
 ROOT = Path(__file__).resolve().parents[1]
-PACK = ["edgelab/__init__.py", "edgelab/errors.py", "edgelab/logs.py", "edgelab/metrics/__init__.py", "edgelab/metrics/events.py",
-        "edgelab/reference"]
+PACK = [
+    "edgelab/__init__.py",
+    "edgelab/errors.py",
+    "edgelab/logs.py",
+    "edgelab/metrics/__init__.py",
+    "edgelab/metrics/events.py",
+    "edgelab/reference",
+]
 
 
 def _pushed(engine, run_id) -> dict:
@@ -48,8 +54,12 @@ def test_missing_artifacts_refuse_before_anything_is_reserved(deploy_lab):
 def test_registered_reference_zipapp_is_pushed_once_and_runs_from_the_store(deploy_lab, tmp_path):
     url, engine, opts = deploy_lab
     pyz = tmp_path / "edgelab-reference.pyz"
-    subprocess.run([sys.executable, "-m", "edgelab.runtimes.pack", str(pyz), "--main", "edgelab.reference", *PACK],
-                   cwd=ROOT, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "edgelab.runtimes.pack", str(pyz), "--main", "edgelab.reference", *PACK],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
     target = planning.plan(engine, DeployRequest("orin-agx", "qwen3-tts")).profile.runtime_targets[0]
     with session_scope(engine) as s:
         add_artifact(s, "reference-test", [pyz], kind="runtime", target=target, component="reference")

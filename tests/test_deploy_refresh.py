@@ -18,14 +18,38 @@ def test_refresh_ends_a_run_whose_process_has_no_pid(dbpath, tmp_path):
     workdir.mkdir(parents=True)
     with session_scope(engine) as s:
         device = add_device(s, Device(name="here", transport="local"))
-        create_run(s, id="rnopid", pipeline="qwen3-tts", device_name="here", runtime="reference",
-                   strategy="S3", kind="deploy", state="running")
-        dep = Deployment(run_id="rnopid", device_id=device.pk, device_name="here", pipeline="qwen3-tts",
-                         strategy="S3", runtime="reference", state="running", remote_dir=str(workdir.parent))
+        create_run(
+            s,
+            id="rnopid",
+            pipeline="qwen3-tts",
+            device_name="here",
+            runtime="reference",
+            strategy="S3",
+            kind="deploy",
+            state="running",
+        )
+        dep = Deployment(
+            run_id="rnopid",
+            device_id=device.pk,
+            device_name="here",
+            pipeline="qwen3-tts",
+            strategy="S3",
+            runtime="reference",
+            state="running",
+            remote_dir=str(workdir.parent),
+        )
         s.add(dep)
         s.flush()
-        s.add(DeploymentProcess(deployment_id=dep.pk, name="server", argv=["true"], workdir=str(workdir),
-                                pid=None, state="running"))
+        s.add(
+            DeploymentProcess(
+                deployment_id=dep.pk,
+                name="server",
+                argv=["true"],
+                workdir=str(workdir),
+                pid=None,
+                state="running",
+            )
+        )
     dep = control.refresh(engine, "rnopid")
     assert dep.state == "failed" and dep.error == "exit codes {'server': None}", (dep.state, dep.error)
     with session_scope(engine, write=False) as s:

@@ -26,15 +26,26 @@ from edgelab.store.models import Device
 
 pytestmark = [pytest.mark.ssh, pytest.mark.adb]
 ROOT = Path(__file__).resolve().parents[1]
-PACK = ["edgelab/__init__.py", "edgelab/errors.py", "edgelab/logs.py", "edgelab/metrics/__init__.py", "edgelab/metrics/events.py",
-        "edgelab/reference"]
+PACK = [
+    "edgelab/__init__.py",
+    "edgelab/errors.py",
+    "edgelab/logs.py",
+    "edgelab/metrics/__init__.py",
+    "edgelab/metrics/events.py",
+    "edgelab/reference",
+]
 
 
 @pytest.fixture
 def speech_server():
     """The lab-side reference codec-token server (what S4's talker is), on a free loopback port."""
-    proc = subprocess.Popen([sys.executable, "-m", "edgelab.protocols", "serve", "speech", "--frames-per-s", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "edgelab.protocols", "serve", "speech", "--frames-per-s", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         line = proc.stdout.readline()
         yield json.loads(line)["url"]
@@ -91,7 +102,11 @@ def test_s1_renders_vllm_omni_with_the_reserved_memory_fraction(plain_orin):
     proc = p.processes[0]
     assert p.runtime == "vllm-omni" and proc.template == "vllm-omni:qwen3-tts-0.6b:S1" and not p.virtual
     assert proc.argv[:4] == ["vllm", "serve", "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice", "--omni"]
-    assert "--trust-remote-code" in proc.argv and proc.ready == {"kind": "http", "path": "/health", "port": 8091}
+    assert "--trust-remote-code" in proc.argv and proc.ready == {
+        "kind": "http",
+        "path": "/health",
+        "port": 8091,
+    }
     frac = float(proc.argv[proc.argv.index("--gpu-memory-utilization") + 1])
     pool_bytes = next(iter(p.memory.values()))
     assert p.memory_detail["gpu_memory_utilization"] == frac
@@ -104,7 +119,9 @@ def test_s1_renders_vllm_omni_with_the_reserved_memory_fraction(plain_orin):
 def test_a_plain_device_without_the_reference_zipapp_is_refused_with_the_remedy(plain_orin):
     _url, engine, opts = plain_orin
     try:
-        run_bench(engine, BenchRequest("orin-plain", "internvla-a1", runtime="reference", requests=2), opts=opts)
+        run_bench(
+            engine, BenchRequest("orin-plain", "internvla-a1", runtime="reference", requests=2), opts=opts
+        )
         raise AssertionError("a real device ran the reference without its zipapp")
     except Refusal as r:
         assert "edgelab runtime build reference --target" in r.remedy
@@ -113,16 +130,28 @@ def test_a_plain_device_without_the_reference_zipapp_is_refused_with_the_remedy(
 def test_bench_on_a_plain_device_runs_the_pushed_zipapp(plain_orin, tmp_path):
     _url, engine, opts = plain_orin
     pyz = tmp_path / "edgelab-reference.pyz"
-    subprocess.run([sys.executable, "-m", "edgelab.runtimes.pack", str(pyz), "--main", "edgelab.reference", *PACK],
-                   cwd=ROOT, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "edgelab.runtimes.pack", str(pyz), "--main", "edgelab.reference", *PACK],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
     target = planning.plan(engine, DeployRequest("orin-plain", "internvla-a1")).profile.runtime_targets[0]
     with session_scope(engine) as s:
-        add_artifact(s, "reference-plain", [pyz], kind="runtime", target=target, component="reference", replace=True)
-    res = run_bench(engine, BenchRequest("orin-plain", "internvla-a1", runtime="reference", warmup=1, requests=5,
-                                         control_hz=50), opts=opts)
+        add_artifact(
+            s, "reference-plain", [pyz], kind="runtime", target=target, component="reference", replace=True
+        )
+    res = run_bench(
+        engine,
+        BenchRequest("orin-plain", "internvla-a1", runtime="reference", warmup=1, requests=5, control_hz=50),
+        opts=opts,
+    )
     assert res.state == "finished", res.summary
     assert res.provenance["virtual"] is False and "PYTHONPATH=" in res.provenance["command"]
-    assert "/.edgelab/store/" in res.provenance["command"] and " python3 -m edgelab.reference" in res.provenance["command"]
+    assert (
+        "/.edgelab/store/" in res.provenance["command"]
+        and " python3 -m edgelab.reference" in res.provenance["command"]
+    )
     assert res.summary["action"]["chunks"] >= 5
 
 

@@ -21,8 +21,21 @@ def _exception_classes_outside() -> list[str]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ClassDef):
                 bases[f"{rel}:{node.name}"] = (node.name, [ast.unparse(b).split(".")[-1] for b in node.bases])
-    known = {"BaseException", "Exception", "KeyboardInterrupt", "OSError", "RuntimeError", "ValueError", "KeyError", "TimeoutError",
-             *(name for name, obj in vars(errors).items() if isinstance(obj, type) and issubclass(obj, BaseException))}
+    known = {
+        "BaseException",
+        "Exception",
+        "KeyboardInterrupt",
+        "OSError",
+        "RuntimeError",
+        "ValueError",
+        "KeyError",
+        "TimeoutError",
+        *(
+            name
+            for name, obj in vars(errors).items()
+            if isinstance(obj, type) and issubclass(obj, BaseException)
+        ),
+    }
     found, grew = set(), True
     while grew:
         grew = False
@@ -53,8 +66,11 @@ def test_the_docstring_tree_is_the_class_tree():
         if stack:
             parents[name] = stack[-1][1]
         stack.append((depth, name))
-    classes = {name: obj for name, obj in vars(errors).items()
-               if isinstance(obj, type) and issubclass(obj, errors.EdgelabError)}
+    classes = {
+        name: obj
+        for name, obj in vars(errors).items()
+        if isinstance(obj, type) and issubclass(obj, errors.EdgelabError)
+    }
     assert set(parents) | {"EdgelabError"} == set(classes), set(classes) ^ (set(parents) | {"EdgelabError"})
     for name, parent in parents.items():
         assert classes[name].__bases__[0].__name__ == parent, (name, parent)

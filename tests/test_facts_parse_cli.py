@@ -92,8 +92,9 @@ def test_crlf_paste_reads_the_same(tmp_path):
 @pytest.mark.skipif(shutil.which("edgelab") is None, reason="edgelab console script not installed")
 def test_console_script():
     f = CORPUS / "nvidia-smi/rtx2080super_win11-26200_drv610.62_nvidia-smi.txt"
-    proc = subprocess.run(["edgelab", "facts", "parse", "--json", str(f)], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        ["edgelab", "facts", "parse", "--json", str(f)], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)[0]
     assert out["command"] == "nvidia-smi" and out["facts"]["kmd_version"] == "610.62"

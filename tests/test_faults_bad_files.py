@@ -39,8 +39,12 @@ BAD_YAML = {
     "syntax": b"id: [unclosed\n",
     "huge": b"# " + b"x" * (17 << 20) + b"\n",
 }
-LOADERS = {"devices": load_devices, "pipelines": load_pipelines, "runtimes": load_runtimes,
-           "playbook": load_playbook}
+LOADERS = {
+    "devices": load_devices,
+    "pipelines": load_pipelines,
+    "runtimes": load_runtimes,
+    "playbook": load_playbook,
+}
 
 
 @pytest.mark.parametrize("loader", sorted(LOADERS))
@@ -97,13 +101,18 @@ def test_facts_parse_refuses_what_is_no_capture_with_exit_2(tmp_path, fault_figu
         f.write_bytes(data)
         for extra in ([], ["--as", "getprop"], ["--json"]):
             res = runner.invoke(app, ["facts", "parse", *extra, str(f)])
-            if res.exit_code != 2 or f"{f}:" not in res.stderr or res.exception not in (None,) and not isinstance(
-                    res.exception, SystemExit):
+            if (
+                res.exit_code != 2
+                or f"{f}:" not in res.stderr
+                or res.exception not in (None,)
+                and not isinstance(res.exception, SystemExit)
+            ):
                 failures.append((name, extra, res.exit_code, res.output[-200:]))
     # a PowerShell UTF-16 redirect is a capture, not binary
     f = tmp_path / "meminfo-utf16.txt"
-    f.write_bytes("MemTotal:       16318480 kB\nMemFree:         1234 kB\nMemAvailable:   8000000 kB\n"
-                  .encode("utf-16"))
+    f.write_bytes(
+        "MemTotal:       16318480 kB\nMemFree:         1234 kB\nMemAvailable:   8000000 kB\n".encode("utf-16")
+    )
     res = runner.invoke(app, ["facts", "parse", "--as", "meminfo", "--json", str(f)])
     assert res.exit_code in (0, 1) and "binary" not in res.output, res.output
     fault_figures["bad facts captures"].add(trials=len(BAD_CAPTURES) * 3, failures=len(failures))
@@ -138,7 +147,10 @@ Match all
     db = tmp_path / "lab.db"
     res = runner.invoke(app, ["--db", str(db), "device", "import", "ssh-config", "--file", str(cfg)])
     assert res.exit_code == 0, res.output
-    assert f"{cfg}:4: skipped the Match block" in res.stderr and f"{cfg}:9: skipped the Match block" in res.stderr
+    assert (
+        f"{cfg}:4: skipped the Match block" in res.stderr
+        and f"{cfg}:9: skipped the Match block" in res.stderr
+    )
     assert not ran.exists()  # a Match exec is never evaluated
     res = runner.invoke(app, ["--db", str(db), "device", "ls", "--json"])
     import json

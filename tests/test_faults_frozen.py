@@ -77,19 +77,47 @@ def frozen_lab(tmp_path_factory):
         url = f"sqlite:///{state / 'lab.db'}"
         register(url, LabStatus(state, ssh=ssh_info, adb=adb_info), check=False)
         engine = get_engine(url)
-        outcomes = probe_devices(engine, ["s25", "orin-agx"], timeout=60, ssh_config=str(ssh_info.ssh_config_path))
+        outcomes = probe_devices(
+            engine, ["s25", "orin-agx"], timeout=60, ssh_config=str(ssh_info.ssh_config_path)
+        )
         assert all(o.ok for o in outcomes), [o.error for o in outcomes]
-        env = {**os.environ, "EDGELAB_DB": url, "EDGELAB_HOME": str(home), "EDGELAB_SIM_DIR": str(state),
-               "COLUMNS": "300"}
+        env = {
+            **os.environ,
+            "EDGELAB_DB": url,
+            "EDGELAB_HOME": str(home),
+            "EDGELAB_SIM_DIR": str(state),
+            "COLUMNS": "300",
+        }
         art = state / "blob.bin"
         art.write_bytes(os.urandom(3 << 20))
-        res = subprocess.run([*CLI, "artifact", "add", str(art), "--kind", "other", "--target", "any",
-                              "--name", "frozen-blob"], env=env, capture_output=True, text=True, timeout=120)
+        res = subprocess.run(
+            [
+                *CLI,
+                "artifact",
+                "add",
+                str(art),
+                "--kind",
+                "other",
+                "--target",
+                "any",
+                "--name",
+                "frozen-blob",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert res.returncode == 0, res.stderr
         runs = {}
         for device in ("s25", "orin-agx"):
-            res = subprocess.run([*CLI, "deploy", "qwen3-tts", "--device", device, "--json"], env=env,
-                                 capture_output=True, text=True, timeout=300)
+            res = subprocess.run(
+                [*CLI, "deploy", "qwen3-tts", "--device", device, "--json"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
             assert res.returncode == 0, res.stderr
             runs[device] = json.loads(res.stdout)["run"]
         emulator = adb_info.emulator_pid
@@ -144,13 +172,21 @@ WORDS = ("did not answer", "not answering")
 @pytest.mark.ssh
 @pytest.mark.parametrize("device", ["s25", "orin-agx"])
 def test_a_frozen_device_gives_every_command_its_transport_error_and_stop_cleans_up_after_thaw(
-        frozen_lab, device, fault_figures):
+    frozen_lab, device, fault_figures
+):
     env, engine = frozen_lab["env"], frozen_lab["engine"]
     run = frozen_lab["runs"][device]
     pids = _run_pids(engine, run)
     assert pids and all(alive_on_host(p) for p in pids)
-    commands = [("ps",), ("stop", run), ("push", "frozen-blob", "--device", device), ("store", "ls", device),
-                ("probe", device), ("device", "check", device), ("ps", "--json")]
+    commands = [
+        ("ps",),
+        ("stop", run),
+        ("push", "frozen-blob", "--device", device),
+        ("store", "ls", device),
+        ("probe", device),
+        ("device", "check", device),
+        ("ps", "--json"),
+    ]
     freezer = frozen_lab["freezers"][device]
     freezer.freeze()
     try:
@@ -174,8 +210,9 @@ def test_a_frozen_device_gives_every_command_its_transport_error_and_stop_cleans
         time.sleep(0.5)
     with session_scope(engine, write=False) as s:
         r = get_run(s, run)
-        infra = s.exec(select(RunLog).where(RunLog.run_id == run, RunLog.kind == "error",
-                                            RunLog.level == "infra")).all()
+        infra = s.exec(
+            select(RunLog).where(RunLog.run_id == run, RunLog.kind == "error", RunLog.level == "infra")
+        ).all()
         dep_state = get_deployment(s, run).state
     assert dep_state == "device-lost" and r.state == "device-lost", (dep_state, r.state)
     # lost, not proven gone: the run keeps its memory and is marked to stop
@@ -187,7 +224,9 @@ def test_a_frozen_device_gives_every_command_its_transport_error_and_stop_cleans
     # the run says why it is lost: the follower's own retry line (when its reads hit the freeze, as on
     # ADB), or the error of the command that found the device frozen first
     assert any("did not answer" in x.message for x in infra) or "did not answer" in (r.error or ""), (
-        [x.message for x in infra], r.error)
+        [x.message for x in infra],
+        r.error,
+    )
     if device == "s25":  # the emulator freezes every channel: the follower met it and retried
         assert any("retrying" in x.message for x in infra), [x.message for x in infra]
 
@@ -197,13 +236,18 @@ def test_a_frozen_device_gives_every_command_its_transport_error_and_stop_cleans
     assert json.loads(res.stdout)["state"] == "stopped"
     with session_scope(engine, write=False) as s:  # seen gone: only now released
         dep = get_deployment(s, run)
-        assert not dep.to_stop and not [x for x in open_reservations(s, dep.device_id) if x.deployment_id == dep.id]
+        assert not dep.to_stop and not [
+            x for x in open_reservations(s, dep.device_id) if x.deployment_id == dep.id
+        ]
     orphans = sum(len(group_members(p)) for p in pids) + sum(alive_on_host(p) for p in pids)
     rows_lost = _rows_lost(engine, run)
-    fault_figures[f"frozen {device}"].add(trials=len(commands), failures=len(failures), rows_lost=rows_lost,
-                                          orphans=orphans)
-    print(f"frozen {device}: trials {len(commands)}, failures {len(failures)}, rows lost {rows_lost}, "
-          f"orphans left {orphans}")
+    fault_figures[f"frozen {device}"].add(
+        trials=len(commands), failures=len(failures), rows_lost=rows_lost, orphans=orphans
+    )
+    print(
+        f"frozen {device}: trials {len(commands)}, failures {len(failures)}, rows lost {rows_lost}, "
+        f"orphans left {orphans}"
+    )
     assert not failures, failures
     assert orphans == 0 and rows_lost == 0
 
@@ -319,5 +363,7 @@ def test_the_follower_alone_detects_a_frozen_device_and_the_memory_waits_for_sto
     assert res.returncode == 0, res.stdout + res.stderr
     with session_scope(engine, write=False) as s:
         dep = get_deployment(s, run)
-        assert not dep.to_stop and not [x for x in open_reservations(s, dep.device_id) if x.deployment_id == dep.id]
+        assert not dep.to_stop and not [
+            x for x in open_reservations(s, dep.device_id) if x.deployment_id == dep.id
+        ]
     assert all(not alive_on_host(p) and group_members(p) == [] for p in pids)

@@ -38,8 +38,10 @@ def cli(db, *args):
 
 def counts(engine) -> tuple[int, ...]:
     with engine.connect() as c:
-        return tuple(c.execute(select(func.count()).select_from(t.__table__)).scalar_one()
-                     for t in (Run, RunRequest, RunSample, RunSummary, RunLog))
+        return tuple(
+            c.execute(select(func.count()).select_from(t.__table__)).scalar_one()
+            for t in (Run, RunRequest, RunSample, RunSummary, RunLog)
+        )
 
 
 def line(**over) -> str:
@@ -92,7 +94,10 @@ VARIANTS: dict[str, bytes] = {
     "record is a number": "42",
     "truncated JSON": line()[: len(line()) // 2],
     "trailing garbage": line() + " }",
-    "deeply nested": '{"request_id": "x", "submitted_unix": 1, "chunks_all": ' + "[" * 5000 + "]" * 5000 + "}",
+    "deeply nested": '{"request_id": "x", "submitted_unix": 1, "chunks_all": '
+    + "[" * 5000
+    + "]" * 5000
+    + "}",
     "duplicated ids": line() + "\n" + line(),
     "error as number": line(error=500),
 }
@@ -124,15 +129,20 @@ def test_named_garbage_variants_leave_nothing_behind(seeded, tmp_path, fault_fig
         f.write_bytes(data)
         res = cli(db, "runs", "import", str(f))
         out = res.output
-        ok = (res.exit_code == 2 and res.exception is None or isinstance(res.exception, SystemExit)) \
-            and "Traceback" not in out and f"{f}" in out and counts(engine) == before
+        ok = (
+            (res.exit_code == 2 and res.exception is None or isinstance(res.exception, SystemExit))
+            and "Traceback" not in out
+            and f"{f}" in out
+            and counts(engine) == before
+        )
         if name not in ("empty file", "only blank lines"):
             ok = ok and f"{f}:" in out  # file:line
         if not ok:
             failures.append((name, res.exit_code, repr(res.exception), out[-400:]))
     left = counts(engine)[0] - before[0]
-    fault_figures["runs import garbage (named)"].add(trials=len(VARIANTS), failures=len(failures), rows_lost=0,
-                                                     orphans=left)
+    fault_figures["runs import garbage (named)"].add(
+        trials=len(VARIANTS), failures=len(failures), rows_lost=0, orphans=left
+    )
     assert not failures, failures
     assert len(VARIANTS) >= 34
 
@@ -158,17 +168,33 @@ def test_one_bad_run_in_a_tree_writes_none_of_them(dbpath, tmp_path):
 
 
 def _mutate(value, draw):
-    return draw(st.one_of(
-        st.none(), st.booleans(), st.integers(-10**20, 10**20), st.floats(allow_nan=True, allow_infinity=True),
-        st.text(max_size=20), st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=5),
-                                                                                   st.integers(), max_size=2),
-        st.just(value)))
+    return draw(
+        st.one_of(
+            st.none(),
+            st.booleans(),
+            st.integers(-(10**20), 10**20),
+            st.floats(allow_nan=True, allow_infinity=True),
+            st.text(max_size=20),
+            st.lists(st.integers(), max_size=3),
+            st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
+            st.just(value),
+        )
+    )
 
 
 @st.composite
 def garbage_inputs(draw):
     rec = json.loads(json.dumps(GOOD))
-    keys = ["request_id", "submitted_unix", "finished_unix", "phase", "length_band", "sr", "error", "chunks_all"]
+    keys = [
+        "request_id",
+        "submitted_unix",
+        "finished_unix",
+        "phase",
+        "length_band",
+        "sr",
+        "error",
+        "chunks_all",
+    ]
     for k in draw(st.lists(st.sampled_from(keys), min_size=1, max_size=3, unique=True)):
         rec[k] = _mutate(rec.get(k), draw)
     if isinstance(rec.get("chunks_all"), list) and rec["chunks_all"] and draw(st.booleans()):
@@ -181,7 +207,7 @@ def garbage_inputs(draw):
     data = (text if cut is None else text[:cut]).encode()
     if draw(st.booleans()):  # byte-level damage too
         pos = draw(st.integers(0, max(len(data) - 1, 0)))
-        data = data[:pos] + draw(st.binary(min_size=1, max_size=4)) + data[pos + 1:]
+        data = data[:pos] + draw(st.binary(min_size=1, max_size=4)) + data[pos + 1 :]
     return data + b"\n" + OK2.encode() + b"\n"
 
 
@@ -234,7 +260,9 @@ def test_export_import_round_trip_gives_the_same_figures(dbpath, tmp_path):
     assert second["id"] != first["id"] and second["summary"] == first["summary"]
     rb = json.loads(cli(dbpath, "runs", "show", second["id"], "--json").stdout)
     keep = ("request", "phase", "band", "submitted", "finished", "ok", "error", "metrics")
-    assert [{k: q[k] for k in keep} for q in ra["requests"]] == [{k: q[k] for k in keep} for q in rb["requests"]]
+    assert [{k: q[k] for k in keep} for q in ra["requests"]] == [
+        {k: q[k] for k in keep} for q in rb["requests"]
+    ]
     assert rb["pipeline"] == ra["pipeline"] and rb["device"] == ra["device"]
     assert verify_recompute(engine, second["id"])
 
@@ -247,7 +275,11 @@ def test_a_live_run_exports_to_the_study_format_with_the_same_audio_figures(dbpa
         ing.feed(ev.RunStart(t0, rid))
         for i, req in enumerate(("w", "m1", "m2")):
             base = t0 + 10 * i
-            ing.feed(ev.RequestStart(base, rid, request=req, phase="warmup" if i == 0 else "measured", band="short"))
+            ing.feed(
+                ev.RequestStart(
+                    base, rid, request=req, phase="warmup" if i == 0 else "measured", band="short"
+                )
+            )
             for k, (dt, n) in enumerate([(0.3 + 0.1 * i, 1920), (1.2, 48000), (2.5, 48000)]):
                 ing.feed(ev.AudioChunk(base + dt, rid, request=req, idx=k, samples=n, sample_rate=24000))
             ing.feed(ev.RequestEnd(base + 3.0, rid, request=req, ok=True))
@@ -283,8 +315,9 @@ def test_runs_rm_deletes_a_run_and_everything_recorded_for_it(dbpath):
     assert counts(engine)[2] == 12
     res = cli(dbpath, "runs", "rm", rid, "--json")
     assert res.exit_code == 0, res.output
-    assert json.loads(res.stdout) == [{"id": rid, "state": "finished", "kind": "imported", "requests": 4,
-                                       "samples": 12}]
+    assert json.loads(res.stdout) == [
+        {"id": rid, "state": "finished", "kind": "imported", "requests": 4, "samples": 12}
+    ]
     assert counts(engine) == empty
     assert cli(dbpath, "runs", "rm", rid).exit_code == 1  # gone: not found
     # and once it is gone, the same input imports again

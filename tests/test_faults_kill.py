@@ -79,13 +79,17 @@ from edgelab.cli import main
 main()
 """
 
-DEPLOY_PHASES = [("edgelab.deploy.launch:_phase|" + p, p) for p in
-                 ("admitted", "connected", "pushed", "spawned", "ready_line", "ready")]
-BENCH_PHASES = [("before:edgelab.bench.runner:_bench_on_device", "admitted"),
-                ("edgelab.bench.runner:measure_offset", "connected"),
-                ("edgelab.deploy.artifacts:push", "pushed"),
-                ("edgelab.bench.runner:_set_meta", "started"),
-                ("edgelab.metrics.ingest:Ingestor.feed|RequestEnd", "measuring")]
+DEPLOY_PHASES = [
+    ("edgelab.deploy.launch:_phase|" + p, p)
+    for p in ("admitted", "connected", "pushed", "spawned", "ready_line", "ready")
+]
+BENCH_PHASES = [
+    ("before:edgelab.bench.runner:_bench_on_device", "admitted"),
+    ("edgelab.bench.runner:measure_offset", "connected"),
+    ("edgelab.deploy.artifacts:push", "pushed"),
+    ("edgelab.bench.runner:_set_meta", "started"),
+    ("edgelab.metrics.ingest:Ingestor.feed|RequestEnd", "measuring"),
+]
 SIGNALS = [signal.SIGINT, signal.SIGKILL]
 
 
@@ -102,8 +106,11 @@ def _cmdlines() -> dict[int, str]:
 def orphans(*needles: str) -> list[str]:
     """Processes on the lab host (where virtual devices run theirs) naming a run id or blob."""
     me = os.getpid()
-    return [f"{pid}: {cmd[:200]}" for pid, cmd in _cmdlines().items()
-            if pid != me and any(n and n in cmd for n in needles) and "pytest" not in cmd]
+    return [
+        f"{pid}: {cmd[:200]}"
+        for pid, cmd in _cmdlines().items()
+        if pid != me and any(n and n in cmd for n in needles) and "pytest" not in cmd
+    ]
 
 
 class Trial:
@@ -111,12 +118,23 @@ class Trial:
 
     def __init__(self, tmp: Path, env: dict[str, str], hold: str, args: list[str]):
         self.release = tmp / f"release-{os.urandom(4).hex()}"
-        self.env = {**env, "EDGELAB_TEST_HOLD": hold, "EDGELAB_TEST_RELEASE": str(self.release), "COLUMNS": "300"}
+        self.env = {
+            **env,
+            "EDGELAB_TEST_HOLD": hold,
+            "EDGELAB_TEST_RELEASE": str(self.release),
+            "COLUMNS": "300",
+        }
         self.args = args
 
     def run(self, sig: int, timeout: float = 240) -> tuple[int, str, str, bool]:
-        proc = subprocess.Popen([sys.executable, "-c", HARNESS, *self.args], env=self.env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", HARNESS, *self.args],
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         held, err_head = False, []
         try:
             for line in proc.stderr:
@@ -135,8 +153,13 @@ class Trial:
 
 
 def _cli(env: dict[str, str], *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from edgelab.cli import main; main()", *args], env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", "from edgelab.cli import main; main()", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _newest(engine, kind: str, before: set[str]) -> Run | None:
@@ -176,7 +199,9 @@ def consistency(engine, env, run_id: str | None, *, allow_running: bool = True) 
             if r.state in ("pending", "running"):
                 problems.append(f"bench run {r.id} left {r.state}")
         open_rows = s.exec(select(Reservation).where(Reservation.released_at == None)).all()  # noqa: E711
-        problems += [f"reservation {x.id} ({x.pool}, run {x.run_id or x.deployment_id}) still open" for x in open_rows]
+        problems += [
+            f"reservation {x.id} ({x.pool}, run {x.run_id or x.deployment_id}) still open" for x in open_rows
+        ]
     return problems
 
 
@@ -209,18 +234,35 @@ def _trials(name, engine, env, tmp, phases, args, kind, fault_figures, extra_che
 
 def test_deploy_survives_sigint_and_sigkill_after_every_phase(deploy_lab, ssh_lab, tmp_path, fault_figures):
     url, engine, _opts = deploy_lab
-    _trials("deploy", engine, cli_env(url, ssh_lab), tmp_path, DEPLOY_PHASES,
-            ["deploy", "qwen3-tts", "--device", "s25"], "deploy", fault_figures)
+    _trials(
+        "deploy",
+        engine,
+        cli_env(url, ssh_lab),
+        tmp_path,
+        DEPLOY_PHASES,
+        ["deploy", "qwen3-tts", "--device", "s25"],
+        "deploy",
+        fault_figures,
+    )
 
 
 def test_bench_survives_sigint_and_sigkill_after_every_phase(deploy_lab, ssh_lab, tmp_path, fault_figures):
     url, engine, _opts = deploy_lab
-    _trials("bench", engine, cli_env(url, ssh_lab), tmp_path, BENCH_PHASES,
-            ["bench", "qwen3-tts", "--device", "orin-agx", "--warmup", "1", "--requests", "3"], "bench",
-            fault_figures)
+    _trials(
+        "bench",
+        engine,
+        cli_env(url, ssh_lab),
+        tmp_path,
+        BENCH_PHASES,
+        ["bench", "qwen3-tts", "--device", "orin-agx", "--warmup", "1", "--requests", "3"],
+        "bench",
+        fault_figures,
+    )
 
 
-def test_push_stops_sending_on_sigint_and_leaves_nothing_on_sigkill(deploy_lab, ssh_lab, tmp_path, fault_figures):
+def test_push_stops_sending_on_sigint_and_leaves_nothing_on_sigkill(
+    deploy_lab, ssh_lab, tmp_path, fault_figures
+):
     url, engine, _opts = deploy_lab
     env = cli_env(url, ssh_lab)
     failures, trials, orphan_total = [], 0, 0
@@ -230,12 +272,15 @@ def test_push_stops_sending_on_sigint_and_leaves_nothing_on_sigkill(deploy_lab, 
             blob = tmp_path / f"kill-{device}-{sig}.bin"
             blob.write_bytes(os.urandom(24 << 20))
             name = blob.stem
-            res = _cli(env, "artifact", "add", str(blob), "--kind", "other", "--target", "any", "--name", name)
+            res = _cli(
+                env, "artifact", "add", str(blob), "--kind", "other", "--target", "any", "--name", name
+            )
             assert res.returncode == 0, res.stderr
             sha = hashlib.sha256(blob.read_bytes()).hexdigest()
             where = f"push {signal.Signals(sig).name} to {device}"
-            code, _out, err, held = Trial(tmp_path, env, "edgelab.artifacts.push:push_blob|progress",
-                                          ["push", name, "--device", device]).run(sig)
+            code, _out, err, held = Trial(
+                tmp_path, env, "edgelab.artifacts.push:push_blob|progress", ["push", name, "--device", device]
+            ).run(sig)
             if not held:
                 failures.append(f"{where}: never sent a byte (exit {code}): {err[-400:]}")
                 continue
@@ -274,9 +319,11 @@ cleanup:
   - name: stop all
     stop: {}
 """
-PLAY_PHASES = [("edgelab.playbook.runner:_run_step|look", "look"),
-               ("edgelab.playbook.runner:_run_step|deploy tts", "deploy tts"),
-               ("edgelab.playbook.steps:_mem_available", "soaking")]
+PLAY_PHASES = [
+    ("edgelab.playbook.runner:_run_step|look", "look"),
+    ("edgelab.playbook.runner:_run_step|deploy tts", "deploy tts"),
+    ("edgelab.playbook.steps:_mem_available", "soaking"),
+]
 
 
 def _junit_cases(path: Path) -> dict[str, str]:
@@ -289,7 +336,9 @@ def _junit_cases(path: Path) -> dict[str, str]:
     return out
 
 
-def test_play_first_ctrl_c_stops_the_step_runs_cleanup_and_writes_junit(deploy_lab, ssh_lab, tmp_path, fault_figures):
+def test_play_first_ctrl_c_stops_the_step_runs_cleanup_and_writes_junit(
+    deploy_lab, ssh_lab, tmp_path, fault_figures
+):
     url, engine, _opts = deploy_lab
     env = cli_env(url, ssh_lab)
     book = tmp_path / "kill.yaml"
@@ -300,7 +349,9 @@ def test_play_first_ctrl_c_stops_the_step_runs_cleanup_and_writes_junit(deploy_l
             trials += 1
             junit = tmp_path / f"junit-{trials}.xml"
             before = _run_ids(engine)
-            code, _out, err, held = Trial(tmp_path, env, hold, ["play", str(book), "--junit", str(junit)]).run(sig)
+            code, _out, err, held = Trial(
+                tmp_path, env, hold, ["play", str(book), "--junit", str(junit)]
+            ).run(sig)
             where = f"play {signal.Signals(sig).name} after {phase}"
             run = _newest(engine, "deploy", before)
             if not held:
@@ -325,18 +376,29 @@ def test_play_first_ctrl_c_stops_the_step_runs_cleanup_and_writes_junit(deploy_l
 
 
 def test_play_second_ctrl_c_records_the_cleanup_left_and_the_next_command_finishes_it(
-        deploy_lab, ssh_lab, tmp_path):
+    deploy_lab, ssh_lab, tmp_path
+):
     url, engine, _opts = deploy_lab
     env = cli_env(url, ssh_lab)
     book = tmp_path / "kill.yaml"
     book.write_text(PLAYBOOK)
     junit = tmp_path / "twice.xml"
-    trial = Trial(tmp_path, env, "before:edgelab.playbook.runner:_run_step|stop all",
-                  ["play", str(book), "--junit", str(junit)])
+    trial = Trial(
+        tmp_path,
+        env,
+        "before:edgelab.playbook.runner:_run_step|stop all",
+        ["play", str(book), "--junit", str(junit)],
+    )
     env2 = {**trial.env, "EDGELAB_TEST_RELEASE": str(tmp_path / "never")}  # the cleanup stays held
     before = _run_ids(engine)
-    proc = subprocess.Popen([sys.executable, "-c", HARNESS, *trial.args], env=env2, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HARNESS, *trial.args],
+        env=env2,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     seen = []
     try:
         for line in proc.stderr:  # deployed, now soaking: the first Ctrl-C ends the soak

@@ -31,8 +31,12 @@ def edgelab(env, *args, timeout=300):
 def test_sim_down_stops_every_deployment_and_leaves_nothing_of_theirs(tmp_path, fault_figures):
     sim = tmp_path / "sim"
     db = tmp_path / "lab.db"
-    env = {**os.environ, "EDGELAB_HOME": str(tmp_path / "home"), "EDGELAB_DB": str(db),
-           "EDGELAB_SIM_DIR": str(sim)}
+    env = {
+        **os.environ,
+        "EDGELAB_HOME": str(tmp_path / "home"),
+        "EDGELAB_DB": str(db),
+        "EDGELAB_SIM_DIR": str(sim),
+    }
     port = str(free_port(["127.0.0.11", "127.0.0.16"]))
     runs = {}
     try:

@@ -78,7 +78,9 @@ def _cycle_through(graph: grimp.ImportGraph, component: list[str]) -> list[str]:
 def _describe(graph: grimp.ImportGraph, cycle: list[str]) -> str:
     steps = []
     for importer, imported in zip(cycle, cycle[1:], strict=False):
-        lines = sorted(d["line_number"] for d in graph.get_import_details(importer=importer, imported=imported))
+        lines = sorted(
+            d["line_number"] for d in graph.get_import_details(importer=importer, imported=imported)
+        )
         steps.append(f"{importer} (l.{','.join(map(str, lines)) or '?'})")
     return " -> ".join([*steps, cycle[-1]])
 
@@ -90,8 +92,15 @@ def graph() -> grimp.ImportGraph:
 
 def test_the_graph_is_the_whole_package(graph):
     """The walk sees every layer and the modules that were once in cycles (a guard against an empty pass)."""
-    for module in ("edgelab.cli", "edgelab.store.models", "edgelab.store.tables", "edgelab.probe.facts",
-                   "edgelab.inventory.probe", "edgelab.protocols.ws", "edgelab.sim.winsim.values"):
+    for module in (
+        "edgelab.cli",
+        "edgelab.store.models",
+        "edgelab.store.tables",
+        "edgelab.probe.facts",
+        "edgelab.inventory.probe",
+        "edgelab.protocols.ws",
+        "edgelab.sim.winsim.values",
+    ):
         assert module in graph.modules, module
     assert len(graph.modules) > 200
 

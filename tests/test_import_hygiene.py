@@ -33,7 +33,9 @@ print(",".join(leaked))
 
 
 def test_domain_modules_import_without_ui() -> None:
-    out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     count, leaked = out.stdout.split("\n")[:2]
     assert int(count) > 5, "the walk found too few domain modules to mean anything"

@@ -98,12 +98,15 @@ def test_builders_apply_defaults_and_validate():
         ssh_device("Orin!", "h")
 
 
-@pytest.mark.parametrize("text,want", [
-    ("ssh://bob@labhost2", "ssh://bob@labhost2/5037"),
-    ("ssh://labhost2:2222/5038", "ssh://labhost2:2222/5038"),
-    ("SSH://bob@10.0.0.2/5037", "ssh://bob@10.0.0.2/5037"),
-    ("ssh://[fd00::2]:22", "ssh://[fd00::2]:22/5037"),
-])
+@pytest.mark.parametrize(
+    "text,want",
+    [
+        ("ssh://bob@labhost2", "ssh://bob@labhost2/5037"),
+        ("ssh://labhost2:2222/5038", "ssh://labhost2:2222/5038"),
+        ("SSH://bob@10.0.0.2/5037", "ssh://bob@10.0.0.2/5037"),
+        ("ssh://[fd00::2]:22", "ssh://[fd00::2]:22/5037"),
+    ],
+)
 def test_adb_server_through_ssh_is_normalised(text, want):
     from edgelab.transport import adb_tunnel
 
@@ -111,10 +114,17 @@ def test_adb_server_through_ssh_is_normalised(text, want):
     spec = adb_tunnel.parse(want)
     assert str(spec) == want and adb_tunnel.is_tunnel(want)
     ep = spec.endpoint()
-    assert ep.kind == "ssh" and ep.ssh_host == spec.host and ep.ssh_port == spec.port and ep.ssh_user == spec.user
+    assert (
+        ep.kind == "ssh"
+        and ep.ssh_host == spec.host
+        and ep.ssh_port == spec.port
+        and ep.ssh_user == spec.user
+    )
 
 
-@pytest.mark.parametrize("text", ["ssh://bob:pw1234@labhost2", "ssh://labhost2/99999", "ssh://labhost2/x", "ssh://"])
+@pytest.mark.parametrize(
+    "text", ["ssh://bob:pw1234@labhost2", "ssh://labhost2/99999", "ssh://labhost2/x", "ssh://"]
+)
 def test_bad_adb_servers_through_ssh_are_refused_without_the_password(text):
     with pytest.raises(ConfigError) as err:
         parse_adb_server(text)

@@ -49,15 +49,30 @@ def lh2(tmp_path_factory, ssh_lab, adb_lab):
         )
         url = f"sqlite:///{base / 'lab.db'}"
         register(url, LabStatus(ssh_lab.state_dir, ssh=ssh_lab, adb=adb_lab), check=False)
-        env = {**os.environ, "EDGELAB_DB": url, "HOME": str(home), "EDGELAB_HOME": str(base / "edgelab-home"),
-               "EDGELAB_SIM_DIR": str(ssh_lab.state_dir), "COLUMNS": "300"}
+        env = {
+            **os.environ,
+            "EDGELAB_DB": url,
+            "HOME": str(home),
+            "EDGELAB_HOME": str(base / "edgelab-home"),
+            "EDGELAB_SIM_DIR": str(ssh_lab.state_dir),
+            "COLUMNS": "300",
+        }
         env.pop("EDGELAB_LEASE", None)
         env.pop("SSH_AUTH_SOCK", None)
         s25, rb3g2 = host.adb.device("s25"), host.adb.device("rb3g2")
-        for args in (["lh2-s25", "--adb", s25.serial, "--adb-server", host.adb_server],
-                     ["lh2-rb3g2", "--adb", rb3g2.serial, "--adb-server", "ssh://labhost2"],
-                     ["lh2-orin", "--ssh", f"{host.user}@{inside.address}:{inside.port}", "--jump", "labhost2",
-                      "--class", "jetson"]):
+        for args in (
+            ["lh2-s25", "--adb", s25.serial, "--adb-server", host.adb_server],
+            ["lh2-rb3g2", "--adb", rb3g2.serial, "--adb-server", "ssh://labhost2"],
+            [
+                "lh2-orin",
+                "--ssh",
+                f"{host.user}@{inside.address}:{inside.port}",
+                "--jump",
+                "labhost2",
+                "--class",
+                "jetson",
+            ],
+        ):
             out = runner.invoke(app, ["device", "add", *args], env=env)
             assert out.exit_code == 0, out.output
         out = runner.invoke(app, ["device", "import", "ssh-config", "--pattern", "lh2-*"], env=env)
@@ -148,11 +163,15 @@ def test_no_credential_of_a_hop_is_stored(lh2):
 
     _host, url, _env = lh2
     with get_engine(url).connect() as c:
-        rows = c.execute(text("SELECT name, ssh_jump, adb_server, ssh_user FROM device WHERE name LIKE 'lh2-%'")).all()
+        rows = c.execute(
+            text("SELECT name, ssh_jump, adb_server, ssh_user FROM device WHERE name LIKE 'lh2-%'")
+        ).all()
     got = {r.name: (r.ssh_jump, r.adb_server) for r in rows}
     assert got["lh2-orin"][0] == "labhost2" and got["lh2-orin-cfg"][0] == "labhost2"
     assert got["lh2-rb3g2"][1] == "ssh://labhost2/5037"
-    out = cli(_env, "device", "add", "x", "--adb", "1.2.3.4:5555", "--adb-server", "ssh://me:hunter2pw@labhost2")
+    out = cli(
+        _env, "device", "add", "x", "--adb", "1.2.3.4:5555", "--adb-server", "ssh://me:hunter2pw@labhost2"
+    )
     assert out.exit_code == 2 and "hunter2pw" not in out.output
 
 
@@ -194,8 +213,16 @@ def test_push_to_both_lab_hosts_is_verified(lh2, trusted, tmp_path):
 
 def test_reserve_across_both_lab_hosts_and_others_are_refused(lh2, trusted):
     _host, _url, env = lh2
-    out = cli({**env, "EDGELAB_OWNER": "alice@lab1"}, "reserve", "lh2-s25", "lh2-orin", "s25", "--for", "5m",
-              "--json")
+    out = cli(
+        {**env, "EDGELAB_OWNER": "alice@lab1"},
+        "reserve",
+        "lh2-s25",
+        "lh2-orin",
+        "s25",
+        "--for",
+        "5m",
+        "--json",
+    )
     assert out.exit_code == 0, out.output
     lease = json.loads(out.stdout)
     try:
@@ -206,7 +233,9 @@ def test_reserve_across_both_lab_hosts_and_others_are_refused(lh2, trusted):
         assert same.exit_code == 1 and "alice@lab1" in same.output
         free = cli({**env, "EDGELAB_OWNER": "bob@lab2"}, "reserve", "lh2-rb3g2", "--for", "5m", "--json")
         assert free.exit_code == 0, free.output
-        assert cli({**env, "EDGELAB_OWNER": "bob@lab2"}, "release", json.loads(free.stdout)["id"]).exit_code == 0
+        assert (
+            cli({**env, "EDGELAB_OWNER": "bob@lab2"}, "release", json.loads(free.stdout)["id"]).exit_code == 0
+        )
     finally:
         assert cli({**env, "EDGELAB_OWNER": "alice@lab1"}, "release", lease["id"]).exit_code == 0
 
@@ -223,13 +252,18 @@ def test_deploy_on_the_second_lab_host_runs_there_and_stops(lh2, trusted, device
     dep = json.loads(out.stdout)
     run = dep["run"]
     try:
-        assert dep["state"] == "running" and [p["phase"] for p in dep["phases"]][:3] == ["admitted", "connected",
-                                                                                        "pushed"]
+        assert dep["state"] == "running" and [p["phase"] for p in dep["phases"]][:3] == [
+            "admitted",
+            "connected",
+            "pushed",
+        ]
         with session_scope(get_engine(url), write=False) as s:
             pids = [p.pid for p in processes(s, get_deployment(s, run).id)]
         assert pids and set(pids) <= set(_netns_pids(host.netns)), pids  # it runs on labhost2, nowhere else
         logs = cli(env, "logs", run)
-        assert logs.exit_code == 0 and json.loads(logs.stdout.splitlines()[0])["device"] == device, logs.output
+        assert logs.exit_code == 0 and json.loads(logs.stdout.splitlines()[0])["device"] == device, (
+            logs.output
+        )
     finally:
         stop = cli(env, "stop", run, "--json")
     assert stop.exit_code == 0, stop.output
@@ -257,11 +291,14 @@ def test_forward_reaches_a_port_on_labhost2s_loopback_by_each_route(lh2, trusted
     host, url, env = lh2
     for key in ("HOME", "EDGELAB_HOME"):
         monkeypatch.setenv(key, env[key])
-    echo = ("import socket,sys\ns=socket.socket(); s.bind(('127.0.0.1',0)); s.listen(8)\n"
-            "print(s.getsockname()[1], flush=True)\n"
-            "while True:\n  c,_=s.accept(); c.sendall(b'labhost2:'+c.recv(64)); c.close()\n")
-    srv = subprocess.Popen(["ip", "netns", "exec", host.netns, sys.executable, "-c", echo], stdout=subprocess.PIPE,
-                           text=True)
+    echo = (
+        "import socket,sys\ns=socket.socket(); s.bind(('127.0.0.1',0)); s.listen(8)\n"
+        "print(s.getsockname()[1], flush=True)\n"
+        "while True:\n  c,_=s.accept(); c.sendall(b'labhost2:'+c.recv(64)); c.close()\n"
+    )
+    srv = subprocess.Popen(
+        ["ip", "netns", "exec", host.netns, sys.executable, "-c", echo], stdout=subprocess.PIPE, text=True
+    )
     try:
         port = int(srv.stdout.readline())
         with pytest.raises(OSError):  # only there
@@ -271,7 +308,10 @@ def test_forward_reaches_a_port_on_labhost2s_loopback_by_each_route(lh2, trusted
                 endpoint = get_device(s, name).endpoint()
             t = open_transport(endpoint)
             try:
-                with t.forward(port) as fwd, socket.create_connection(("127.0.0.1", fwd.local_port), timeout=10) as c:
+                with (
+                    t.forward(port) as fwd,
+                    socket.create_connection(("127.0.0.1", fwd.local_port), timeout=10) as c,
+                ):
                     c.sendall(name.encode())
                     got = b""
                     while chunk := c.recv(64):
@@ -306,8 +346,16 @@ def test_without_root_the_second_lab_host_says_why(monkeypatch):
 
 def test_a_tunnel_host_that_refuses_every_key_is_auth_failed(lh2, trusted):
     host, _url, env = lh2
-    out = cli(env, "device", "add", "lh2-nokey", "--adb", host.adb.device("s25").serial, "--adb-server",
-              f"ssh://nobody@{host.address}")
+    out = cli(
+        env,
+        "device",
+        "add",
+        "lh2-nokey",
+        "--adb",
+        host.adb.device("s25").serial,
+        "--adb-server",
+        f"ssh://nobody@{host.address}",
+    )
     assert out.exit_code == 0, out.output
     try:
         out = cli(env, "device", "check", "lh2-nokey", "--json")

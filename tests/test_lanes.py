@@ -12,22 +12,48 @@ import sys
 from pathlib import Path
 
 TESTS = Path(__file__).parent
-FILES = ["test_ssh_hostkeys.py", "test_transport_contract.py", "test_inventory_trust.py", "test_store_db.py",
-         "test_llama_build.py"]
+FILES = [
+    "test_ssh_hostkeys.py",
+    "test_transport_contract.py",
+    "test_inventory_trust.py",
+    "test_store_db.py",
+    "test_llama_build.py",
+]
 UNIT = "not ssh and not adb and not slow and not postgres"
 
 
 def test_unit_lane_selects_only_tests_without_lab_processes():
-    out = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "--co", "-q",
-                          "-m", UNIT, *[str(TESTS / f) for f in FILES]],
-                         capture_output=True, text=True, timeout=300, cwd=TESTS.parent)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:xdist",
+            "--co",
+            "-q",
+            "-m",
+            UNIT,
+            *[str(TESTS / f) for f in FILES],
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=TESTS.parent,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     ids = {ln.strip() for ln in out.stdout.splitlines() if "::" in ln}
     assert "tests/test_ssh_hostkeys.py::test_closed_port_is_offline" in ids  # no sshd: stays a unit test
     assert "tests/test_transport_contract.py::test_put_empty_file[local]" in ids
     assert "tests/test_store_db.py::test_in_memory_sqlite_works" in ids
     assert any(i.endswith("[sqlite]") for i in ids)
-    lab = [i for i in ids if i.startswith(("tests/test_inventory_trust.py", "tests/test_llama_build.py"))
-           or any(f"[{p}]" in i for p in ("ssh", "adb", "win_ps", "win_cmd", "postgresql"))
-           or "test_fingerprint_matches_openssh" in i]
+    lab = [
+        i
+        for i in ids
+        if i.startswith(("tests/test_inventory_trust.py", "tests/test_llama_build.py"))
+        or any(f"[{p}]" in i for p in ("ssh", "adb", "win_ps", "win_cmd", "postgresql"))
+        or "test_fingerprint_matches_openssh" in i
+    ]
     assert lab == []

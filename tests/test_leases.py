@@ -31,16 +31,24 @@ def _devices(url: str, *rows: Device) -> None:
 
 
 def _phone(name: str, serial: str, server: str | None = None, tags=()) -> Device:
-    return Device(name=name, transport="adb", adb_serial=serial, adb_server=server, shell="toybox",
-                  tags=list(tags), device_class="npu_phone")
+    return Device(
+        name=name,
+        transport="adb",
+        adb_serial=serial,
+        adb_server=server,
+        shell="toybox",
+        tags=list(tags),
+        device_class="npu_phone",
+    )
 
 
 def _cli(url: str, owner: str, *args: str, **kw) -> subprocess.Popen:
     env = {**os.environ, "EDGELAB_DB": url, "EDGELAB_OWNER": owner, "COLUMNS": "300"}
     env.pop("EDGELAB_LEASE", None)
     exe = os.path.join(os.path.dirname(sys.executable), "edgelab")
-    return subprocess.Popen([exe, *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen(
+        [exe, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw
+    )
 
 
 def _lease(url: str, lease_id: str) -> Lease:
@@ -56,8 +64,12 @@ def _open_leases(url: str) -> list[Lease]:
 
 
 def test_two_rows_for_one_phone_are_one_device_and_the_refusal_names_the_holder(db_url):
-    _devices(db_url, _phone("s25", "R3CX1"), _phone("s25-again", "R3CX1", "localhost:5037"),
-             _phone("s25-other-host", "R3CX1", "10.0.0.7:5037"))
+    _devices(
+        db_url,
+        _phone("s25", "R3CX1"),
+        _phone("s25-again", "R3CX1", "localhost:5037"),
+        _phone("s25-other-host", "R3CX1", "10.0.0.7:5037"),
+    )
     engine = get_engine(db_url)
     lease = acquire(engine, names=["s25"], ttl_s=300, purpose="smoke", holder=ALICE)
     with pytest.raises(LeaseHeld) as err:
@@ -153,8 +165,17 @@ def test_a_holder_killed_with_sigkill_frees_the_device_within_its_ttl(db_url):
     _devices(db_url, _phone("s25", "R3CX1"))
     dbmod.dispose_engines()
     ttl = 2.0
-    holder = _cli(db_url, "alice@lab1", "reserve", "s25", "--for", f"{ttl:g}s", "--run", "sleep 120",
-                  start_new_session=True)
+    holder = _cli(
+        db_url,
+        "alice@lab1",
+        "reserve",
+        "s25",
+        "--for",
+        f"{ttl:g}s",
+        "--run",
+        "sleep 120",
+        start_new_session=True,
+    )
     try:
         lease = None
         deadline = time.monotonic() + 120
@@ -176,7 +197,9 @@ def test_a_holder_killed_with_sigkill_frees_the_device_within_its_ttl(db_url):
     # the holder renewed at most one TTL ahead of its death: the lease ends by then, with no daemon
     assert last.expires_at <= killed + timedelta(seconds=ttl)
     assert last.released_at is None
-    bob = acquire(get_engine(db_url), names=["s25"], ttl_s=60, holder=BOB, wait=True, timeout_s=60, poll_s=0.1)
+    bob = acquire(
+        get_engine(db_url), names=["s25"], ttl_s=60, holder=BOB, wait=True, timeout_s=60, poll_s=0.1
+    )
     freed = _lease(db_url, lease.id)
     assert freed.end_reason == "expired" and freed.released_at >= last.expires_at
     assert bob.owner == "bob@lab2"
@@ -221,5 +244,7 @@ def test_a_workload_joins_its_holders_lease_and_its_own_lease_ends_with_it(db_ur
 def test_owner_names_the_ci_job():
     h = whoami({"EDGELAB_OWNER": "ci@runner3", "CI_JOB_ID": "4711"})
     assert h.owner == "ci@runner3" and h.ci_job == "gitlab job 4711"
-    assert whoami({"GITHUB_RUN_ID": "99", "GITHUB_RUN_ATTEMPT": "2", "GITHUB_JOB": "smoke"}).ci_job == \
-        "github run 99.2 smoke"
+    assert (
+        whoami({"GITHUB_RUN_ID": "99", "GITHUB_RUN_ATTEMPT": "2", "GITHUB_JOB": "smoke"}).ci_job
+        == "github run 99.2 smoke"
+    )

@@ -59,7 +59,9 @@ def _open(engine, name: str) -> list[Reservation]:
         return open_reservations(s, get_device(s, name).id)
 
 
-def test_a_deployment_keeps_its_lease_until_stop_and_others_are_refused_naming_the_holder(deploy_lab, monkeypatch):
+def test_a_deployment_keeps_its_lease_until_stop_and_others_are_refused_naming_the_holder(
+    deploy_lab, monkeypatch
+):
     url, engine, opts = deploy_lab
     dep = launch.deploy(engine, DeployRequest("rb3g2", "qwen3-tts"), opts=opts)
     try:
@@ -67,9 +69,16 @@ def test_a_deployment_keeps_its_lease_until_stop_and_others_are_refused_naming_t
         assert lease is not None and lease.auto and dep.lease_id == lease.id
         monkeypatch.setenv("EDGELAB_OWNER", "bob@lab2")
         with pytest.raises(LeaseHeld) as err:
-            run_bench(engine, BenchRequest("rb3g2", "qwen3-tts", runtime="reference", requests=1, frames=2,
-                                           frames_per_s=0), opts=opts)
-        assert lease.owner in str(err.value) and f"until deployment {dep.run_id} is stopped" in str(err.value) and "--wait" in err.value.remedy
+            run_bench(
+                engine,
+                BenchRequest("rb3g2", "qwen3-tts", runtime="reference", requests=1, frames=2, frames_per_s=0),
+                opts=opts,
+            )
+        assert (
+            lease.owner in str(err.value)
+            and f"until deployment {dep.run_id} is stopped" in str(err.value)
+            and "--wait" in err.value.remedy
+        )
         with pytest.raises(LeaseHeld) as err:  # a kick cannot pull the device from under a running deployment
             acquire(engine, names=["rb3g2"], ttl_s=60, kick=True)
         assert f"edgelab stop {dep.run_id}" in err.value.remedy
@@ -78,7 +87,9 @@ def test_a_deployment_keeps_its_lease_until_stop_and_others_are_refused_naming_t
         monkeypatch.delenv("EDGELAB_OWNER")
         # the same holder may bench beside its own deployment; admission then counts both
         with pytest.raises(Refusal) as err:
-            run_bench(engine, BenchRequest("rb3g2", "internvla-a1", runtime="reference", requests=1), opts=opts)
+            run_bench(
+                engine, BenchRequest("rb3g2", "internvla-a1", runtime="reference", requests=1), opts=opts
+            )
         assert err.value.code == "budget_exceeds_device" and err.value.pool == "ram"
         assert err.value.numbers["reserved"] + err.value.numbers["requested"] > err.value.numbers["capacity"]
     finally:
@@ -102,9 +113,20 @@ def test_bench_and_deploy_together_cannot_overcommit_the_pool(deploy_lab):
 
     def bench() -> None:  # a paced TTS bench that runs until cancelled
         try:
-            result["res"] = run_bench(engine, BenchRequest("rb3g2", "qwen3-tts", runtime="reference", warmup=0,
-                                                           requests=1000, frames=20, frames_per_s=12.5),
-                                      opts=opts, cancel=cancel)
+            result["res"] = run_bench(
+                engine,
+                BenchRequest(
+                    "rb3g2",
+                    "qwen3-tts",
+                    runtime="reference",
+                    warmup=0,
+                    requests=1000,
+                    frames=20,
+                    frames_per_s=12.5,
+                ),
+                opts=opts,
+                cancel=cancel,
+            )
         except BaseException as e:  # noqa: BLE001
             result["err"] = e
 
@@ -120,7 +142,9 @@ def test_bench_and_deploy_together_cannot_overcommit_the_pool(deploy_lab):
         with pytest.raises(Refusal) as err:
             launch.deploy(engine, DeployRequest("rb3g2", "internvla-a1"), opts=opts)
         r = err.value
-        assert r.code == "budget_exceeds_device" and r.pool == "ram" and r.numbers["reserved"] == held[0].bytes
+        assert (
+            r.code == "budget_exceeds_device" and r.pool == "ram" and r.numbers["reserved"] == held[0].bytes
+        )
         assert "ram:" in str(r) and "requested" in str(r) and "capacity" in str(r)
     finally:
         cancel.set()
@@ -137,8 +161,13 @@ def test_a_kicked_bench_stops_and_its_memory_is_freed(deploy_lab, monkeypatch):
     result: dict = {}
 
     def bench() -> None:
-        result["res"] = run_bench(engine, BenchRequest("s25", "qwen3-tts", runtime="reference", warmup=0,
-                                                       requests=1000, frames=20, frames_per_s=12.5), opts=opts)
+        result["res"] = run_bench(
+            engine,
+            BenchRequest(
+                "s25", "qwen3-tts", runtime="reference", warmup=0, requests=1000, frames=20, frames_per_s=12.5
+            ),
+            opts=opts,
+        )
 
     t = threading.Thread(target=bench)
     t.start()

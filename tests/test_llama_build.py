@@ -23,31 +23,76 @@ def test_the_build_has_its_products_and_provenance(llama_build):
     assert set(llama_build.products) == {"llama-server", "llama-completion", "llama-bench", "llama-quantize"}
     m = read_manifest(llama_build.folder)
     assert m["source_commit"].startswith("0c1e57098")
-    assert m["isa"] == "x86-64-v3" and "-DGGML_NATIVE=OFF" in m["flags"] and "-DLLAMA_BUILD_UI=OFF" in m["flags"]
+    assert (
+        m["isa"] == "x86-64-v3" and "-DGGML_NATIVE=OFF" in m["flags"] and "-DLLAMA_BUILD_UI=OFF" in m["flags"]
+    )
     assert len(m["source_sha256"]) == 64 and m["build_key"] == llama_build.key
-    out = subprocess.run([str(llama_build.products["llama-completion"]), "--version"], capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        [str(llama_build.products["llama-completion"]), "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     info = parse_build_info(out.stdout + out.stderr)
     assert info and m["source_commit"].startswith(info["commit"])
 
 
 def test_a_tiny_random_gguf_loads_and_generates(llama_build, tiny_gguf):
     res = subprocess.run(
-        [str(llama_build.products["llama-completion"]), "-m", str(tiny_gguf), "-n", "8", "-p", "hi", "-t", "1",
-         "-no-cnv", "--temp", "0", "-lv", "4"],
-        capture_output=True, text=True, timeout=120, env=ENV, stdin=subprocess.DEVNULL,
+        [
+            str(llama_build.products["llama-completion"]),
+            "-m",
+            str(tiny_gguf),
+            "-n",
+            "8",
+            "-p",
+            "hi",
+            "-t",
+            "1",
+            "-no-cnv",
+            "--temp",
+            "0",
+            "-lv",
+            "4",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=ENV,
+        stdin=subprocess.DEVNULL,
     )
     assert res.returncode == 0, res.stderr[-2000:]
     perf = parse_perf(res.stderr)
-    assert perf.eval.tokens == 7 and perf.prompt.tokens == 2  # hi + BOS; the first token comes from the prompt
+    assert (
+        perf.eval.tokens == 7 and perf.prompt.tokens == 2
+    )  # hi + BOS; the first token comes from the prompt
     assert parse_placement(res.stderr).observed == "cpu"
 
 
 def test_llama_bench_json_from_the_build(llama_build, tiny_gguf):
     from edgelab.adapters.llama_bench import by_test, parse_bench
 
-    res = subprocess.run([str(llama_build.products["llama-bench"]), "-m", str(tiny_gguf), "-p", "8", "-n", "4",
-                          "-r", "1", "-t", "1", "-o", "json"], capture_output=True, text=True, timeout=120, env=ENV)
+    res = subprocess.run(
+        [
+            str(llama_build.products["llama-bench"]),
+            "-m",
+            str(tiny_gguf),
+            "-p",
+            "8",
+            "-n",
+            "4",
+            "-r",
+            "1",
+            "-t",
+            "1",
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=ENV,
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     recs = by_test(parse_bench(res.stdout))
     assert recs["tg4"].avg_ts > 0 and recs["pp8"].n_prompt == 8 and recs["tg4"].backends == "CPU"
@@ -59,8 +104,21 @@ def test_cli_build_reuses_the_cache_and_registers_each_product(llama_build, dbpa
     sdist = llama_build.folder.parents[1] / "downloads"
     source = os.environ.get("EDGELAB_LLAMA_SOURCE") or next(sdist.glob("llama_cpp_python-*.tar.gz"))
     runner = CliRunner()
-    res = runner.invoke(app, ["--db", str(dbpath), "runtime", "build", "llama.cpp", "--target", "linux-x86_64",
-                              "--source", str(source), "--json"])
+    res = runner.invoke(
+        app,
+        [
+            "--db",
+            str(dbpath),
+            "runtime",
+            "build",
+            "llama.cpp",
+            "--target",
+            "linux-x86_64",
+            "--source",
+            str(source),
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     assert data["reused"] is True and data["build_key"] == llama_build.key
@@ -73,10 +131,23 @@ def test_cli_build_reuses_the_cache_and_registers_each_product(llama_build, dbpa
     assert "-DGGML_NATIVE=OFF" in md["flags"]
     res = runner.invoke(app, ["--db", str(dbpath), "artifact", "ls", "--json"])
     assert {"llama.cpp-linux-x86_64-llama-quantize", "llama.cpp-linux-x86_64-llama-bench"} <= {
-        a["name"] for a in json.loads(res.stdout)}
+        a["name"] for a in json.loads(res.stdout)
+    }
 
 
 def test_cli_build_refuses_a_missing_source(dbpath, tmp_path):
-    res = CliRunner().invoke(app, ["--db", str(dbpath), "runtime", "build", "llama.cpp", "--target", "linux-x86_64",
-                                   "--source", str(tmp_path / "nowhere.tar.gz")])
+    res = CliRunner().invoke(
+        app,
+        [
+            "--db",
+            str(dbpath),
+            "runtime",
+            "build",
+            "llama.cpp",
+            "--target",
+            "linux-x86_64",
+            "--source",
+            str(tmp_path / "nowhere.tar.gz"),
+        ],
+    )
     assert res.exit_code == 1 and "no such source" in res.output

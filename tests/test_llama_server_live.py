@@ -26,9 +26,23 @@ def _port() -> int:
 def _start(build, model, *extra):
     port = _port()
     proc = subprocess.Popen(
-        [str(build.products["llama-server"]), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
-         "-t", "1", "-c", "512", *extra],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            str(build.products["llama-server"]),
+            "-m",
+            str(model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "-t",
+            "1",
+            "-c",
+            "512",
+            *extra,
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         env={**os.environ, "OMP_WAIT_POLICY": "passive"},
     )
     return proc, f"http://127.0.0.1:{port}"
@@ -86,8 +100,7 @@ def test_metrics_absent_without_the_flag_and_errors_recorded(llama_build, tiny_g
         wait_ready(url, 60, alive=lambda: proc.poll() is None)
         with httpx.Client(timeout=30) as client:
             assert scrape_metrics(client, url) is None
-            bad = stream_completion(client, url, "x", 4,
-                                    extra={"n_probs": "not a number"})
+            bad = stream_completion(client, url, "x", 4, extra={"n_probs": "not a number"})
             assert not bad.ok and bad.error
     finally:
         _stop(proc)
@@ -123,8 +136,10 @@ def test_server_closes_after_a_stream_so_the_client_asks_for_it(server):
     host, port = url.removeprefix("http://").split(":")
     body = b'{"prompt": "hi", "n_predict": 2, "stream": true}'
     with socket.create_connection((host, int(port)), timeout=30) as s:
-        s.sendall(b"POST /completion HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n"
-                  b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        s.sendall(
+            b"POST /completion HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
         f = s.makefile("rb")
         head = b"".join(iter(f.readline, b"\r\n"))
         assert b"keep-alive" in head.lower() and b"chunked" in head.lower()  # it promised to keep it open

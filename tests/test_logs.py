@@ -23,18 +23,27 @@ def _run(cmd: list[str], **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, env=full)
 
 
-@pytest.mark.parametrize(("text", "shown"), [
-    ("password=hunter2 next", "password=*** next"),
-    ('{"token": "abc123", "n": 1}', '{"token": "***", "n": 1}'),
-    ("Authorization: Bearer eyJhbGc.x-y_z", "Authorization: Bearer ***"),
-    ("open postgresql+psycopg://bob:pw@db.lab/edgelab", "open postgresql+psycopg://bob:***@db.lab/edgelab"),
-    ("sshpass --password pw2 -- ssh host", "sshpass --password *** -- ssh host"),
-    ("--api-key=k1 --verbose", "--api-key=*** --verbose"),
-    ("EDGELAB_TOKEN=zz; secret: s1", "EDGELAB_TOKEN=***; secret: ***"),
-    # figures are not secrets
-    ("decode 12.5 tokens/s, max_tokens=64, tokenizer=bpe", "decode 12.5 tokens/s, max_tokens=64, tokenizer=bpe"),
-    ("ssh://lab@host:22/", "ssh://lab@host:22/"),
-])
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("password=hunter2 next", "password=*** next"),
+        ('{"token": "abc123", "n": 1}', '{"token": "***", "n": 1}'),
+        ("Authorization: Bearer eyJhbGc.x-y_z", "Authorization: Bearer ***"),
+        (
+            "open postgresql+psycopg://bob:pw@db.lab/edgelab",
+            "open postgresql+psycopg://bob:***@db.lab/edgelab",
+        ),
+        ("sshpass --password pw2 -- ssh host", "sshpass --password *** -- ssh host"),
+        ("--api-key=k1 --verbose", "--api-key=*** --verbose"),
+        ("EDGELAB_TOKEN=zz; secret: s1", "EDGELAB_TOKEN=***; secret: ***"),
+        # figures are not secrets
+        (
+            "decode 12.5 tokens/s, max_tokens=64, tokenizer=bpe",
+            "decode 12.5 tokens/s, max_tokens=64, tokenizer=bpe",
+        ),
+        ("ssh://lab@host:22/", "ssh://lab@host:22/"),
+    ],
+)
 def test_redact(text, shown):
     assert logs.redact(text) == shown
 
@@ -52,7 +61,12 @@ def test_one_handler_masks_message_args_and_traceback():
     logging.getLogger("paramiko.transport").debug("paramiko at debug too")
     text = out.getvalue()
     assert SECRET not in text, text
-    assert text.count("ERROR edgelab.test_logs: connecting to postgresql+psycopg://lab:***@127.0.0.1:1/edgelab\n") == 1
+    assert (
+        text.count(
+            "ERROR edgelab.test_logs: connecting to postgresql+psycopg://lab:***@127.0.0.1:1/edgelab\n"
+        )
+        == 1
+    )
     assert "RuntimeError: login failed for password=***" in text
     assert "DEBUG edgelab.test_logs: token=***\n" in text
     assert "DEBUG paramiko.transport: paramiko at debug too\n" in text
@@ -62,7 +76,9 @@ def test_one_handler_masks_message_args_and_traceback():
     log.info("not shown")
     logging.getLogger("paramiko.transport").error("a library's record: only at debug")
     log.warning("shown")
-    assert out2.getvalue().endswith("WARNING edgelab.test_logs: shown\n") and "not shown" not in out2.getvalue()
+    assert (
+        out2.getvalue().endswith("WARNING edgelab.test_logs: shown\n") and "not shown" not in out2.getvalue()
+    )
     assert "library" not in out2.getvalue()
     with pytest.raises(ValueError, match="not a log level"):
         logs.parse_level("loud")
@@ -71,13 +87,21 @@ def test_one_handler_masks_message_args_and_traceback():
 
 def test_cli_log_level_option_and_env_mask_the_database_password():
     quiet = _run([*EDGELAB, "--db", PG_URL, "device", "ls"])
-    assert quiet.returncode == 2 and len(quiet.stderr.splitlines()) == 2, quiet.stderr  # the error, its remedy
-    assert quiet.stderr.startswith("error: cannot open database postgresql+psycopg://lab:***@127.0.0.1:1/edgelab")
-    for res in (_run([*EDGELAB, "--log-level", "debug", "--db", PG_URL, "device", "ls"]),
-                _run([*EDGELAB, "--db", PG_URL, "device", "ls"], EDGELAB_LOG="DEBUG")):
+    assert quiet.returncode == 2 and len(quiet.stderr.splitlines()) == 2, (
+        quiet.stderr
+    )  # the error, its remedy
+    assert quiet.stderr.startswith(
+        "error: cannot open database postgresql+psycopg://lab:***@127.0.0.1:1/edgelab"
+    )
+    for res in (
+        _run([*EDGELAB, "--log-level", "debug", "--db", PG_URL, "device", "ls"]),
+        _run([*EDGELAB, "--db", PG_URL, "device", "ls"], EDGELAB_LOG="DEBUG"),
+    ):
         assert res.returncode == 2, res.stderr
-        assert " DEBUG edgelab.store.db: opening database postgresql+psycopg://lab:***@127.0.0.1:1/edgelab\n" \
-            in res.stderr, res.stderr
+        assert (
+            " DEBUG edgelab.store.db: opening database postgresql+psycopg://lab:***@127.0.0.1:1/edgelab\n"
+            in res.stderr
+        ), res.stderr
         assert SECRET not in res.stderr + res.stdout
         assert res.stderr.splitlines()[-2].startswith("error: cannot open database")
     bad = _run([*EDGELAB, "--log-level", "loud", "device", "ls"])
@@ -89,12 +113,24 @@ def test_entry_points_share_the_handler():
     """A ``python -m edgelab...`` entry point: the same format and masking, from EDGELAB_LOG or its flag."""
     res = _run([sys.executable, "-m", "edgelab.deploy.follow", "r1"], EDGELAB_LOG="debug", EDGELAB_DB=PG_URL)
     assert res.returncode != 0
-    assert " DEBUG edgelab.store.db: opening database postgresql+psycopg://lab:***@127.0.0.1:1/edgelab\n" \
-        in res.stderr, res.stderr
+    assert (
+        " DEBUG edgelab.store.db: opening database postgresql+psycopg://lab:***@127.0.0.1:1/edgelab\n"
+        in res.stderr
+    ), res.stderr
     assert SECRET not in res.stderr + res.stdout
-    res = _run([sys.executable, "-m", "edgelab.deploy.follow", "--log-level", "loud", "r1"], EDGELAB_DB=PG_URL)
+    res = _run(
+        [sys.executable, "-m", "edgelab.deploy.follow", "--log-level", "loud", "r1"], EDGELAB_DB=PG_URL
+    )
     assert res.returncode == 2 and "'loud' is not a log level" in res.stderr
-    helps = [_run([sys.executable, "-m", mod, "--help"]).stdout
-             for mod in ("edgelab.reference", "edgelab.controller", "edgelab.protocols", "edgelab.runtimes.pack",
-                         "edgelab.sim.adb_emulator", "edgelab.models.parity")]
+    helps = [
+        _run([sys.executable, "-m", mod, "--help"]).stdout
+        for mod in (
+            "edgelab.reference",
+            "edgelab.controller",
+            "edgelab.protocols",
+            "edgelab.runtimes.pack",
+            "edgelab.sim.adb_emulator",
+            "edgelab.models.parity",
+        )
+    ]
     assert all("--log-level LEVEL" in h for h in helps), helps

@@ -28,7 +28,9 @@ def engine(tmp_path):
     with session_scope(eng) as s:
         add_device(s, Device(name="s25", transport="adb", adb_serial="x", virtual=True))
         probed_device(s, "lab-s25", "galaxy-s25")
-        create_run(s, id="rvirt", device_name="s25", pipeline="qwen3-tts-0.6b", virtual=True, state="finished")
+        create_run(
+            s, id="rvirt", device_name="s25", pipeline="qwen3-tts-0.6b", virtual=True, state="finished"
+        )
         evidence_run(s, "rreal", "lab-s25", "qwen3-tts-0.6b")  # complete evidence (see test_matrix_evidence)
     yield eng, url
     dbmod.dispose_engines()
@@ -75,8 +77,14 @@ def test_blocked_needs_layer_reason_and_next_experiment(engine):
     with session_scope(eng) as s:
         with pytest.raises(ConfigError, match="--layer"):
             set_cell(s, "10/3", status="BLOCKED", reason="no QNN graph")
-        cell, _ = set_cell(s, "10/3", status="BLOCKED", reason="no QNN graph", layer="artifact",
-                           next_experiment="export with QNN SDK 2.30")
+        cell, _ = set_cell(
+            s,
+            "10/3",
+            status="BLOCKED",
+            reason="no QNN graph",
+            layer="artifact",
+            next_experiment="export with QNN SDK 2.30",
+        )
         assert (cell.stage, cell.functional, cell.failing_layer) == ("blocked", "BLOCKED", "artifact")
         with pytest.raises(ConfigError, match="--reason"):
             set_cell(s, "12/3", status="REJECTED")
@@ -85,16 +93,40 @@ def test_blocked_needs_layer_reason_and_next_experiment(engine):
 def test_playbook_outcome_on_virtual_device_only_attaches_demo_evidence(engine):
     eng, _ = engine
     with session_scope(eng) as s:
-        note = record_outcome(s, row_key="galaxy-s25", pipeline="qwen3-tts", run_ids=["rvirt"], passed=True,
-                              gated=True, source="play:t", qualify=True)
+        note = record_outcome(
+            s,
+            row_key="galaxy-s25",
+            pipeline="qwen3-tts",
+            run_ids=["rvirt"],
+            passed=True,
+            gated=True,
+            source="play:t",
+            qualify=True,
+        )
         assert "virtual" in note
         cell = resolve_cell(s, "9/2")
         assert cell.stage == "none" and cell.demo_evidence == ["rvirt"] and cell.evidence == []
-        note = record_outcome(s, row_key="galaxy-s25", pipeline="qwen3-tts", run_ids=["rreal"], passed=True,
-                              gated=True, source="play:t")
+        note = record_outcome(
+            s,
+            row_key="galaxy-s25",
+            pipeline="qwen3-tts",
+            run_ids=["rreal"],
+            passed=True,
+            gated=True,
+            source="play:t",
+        )
         assert (cell.stage, cell.functional, cell.performance) == ("profiled", "PASS", "PASS")
-        record_outcome(s, row_key="galaxy-s25", pipeline="qwen3-tts", run_ids=["rreal"], passed=False,
-                       gated=True, source="play:t", failing_layer="performance", reason="rtf 1.3")
+        record_outcome(
+            s,
+            row_key="galaxy-s25",
+            pipeline="qwen3-tts",
+            run_ids=["rreal"],
+            passed=False,
+            gated=True,
+            source="play:t",
+            failing_layer="performance",
+            reason="rtf 1.3",
+        )
         assert cell.performance == "FAILED" and cell.functional == "PASS"
 
 
@@ -108,8 +140,9 @@ def test_cli_shows_60_cells_and_refuses_virtual_qualification(engine, monkeypatc
     app = __import__("edgelab.cli", fromlist=["app"]).app
     res = runner.invoke(app, ["matrix"])
     assert res.exit_code == 0 and "60 cells" in res.stdout and "RB3 Gen 2" in res.stdout
-    res = runner.invoke(app, ["matrix", "set", "9/2", "--status", "qualified", "--performance", "PASS",
-                              "--evidence", "rvirt"])
+    res = runner.invoke(
+        app, ["matrix", "set", "9/2", "--status", "qualified", "--performance", "PASS", "--evidence", "rvirt"]
+    )
     assert res.exit_code == 1 and "virtual" in res.stderr and "never qualifies" in res.stderr
     res = runner.invoke(app, ["matrix", "--cell", "9/2", "--json"])
     assert json.loads(res.stdout)["stage"] == "none"

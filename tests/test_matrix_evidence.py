@@ -28,8 +28,16 @@ def engine(tmp_path):
         probed_device(s, "lab-s25", "galaxy-s25")
         probed_device(s, "lab-rb3", "rb3-gen2")
         # the S25 TTS run: reference runtime, random weights, 3 requests
-        evidence_run(s, "r-s25-ref", "lab-s25", "qwen3-tts-0.6b", runtime="reference", weights="random",
-                     warmup=0, measured=3)
+        evidence_run(
+            s,
+            "r-s25-ref",
+            "lab-s25",
+            "qwen3-tts-0.6b",
+            runtime="reference",
+            weights="random",
+            warmup=0,
+            measured=3,
+        )
         evidence_run(s, "r-s25-real", "lab-s25", "qwen3-tts-0.6b")
     yield eng
     dbmod.dispose_engines()
@@ -70,20 +78,30 @@ def test_4_an_imported_rtx5090_tts_study_run_does_not_qualify_s24_internvla(engi
 
 def test_a_complete_run_of_the_right_device_and_pipeline_qualifies(engine):
     with session_scope(engine) as s:
-        cell, _ = set_cell(s, "9/2", status="PASS", performance="PASS", stage="qualified", evidence=["r-s25-real"],
-                           source="manual:alice")
+        cell, _ = set_cell(
+            s,
+            "9/2",
+            status="PASS",
+            performance="PASS",
+            stage="qualified",
+            evidence=["r-s25-real"],
+            source="manual:alice",
+        )
         assert (cell.stage, cell.functional, cell.performance) == ("qualified", "PASS", "PASS")
         (change,) = history(s, cell.id)
         assert change.source == "manual:alice" and change.evidence == ["r-s25-real"] and change.at is not None
 
 
-@pytest.mark.parametrize(("kw", "needle"), [
-    ({"drop": ("runtime_sha256", "cache")}, "provenance incomplete: runtime_sha256, cache unknown"),
-    ({"weights": "unknown"}, "weights unknown"),
-    ({"state": "failed"}, "state failed, not finished"),
-    ({"protocol": None}, "did not follow single_request_batch1_v1"),
-    ({"bands": ("short", "long"), "measured": 19}, "band long has 1 warm-up and 19 measured"),
-])
+@pytest.mark.parametrize(
+    ("kw", "needle"),
+    [
+        ({"drop": ("runtime_sha256", "cache")}, "provenance incomplete: runtime_sha256, cache unknown"),
+        ({"weights": "unknown"}, "weights unknown"),
+        ({"state": "failed"}, "state failed, not finished"),
+        ({"protocol": None}, "did not follow single_request_batch1_v1"),
+        ({"bands": ("short", "long"), "measured": 19}, "band long has 1 warm-up and 19 measured"),
+    ],
+)
 def test_each_missing_condition_is_named(engine, kw, needle):
     with session_scope(engine) as s:
         evidence_run(s, "r-bad", "lab-s25", "qwen3-tts-0.6b", **kw)
@@ -96,21 +114,46 @@ def test_profiled_is_guarded_too_and_functional_stays_apart(engine):
         with pytest.raises(EvidenceRefused, match="reference runtime"):
             set_cell(s, "9/2", stage="profiled", performance="PASS", evidence=["r-s25-ref"])
         # a playbook whose gates passed on the reference run: functional PASS, performance not claimed
-        note = record_outcome(s, row_key="galaxy-s25", pipeline="qwen3-tts", run_ids=["r-s25-ref"], passed=True,
-                              gated=True, qualify=True, source="play:tts")
+        note = record_outcome(
+            s,
+            row_key="galaxy-s25",
+            pipeline="qwen3-tts",
+            run_ids=["r-s25-ref"],
+            passed=True,
+            gated=True,
+            qualify=True,
+            source="play:tts",
+        )
         cell = resolve_cell(s, "9/2")
         assert (cell.stage, cell.functional, cell.performance) == ("executes", "PASS", None)
         assert "not qualified" in note and "weights: random" in note
         assert "weights: random" in history(s, cell.id)[-1].note
-        note = record_outcome(s, row_key="galaxy-s25", pipeline="qwen3-tts", run_ids=["r-s25-real"], passed=True,
-                              gated=True, qualify=True, source="play:tts")
+        note = record_outcome(
+            s,
+            row_key="galaxy-s25",
+            pipeline="qwen3-tts",
+            run_ids=["r-s25-real"],
+            passed=True,
+            gated=True,
+            qualify=True,
+            source="play:tts",
+        )
         assert resolve_cell(s, "9/2").stage == "qualified", note
 
 
 def test_missing_provenance_counts_unknown_as_missing():
     assert missing_provenance({"runtime": "unknown", "artifacts": {"a": None}}) == [
-        "device", "facts_hash", "runtime", "runtime_build", "runtime_sha256", "artifacts", "weights", "cache",
-        "power", "edgelab_version"]
+        "device",
+        "facts_hash",
+        "runtime",
+        "runtime_build",
+        "runtime_sha256",
+        "artifacts",
+        "weights",
+        "cache",
+        "power",
+        "edgelab_version",
+    ]
 
 
 def test_matrix_cell_view_says_why_each_evidence_run_would_not_qualify(engine, monkeypatch, tmp_path):
@@ -119,8 +162,15 @@ def test_matrix_cell_view_says_why_each_evidence_run_would_not_qualify(engine, m
     from edgelab.cli import app
 
     with session_scope(engine) as s:  # executes on the reference run (a playbook's functional PASS)
-        record_outcome(s, row_key="galaxy-s25", pipeline="qwen3-tts", run_ids=["r-s25-ref"], passed=True,
-                       gated=False, source="play:tts")
+        record_outcome(
+            s,
+            row_key="galaxy-s25",
+            pipeline="qwen3-tts",
+            run_ids=["r-s25-ref"],
+            passed=True,
+            gated=False,
+            source="play:tts",
+        )
     url = str(engine.url)
     res = CliRunner().invoke(app, ["--db", url, "matrix", "--cell", "9/2", "--json"])
     assert res.exit_code == 0, res.output

@@ -14,7 +14,12 @@ def test_action_chunks_against_a_100_ms_control_period():
     b = ActionSample(t=1.150, obs_t=1.0, infer_start=1.010, infer_end=1.140, horizon=50)  # lat 130, age 150
     c = ActionSample(t=2.450, obs_t=2.0, infer_start=2.000, infer_end=2.440, horizon=4)  # lat 440, age 450
     va, vb, vc = (judge(s, period) for s in (a, b, c))
-    assert (va.latency_ms, va.age_ms, va.miss, va.stale) == (pytest.approx(50), pytest.approx(65), False, None)
+    assert (va.latency_ms, va.age_ms, va.miss, va.stale) == (
+        pytest.approx(50),
+        pytest.approx(65),
+        False,
+        None,
+    )
     # b: age 150 > 100 -> miss; stale, floor(150/100) = 1 step in the past, 49 left -> time-aligned
     assert (vb.miss, vb.stale, vb.skip_steps) == (True, "aligned", 1)
     # c: age 450 -> 4 steps past of a 4-step horizon -> nothing left: dropped

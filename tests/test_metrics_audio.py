@@ -74,8 +74,11 @@ def test_ramp_stalls_too_when_the_producer_is_slower():
 
 
 chunk_lists = st.lists(
-    st.tuples(st.floats(0, 500, allow_nan=False), st.integers(0, 48000), st.sampled_from([16000, 22050, 24000])),
-    min_size=1, max_size=30,
+    st.tuples(
+        st.floats(0, 500, allow_nan=False), st.integers(0, 48000), st.sampled_from([16000, 22050, 24000])
+    ),
+    min_size=1,
+    max_size=30,
 ).map(lambda xs: _as_chunks(xs))
 
 

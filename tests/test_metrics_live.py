@@ -68,12 +68,15 @@ def _tts_events(rid, requests):
 
 def test_ingest_stores_raw_samples_and_final_equals_live(engine):
     rid = _run(engine)
-    evs = _tts_events(rid, [
-        ("w0", "warmup", 10.0, [(0.5, 1920)], 0.6),
-        # measured: TTFA 100 ms, C = 0, 80 -> t-C = 100, 170 -> playback start 170; stall 70 at TTFA
-        ("m0", "measured", 20.0, [(0.1, 1920), (0.25, 1920)], 0.3),
-        ("m1", "measured", 30.0, [(0.2, 3840), (0.25, 1920), (0.26, 0)], 0.4),
-    ])
+    evs = _tts_events(
+        rid,
+        [
+            ("w0", "warmup", 10.0, [(0.5, 1920)], 0.6),
+            # measured: TTFA 100 ms, C = 0, 80 -> t-C = 100, 170 -> playback start 170; stall 70 at TTFA
+            ("m0", "measured", 20.0, [(0.1, 1920), (0.25, 1920)], 0.3),
+            ("m1", "measured", 30.0, [(0.2, 3840), (0.25, 1920), (0.26, 0)], 0.4),
+        ],
+    )
     with Ingestor(engine, rid, batch=3) as ing:
         ing.feed_all(evs)
     with session_scope(engine, write=False) as s:
@@ -98,16 +101,31 @@ def test_ingest_stores_raw_samples_and_final_equals_live(engine):
 def test_run_summary_keeps_stages_resources_and_errors(engine):
     rid = _run(engine)
     with Ingestor(engine, rid) as ing:
-        ing.feed_all([
-            ev.RunStart(t=0.0),
-            ev.StageTiming(t=1.0, stage="spawn", start=0.0, end=0.25),
-            ev.StageTiming(t=9.0, stage="load", start=1.0, end=9.0),
-            ev.ResourceSample(t=2.0, device="orin", temps_c={"CPU": 45.0, "GPU": 40.0}, rss_bytes=100,
-                              mem_available_bytes=5000, clocks_mhz={"cpu": 2200.0}),
-            ev.ResourceSample(t=3.0, device="orin", temps_c={"CPU": 61.5}, rss_bytes=300, mem_available_bytes=4000,
-                              clocks_mhz={"cpu": 1400.0}, throttled=True),
-            ev.ErrorEvent(t=4.0, cls="device", message="thermal throttling"),
-        ])
+        ing.feed_all(
+            [
+                ev.RunStart(t=0.0),
+                ev.StageTiming(t=1.0, stage="spawn", start=0.0, end=0.25),
+                ev.StageTiming(t=9.0, stage="load", start=1.0, end=9.0),
+                ev.ResourceSample(
+                    t=2.0,
+                    device="orin",
+                    temps_c={"CPU": 45.0, "GPU": 40.0},
+                    rss_bytes=100,
+                    mem_available_bytes=5000,
+                    clocks_mhz={"cpu": 2200.0},
+                ),
+                ev.ResourceSample(
+                    t=3.0,
+                    device="orin",
+                    temps_c={"CPU": 61.5},
+                    rss_bytes=300,
+                    mem_available_bytes=4000,
+                    clocks_mhz={"cpu": 1400.0},
+                    throttled=True,
+                ),
+                ev.ErrorEvent(t=4.0, cls="device", message="thermal throttling"),
+            ]
+        )
     with session_scope(engine, write=False) as s:
         m = get_summary(s, rid, "final").metrics
     assert m["stages_ms"]["spawn"]["p50"] == 250.0 and m["stages_ms"]["load"]["p50"] == 8000.0
@@ -121,14 +139,16 @@ def test_run_summary_keeps_stages_resources_and_errors(engine):
 def test_codec_token_stream_first_frame_and_rate(engine):
     rid = _run(engine)
     with Ingestor(engine, rid) as ing:
-        ing.feed_all([
-            ev.RequestStart(t=10.0, request="s4"),
-            # 2, 4, 8 frames at 10.20, 10.36, 10.68 s: first frame 200 ms; 12 frames over 0.48 s = 25 frames/s
-            ev.CodecFrames(t=10.20, request="s4", seq=0, n_frames=2, codebooks=16),
-            ev.CodecFrames(t=10.36, request="s4", seq=1, n_frames=4, codebooks=16),
-            ev.CodecFrames(t=10.68, request="s4", seq=2, n_frames=8, flags=0x1, codebooks=16),
-            ev.RequestEnd(t=10.7, request="s4"),
-        ])
+        ing.feed_all(
+            [
+                ev.RequestStart(t=10.0, request="s4"),
+                # 2, 4, 8 frames at 10.20, 10.36, 10.68 s: first frame 200 ms; 12 frames over 0.48 s = 25 frames/s
+                ev.CodecFrames(t=10.20, request="s4", seq=0, n_frames=2, codebooks=16),
+                ev.CodecFrames(t=10.36, request="s4", seq=1, n_frames=4, codebooks=16),
+                ev.CodecFrames(t=10.68, request="s4", seq=2, n_frames=8, flags=0x1, codebooks=16),
+                ev.RequestEnd(t=10.7, request="s4"),
+            ]
+        )
     with session_scope(engine, write=False) as s:
         m = get_summary(s, rid, "final").metrics
         per = requests_of(s, rid)[0].metrics["codec"]
@@ -144,8 +164,18 @@ def test_vla_slow_step_shows_as_deadline_miss(engine):
     for i in range(10):
         obs = 1.0 + i * 0.1
         infer = 0.04 if i != 6 else 0.25  # step 6 is slow: 250 ms inference
-        evs.append(ev.ActionChunk(t=obs + infer + 0.005, run=rid, idx=i, obs_t=obs, infer_start=obs,
-                                  infer_end=obs + infer, horizon=50, dims=32))
+        evs.append(
+            ev.ActionChunk(
+                t=obs + infer + 0.005,
+                run=rid,
+                idx=i,
+                obs_t=obs,
+                infer_start=obs,
+                infer_end=obs + infer,
+                horizon=50,
+                dims=32,
+            )
+        )
     with Ingestor(engine, rid) as ing:
         ing.feed_all(evs)
     with session_scope(engine, write=False) as s:
@@ -161,19 +191,35 @@ request_st = st.lists(
         st.lists(st.tuples(st.floats(0, 0.4, allow_nan=False), st.integers(0, 9600)), max_size=12),
         st.one_of(st.none(), st.floats(0, 2, allow_nan=False)),
     ),
-    min_size=1, max_size=5,
+    min_size=1,
+    max_size=5,
 )
 
 
-extras_st = st.lists(st.one_of(
-    st.builds(lambda d, temp, rss: ev.ResourceSample(t=50.0 + d, device="virt", temps_c={"CPU": temp}, rss_bytes=rss,
-                                                     power_w={"VDD_IN": temp / 10}),
-              st.floats(0, 10), st.floats(20, 95), st.one_of(st.none(), st.integers(0, 1 << 34))),
-    st.builds(lambda d, dur, name: ev.StageTiming(t=60.0 + d, stage=name, start=60.0 + d, end=60.0 + d + dur),
-              st.floats(0, 10), st.floats(0, 3), st.sampled_from(["spawn", "load", "first_output"])),
-    st.builds(lambda d, cls: ev.ErrorEvent(t=70.0 + d, cls=cls, message="x"),
-              st.floats(0, 1), st.sampled_from(["infra", "device", "workload"])),
-), max_size=8)
+extras_st = st.lists(
+    st.one_of(
+        st.builds(
+            lambda d, temp, rss: ev.ResourceSample(
+                t=50.0 + d, device="virt", temps_c={"CPU": temp}, rss_bytes=rss, power_w={"VDD_IN": temp / 10}
+            ),
+            st.floats(0, 10),
+            st.floats(20, 95),
+            st.one_of(st.none(), st.integers(0, 1 << 34)),
+        ),
+        st.builds(
+            lambda d, dur, name: ev.StageTiming(t=60.0 + d, stage=name, start=60.0 + d, end=60.0 + d + dur),
+            st.floats(0, 10),
+            st.floats(0, 3),
+            st.sampled_from(["spawn", "load", "first_output"]),
+        ),
+        st.builds(
+            lambda d, cls: ev.ErrorEvent(t=70.0 + d, cls=cls, message="x"),
+            st.floats(0, 1),
+            st.sampled_from(["infra", "device", "workload"]),
+        ),
+    ),
+    max_size=8,
+)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -83,7 +83,9 @@ def test_clock_offset_by_round_trip_is_within_half_the_rtt(monkeypatch, tmp_path
 
 def test_process_events_are_corrected_and_stored(engine, skewed_date):
     with session_scope(engine) as s:
-        rid = create_run(s, pipeline="internvla-a1", device_name="lab-host", meta={"control_period_s": 0.05}).id
+        rid = create_run(
+            s, pipeline="internvla-a1", device_name="lab-host", meta={"control_period_s": 0.05}
+        ).id
     with LocalTransport() as tr:
         offset = measure_offset(tr, rounds=3)
         assert abs(offset.offset_s - SKEW) <= offset.rtt_s / 2 + 1e-6

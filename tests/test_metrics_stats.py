@@ -9,7 +9,14 @@ from edgelab.metrics.stats import nearest_rank, summarize
 
 def test_nearest_rank_known_lists():
     # n = 5: p50 rank ceil(2.5) = 3, p95 rank ceil(4.75) = 5
-    assert summarize([50, 15, 40, 20, 35]) == {"count": 5, "min": 15, "p50": 35, "p95": 50, "max": 50, "mean": 32}
+    assert summarize([50, 15, 40, 20, 35]) == {
+        "count": 5,
+        "min": 15,
+        "p50": 35,
+        "p95": 50,
+        "max": 50,
+        "mean": 32,
+    }
     # n = 20 (1..20): p50 rank 10, p95 rank 19
     s = summarize(range(1, 21))
     assert (s["count"], s["p50"], s["p95"]) == (20, 10, 19)

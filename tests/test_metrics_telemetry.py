@@ -45,15 +45,20 @@ def test_android_battery_and_thermal_zones():
     b = from_dumpsys_battery((CORPUS / "android" / "samsung_dumpsys-battery.txt").read_text(), t=1.0)
     assert b.temps_c == {"battery": 30.9}  # temperature: 309 (deci-degrees)
     assert b.power_w == {}  # "current now: 0": no power figure rather than 0 W
-    z = from_thermal("/sys/class/thermal/thermal_zone0/type:cpu-0-0\n/sys/class/thermal/thermal_zone0/temp:48200\n"
-                     "/sys/class/thermal/thermal_zone1/type:battery\n/sys/class/thermal/thermal_zone1/temp:31000\n",
-                     t=1.0)
+    z = from_thermal(
+        "/sys/class/thermal/thermal_zone0/type:cpu-0-0\n/sys/class/thermal/thermal_zone0/temp:48200\n"
+        "/sys/class/thermal/thermal_zone1/type:battery\n/sys/class/thermal/thermal_zone1/temp:31000\n",
+        t=1.0,
+    )
     assert z.temps_c == {"cpu-0-0": 48.2, "battery": 31.0}
 
 
 def test_nvidia_smi_query_csv():
-    out = from_nvidia_smi_csv("0, 87, 71, 245.32, 2520, 10501, 15000, 16376\n1, [N/A], 40, [N/A], 210, 405, 1, 8188\n",
-                              t=2.0, device="rtx")
+    out = from_nvidia_smi_csv(
+        "0, 87, 71, 245.32, 2520, 10501, 15000, 16376\n1, [N/A], 40, [N/A], 210, 405, 1, 8188\n",
+        t=2.0,
+        device="rtx",
+    )
     assert [s.source for s in out] == ["nvidia-smi:gpu0", "nvidia-smi:gpu1"]
     assert out[0].gpu_util_pct == 87 and out[0].temps_c == {"gpu0": 71} and out[0].power_w == {"gpu0": 245.32}
     assert out[1].gpu_util_pct is None and out[1].power_w == {}  # [N/A] is unknown
@@ -64,7 +69,11 @@ def test_proc_cpu_percent_from_two_readings():
     b = parse_proc_block("cpu  150 0 150 850 50 0 0 0 0 0\nMemAvailable:    900 kB\nVmRSS:  2048 kB\n")
     # jiffies: total 1000 -> 1200 (+200), idle (idle + iowait) 800 -> 900 (+100): 50 % busy
     s = proc_sample(a, b, t=0.0)
-    assert s.cpu_pct == pytest.approx(50.0) and s.mem_available_bytes == 900 * 1024 and s.rss_bytes == 2048 * 1024
+    assert (
+        s.cpu_pct == pytest.approx(50.0)
+        and s.mem_available_bytes == 900 * 1024
+        and s.rss_bytes == 2048 * 1024
+    )
     assert proc_sample(None, a, t=0.0).cpu_pct is None  # one reading gives no rate
 
 
@@ -89,16 +98,28 @@ def test_prometheus_exposition_of_a_live_run_and_telemetry(engine):
     with session_scope(engine) as s:
         rid = create_run(s, pipeline="qwen3-tts", device_name="orin", runtime="reference", virtual=True).id
     ing = Ingestor(engine, rid)
-    ing.feed_all([ev.RunStart(t=0.0), ev.RequestStart(t=10.0, request="a"),
-                  ev.AudioChunk(t=10.25, request="a", samples=1920), ev.AudioChunk(t=10.3, request="a", samples=1920),
-                  ev.ResourceSample(t=10.3, device="orin", source="tegrastats", temps_c={"CPU": 44.5},
-                                    power_w={"VDD_IN": 7.25})])
+    ing.feed_all(
+        [
+            ev.RunStart(t=0.0),
+            ev.RequestStart(t=10.0, request="a"),
+            ev.AudioChunk(t=10.25, request="a", samples=1920),
+            ev.AudioChunk(t=10.3, request="a", samples=1920),
+            ev.ResourceSample(
+                t=10.3, device="orin", source="tegrastats", temps_c={"CPU": 44.5}, power_w={"VDD_IN": 7.25}
+            ),
+        ]
+    )
     ing.flush(live=True)
     try:
         text = exposition(engine)
-        assert f'edgelab_run_up{{run="{rid}",pipeline="qwen3-tts",device="orin",runtime="reference",virtual="true"}} 1.0' in text
-        assert 'edgelab_audio_ttfa_ms{' in text and 'quantile="50"} 250.0' in text
-        assert 'edgelab_device_temperature_celsius{device="orin",source="tegrastats",sensor="CPU"} 44.5' in text
+        assert (
+            f'edgelab_run_up{{run="{rid}",pipeline="qwen3-tts",device="orin",runtime="reference",virtual="true"}} 1.0'
+            in text
+        )
+        assert "edgelab_audio_ttfa_ms{" in text and 'quantile="50"} 250.0' in text
+        assert (
+            'edgelab_device_temperature_celsius{device="orin",source="tegrastats",sensor="CPU"} 44.5' in text
+        )
         assert "edgelab_device_cpu_percent" not in text  # unknown: absent, never 0
         assert "# TYPE edgelab_audio_underruns gauge" in text
         server = make_server(engine, "127.0.0.1", 0)

@@ -41,8 +41,12 @@ def test_conversion_starts_no_pip_and_opens_no_outside_socket(tmp_path):
     src = tmp_path / "head.onnx"
     onnx.save(build("action-head", 0), str(src))
     log = tmp_path / "audit.jsonl"
-    p = subprocess.run([sys.executable, "-c", RECORDER, str(log), str(src), str(tmp_path / "head.mnn")],
-                       capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-c", RECORDER, str(log), str(src), str(tmp_path / "head.mnn")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr[-800:]
     assert (tmp_path / "head.mnn").stat().st_size > 1000
     events = [json.loads(line) for line in log.read_text().splitlines()]
@@ -67,13 +71,16 @@ def test_guard_refuses_outside_connect_pip_and_the_telemetry_import():
     mnn_convert.guard("socket.connect", (S(), ("127.0.0.1", 5000)))  # loopback is fine
     mnn_convert.guard("socket.connect", (S(), ("::1", 5000, 0, 0)))
     with pytest.raises(PermissionError):
-        mnn_convert.guard("subprocess.Popen", ("/usr/bin/pip", ["pip", "install", "-U", "aliyun-log-python-sdk"],
-                                               None, None))
+        mnn_convert.guard(
+            "subprocess.Popen",
+            ("/usr/bin/pip", ["pip", "install", "-U", "aliyun-log-python-sdk"], None, None),
+        )
     with pytest.raises(PermissionError):
         mnn_convert.guard("os.system", ("pip install -U aliyun-log-python-sdk",))
     with pytest.raises(PermissionError):
-        mnn_convert.guard("subprocess.Popen", (sys.executable, [sys.executable, "-m", "pip", "install", "x"],
-                                               None, None))
+        mnn_convert.guard(
+            "subprocess.Popen", (sys.executable, [sys.executable, "-m", "pip", "install", "x"], None, None)
+        )
     with pytest.raises(PermissionError):
         mnn_convert.guard("import", ("MNN.tools.utils.log", None, [], [], []))
     mnn_convert.guard("subprocess.Popen", ("/bin/true", ["true"], None, None))
@@ -81,9 +88,11 @@ def test_guard_refuses_outside_connect_pip_and_the_telemetry_import():
 
 def test_the_guarded_child_fails_on_an_outside_connect(tmp_path):
     """With the guard installed, a connect to an outside address raises before any packet leaves."""
-    code = ("import sys, socket; from edgelab.models.mnn_convert import guard; sys.addaudithook(guard)\n"
-            "s = socket.socket()\n"
-            "try:\n    s.connect(('203.0.113.7', 9))\nexcept PermissionError as e:\n    print('blocked', e)\n")
+    code = (
+        "import sys, socket; from edgelab.models.mnn_convert import guard; sys.addaudithook(guard)\n"
+        "s = socket.socket()\n"
+        "try:\n    s.connect(('203.0.113.7', 9))\nexcept PermissionError as e:\n    print('blocked', e)\n"
+    )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "blocked" in p.stdout and "203.0.113.7" in p.stdout
 

@@ -43,22 +43,42 @@ def test_the_file_holds_what_llama_needs(tmp_path):
     cfg = config_for(parse_params("2M"))
     path = write_gguf(tmp_path / "m.gguf", cfg, seed=3)
     r = gguf.GGUFReader(str(path))
+
     def val(key):
         f = r.fields[key]
         return f.parts[f.data[0]].tolist()
+
     assert bytes(val("general.architecture")) == b"llama"
     assert val("llama.rope.dimension_count") == [cfg.head_dim]
     assert bytes(val("tokenizer.ggml.model")) == b"llama"
     names = {t.name for t in r.tensors}
-    assert {"token_embd.weight", "output_norm.weight", "blk.0.attn_q.weight", "blk.0.ffn_down.weight"} <= names
+    assert {
+        "token_embd.weight",
+        "output_norm.weight",
+        "blk.0.attn_q.weight",
+        "blk.0.ffn_down.weight",
+    } <= names
     assert sum(int(t.n_elements) for t in r.tensors) == cfg.params
     again = write_gguf(tmp_path / "again.gguf", cfg, seed=3)
     assert again.read_bytes() == path.read_bytes()  # same seed, same bytes
 
 
 def test_cli_synth_registers_a_random_weights_model(dbpath, tmp_path):
-    res = CliRunner().invoke(app, ["--db", str(dbpath), "model", "synth", "tiny-test", "--params", "2M",
-                                   "--out", str(tmp_path / "models"), "--json"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "--db",
+            str(dbpath),
+            "model",
+            "synth",
+            "tiny-test",
+            "--params",
+            "2M",
+            "--out",
+            str(tmp_path / "models"),
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     assert data["kind"] == "model" and data["target"] == "any"
@@ -70,12 +90,42 @@ def test_cli_synth_registers_a_random_weights_model(dbpath, tmp_path):
 @pytest.mark.slow
 def test_cli_synth_quantizes_with_the_labs_build(llama_build, dbpath, tmp_path):
     runner = CliRunner()
-    res = runner.invoke(app, ["--db", str(dbpath), "model", "synth", "q", "--params", "4M", "--quant", "q4_k_m",
-                              "--out", str(tmp_path / "m")])
+    res = runner.invoke(
+        app,
+        [
+            "--db",
+            str(dbpath),
+            "model",
+            "synth",
+            "q",
+            "--params",
+            "4M",
+            "--quant",
+            "q4_k_m",
+            "--out",
+            str(tmp_path / "m"),
+        ],
+    )
     assert res.exit_code == 1 and "no llama-quantize built for linux-x86_64" in res.output
-    res = runner.invoke(app, ["--db", str(dbpath), "model", "synth", "q", "--params", "4M", "--quant", "q4_k_m",
-                              "--out", str(tmp_path / "m"), "--quantizer", str(llama_build.products["llama-quantize"]),
-                              "--json"])
+    res = runner.invoke(
+        app,
+        [
+            "--db",
+            str(dbpath),
+            "model",
+            "synth",
+            "q",
+            "--params",
+            "4M",
+            "--quant",
+            "q4_k_m",
+            "--out",
+            str(tmp_path / "m"),
+            "--quantizer",
+            str(llama_build.products["llama-quantize"]),
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     (path,) = data["files"]

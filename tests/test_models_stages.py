@@ -25,9 +25,14 @@ def test_action_head_interface_follows_the_internvla_spec():
     from onnx.reference import ReferenceEvaluator
 
     rng = np.random.default_rng(3)
-    v = ReferenceEvaluator(m).run(None, {"cond": rng.standard_normal((1, 128), dtype=np.float32),
-                                         "x": rng.standard_normal((50, 32), dtype=np.float32),
-                                         "tau": np.array([0.5], np.float32)})[0]
+    v = ReferenceEvaluator(m).run(
+        None,
+        {
+            "cond": rng.standard_normal((1, 128), dtype=np.float32),
+            "x": rng.standard_normal((50, 32), dtype=np.float32),
+            "tau": np.array([0.5], np.float32),
+        },
+    )[0]
     assert v.shape == (50, 32) and np.isfinite(v).all() and np.abs(v).max() > 0
     props = {p.key: p.value for p in m.metadata_props}
     assert props["weights"] == "random" and props["flow_steps"] == "10" and props["stage"] == "action_head"
@@ -38,7 +43,10 @@ def test_codec_decoder_gives_1920_samples_per_frame_for_16_codebooks():
 
     audio = load_pipelines()["qwen3-tts-0.6b"].audio
     assert (audio["codebooks"], audio["codebook_size"], audio["samples_per_frame"]) == (
-        stages.CODEBOOKS, stages.CODEBOOK_SIZE, stages.SAMPLES_PER_FRAME)
+        stages.CODEBOOKS,
+        stages.CODEBOOK_SIZE,
+        stages.SAMPLES_PER_FRAME,
+    )
 
     m = stages.build("codec-decoder", 0)
     codes = np.random.default_rng(0).integers(0, 2048, (16, 7)).astype(np.int32)
@@ -54,7 +62,10 @@ def test_codec_decoder_gives_1920_samples_per_frame_for_16_codebooks():
 def test_same_seed_same_bytes_other_seed_other_bytes():
     a = stages.build("action-head", 0).SerializeToString()
     assert a == stages.build("action-head", 0).SerializeToString()
-    assert hashlib.sha256(a).digest() != hashlib.sha256(stages.build("action-head", 1).SerializeToString()).digest()
+    assert (
+        hashlib.sha256(a).digest()
+        != hashlib.sha256(stages.build("action-head", 1).SerializeToString()).digest()
+    )
 
 
 def test_export_caches_checks_and_registers_artifacts(dbpath):
@@ -84,8 +95,9 @@ def test_cli_model_export_json(dbpath, monkeypatch):
 
     from edgelab.cli import app
 
-    res = CliRunner().invoke(app, ["--db", str(dbpath), "model", "export", "codec-decoder", "--format", "onnx",
-                                   "--json"])
+    res = CliRunner().invoke(
+        app, ["--db", str(dbpath), "model", "export", "codec-decoder", "--format", "onnx", "--json"]
+    )
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
     assert d["artifact"] == "codec-decoder.random-s0.onnx" and len(d["sha256"]) == 64 and d["registered"]

@@ -32,8 +32,20 @@ def lab_env(tmp_path_factory, ssh_lab, adb_lab):
 
 def test_smoke_runs_green_on_the_virtual_lab_and_writes_junit(lab_env, tmp_path):
     out = tmp_path / "smoke.xml"
-    res = runner.invoke(app, ["play", str(PLAYBOOKS / "smoke.yaml"), "--limit", "s25,orin-agx",
-                              "--junit", str(out), "--json", "--var", "vla_requests=5"])
+    res = runner.invoke(
+        app,
+        [
+            "play",
+            str(PLAYBOOKS / "smoke.yaml"),
+            "--limit",
+            "s25,orin-agx",
+            "--junit",
+            str(out),
+            "--json",
+            "--var",
+            "vla_requests=5",
+        ],
+    )
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     assert data["ok"] and {j["device"] for j in data["jobs"]} == {"s25", "orin-agx"}
@@ -78,7 +90,9 @@ def test_a_failing_gate_exits_1_with_a_failing_junit_case(lab_env, tmp_path):
     cases = {c.get("name"): c for c in root.iter("testcase")}
     failure = cases["gate"].find("failure")
     assert failure is not None and failure.get("type") == "test" and "ttfa.p95" in failure.get("message")
-    assert cases["probe"].find("skipped") is None and cases["after"].find("skipped") is not None  # steps after a failure are skipped
+    assert (
+        cases["probe"].find("skipped") is None and cases["after"].find("skipped") is not None
+    )  # steps after a failure are skipped
     assert cases["cleanup: stop"].find("failure") is None  # cleanup still ran
 
 
@@ -88,8 +102,17 @@ def test_unreachable_device_is_an_infra_error_not_a_test_failure(lab_env, tmp_pa
     from edgelab.store.models import Device
 
     with session_scope(get_engine(lab_env)) as s:
-        add_device(s, Device(name="gone", transport="adb", adb_serial="127.0.0.1:1", adb_server="127.0.0.1:1",
-                             shell="toybox", virtual=True))
+        add_device(
+            s,
+            Device(
+                name="gone",
+                transport="adb",
+                adb_serial="127.0.0.1:1",
+                adb_server="127.0.0.1:1",
+                shell="toybox",
+                virtual=True,
+            ),
+        )
     pb = tmp_path / "one.yaml"
     pb.write_text("name: one\ndevices: [gone]\nsteps:\n  - bench: {workload: vla, requests: 2}\n")
     out = tmp_path / "one.xml"
@@ -112,9 +135,20 @@ def test_dry_run_lists_jobs_and_limit_must_name_selected_devices(lab_env):
     res = runner.invoke(app, ["play", str(PLAYBOOKS / "qwen3-tts-qualification.yaml"), "--dry-run", "--json"])
     assert res.exit_code == 0, res.output
     jobs = json.loads(res.stdout)["jobs"]
-    assert {j["device"] for j in jobs} == {"s25", "s24", "s24-locked", "rb3g2", "sa8775p", "orin-agx", "orin-nano", "thor"}
+    assert {j["device"] for j in jobs} == {
+        "s25",
+        "s24",
+        "s24-locked",
+        "rb3g2",
+        "sa8775p",
+        "orin-agx",
+        "orin-nano",
+        "thor",
+    }
     assert all(j["pipeline"] == "qwen3-tts-0.6b" for j in jobs)
-    res = runner.invoke(app, ["play", str(PLAYBOOKS / "qwen3-tts-qualification.yaml"), "--limit", "xelite-pc"])
+    res = runner.invoke(
+        app, ["play", str(PLAYBOOKS / "qwen3-tts-qualification.yaml"), "--limit", "xelite-pc"]
+    )
     assert res.exit_code == 2 and "does not select" in res.stderr
 
 
@@ -135,7 +169,9 @@ def test_bench_step_goes_through_the_protocol_and_records_its_provenance(lab_env
     tts, vla = job["steps"][1], job["steps"][2]
     assert tts["details"]["protocol"] == "single_request_batch1_v1"
     prov = tts["details"]["provenance"]
-    assert prov["virtual"] is True and prov["runtime"] == "reference" and prov["facts_hash"] == job["facts_hash"]
+    assert (
+        prov["virtual"] is True and prov["runtime"] == "reference" and prov["facts_hash"] == job["facts_hash"]
+    )
     assert "--warmup 1 --requests 2" in prov["command"]
     assert tts["details"]["summary"]["requests"]["by_phase"] == {"warmup": 1, "measured": 2}
     assert "--control-hz 20 --steps 5 --slow-every 2 --slow-ms 80" in vla["details"]["provenance"]["command"]
@@ -148,8 +184,10 @@ def test_bench_step_goes_through_the_protocol_and_records_its_provenance(lab_env
 
 def test_bench_step_timeout_stops_the_run_as_an_infra_failure(lab_env, tmp_path):
     pb = tmp_path / "slow.yaml"
-    pb.write_text("name: slow\ndevices: [orin-agx]\nsteps:\n  - probe: {}\n"
-                  "  - bench: {workload: vla, warmup: 0, requests: 10000, control_hz: 10}\n    timeout: 3\n")
+    pb.write_text(
+        "name: slow\ndevices: [orin-agx]\nsteps:\n  - probe: {}\n"
+        "  - bench: {workload: vla, warmup: 0, requests: 10000, control_hz: 10}\n    timeout: 3\n"
+    )
     res = runner.invoke(app, ["play", str(pb), "--json"])
     assert res.exit_code == 1, res.output
     step = json.loads(res.stdout)["jobs"][0]["steps"][1]
@@ -176,12 +214,16 @@ def test_a_device_without_the_interpreter_is_a_device_failure_with_the_reason(la
     import sys
 
     pb = tmp_path / "nopy.yaml"
-    pb.write_text("name: nopy\ndevices: [orin-agx, xelite-pc]\nsteps:\n  - probe: {}\n"
-                  "  - bench: {workload: vla, requests: 2}\n")
+    pb.write_text(
+        "name: nopy\ndevices: [orin-agx, xelite-pc]\nsteps:\n  - probe: {}\n"
+        "  - bench: {workload: vla, requests: 2}\n"
+    )
     monkeypatch.setattr(sys, "executable", str(tmp_path / "no-such-python3"))
     res = runner.invoke(app, ["play", str(pb), "--json"])
     assert res.exit_code == 1, res.output
     for job in json.loads(res.stdout)["jobs"]:
         step = job["steps"][1]
         assert step["status"] == "failed" and step["category"] == "device", step
-        assert "could not start" in step["message"] and "no-such-python3" in step["message"] and step["run_id"]
+        assert (
+            "could not start" in step["message"] and "no-such-python3" in step["message"] and step["run_id"]
+        )

@@ -12,10 +12,16 @@ from edgelab.playbook.gates import evaluate
 from edgelab.playbook.schema import substitute
 
 PLAYBOOKS = Path(__file__).resolve().parents[1] / "playbooks"
-SUMMARY = {"audio": {"ttfa_ms": {"count": 3, "p50": 200.0, "p95": 420.0}, "underruns_at_ttfa": 0,
-                     "rtf_total": {"count": 3, "p95": 0.8}},
-           "action": {"chunks": 200, "deadline_misses": 3, "latency_ms": {"p95": 80.0}},
-           "requests": {"total": 3, "failed": 0}, "errors": {}}
+SUMMARY = {
+    "audio": {
+        "ttfa_ms": {"count": 3, "p50": 200.0, "p95": 420.0},
+        "underruns_at_ttfa": 0,
+        "rtf_total": {"count": 3, "p95": 0.8},
+    },
+    "action": {"chunks": 200, "deadline_misses": 3, "latency_ms": {"p95": 80.0}},
+    "requests": {"total": 3, "failed": 0},
+    "errors": {},
+}
 
 
 @pytest.mark.parametrize("path", sorted(PLAYBOOKS.glob("*.yaml")), ids=lambda p: p.name)
@@ -24,17 +30,27 @@ def test_shipped_playbooks_are_valid(path):
     assert pb.steps and pb.devices
 
 
-@pytest.mark.parametrize("text,where,needle", [
-    ("name: t\ndevices: [all]\nsteps:\n  - probe: {}\n  - bench:\n      workload: tts\n      reqests: 2\n",
-     ":7:", "reqests"),
-    ("name: t\ndevices: [all]\nsteps:\n  - bnch: {}\n", ":4:", "bnch"),
-    ("name: t\ndevices: [all]\nsteps:\n  - gate:\n      - rtf_totl.p95 < 1\n", ":5:", "rtf_totl"),
-    ("name: t\ndevices: [all]\nsteps:\n  - bench:\n      requests: ${n}x\n", ":5:", "${n}"),
-    ("name: t\ndevices: [all]\nsteps:\n  - probe: {}\n    timeout: soon\n", ":5:", "timeout"),
-    ("devices: [all]\nsteps:\n  - probe: {}\n", ":1:", "'name'"),
-    ("name: t\ndevices: [all\n", ":3:", "YAML"),
-    ("name: t\ndevices: [all]\nsteps:\n  - gate: {checks: ['underruns == 0'], run: nope}\n", ":4:", "nope"),
-])
+@pytest.mark.parametrize(
+    "text,where,needle",
+    [
+        (
+            "name: t\ndevices: [all]\nsteps:\n  - probe: {}\n  - bench:\n      workload: tts\n      reqests: 2\n",
+            ":7:",
+            "reqests",
+        ),
+        ("name: t\ndevices: [all]\nsteps:\n  - bnch: {}\n", ":4:", "bnch"),
+        ("name: t\ndevices: [all]\nsteps:\n  - gate:\n      - rtf_totl.p95 < 1\n", ":5:", "rtf_totl"),
+        ("name: t\ndevices: [all]\nsteps:\n  - bench:\n      requests: ${n}x\n", ":5:", "${n}"),
+        ("name: t\ndevices: [all]\nsteps:\n  - probe: {}\n    timeout: soon\n", ":5:", "timeout"),
+        ("devices: [all]\nsteps:\n  - probe: {}\n", ":1:", "'name'"),
+        ("name: t\ndevices: [all\n", ":3:", "YAML"),
+        (
+            "name: t\ndevices: [all]\nsteps:\n  - gate: {checks: ['underruns == 0'], run: nope}\n",
+            ":4:",
+            "nope",
+        ),
+    ],
+)
 def test_errors_name_file_line_and_key(text, where, needle):
     with pytest.raises(PlaybookError) as exc:
         loads_playbook(text, "pb.yaml")
@@ -43,18 +59,33 @@ def test_errors_name_file_line_and_key(text, where, needle):
 
 
 def test_variables_substitute_with_types_and_overrides_parse_as_yaml():
-    assert parse_var_overrides(["n=3", "py=python3.11", "on=true"]) == {"n": 3, "py": "python3.11", "on": True}
-    assert substitute({"requests": "${n}", "argv": "run-${device}"}, {"n": 3, "device": "s25"}) == \
-        {"requests": 3, "argv": "run-s25"}
+    assert parse_var_overrides(["n=3", "py=python3.11", "on=true"]) == {
+        "n": 3,
+        "py": "python3.11",
+        "on": True,
+    }
+    assert substitute({"requests": "${n}", "argv": "run-${device}"}, {"n": 3, "device": "s25"}) == {
+        "requests": 3,
+        "argv": "run-s25",
+    }
     with pytest.raises(ConfigError):
         parse_var_overrides(["novalue"])
 
 
-@pytest.mark.parametrize("expr,ok", [
-    ("rtf_total.p95 < 1.0", True), ("underruns == 0", True), ("ttfa.p95 < 500ms", True),
-    ("ttfa.p95 < 0.4s", False), ("deadline_miss_rate < 0.01", False), ("deadline_miss_rate < 2%", True),
-    ("action_latency.p95 <= 80ms", True), ("requests_failed == 0", True), ("errors == 0", True),
-])
+@pytest.mark.parametrize(
+    "expr,ok",
+    [
+        ("rtf_total.p95 < 1.0", True),
+        ("underruns == 0", True),
+        ("ttfa.p95 < 500ms", True),
+        ("ttfa.p95 < 0.4s", False),
+        ("deadline_miss_rate < 0.01", False),
+        ("deadline_miss_rate < 2%", True),
+        ("action_latency.p95 <= 80ms", True),
+        ("requests_failed == 0", True),
+        ("errors == 0", True),
+    ],
+)
 def test_gates_on_a_summary(expr, ok):
     assert evaluate(parse_gate(expr), SUMMARY).ok is ok
 
@@ -64,8 +95,17 @@ def test_a_metric_the_run_lacks_fails_as_unknown():
     assert not res.ok and res.actual is None and "no value" in res.message
 
 
-@pytest.mark.parametrize("expr", ["__import__('os') < 1", "rtf_total.p95 < 1 or 1", "underruns == 0ms",
-                                  "ttfa.p99 < 5", "nonsense < 1", "rtf_total.p95 << 1"])
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "__import__('os') < 1",
+        "rtf_total.p95 < 1 or 1",
+        "underruns == 0ms",
+        "ttfa.p99 < 5",
+        "nonsense < 1",
+        "rtf_total.p95 << 1",
+    ],
+)
 def test_gates_reject_anything_but_metric_op_number(expr):
     with pytest.raises(ConfigError):
         parse_gate(expr)

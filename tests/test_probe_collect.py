@@ -41,18 +41,28 @@ def test_split_sections_exact_and_robust():
 
 def test_a_file_cannot_forge_a_marker_of_another_nonce():
     forged = f"{begin_marker('deadbeef0000', 'getprop')}\nfake\n"
-    secs, _ = split_sections(f"@@edgelab-section n1 cpuinfo@@\n{forged}\n@@edgelab-end n1 cpuinfo 0@@\n", "n1")
+    secs, _ = split_sections(
+        f"@@edgelab-section n1 cpuinfo@@\n{forged}\n@@edgelab-end n1 cpuinfo 0@@\n", "n1"
+    )
     assert list(secs) == ["cpuinfo"] and secs["cpuinfo"].output == forged
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\r"), max_size=300))
+@given(
+    st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\r"), max_size=300)
+)
 def test_any_file_content_comes_back_exactly_through_real_sh(tmp_path_factory, content):
     path = tmp_path_factory.mktemp("src") / "file"
     path.write_text(content, encoding="utf-8")
     nonce = new_nonce()
-    body = script([Source("src", f"cat '{path}'", None, f"cat '{path}'", f"[ -r '{path}' ]"),
-                   Source("gone", "cat /nonexistent", None, "cat /nonexistent", "[ -r /nonexistent ]")], nonce, 5)
+    body = script(
+        [
+            Source("src", f"cat '{path}'", None, f"cat '{path}'", f"[ -r '{path}' ]"),
+            Source("gone", "cat /nonexistent", None, "cat /nonexistent", "[ -r /nonexistent ]"),
+        ],
+        nonce,
+        5,
+    )
     res = LocalTransport().run(["sh", "-c", body], timeout=30)
     secs, warnings = split_sections(res.stdout, nonce)
     assert warnings == [] and list(secs) == ["src"]
@@ -72,7 +82,10 @@ def test_linux_collector_on_this_host_matches_proc():
     with open("/proc/meminfo") as f:
         assert col.sections["meminfo"].output.split("\n")[0] == f.readline().rstrip("\n")
     facts = parse_sections(COLLECTORS["linux"], col.sections)
-    assert facts.os.family == "linux" and facts.os.arch == {"x86_64": "x86_64", "aarch64": "aarch64"}[os.uname().machine]
+    assert (
+        facts.os.family == "linux"
+        and facts.os.arch == {"x86_64": "x86_64", "aarch64": "aarch64"}[os.uname().machine]
+    )
     ram = facts.pools("ram")[0].total_bytes
     assert ram == int(open("/proc/meminfo").readline().split()[1]) * 1024
     assert facts.provenance["os.kernel"] in ("uname -a", "cat /proc/version")
@@ -127,8 +140,14 @@ def test_windows_script_is_flat_statements():
 FIXTURES = sorted(Path(fixtures.HERE).glob("*/*.json"))
 # Sources without a fixture of their own family, and why.
 UNCOVERED = {
-    ("linux", "cpufreq"): "posix.CPUFREQ, the same source as android's (s25 fixture); no Linux persona has cpufreq",
-    ("linux", "thermal"): "posix.THERMAL, the same source as android's (s25 fixture); no Linux persona has zones",
+    (
+        "linux",
+        "cpufreq",
+    ): "posix.CPUFREQ, the same source as android's (s25 fixture); no Linux persona has cpufreq",
+    (
+        "linux",
+        "thermal",
+    ): "posix.THERMAL, the same source as android's (s25 fixture); no Linux persona has zones",
 }
 
 
@@ -146,5 +165,8 @@ def test_every_parsed_source_has_a_fixture():
     have = {(p.parent.name, p.stem.split(".")[0]) for p in FIXTURES}
     want = {(fam, s.name) for fam, c in COLLECTORS.items() for s in c.sources}
     assert want - have == set(UNCOVERED), sorted(want - have)
-    assert all(d["fact"] for d in (json.loads(p.read_text(encoding="utf-8")) for p in FIXTURES)
-               if d.get("persona") or d.get("corpus"))
+    assert all(
+        d["fact"]
+        for d in (json.loads(p.read_text(encoding="utf-8")) for p in FIXTURES)
+        if d.get("persona") or d.get("corpus")
+    )

@@ -42,8 +42,17 @@ def lab_db(tmp_path_factory, ssh_lab, adb_lab):
     register(url, LabStatus(ssh_lab.state_dir, ssh=ssh_lab, adb=adb_lab), check=False)
     engine = get_engine(url)
     with session_scope(engine) as s:
-        add_device(s, Device(name="dead-orin", transport="ssh", ssh_host="127.0.0.11", ssh_port=_dead_port(),
-                             host_key_fingerprint=ssh_lab.host_key_fingerprint, virtual=True))
+        add_device(
+            s,
+            Device(
+                name="dead-orin",
+                transport="ssh",
+                ssh_host="127.0.0.11",
+                ssh_port=_dead_port(),
+                host_key_fingerprint=ssh_lab.host_key_fingerprint,
+                virtual=True,
+            ),
+        )
     yield url, engine
     dbmod.dispose_engines()
 
@@ -53,8 +62,14 @@ def fleet(lab_db, ssh_lab):
     url, engine = lab_db
     names = [*EXPECTED, "dead-orin", "s24-locked"]
     seen = []
-    outcomes = probe_devices(engine, names, parallel=16, timeout=60, ssh_config=str(ssh_lab.ssh_config_path),
-                             on_progress=lambda o: seen.append(o.name))
+    outcomes = probe_devices(
+        engine,
+        names,
+        parallel=16,
+        timeout=60,
+        ssh_config=str(ssh_lab.ssh_config_path),
+        on_progress=lambda o: seen.append(o.name),
+    )
     assert sorted(seen) == sorted(names)
     return {o.name: o for o in outcomes}
 
@@ -113,7 +128,9 @@ def test_probe_past_its_timeout_is_killed_over_ssh(lab_db, ssh_lab, monkeypatch)
 
     # A source that outlasts the probe (a whole probe now takes less than any short timeout).
     slow = Source("slow", "sleep 60", None, "sleep 60")
-    monkeypatch.setitem(COLLECTORS, "linux", dataclasses.replace(linux.COLLECTOR, sources=(*linux.SOURCES, slow)))
+    monkeypatch.setitem(
+        COLLECTORS, "linux", dataclasses.replace(linux.COLLECTOR, sources=(*linux.SOURCES, slow))
+    )
     _url, engine = lab_db
     snap = probe_device(engine, "orin-agx", timeout=3, ssh_config=str(ssh_lab.ssh_config_path))
     assert not snap.ok

@@ -38,12 +38,16 @@ def test_reads_share_one_group_and_a_hung_read_cuts_only_the_group(tmp_path):
     ok = tmp_path / "ok"
     ok.write_text("first\n")
     nonce = new_nonce()
-    body = script([
-        Source("tool", "echo tool ran", None, "echo tool ran"),
-        Source("ok", f"cat '{ok}'", None, f"cat '{ok}'", f"[ -r '{ok}' ]", reads=True),
-        Source("stuck", f"cat '{fifo}'", None, f"cat '{fifo}'", f"[ -r '{fifo}' ]", reads=True),
-        Source("never", "echo unreachable", None, "echo unreachable", reads=True),
-    ], nonce, 1)
+    body = script(
+        [
+            Source("tool", "echo tool ran", None, "echo tool ran"),
+            Source("ok", f"cat '{ok}'", None, f"cat '{ok}'", f"[ -r '{ok}' ]", reads=True),
+            Source("stuck", f"cat '{fifo}'", None, f"cat '{fifo}'", f"[ -r '{fifo}' ]", reads=True),
+            Source("never", "echo unreachable", None, "echo unreachable", reads=True),
+        ],
+        nonce,
+        1,
+    )
     assert body.count("timeout $F") == 1  # the prelude's t(); the group uses it once below
     assert body.count("t $TO sh -c") == 1
     res = LocalTransport().run(["sh", "-c", body], timeout=60)
@@ -84,10 +88,30 @@ def _in_persona(persona: str, command: str, **env: str) -> subprocess.CompletedP
 def test_uname_shim_answers_every_flag_from_the_persona_data():
     u = json.loads((PERSONAS_DIR / "orin-agx/data/uname.json").read_text())
     host = "orin-agx"
-    f = {"s": "Linux", "n": host, "r": u["release"], "v": u["version"], "m": u["machine"],
-         "p": u["machine"], "i": u["machine"], "o": "GNU/Linux"}
-    cases = {"": "s", "-a": "snrvmpio", "--all": "snrvmpio", "-r": "r", "-m": "m", "-snrm": "snrm",
-             "-mrs": "srm", "--kernel-release --machine": "rm", "-n": "n", "-v": "v", "-o": "o", "-p -i": "pi"}
+    f = {
+        "s": "Linux",
+        "n": host,
+        "r": u["release"],
+        "v": u["version"],
+        "m": u["machine"],
+        "p": u["machine"],
+        "i": u["machine"],
+        "o": "GNU/Linux",
+    }
+    cases = {
+        "": "s",
+        "-a": "snrvmpio",
+        "--all": "snrvmpio",
+        "-r": "r",
+        "-m": "m",
+        "-snrm": "snrm",
+        "-mrs": "srm",
+        "--kernel-release --machine": "rm",
+        "-n": "n",
+        "-v": "v",
+        "-o": "o",
+        "-p -i": "pi",
+    }
     script_ = "; ".join(f"uname {flags}" for flags in cases)
     r = _in_persona(host, script_)
     assert r.returncode == 0, r.stderr

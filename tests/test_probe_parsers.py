@@ -59,12 +59,19 @@ def fact_matches(key: str, expected, flat: dict) -> bool:
         if not isinstance(got, list):
             return False
         if expected and isinstance(expected[0], dict):  # each expected row is a subset of some parsed row
-            return all(any(all(fact_matches(k, val, row) for k, val in exp.items()) for row in got if
-                           isinstance(row, dict)) for exp in expected)
+            return all(
+                any(
+                    all(fact_matches(k, val, row) for k, val in exp.items())
+                    for row in got
+                    if isinstance(row, dict)
+                )
+                for exp in expected
+            )
         return {str(_norm(e)) for e in expected} == {str(_norm(g)) for g in got}
     if isinstance(expected, dict):
-        return isinstance(got, dict) and {k: _norm(v) for k, v in expected.items()} == \
-            {k: _norm(v) for k, v in got.items()}
+        return isinstance(got, dict) and {k: _norm(v) for k, v in expected.items()} == {
+            k: _norm(v) for k, v in got.items()
+        }
     a, b = _norm(expected), _norm(got)
     if isinstance(a, float) and isinstance(b, float):
         return math.isclose(a, b, rel_tol=1e-9)
@@ -79,8 +86,11 @@ def parse_file(rel: str) -> tuple[str | None, ParseResult | None]:
 
 def expected_misses(rel: str, flat: dict) -> list[str]:
     """Each EXPECTED.yaml fact of ``rel`` that the flat view does not give exactly."""
-    return [f"{rel}: {key}: expected {exp!r}, got {flat.get(key, '<missing>')!r}"
-            for key, exp in (EXPECTED[rel].get("facts") or {}).items() if not fact_matches(key, exp, flat)]
+    return [
+        f"{rel}: {key}: expected {exp!r}, got {flat.get(key, '<missing>')!r}"
+        for key, exp in (EXPECTED[rel].get("facts") or {}).items()
+        if not fact_matches(key, exp, flat)
+    ]
 
 
 def test_corpus_recovery_fraction(capsys):
@@ -91,7 +101,9 @@ def test_corpus_recovery_fraction(capsys):
         _, res = parse_file(rel)
         misses += expected_misses(rel, res.flat() if res else {})
     with capsys.disabled():
-        print(f"\ncorpus facts recovered: {total - len(misses)}/{total} = {(total - len(misses)) / total:.1%}")
+        print(
+            f"\ncorpus facts recovered: {total - len(misses)}/{total} = {(total - len(misses)) / total:.1%}"
+        )
         for m in misses:
             print("  miss:", m)
     assert total > 300
@@ -118,10 +130,17 @@ def test_corpus_file_parses_as_pinned(rel):
 def _differences(want, got, path: str) -> list[str]:
     """Each leaf where ``got`` differs from ``want``, named by its path."""
     if isinstance(want, dict) and isinstance(got, dict):
-        return [d for k in sorted(set(want) | set(got), key=str)
-                for d in _differences(want.get(k, "<absent>"), got.get(k, "<absent>"), f"{path}.{k}")]
+        return [
+            d
+            for k in sorted(set(want) | set(got), key=str)
+            for d in _differences(want.get(k, "<absent>"), got.get(k, "<absent>"), f"{path}.{k}")
+        ]
     if isinstance(want, list) and isinstance(got, list) and len(want) == len(got):
-        return [d for i, (w, g) in enumerate(zip(want, got, strict=True)) for d in _differences(w, g, f"{path}[{i}]")]
+        return [
+            d
+            for i, (w, g) in enumerate(zip(want, got, strict=True))
+            for d in _differences(w, g, f"{path}[{i}]")
+        ]
     return [] if want == got else [f"{path}: pinned {want!r}, parsed {got!r}"]
 
 
@@ -156,11 +175,20 @@ def test_corpus_file_detected_and_parsed(rel):
 
 
 EXPECTED_COMMAND = {
-    "cat /etc/nv_tegra_release": "nv_tegra_release", "jetson_release -v": "jetson_release", "nvpmodel -q": "nvpmodel",
-    "tegrastats": "tegrastats", "cat /proc/cpuinfo": "cpuinfo", "hostnamectl": "hostnamectl",
-    "adb shell getprop": "getprop", "dumpsys battery": "dumpsys_battery", "uname -a": "uname",
-    "cat /proc/version": "proc_version", "systeminfo": "systeminfo", "nvidia-smi": "nvidia_smi",
-    "nvidia-smi -q -x": "nvidia_smi_xml", "lscpu": "lscpu",
+    "cat /etc/nv_tegra_release": "nv_tegra_release",
+    "jetson_release -v": "jetson_release",
+    "nvpmodel -q": "nvpmodel",
+    "tegrastats": "tegrastats",
+    "cat /proc/cpuinfo": "cpuinfo",
+    "hostnamectl": "hostnamectl",
+    "adb shell getprop": "getprop",
+    "dumpsys battery": "dumpsys_battery",
+    "uname -a": "uname",
+    "cat /proc/version": "proc_version",
+    "systeminfo": "systeminfo",
+    "nvidia-smi": "nvidia_smi",
+    "nvidia-smi -q -x": "nvidia_smi_xml",
+    "lscpu": "lscpu",
 }
 
 
@@ -190,6 +218,7 @@ def test_detect_names_the_right_command(rel):
 
 
 # ---------------------------------------------------------------- typed facts and tables
+
 
 def test_unknown_l4t_is_kept_and_said_unknown():
     _, res = parse_file("jetson/agx-orin-devkit_r39.2.0_jtop-error-log.txt")
@@ -233,10 +262,14 @@ def test_wsl_generations_from_kernel_names():
     for rel, gen in [("wsl/wsl2-4.19.104-legacy-name_uname-a.txt", 2), ("wsl/wsl2-5.10.16.3_uname-a.txt", 2)]:
         _, res = parse_file(rel)
         assert res.facts.os.wsl_generation == gen
-    res = detect_mod.parse_any("Linux DESKTOP 4.4.0-19041-Microsoft #1237-Microsoft Sat Sep 11 14:32:00 PST 2021 "
-                               "x86_64 x86_64 x86_64 GNU/Linux")
+    res = detect_mod.parse_any(
+        "Linux DESKTOP 4.4.0-19041-Microsoft #1237-Microsoft Sat Sep 11 14:32:00 PST 2021 "
+        "x86_64 x86_64 x86_64 GNU/Linux"
+    )
     assert res.values["wsl_generation"] == 1
-    res = detect_mod.parse_any("Linux pi 6.1.21-v8+ #1642 SMP PREEMPT Mon Apr  3 17:24:16 BST 2023 aarch64 GNU/Linux")
+    res = detect_mod.parse_any(
+        "Linux pi 6.1.21-v8+ #1642 SMP PREEMPT Mon Apr  3 17:24:16 BST 2023 aarch64 GNU/Linux"
+    )
     assert res.values["is_wsl"] is False and res.values["machine"] == "aarch64"
 
 
@@ -261,7 +294,9 @@ def test_merge_keeps_provenance_and_flags_conflicts():
 
 def test_tables_have_versions_and_keep_unknowns_none():
     v = tables.versions()
-    assert {"l4t_jetpack", "tegra_soc", "jetson_modules", "qualcomm", "arm_cpu_parts", "lscpu_labels"} <= set(v)
+    assert {"l4t_jetpack", "tegra_soc", "jetson_modules", "qualcomm", "arm_cpu_parts", "lscpu_labels"} <= set(
+        v
+    )
     assert tables.jetpack_for_l4t("99.9.9") is None
     assert tables.qualcomm_part("SM8750-AB")["name"] == "Snapdragon 8 Elite"
     assert tables.qualcomm_part("X1E78100")["part"] == "X1E-78-100"
@@ -273,10 +308,13 @@ def test_tables_have_versions_and_keep_unknowns_none():
 # ---------------------------------------------------------------- parsers without a corpus capture
 # Small inputs written here in the exact layout the kernel/tools print (no public real capture in the corpus).
 
+
 def test_meminfo_pools_apart():
-    res = detect_mod.parse_any("MemTotal:        7869472 kB\nMemFree:          512000 kB\nMemAvailable:    "
-                               "4000000 kB\nSwapTotal:       2097148 kB\nSwapFree:        2097148 kB\nHugePages_Total:"
-                               "       0\n")
+    res = detect_mod.parse_any(
+        "MemTotal:        7869472 kB\nMemFree:          512000 kB\nMemAvailable:    "
+        "4000000 kB\nSwapTotal:       2097148 kB\nSwapFree:        2097148 kB\nHugePages_Total:"
+        "       0\n"
+    )
     assert res.command == "cat /proc/meminfo"
     kinds = {p.kind: p.total_bytes for p in res.facts.memory.pools}
     assert kinds == {"ram": 7869472 * 1024, "available": 4000000 * 1024, "swap": 2097148 * 1024}
@@ -284,32 +322,42 @@ def test_meminfo_pools_apart():
 
 
 def test_cpufreq_clusters_big_first():
-    text = "\n".join(f"/sys/devices/system/cpu/cpu{i}/cpufreq/cpuinfo_max_freq:{k}"
-                     for i, k in enumerate([1785600] * 4 + [2419200] * 3 + [3302400]))
+    text = "\n".join(
+        f"/sys/devices/system/cpu/cpu{i}/cpufreq/cpuinfo_max_freq:{k}"
+        for i, k in enumerate([1785600] * 4 + [2419200] * 3 + [3302400])
+    )
     res = detect_mod.parse_any(text)
     assert res.values["big_cpus"] == [7]
     assert [c.max_khz for c in res.facts.cpu.clusters] == [3302400, 2419200, 1785600]
 
 
 def test_thermal_zones():
-    text = ("/sys/class/thermal/thermal_zone0/type:cpu-0-0\n/sys/class/thermal/thermal_zone1/type:gpuss-0\n"
-            "/sys/class/thermal/thermal_zone0/temp:41200\n/sys/class/thermal/thermal_zone1/temp:39800\n")
+    text = (
+        "/sys/class/thermal/thermal_zone0/type:cpu-0-0\n/sys/class/thermal/thermal_zone1/type:gpuss-0\n"
+        "/sys/class/thermal/thermal_zone0/temp:41200\n/sys/class/thermal/thermal_zone1/temp:39800\n"
+    )
     res = detect_mod.parse_any(text)
     assert res.facts.power.temperatures_c == {"cpu-0-0": 41.2, "gpuss-0": 39.8}
 
 
 def test_os_release_and_build_prop():
-    res = detect_mod.parse_any('PRETTY_NAME="Ubuntu 22.04.5 LTS"\nNAME="Ubuntu"\nVERSION_ID="22.04"\nID=ubuntu\n')
+    res = detect_mod.parse_any(
+        'PRETTY_NAME="Ubuntu 22.04.5 LTS"\nNAME="Ubuntu"\nVERSION_ID="22.04"\nID=ubuntu\n'
+    )
     assert res.facts.os.distro == "Ubuntu 22.04.5 LTS" and res.values["version_id"] == "22.04"
-    res = detect_mod.parse_any("# begin build properties\nro.build.version.release=14\nro.build.version.sdk=34\n"
-                               "ro.board.platform=sun\nro.product.model=SM-S931B\n")
+    res = detect_mod.parse_any(
+        "# begin build properties\nro.build.version.release=14\nro.build.version.sdk=34\n"
+        "ro.board.platform=sun\nro.product.model=SM-S931B\n"
+    )
     assert res.command == "cat build.prop"
     assert res.facts.identity.soc_name == "Snapdragon 8 Elite"
 
 
 def test_lscpu_other_locales():
-    de = "Architektur:                     aarch64\nCPU(s):                          8\nAnbieterkennung:      ARM\n" \
-         "Modellname:                      Cortex-A76\nThread(s) pro Kern:              1\n"
+    de = (
+        "Architektur:                     aarch64\nCPU(s):                          8\nAnbieterkennung:      ARM\n"
+        "Modellname:                      Cortex-A76\nThread(s) pro Kern:              1\n"
+    )
     res = detect_mod.parse_any(de)
     assert (res.values["locale"], res.values["cpus"], res.values["model_name"]) == ("de", 8, "Cortex-A76")
     zh = "架构：                    x86_64\nCPU:                     16\n型号名称：                AMD Ryzen 7\n"
@@ -319,12 +367,28 @@ def test_lscpu_other_locales():
 
 def test_cim_json_batched_with_npu():
     import json
-    doc = {"Win32_Processor": {"Name": "Snapdragon(R) X Elite - X1E78100 - Qualcomm(R) Oryon(TM) CPU",
-                               "NumberOfCores": 12, "NumberOfLogicalProcessors": 12, "Architecture": 12},
-           "Win32_ComputerSystem": {"Manufacturer": "LENOVO", "Model": "83ED", "TotalPhysicalMemory": 34055348224,
-                                    "SystemType": "ARM64-based PC"},
-           "PnpDevice": [{"FriendlyName": "Snapdragon(R) X Elite - X1E78100 - Qualcomm(R) Hexagon(TM) NPU",
-                          "Class": "ComputeAccelerator", "Status": "OK"}]}
+
+    doc = {
+        "Win32_Processor": {
+            "Name": "Snapdragon(R) X Elite - X1E78100 - Qualcomm(R) Oryon(TM) CPU",
+            "NumberOfCores": 12,
+            "NumberOfLogicalProcessors": 12,
+            "Architecture": 12,
+        },
+        "Win32_ComputerSystem": {
+            "Manufacturer": "LENOVO",
+            "Model": "83ED",
+            "TotalPhysicalMemory": 34055348224,
+            "SystemType": "ARM64-based PC",
+        },
+        "PnpDevice": [
+            {
+                "FriendlyName": "Snapdragon(R) X Elite - X1E78100 - Qualcomm(R) Hexagon(TM) NPU",
+                "Class": "ComputeAccelerator",
+                "Status": "OK",
+            }
+        ],
+    }
     res = detect_mod.parse_any(json.dumps(doc))
     assert res.command.startswith("Get-CimInstance")
     f = res.facts
@@ -355,17 +419,27 @@ def test_random_text_never_raises(text):
     _assert_total(text)
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(idx=st.integers(0, len(CORPUS_TEXTS) - 1), data=st.data())
 def test_corrupted_corpus_never_raises(idx, data):
     text = CORPUS_TEXTS[idx][:6000]
-    ops = data.draw(st.lists(st.tuples(st.sampled_from(["cut", "delete", "insert", "swap_lines", "crlf"]),
-                                       st.integers(0, max(len(text) - 1, 0)), st.text(max_size=12)), max_size=5))
+    ops = data.draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["cut", "delete", "insert", "swap_lines", "crlf"]),
+                st.integers(0, max(len(text) - 1, 0)),
+                st.text(max_size=12),
+            ),
+            max_size=5,
+        )
+    )
     for op, pos, junk in ops:
         if op == "cut":
             text = text[:pos]
         elif op == "delete":
-            text = text[:pos] + text[pos + len(junk) + 1:]
+            text = text[:pos] + text[pos + len(junk) + 1 :]
         elif op == "insert":
             text = text[:pos] + junk + text[pos:]
         elif op == "swap_lines":

@@ -19,10 +19,17 @@ PERSONAS = REPO / "edgelab" / "sim" / "personas"
 GIB = 1024**3
 
 # persona file (relative to the persona, root/ stripped) -> detect.BY_NAME parser
-_PERSONA_FILES = {"etc/nv_tegra_release": "nv_tegra_release", "sys/firmware/devicetree/base/model": "dt_model",
-                  "sys/firmware/devicetree/base/compatible": "dt_compatible", "proc/cpuinfo": "cpuinfo",
-                  "proc/meminfo": "meminfo", "proc/version": "proc_version", "etc/os-release": "os_release",
-                  "getprop.txt": "getprop", "dumpsys/battery.txt": "dumpsys_battery"}
+_PERSONA_FILES = {
+    "etc/nv_tegra_release": "nv_tegra_release",
+    "sys/firmware/devicetree/base/model": "dt_model",
+    "sys/firmware/devicetree/base/compatible": "dt_compatible",
+    "proc/cpuinfo": "cpuinfo",
+    "proc/meminfo": "meminfo",
+    "proc/version": "proc_version",
+    "etc/os-release": "os_release",
+    "getprop.txt": "getprop",
+    "dumpsys/battery.txt": "dumpsys_battery",
+}
 
 
 @pytest.fixture(scope="module")
@@ -57,9 +64,16 @@ def persona_facts(d: Path) -> Facts:
 
 
 PERSONA_ENTRY = {
-    "orin-agx": "jetson-agx-orin-64gb", "orin-nano": "jetson-orin-nano-8gb", "thor": "jetson-agx-thor",
-    "wsl-hx370": "hx370-rtx5090-wsl", "win-hx370-rtx5090": "hx370-rtx5090-win", "xelite-pc": "snapdragon-x-elite-pc",
-    "s25": "galaxy-s25", "s24": "galaxy-s24", "rb3g2": "rb3-gen2", "sa8775p": "sa8775p-adp",
+    "orin-agx": "jetson-agx-orin-64gb",
+    "orin-nano": "jetson-orin-nano-8gb",
+    "thor": "jetson-agx-thor",
+    "wsl-hx370": "hx370-rtx5090-wsl",
+    "win-hx370-rtx5090": "hx370-rtx5090-win",
+    "xelite-pc": "snapdragon-x-elite-pc",
+    "s25": "galaxy-s25",
+    "s24": "galaxy-s24",
+    "rb3g2": "rb3-gen2",
+    "sa8775p": "sa8775p-adp",
 }
 
 
@@ -191,8 +205,10 @@ def test_variant_entries_never_beat_the_machines_own_entry(catalog):
     f = Facts()
     f.os.family, f.os.arch, f.os.is_wsl = "windows", "x86_64", False
     f.cpu.model = "AMD Ryzen AI 9 HX 370 w/ Radeon 890M"
-    f.accelerators += [Accelerator(kind="gpu", vendor="AMD", name="AMD Radeon(TM) 890M Graphics"),
-                       Accelerator(kind="npu", vendor="AMD", name="NPU Compute Accelerator Device")]
+    f.accelerators += [
+        Accelerator(kind="gpu", vendor="AMD", name="AMD Radeon(TM) 890M Graphics"),
+        Accelerator(kind="npu", vendor="AMD", name="NPU Compute Accelerator Device"),
+    ]
     c = classify(f, catalog)
     # the joint-execution variant holds 3 rules and the 890M variant 3, the CPU entry only 2: the machine wins
     assert c.entry_id == "hx370-win-cpu" and c.device_class == "x86_cpu"

@@ -25,13 +25,19 @@ def catalog():
 def agx_orin_64(ram_bytes: int = 64 * GIB) -> Facts:
     f = Facts()
     f.identity.model, f.identity.module_pnumber, f.identity.soc_part = (
-        "NVIDIA Jetson AGX Orin Developer Kit", "p3701-0005", "tegra234")
+        "NVIDIA Jetson AGX Orin Developer Kit",
+        "p3701-0005",
+        "tegra234",
+    )
     f.os.family, f.os.arch, f.os.l4t_version = "linux", "aarch64", "36.4.4"
     f.cpu.clusters = [CpuCluster(cpus=list(range(12)), max_khz=2201600)]
     f.memory.pools.append(MemoryPool(kind="ram", total_bytes=ram_bytes))
     f.memory.unified = True
-    f.accelerators.append(Accelerator(kind="gpu", vendor="NVIDIA", name="Orin integrated GPU", apis=["CUDA sm_87"],
-                                      cuda_arch="sm_87"))
+    f.accelerators.append(
+        Accelerator(
+            kind="gpu", vendor="NVIDIA", name="Orin integrated GPU", apis=["CUDA sm_87"], cuda_arch="sm_87"
+        )
+    )
     return f
 
 
@@ -40,11 +46,16 @@ def galaxy_s25(ram_bytes: int = 12 * GIB) -> Facts:
     f.identity.model, f.identity.soc_part, f.identity.board_platform = "Galaxy S25", "SM8750", "sun"
     f.os.family, f.os.arch = "android", "aarch64"
     f.cpu.features = ["neon", "fp16", "dotprod", "i8mm", "bf16"]
-    f.cpu.clusters = [CpuCluster(cpus=[6, 7], max_khz=4473600), CpuCluster(cpus=[0, 1, 2, 3, 4, 5], max_khz=3532800)]
+    f.cpu.clusters = [
+        CpuCluster(cpus=[6, 7], max_khz=4473600),
+        CpuCluster(cpus=[0, 1, 2, 3, 4, 5], max_khz=3532800),
+    ]
     f.memory.pools.append(MemoryPool(kind="ram", total_bytes=ram_bytes))
     f.memory.unified = True
-    f.accelerators += [Accelerator(kind="gpu", vendor="Qualcomm", name="Adreno 830", apis=["Vulkan", "OpenCL"]),
-                       Accelerator(kind="npu", vendor="Qualcomm", name="Hexagon v79", apis=["QNN HTP v79"])]
+    f.accelerators += [
+        Accelerator(kind="gpu", vendor="Qualcomm", name="Adreno 830", apis=["Vulkan", "OpenCL"]),
+        Accelerator(kind="npu", vendor="Qualcomm", name="Hexagon v79", apis=["QNN HTP v79"]),
+    ]
     return f
 
 
@@ -130,11 +141,15 @@ def test_s2_always_refused_and_s4_needs_an_endpoint(catalog):
 
 
 def test_chunk_schedule_respects_the_class_minimum_first_chunk(catalog):
-    phone = derive_profile(galaxy_s25(), catalog, "qwen3-tts-0.6b").pipeline("qwen3-tts-0.6b").fit.chunk_schedule
+    phone = (
+        derive_profile(galaxy_s25(), catalog, "qwen3-tts-0.6b").pipeline("qwen3-tts-0.6b").fit.chunk_schedule
+    )
     assert phone["ramp_frames"] == [4, 8, 16, 25] and phone["first_chunk_ms"] == 320.0
     assert phone["safety_margin_ms"] == 200
     assert phone["server"] == {"first_frames": 1, "steady_frames": 25, "left_context_frames": 72}
-    jet = derive_profile(agx_orin_64(), catalog, "qwen3-tts-0.6b").pipeline("qwen3-tts-0.6b").fit.chunk_schedule
+    jet = (
+        derive_profile(agx_orin_64(), catalog, "qwen3-tts-0.6b").pipeline("qwen3-tts-0.6b").fit.chunk_schedule
+    )
     assert jet["ramp_frames"] == [2, 4, 8, 16, 25] and jet["safety_margin_ms"] == 80
     assert derive_profile(agx_orin_64(), catalog, "pi0").pipeline("pi0").fit.chunk_schedule is None
 
@@ -143,11 +158,16 @@ def test_threads_big_cluster_first_and_little_cores_left_out(catalog):
     p = derive_profile(galaxy_s25(), catalog, "pi0")
     assert p.threads == 8 and p.thread_cpus == [6, 7, 0, 1, 2, 3, 4, 5]  # 3.53 GHz Oryon cores are not LITTLE
     f = galaxy_s25()
-    f.cpu.clusters = [CpuCluster(cpus=[7], max_khz=3300000), CpuCluster(cpus=[3, 4, 5, 6], max_khz=3150000),
-                      CpuCluster(cpus=[0, 1, 2], max_khz=2270000)]
+    f.cpu.clusters = [
+        CpuCluster(cpus=[7], max_khz=3300000),
+        CpuCluster(cpus=[3, 4, 5, 6], max_khz=3150000),
+        CpuCluster(cpus=[0, 1, 2], max_khz=2270000),
+    ]
     q = derive_profile(f, catalog, "pi0")
     assert q.threads == 5 and q.thread_cpus == [7, 3, 4, 5, 6]
-    assert any(r.name == "threads" and "LITTLE cluster(s) left out: 3x core at 2.27 GHz" in r.why for r in q.rules)
+    assert any(
+        r.name == "threads" and "LITTLE cluster(s) left out: 3x core at 2.27 GHz" in r.why for r in q.rules
+    )
     g = Facts()
     g.os.family, g.os.arch = "linux", "x86_64"
     g.cpu.physical_cores, g.cpu.logical_cores = 12, 24
@@ -156,7 +176,9 @@ def test_threads_big_cluster_first_and_little_cores_left_out(catalog):
 
 def test_dtype_and_backends(catalog):
     jet = derive_profile(agx_orin_64(), catalog, "pi0")
-    assert jet.dtype == "bf16" and jet.backends[0] == "CUDA" and jet.runtime_target == "linux-aarch64-cuda-sm87"
+    assert (
+        jet.dtype == "bf16" and jet.backends[0] == "CUDA" and jet.runtime_target == "linux-aarch64-cuda-sm87"
+    )
     phone = derive_profile(galaxy_s25(), catalog, "pi0")
     assert phone.dtype == "fp16" and phone.backends[:3] == ["QNN", "OpenCL", "Vulkan"]
     assert phone.backends[-1] == "CPU (KleidiAI, XNNPACK)" and phone.runtime_target == "android-arm64"
@@ -173,10 +195,20 @@ def test_discrete_gpu_budget_uses_vram_not_host_ram(catalog):
     f = Facts()
     f.os.family, f.os.arch = "windows", "x86_64"
     f.cpu.model = "AMD Ryzen AI 9 HX 370 w/ Radeon 890M"
-    f.memory.pools += [MemoryPool(kind="ram", total_bytes=32 * GIB), MemoryPool(kind="commit", total_bytes=37 * GIB)]
+    f.memory.pools += [
+        MemoryPool(kind="ram", total_bytes=32 * GIB),
+        MemoryPool(kind="commit", total_bytes=37 * GIB),
+    ]
     f.memory.unified = False
-    f.accelerators.append(Accelerator(kind="gpu", vendor="NVIDIA", name="NVIDIA GeForce RTX 5090 Laptop GPU",
-                                      memory_bytes=4 * GIB - 1, apis=["DirectML"]))
+    f.accelerators.append(
+        Accelerator(
+            kind="gpu",
+            vendor="NVIDIA",
+            name="NVIDIA GeForce RTX 5090 Laptop GPU",
+            memory_bytes=4 * GIB - 1,
+            apis=["DirectML"],
+        )
+    )
     p = derive_profile(f, catalog, "spark-x2.5")
     assert p.classification.entry_id == "hx370-rtx5090-win" and p.device_class == "cuda_discrete"
     # AdapterRAM saturates at 4 GiB: the catalog's 24 GB is used instead, and the rule says so
@@ -205,14 +237,28 @@ def test_every_rule_is_recorded_and_the_profile_is_json(catalog):
     p = derive_profile(galaxy_s25(), catalog)
     assert {pp.pipeline for pp in p.pipelines} == set(load_pipelines())
     names = [r.name for r in p.rules]
-    for needed in ("classify", "device_class", "class_defaults", "memory_pools", "budget_pool", "threads", "dtype",
-                   "backends", "runtime_target", "qwen3-tts-1.7b.quantization", "qwen3-tts-1.7b.chunk_schedule",
-                   "qwen3-tts-1.7b.S1", "pi0.load_time"):
+    for needed in (
+        "classify",
+        "device_class",
+        "class_defaults",
+        "memory_pools",
+        "budget_pool",
+        "threads",
+        "dtype",
+        "backends",
+        "runtime_target",
+        "qwen3-tts-1.7b.quantization",
+        "qwen3-tts-1.7b.chunk_schedule",
+        "qwen3-tts-1.7b.S1",
+        "pi0.load_time",
+    ):
         assert needed in names, needed
     lines = p.explain()
     assert len(lines) == len(p.rules)
-    assert any("qwen3-tts-1.7b.S1: 'refused' <- class npu_phone: S1 needs a Jetson-class CUDA server" in ln
-               for ln in lines)
+    assert any(
+        "qwen3-tts-1.7b.S1: 'refused' <- class npu_phone: S1 needs a Jetson-class CUDA server" in ln
+        for ln in lines
+    )
     data = json.loads(json.dumps(p.to_dict()))
     assert data["class"] == "npu_phone" and data["entry"] == "galaxy-s25"
     assert data["pipelines"][0]["strategies"][0]["strategy"] == "S1"

@@ -77,8 +77,16 @@ def test_splitter_cuts_like_vllm_omni(text, granularity, expected):
 
 def test_a_vllm_omni_client_gets_per_sentence_audio_pcm_then_wav_on_one_connection(server):
     with connect(server.url + PATH) as ws:
-        ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True,
-                            "split_granularity": "sentence"}))
+        ws.send(
+            json.dumps(
+                {
+                    "type": "session.config",
+                    "response_format": "pcm",
+                    "stream_audio": True,
+                    "split_granularity": "sentence",
+                }
+            )
+        )
         for piece in ("Hello there, this is the first ", "one. And here is ", "the second sentence!"):
             ws.send(json.dumps({"type": "input.text", "text": piece}))
         ws.send(json.dumps({"type": "input.done"}))
@@ -87,8 +95,10 @@ def test_a_vllm_omni_client_gets_per_sentence_audio_pcm_then_wav_on_one_connecti
         starts = [m for m in msgs if isinstance(m, dict) and m["type"] == "audio.start"]
         dones = [m for m in msgs if isinstance(m, dict) and m["type"] == "audio.done"]
         assert [(s["utterance_index"], s["sentence_index"]) for s in starts] == [(0, 0), (0, 1)]
-        assert [s["sentence_text"] for s in starts] == ["Hello there, this is the first one.",
-                                                        "And here is the second sentence!"]
+        assert [s["sentence_text"] for s in starts] == [
+            "Hello there, this is the first one.",
+            "And here is the second sentence!",
+        ]
         assert all(s["format"] == "pcm" and s["sample_rate"] == 24000 and s["channels"] == 1 for s in starts)
         assert [(d["utterance_index"], d["sentence_index"]) for d in dones] == [(0, 0), (0, 1)]
         assert msgs[-1] == {"type": "session.done", "utterance_index": 0, "total_sentences": 2}
@@ -111,7 +121,7 @@ def test_a_vllm_omni_client_gets_per_sentence_audio_pcm_then_wav_on_one_connecti
         assert len(body) == 1  # one whole WAV file per sentence when not streamed
         info = parse_wav_header(body[0])
         assert info is not None and info.sample_rate == 24000 and info.channels == 1
-        assert close_pcm(body[0][info.data_offset:], offline_pcm(TWO))
+        assert close_pcm(body[0][info.data_offset :], offline_pcm(TWO))
         assert msgs[-1] == {"type": "session.done", "utterance_index": 1, "total_sentences": 1}
         # no session.close: the client just hangs up, as vLLM-Omni allows
 
@@ -128,8 +138,11 @@ def test_the_server_defaults_and_refusals_follow_vllm_omni(server):
         assert msgs[0]["format"] == "wav" and msgs[0]["sentence_text"] == "One. Two."
         assert msgs[-1]["total_sentences"] == 1
         ws.send(json.dumps({"type": "input.done"}))  # an empty flush: no sentence, still a session.done
-        assert json.loads(ws.recv(timeout=30)) == {"type": "session.done", "utterance_index": 1,
-                                                   "total_sentences": 0}
+        assert json.loads(ws.recv(timeout=30)) == {
+            "type": "session.done",
+            "utterance_index": 1,
+            "total_sentences": 0,
+        }
         ws.send(json.dumps({"type": "bogus"}))
         assert "Unknown message type" in json.loads(ws.recv(timeout=30))["message"]
         ws.send(json.dumps({"type": "session.close"}))
@@ -144,15 +157,18 @@ def test_the_server_defaults_and_refusals_follow_vllm_omni(server):
 
 def test_edgelab_client_measures_each_sentence_of_its_own_server(server):
     seen = []
-    client = SpeechStreamClient(server.url, config={"split_granularity": "sentence"}, run="s1",
-                                on_event=seen.append)
+    client = SpeechStreamClient(
+        server.url, config={"split_granularity": "sentence"}, run="s1", on_event=seen.append
+    )
     with client.session() as sess:
         first = sess.utterance(TWO, phase="warmup")
         second = sess.utterance(["Third one", " here."])  # same connection, chunked input
     assert first.ok and second.ok, (first.error, second.error)
     assert (first.utterance, second.utterance) == (0, 1)
     assert first.total_sentences == 2 and [s.text for s in first.sentences] == [
-        "Hello there, this is the first one.", "And here is the second sentence!"]
+        "Hello there, this is the first one.",
+        "And here is the second sentence!",
+    ]
     for s in first.sentences:
         assert s.bytes == s.server_bytes
     tim = first.sentence_timings()
@@ -161,9 +177,15 @@ def test_edgelab_client_measures_each_sentence_of_its_own_server(server):
     assert tim[0].gap_ms is None and tim[1].gap_ms is not None and tim[1].gap_ms >= 0
     frames = [frames_for_text(s.text) for s in first.sentences]
     assert [round(t.audio_ms) for t in tim] == [n * 80 for n in frames]
-    assert sum(e.samples for e in first.events if isinstance(e, AudioChunk)) == sum(frames) * SAMPLES_PER_FRAME
-    assert {e.stage for e in first.events if isinstance(e, StageTiming)} == {"connect", "sentence0", "sentence1",
-                                                                         "sentence_gap"}
+    assert (
+        sum(e.samples for e in first.events if isinstance(e, AudioChunk)) == sum(frames) * SAMPLES_PER_FRAME
+    )
+    assert {e.stage for e in first.events if isinstance(e, StageTiming)} == {
+        "connect",
+        "sentence0",
+        "sentence1",
+        "sentence_gap",
+    }
     (gap,) = [e for e in first.events if isinstance(e, StageTiming) and e.stage == "sentence_gap"]
     assert (gap.end - gap.start) * 1000.0 == pytest.approx(tim[1].gap_ms)
     assert second.sentences[0].text == "Third one here." and second.total_sentences == 1
@@ -190,8 +212,13 @@ def _replay_handler():
             if msg["type"] != "input.done":
                 continue
             for i, (text, chunks) in enumerate(SCRIPT):
-                start = {"type": "audio.start", "utterance_index": utterance, "sentence_index": i,
-                         "sentence_text": text, "format": cfg.get("response_format", "wav")}
+                start = {
+                    "type": "audio.start",
+                    "utterance_index": utterance,
+                    "sentence_index": i,
+                    "sentence_text": text,
+                    "format": cfg.get("response_format", "wav"),
+                }
                 total = 0
                 for k, (delay, n) in enumerate(chunks):
                     await asyncio.sleep(delay)
@@ -199,15 +226,27 @@ def _replay_handler():
                         if start["format"] == "pcm":
                             start.update(sample_rate=24000, channels=1)
                         await ws.send(json.dumps(start))
-                    data = (b"\x01\x00" * n)
+                    data = b"\x01\x00" * n
                     if k == 0 and start["format"] == "wav":
                         data = wav_header(24000) + data  # streamed wav: the placeholder header first
                     total += len(data)
                     await ws.send(data)
-                await ws.send(json.dumps({"type": "audio.done", "utterance_index": utterance,
-                                          "sentence_index": i, "total_bytes": total, "error": False}))
-            await ws.send(json.dumps({"type": "session.done", "utterance_index": utterance,
-                                      "total_sentences": len(SCRIPT)}))
+                await ws.send(
+                    json.dumps(
+                        {
+                            "type": "audio.done",
+                            "utterance_index": utterance,
+                            "sentence_index": i,
+                            "total_bytes": total,
+                            "error": False,
+                        }
+                    )
+                )
+            await ws.send(
+                json.dumps(
+                    {"type": "session.done", "utterance_index": utterance, "total_sentences": len(SCRIPT)}
+                )
+            )
             utterance += 1
 
     return handler
@@ -217,7 +256,9 @@ def _replay_handler():
 def test_edgelab_client_measures_a_vllm_omni_stream_per_sentence(fmt):
     with BackgroundServer(_replay_handler()) as srv:
         t0 = time.time()
-        res = SpeechStreamClient(srv.url, config={"response_format": fmt}).synthesize("First sentence. Second sentence.")
+        res = SpeechStreamClient(srv.url, config={"response_format": fmt}).synthesize(
+            "First sentence. Second sentence."
+        )
         wall = time.time() - t0
     assert res.ok, res.error
     assert [s.text for s in res.sentences] == ["First sentence.", "Second sentence."]

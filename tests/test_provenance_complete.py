@@ -20,8 +20,20 @@ from edgelab.store.runs import get_run
 
 
 def _bench(engine, opts, device="s25"):
-    res = run_bench(engine, BenchRequest(device, "qwen3-tts", runtime="reference", warmup=1, requests=2,
-                                         band="short", frames=3, frames_per_s=0), opts=opts)
+    res = run_bench(
+        engine,
+        BenchRequest(
+            device,
+            "qwen3-tts",
+            runtime="reference",
+            warmup=1,
+            requests=2,
+            band="short",
+            frames=3,
+            frames_per_s=0,
+        ),
+        opts=opts,
+    )
     with session_scope(engine, write=False) as s:
         return dict(get_run(s, res.run_id).provenance), dict(get_run(s, res.run_id).meta)
 
@@ -30,10 +42,16 @@ def test_a_bench_run_has_every_provenance_field_and_the_cache_is_observed(deploy
     _url, engine, opts = deploy_lab
     first, meta = _bench(engine, opts)
     build, sha = reference_build()
-    assert first["runtime_build"] == build and first["runtime_sha256"] == sha and re.fullmatch(r"[0-9a-f]{64}", sha)
+    assert (
+        first["runtime_build"] == build
+        and first["runtime_sha256"] == sha
+        and re.fullmatch(r"[0-9a-f]{64}", sha)
+    )
     assert first["artifacts"] == {} and first["weights"] == "random" and meta["weights"] == "random"
     assert first["cache"] == "cold" and "first run" in first["cache_basis"]
-    assert first["power"]["charger"] and first["power"]["battery_pct"] is not None  # the phone's dumpsys battery
+    assert (
+        first["power"]["charger"] and first["power"]["battery_pct"] is not None
+    )  # the phone's dumpsys battery
     assert missing_provenance(first, meta) == []  # complete: the matrix refuses it for other reasons
     second, _ = _bench(engine, opts)
     assert second["cache"] == "warm" and second["cache_basis"].startswith("run ")
@@ -44,24 +62,43 @@ def test_a_bench_run_has_every_provenance_field_and_the_cache_is_observed(deploy
 def test_a_push_after_the_last_run_makes_the_next_load_cold(deploy_lab):
     _url, engine, _opts = deploy_lab
     with session_scope(engine) as s:
-        art = Artifact(name="tiny-gguf", digest="d" * 64, kind="weights", target="any",
-                       meta={"weights": "random"})
+        art = Artifact(
+            name="tiny-gguf", digest="d" * 64, kind="weights", target="any", meta={"weights": "random"}
+        )
         s.add(art)
         s.flush()
         s.add(ArtifactFile(artifact_id=art.id, path="model.gguf", size=3, sha256="e" * 64))
         dev = get_device(s, "rb3g2")
-        prov = complete(s, {"runtime": "llama.cpp"}, device="rb3g2", runtime="llama.cpp",
-                        plan={"artifacts": [{"role": "weights", "name": "tiny-gguf"}, {"role": "vocoder"}]})
-        assert prov["artifacts"] == {"weights": "d" * 64, "vocoder": UNKNOWN}  # by role, as bench records them
-        assert prov["weights"] == "random" and prov["runtime_build"] == UNKNOWN  # no runtime artifact: unknown
+        prov = complete(
+            s,
+            {"runtime": "llama.cpp"},
+            device="rb3g2",
+            runtime="llama.cpp",
+            plan={"artifacts": [{"role": "weights", "name": "tiny-gguf"}, {"role": "vocoder"}]},
+        )
+        assert prov["artifacts"] == {
+            "weights": "d" * 64,
+            "vocoder": UNKNOWN,
+        }  # by role, as bench records them
+        assert (
+            prov["weights"] == "random" and prov["runtime_build"] == UNKNOWN
+        )  # no runtime artifact: unknown
         assert prov["cache"] == "cold"
         from edgelab.store.runs import create_run
 
-        create_run(s, id="r-prev", device_name="rb3g2", runtime="llama.cpp", state="finished",
-                   provenance={"artifacts": {"weights": "d" * 64}})
+        create_run(
+            s,
+            id="r-prev",
+            device_name="rb3g2",
+            runtime="llama.cpp",
+            state="finished",
+            provenance={"artifacts": {"weights": "d" * 64}},
+        )
         s.flush()
         assert observe_cache(s, device="rb3g2", runtime="llama.cpp", artifact_digests=["d" * 64])[0] == "warm"
-        s.add(DeviceStoreEntry(device_id=dev.id, sha256="e" * 64, size=3, verified_at=utcnow()))  # pushed again
+        s.add(
+            DeviceStoreEntry(device_id=dev.id, sha256="e" * 64, size=3, verified_at=utcnow())
+        )  # pushed again
         s.flush()
         state, why = observe_cache(s, device="rb3g2", runtime="llama.cpp", artifact_digests=["d" * 64])
         assert state == "cold" and "pushed" in why
@@ -71,4 +108,7 @@ def test_a_push_after_the_last_run_makes_the_next_load_cold(deploy_lab):
 def test_power_condition_says_unknown_when_the_device_says_nothing():
     assert power_condition({}) == UNKNOWN
     assert power_condition({"power": {"battery": {"level_pct": 50, "plugged": "none"}}}) == {
-        "battery_pct": 50, "charger": "none", "on": "battery"}
+        "battery_pct": 50,
+        "charger": "none",
+        "on": "battery",
+    }

@@ -84,8 +84,10 @@ def test_adb_connection_killed_mid_push_resumes(adb_lab, store, tmp_path):
     def progress(sha, done, total):
         if not killed and done >= (5 << 20) // 2:
             # the bytes sent are buffered on the way: cut once the device's .part holds 1 MiB of them
-            script = ('i=0; while [ "$(stat -c %s "$1" 2>/dev/null || echo 0)" -lt 1048576 ]; do '
-                      'i=$((i + 1)); [ $i -lt 400 ] || exit 9; sleep 0.05; done')
+            script = (
+                'i=0; while [ "$(stat -c %s "$1" 2>/dev/null || echo 0)" -lt 1048576 ]; do '
+                "i=$((i + 1)); [ $i -lt 400 ] || exit 9; sleep 0.05; done"
+            )
             assert store.t.run(["sh", "-c", script, "x", store.part(sha)], timeout=60).ok
             fds = _sockets_to(server_port)
             assert fds, "no connection to the adb server during the push"

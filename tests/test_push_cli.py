@@ -119,7 +119,10 @@ def test_unchanged_repush_skips_the_orm_and_falls_back_when_anything_changed(db,
     a = tmp_path / "q.bin"
     a.write_bytes(os.urandom(70_000))
     assert cli(db, "artifact", "add", str(a), "--kind", "weights", "--target", "any").exit_code == 0
-    assert json.loads(cli(db, "push", "q.bin", "-d", "phone", "--json").stdout)[0]["blobs"][0]["status"] == "uploaded"
+    assert (
+        json.loads(cli(db, "push", "q.bin", "-d", "phone", "--json").stdout)[0]["blobs"][0]["status"]
+        == "uploaded"
+    )
     probe = (
         "import sys\n"
         "from edgelab.cli import main\n"

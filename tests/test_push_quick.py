@@ -55,8 +55,17 @@ def db(tmp_path, adb_lab, phone):
     url = str(tmp_path / "quick.db")
     ep = adb_endpoint(adb_lab, PERSONA)
     with session_scope(get_engine(url)) as s:
-        add_device(s, Device(name="phone", transport="adb", adb_serial=ep.adb_serial, adb_server=ep.adb_server,
-                             shell="toybox", virtual=True))
+        add_device(
+            s,
+            Device(
+                name="phone",
+                transport="adb",
+                adb_serial=ep.adb_serial,
+                adb_server=ep.adb_server,
+                shell="toybox",
+                virtual=True,
+            ),
+        )
     try:
         yield url
     finally:
@@ -96,7 +105,12 @@ def test_fresh_push_to_a_free_device_skips_the_orm_and_writes_what_the_full_path
     f = tmp_path / "w.bin"
     f.write_bytes(os.urandom(3 << 20))
     sha = sha256_path(f)
-    assert runner.invoke(app, ["--db", db, "artifact", "add", str(f), "--kind", "weights", "--target", "any"]).exit_code == 0
+    assert (
+        runner.invoke(
+            app, ["--db", db, "artifact", "add", str(f), "--kind", "weights", "--target", "any"]
+        ).exit_code
+        == 0
+    )
     code, out, err = _push_in_subprocess(db, "w.bin")
     assert code == 0, err
     blob = json.loads(out)[0]["blobs"][0]
@@ -108,7 +122,9 @@ def test_fresh_push_to_a_free_device_skips_the_orm_and_writes_what_the_full_path
     assert lease.owner == "alice@lab1" and lease.auto and lease.users == 0
     assert lease.end_reason == "released" and lease.released_at is not None and lease.purpose == "push w.bin"
     assert lease.acquired_at <= lease.released_at and lease.expires_at > lease.acquired_at
-    assert [(r.device_name, r.held_key) for r in rows] == [("phone", None)] and rows[0].physical_key.startswith("adb:")
+    assert [(r.device_name, r.held_key) for r in rows] == [("phone", None)] and rows[
+        0
+    ].physical_key.startswith("adb:")
     # the verification it recorded is the one the unchanged re-push trusts (read back by the ORM too)
     from edgelab.artifacts.stamps import DbStamps
 
@@ -125,7 +141,12 @@ def test_fresh_push_to_a_free_device_skips_the_orm_and_writes_what_the_full_path
 def test_a_device_under_someone_elses_lease_is_refused_before_a_byte_is_sent(db, phone, tmp_path):
     f = tmp_path / "r.bin"
     f.write_bytes(os.urandom(100_000))
-    assert runner.invoke(app, ["--db", db, "artifact", "add", str(f), "--kind", "weights", "--target", "any"]).exit_code == 0
+    assert (
+        runner.invoke(
+            app, ["--db", db, "artifact", "add", str(f), "--kind", "weights", "--target", "any"]
+        ).exit_code
+        == 0
+    )
     taken = acquire(get_engine(db), names=["phone"], holder=BOB, ttl_s=600, purpose="bench")
     code, out, err = _push_in_subprocess(db, "r.bin")
     assert code == 1
@@ -199,9 +220,11 @@ def test_a_part_corrupted_while_it_uploads_is_never_renamed_into_place(phone, tm
     def corrupt(sha, done, total):  # another writer flips 4 bytes of the arrived prefix on the device
         if not hit and done >= total // 2:
             # the bytes sent are buffered on the way: wait until the device's .part holds byte 1004
-            script = ('i=0; while [ "$(stat -c %s "$1" 2>/dev/null || echo 0)" -lt 4096 ]; do '
-                      'i=$((i + 1)); [ $i -lt 200 ] || exit 9; sleep 0.05; done; '
-                      'printf XXXX | dd of="$1" bs=1 seek=1000 conv=notrunc 2>/dev/null')
+            script = (
+                'i=0; while [ "$(stat -c %s "$1" 2>/dev/null || echo 0)" -lt 4096 ]; do '
+                "i=$((i + 1)); [ $i -lt 200 ] || exit 9; sleep 0.05; done; "
+                'printf XXXX | dd of="$1" bs=1 seek=1000 conv=notrunc 2>/dev/null'
+            )
             hit.append(other.run(["sh", "-c", script, "x", store.part(sha)], timeout=30).ok)
 
     try:

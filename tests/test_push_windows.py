@@ -46,4 +46,6 @@ def test_get_filehash_verifies_on_the_windows_persona(win, tmp_path):
 
 def test_open_store_resolves_localappdata(win):
     store = open_store(win)
-    assert isinstance(store, WindowsStore) and store.root == "C:\\Users\\edgelab\\AppData\\Local\\edgelab\\store"
+    assert (
+        isinstance(store, WindowsStore) and store.root == "C:\\Users\\edgelab\\AppData\\Local\\edgelab\\store"
+    )

@@ -25,8 +25,23 @@ def _cpu_s(pid: int) -> float:
 @pytest.mark.slow
 def test_paced_reference_tts_sleeps_between_frames():
     env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
-    proc = subprocess.Popen([sys.executable, "-m", "edgelab.reference", "tts", "--frames-per-s", "12.5",
-                             "--frames", "60", "--requests", "2"], stdout=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "edgelab.reference",
+            "tts",
+            "--frames-per-s",
+            "12.5",
+            "--frames",
+            "60",
+            "--requests",
+            "2",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     start = end = None
     audio = 0
     try:
@@ -44,7 +59,9 @@ def test_paced_reference_tts_sleeps_between_frames():
     assert proc.returncode == 0 and start is not None and end is not None
     audio_s = audio / 24000
     per_s = (end - start) / audio_s
-    print(f"reference tts at 12.5 frames/s: {end - start:.2f} CPU-s for {audio_s:.1f} s of audio "
-          f"= {per_s:.3f} CPU-s per audio second")
+    print(
+        f"reference tts at 12.5 frames/s: {end - start:.2f} CPU-s for {audio_s:.1f} s of audio "
+        f"= {per_s:.3f} CPU-s per audio second"
+    )
     assert audio_s > 8
     assert per_s < 0.1, per_s  # spinning was 0.2+; the work itself is ~0.025

@@ -52,7 +52,9 @@ async def _tui(engine, run_id: str) -> dict[str, str]:
         screen = app.screen
         assert isinstance(screen, RunScreen) and screen.view is not None
         await pilot.pause()
-        shown = {key: str(screen.query_one(f"#{key}", MetricTile).render()) for key in ("t1", "t2", "t3", "t4")}
+        shown = {
+            key: str(screen.query_one(f"#{key}", MetricTile).render()) for key in ("t1", "t2", "t3", "t4")
+        }
         for key in ("gaps", "buffer"):
             shown[key] = screen.query_one(f"#{key}", Telemetry)._caption()
         return shown
@@ -84,12 +86,17 @@ async def test_watch_and_the_run_page_show_the_same_figures(recorded) -> None:
     assert f"streamed p50 {rtf:.1f}" in frame and tui["t2"].startswith(f"{rtf:.2f}")
     underruns = _num(r"underruns\s+(\d+) in", frame)
     assert underruns == audio["underruns_at_ttfa"] == 2 and tui["t3"].startswith("2\n")
-    assert f"{audio['requests_with_underrun']} in" in frame and f"{audio['requests_with_underrun']} of" in tui["t3"]
+    assert (
+        f"{audio['requests_with_underrun']} in" in frame
+        and f"{audio['requests_with_underrun']} of" in tui["t3"]
+    )
 
     # the series: the same caption text in both views, from the same list
     assert tui["gaps"] == "chunk gap: 1200 ms  (min 1200, max 2788.2, 5 samples)"
     assert tui["gaps"] in frame
-    assert tui["buffer"] == "playout buffer: 80 ms  (min 80, max 80, 1 samples)"  # short-2: one chunk, unfinished
+    assert (
+        tui["buffer"] == "playout buffer: 80 ms  (min 80, max 80, 1 samples)"
+    )  # short-2: one chunk, unfinished
     assert tui["buffer"].replace("playout buffer", "latest request, from TTFA") in frame
     assert tui["t4"].startswith("80 ms")
 
@@ -117,8 +124,11 @@ async def test_interleaved_requests_give_one_gap_series(tmp_path) -> None:
             # a at 100, 400, 700 ms; b at 250, 550, 850 ms: arrivals alternate a b a b a b
             for i in range(3):
                 for req, base in (("a", 100), ("b", 250)):
-                    ing.feed(ev.AudioChunk(t=t0 + (base + 300 * i) / 1000, run=run_id, request=req, idx=i,
-                                           samples=1920 * 4))
+                    ing.feed(
+                        ev.AudioChunk(
+                            t=t0 + (base + 300 * i) / 1000, run=run_id, request=req, idx=i, samples=1920 * 4
+                        )
+                    )
             for req in ("a", "b"):
                 ing.feed(ev.RequestEnd(t=t0 + 0.9, run=run_id, request=req))
         view = run_view(engine, run_id)

@@ -51,15 +51,27 @@ def test_import_recomputes_every_metric_from_raw_chunks(dbpath):
 
     a = final["audio"]
     # measured TTFA 412.5, 380, 450 -> sorted 380, 412.5, 450: p50 rank 2 = 412.5, p95 rank 3 = 450
-    assert a["ttfa_ms"] == {"count": 3, "min": 380.0, "p50": 412.5, "p95": 450.0, "max": 450.0,
-                            "mean": pytest.approx((380 + 412.5 + 450) / 3)}
+    assert a["ttfa_ms"] == {
+        "count": 3,
+        "min": 380.0,
+        "p50": 412.5,
+        "p95": 450.0,
+        "max": 450.0,
+        "mean": pytest.approx((380 + 412.5 + 450) / 3),
+    }
     # playback starts 1570, 1520 (short-1: 1600 - 80), 450 -> p50 1520, p95 1570
-    assert (a["playback_start_ms"]["p50"], a["playback_start_ms"]["p95"]) == (pytest.approx(1520), pytest.approx(1570))
+    assert (a["playback_start_ms"]["p50"], a["playback_start_ms"]["p95"]) == (
+        pytest.approx(1520),
+        pytest.approx(1570),
+    )
     assert a["underruns_at_ttfa"] == 2 and a["requests_with_underrun"] == 2
     assert a["rtf_total"]["count"] == 2  # the unfinished request is unknown, not zero
     # gaps 1237.5, 1250 (short-0), 1220, 1200 (short-1) -> p50 rank 2 = 1220, p95 rank 4 = 1250
     assert a["chunk_gaps_ms"]["count"] == 4
-    assert (a["chunk_gaps_ms"]["p50"], a["chunk_gaps_ms"]["p95"]) == (pytest.approx(1220), pytest.approx(1250))
+    assert (a["chunk_gaps_ms"]["p50"], a["chunk_gaps_ms"]["p95"]) == (
+        pytest.approx(1220),
+        pytest.approx(1250),
+    )
     assert final["requests"]["by_phase"] == {"warmup": 1, "measured": 3}
     short = a["by_band"]["short"]  # the study's length bands are reported apart
     assert list(a["by_band"]) == ["short"] and short["requests"] == 3 and short["underruns_at_ttfa"] == 2
@@ -70,24 +82,52 @@ def test_imported_and_live_runs_sit_in_one_table(dbpath, tmp_path):
     only = tmp_path / "only"
     only.mkdir()
     shutil.copy(STUDY / "requests.jsonl", only / "requests.jsonl")  # no report.json beside it
-    res = cli(dbpath, "runs", "import", str(only / "requests.jsonl"), "--device", "s25", "--pipeline", "qwen3-tts",
-              "--json")
+    res = cli(
+        dbpath,
+        "runs",
+        "import",
+        str(only / "requests.jsonl"),
+        "--device",
+        "s25",
+        "--pipeline",
+        "qwen3-tts",
+        "--json",
+    )
     assert res.exit_code == 0, res.output
     imported = json.loads(res.stdout)[0]["id"]
     engine = get_engine(str(dbpath))
     with session_scope(engine) as s:
-        live = create_run(s, pipeline="qwen3-tts", device_name="virt-orin", runtime="reference", virtual=True,
-                          provenance=provenance(device="virt-orin", virtual=True, runtime="reference",
-                                                command=["edgelab", "bench", "qwen3-tts"], cache="warm")).id
+        live = create_run(
+            s,
+            pipeline="qwen3-tts",
+            device_name="virt-orin",
+            runtime="reference",
+            virtual=True,
+            provenance=provenance(
+                device="virt-orin",
+                virtual=True,
+                runtime="reference",
+                command=["edgelab", "bench", "qwen3-tts"],
+                cache="warm",
+            ),
+        ).id
     with Ingestor(engine, live) as ing:
-        ing.feed_all([ev.RunStart(t=1.0), ev.RequestStart(t=1.0, request="a"),
-                      ev.AudioChunk(t=1.2, request="a", samples=1920), ev.RequestEnd(t=1.3, request="a"),
-                      ev.ResourceSample(t=1.25, device="virt-orin", temps_c={"CPU": 51.5})])
+        ing.feed_all(
+            [
+                ev.RunStart(t=1.0),
+                ev.RequestStart(t=1.0, request="a"),
+                ev.AudioChunk(t=1.2, request="a", samples=1920),
+                ev.RequestEnd(t=1.3, request="a"),
+                ev.ResourceSample(t=1.25, device="virt-orin", temps_c={"CPU": 51.5}),
+            ]
+        )
     rows = json.loads(cli(dbpath, "runs", "ls", "--json").stdout)
     assert {r["id"] for r in rows} == {imported, live}
     assert {r["kind"] for r in rows} == {"imported", "bench"}
     shown = json.loads(cli(dbpath, "runs", "show", live[:6], "--json").stdout)
-    assert shown["provenance"]["virtual"] is True and shown["provenance"]["command"] == "edgelab bench qwen3-tts"
+    assert (
+        shown["provenance"]["virtual"] is True and shown["provenance"]["command"] == "edgelab bench qwen3-tts"
+    )
     assert shown["provenance"]["runtime_sha256"] is None  # not recorded: null
     assert shown["summary"]["audio"]["ttfa_ms"]["p50"] == pytest.approx(200)
     exported = json.loads(cli(dbpath, "runs", "export", imported, "--samples").stdout)
@@ -103,7 +143,9 @@ def test_import_a_results_directory_of_several_runs(dbpath, tmp_path):
         shutil.copytree(STUDY, tmp_path / "results" / name)
     # a byte-identical copy is the same input (refused below); this one is a different measurement
     other = tmp_path / "results" / "orin-long" / "requests.jsonl"
-    other.write_text(other.read_text().replace('"submitted_unix": 1750000010.0', '"submitted_unix": 1750000010.5'))
+    other.write_text(
+        other.read_text().replace('"submitted_unix": 1750000010.0', '"submitted_unix": 1750000010.5')
+    )
     res = cli(dbpath, "runs", "import", str(tmp_path / "results"), "--json")
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)

@@ -42,16 +42,34 @@ def engine(db_url):
 def _device(engine, name="virt-s25"):
     with session_scope(engine) as s:
         dev = add_device(s, Device(name=name, transport="adb", adb_serial="emulator-7001", virtual=True))
-        add_snapshot(s, ProbeSnapshot(device_id=dev.id, device_name=name, edgelab_version="0.1.0", family="android",
-                                      ok=True, facts={"x": 1}, facts_hash="f" * 64, device_class="npu_phone",
-                                      virtual=True))
+        add_snapshot(
+            s,
+            ProbeSnapshot(
+                device_id=dev.id,
+                device_name=name,
+                edgelab_version="0.1.0",
+                family="android",
+                ok=True,
+                facts={"x": 1},
+                facts_hash="f" * 64,
+                device_class="npu_phone",
+                virtual=True,
+            ),
+        )
 
 
 def test_start_run_fills_provenance_from_the_latest_probe(engine):
     _device(engine)
-    rid = start_run(engine, pipeline="qwen3-tts", device="virt-s25", runtime="reference", strategy="S3",
-                    command=["edgelab", "bench", "qwen3-tts", "--device", "virt-s25", "--band", "short"],
-                    cache="warm", artifacts={"decoder.bin": "a" * 64})
+    rid = start_run(
+        engine,
+        pipeline="qwen3-tts",
+        device="virt-s25",
+        runtime="reference",
+        strategy="S3",
+        command=["edgelab", "bench", "qwen3-tts", "--device", "virt-s25", "--band", "short"],
+        cache="warm",
+        artifacts={"decoder.bin": "a" * 64},
+    )
     with session_scope(engine, write=False) as s:
         run = get_run(s, rid)
     p = run.provenance
@@ -98,9 +116,19 @@ def test_tts_bench_1_warmup_20_measured_recomputes_identically(engine):
             fps = 40 if i % 5 else 30  # every fifth request a slower producer
             sub = t + 10 * i
             ing.feed(ev.RequestStart(t=sub, run=rid, request=name, phase=phase, band="short"))
-            for k, c in enumerate(schedule_arrivals([1, 25], total_frames=40 + i, frames_per_s=fps, latency_ms=120)):
-                ing.feed(ev.AudioChunk(t=sub + c.t_ms / 1000, run=rid, request=name, idx=k, samples=c.samples,
-                                       sha256=f"{k:064x}"))
+            for k, c in enumerate(
+                schedule_arrivals([1, 25], total_frames=40 + i, frames_per_s=fps, latency_ms=120)
+            ):
+                ing.feed(
+                    ev.AudioChunk(
+                        t=sub + c.t_ms / 1000,
+                        run=rid,
+                        request=name,
+                        idx=k,
+                        samples=c.samples,
+                        sha256=f"{k:064x}",
+                    )
+                )
             ing.feed(ev.RequestEnd(t=sub + 2.5, run=rid, request=name))
     with session_scope(engine, write=False) as s:
         reqs = requests_of(s, rid)
@@ -115,7 +143,13 @@ def test_tts_bench_1_warmup_20_measured_recomputes_identically(engine):
     assert verify_recompute(engine, rid) is True
     # tamper with one raw chunk: the stored summary no longer recomputes from the evidence
     with engine.begin() as conn:
-        conn.execute(update(RunSample.__table__).where(RunSample.__table__.c.run_id == rid,
-                                                       RunSample.__table__.c.request == "short-3",
-                                                       RunSample.__table__.c.idx == 0).values(t_ms=5.0))
+        conn.execute(
+            update(RunSample.__table__)
+            .where(
+                RunSample.__table__.c.run_id == rid,
+                RunSample.__table__.c.request == "short-3",
+                RunSample.__table__.c.idx == 0,
+            )
+            .values(t_ms=5.0)
+        )
     assert verify_recompute(engine, rid) is False

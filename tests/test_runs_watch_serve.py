@@ -50,14 +50,23 @@ def test_watch_in_another_process_ends_with_the_run(engine):
     eng, path = engine
     with session_scope(eng) as s:
         rid = create_run(s, pipeline="qwen3-tts", device_name="virt").id
-    proc = subprocess.Popen([*CLI, "--db", str(path), "watch", rid, "--interval", "0.05"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*CLI, "--db", str(path), "watch", rid, "--interval", "0.05"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         with Ingestor(eng, rid) as ing:
-            ing.feed_all([ev.RunStart(t=100.0), ev.RequestStart(t=100.0, request="a"),
-                          ev.AudioChunk(t=100.3, request="a", samples=1920),
-                          ev.AudioChunk(t=100.5, request="a", samples=1920),
-                          ev.RequestEnd(t=100.6, request="a")])
+            ing.feed_all(
+                [
+                    ev.RunStart(t=100.0),
+                    ev.RequestStart(t=100.0, request="a"),
+                    ev.AudioChunk(t=100.3, request="a", samples=1920),
+                    ev.AudioChunk(t=100.5, request="a", samples=1920),
+                    ev.RequestEnd(t=100.6, request="a"),
+                ]
+            )
         out, err = proc.communicate(timeout=120)  # the watcher leaves once the run is finished
     finally:
         _stop(proc)
@@ -70,8 +79,12 @@ def test_metrics_serve_on_loopback(engine):
     eng, path = engine
     with session_scope(eng) as s:
         rid = create_run(s, pipeline="internvla-a1", device_name="virt", state="running").id
-    proc = subprocess.Popen([*CLI, "--db", str(path), "metrics", "serve", "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*CLI, "--db", str(path), "metrics", "serve", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = _readline(proc)
         m = re.search(r"http://(127\.0\.0\.1):(\d+)/metrics", line)
@@ -81,6 +94,10 @@ def test_metrics_serve_on_loopback(engine):
         assert f'run="{rid}"' in body and "edgelab_run_up" in body
     finally:
         _stop(proc)
-    refused = subprocess.run([*CLI, "--db", str(path), "metrics", "serve", "--host", "0.0.0.0", "--port", "0"],
-                             capture_output=True, text=True, timeout=120)
+    refused = subprocess.run(
+        [*CLI, "--db", str(path), "metrics", "serve", "--host", "0.0.0.0", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert refused.returncode == 2 and "--allow-remote" in refused.stderr

@@ -45,6 +45,8 @@ def test_this_hosts_cpuinfo_runs_the_x86_recipe_level():
     spec = load_runtimes()["llama.cpp"]
     assert spec.targets["linux-x86_64"].isa == "x86-64-v3"
     text = Path("/proc/cpuinfo").read_text()
-    flags = next(line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith(("flags", "Features")))
+    flags = next(
+        line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith(("flags", "Features"))
+    )
     # the shared prebuild and the recipe's build run here, so this host must pass its own check
     assert isa_supported("x86-64-v3", flags)

@@ -58,7 +58,11 @@ def test_llama_server_template_launches_by_store_path_and_is_measured_from_the_l
     r = render(tpl, {"threads": 2, "run": "r1", "device": "d"})
     assert r.argv[0] == f"{BIN}/llama-server"
     assert r.argv[r.argv.index("-m") + 1] == ART % "model"
-    assert r.argv[r.argv.index("--port") + 1] == "8080" and r.ready == {"kind": "http", "path": "/health", "port": 8080}
+    assert r.argv[r.argv.index("--port") + 1] == "8080" and r.ready == {
+        "kind": "http",
+        "path": "/health",
+        "port": 8080,
+    }
     assert "-s" not in r.argv  # optional group without its value is dropped
     assert "-s" in render(tpl, {"threads": 2, "seed": 7}).argv
     assert r.env["OMP_WAIT_POLICY"] == "passive" and r.serves == "http://127.0.0.1:8080"
@@ -68,20 +72,43 @@ def test_llama_server_template_launches_by_store_path_and_is_measured_from_the_l
 
 def test_s1_template_is_what_vllm_omni_documents():
     tpl = find(load_runtimes()["vllm-omni"], "qwen3-tts-0.6b", "tts", "S1")
-    r = render(tpl, {"model_id": "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice", "max_seqs": 2, "max_model_len": 4096,
-                     "dtype": "bfloat16", "gpu_mem_util": "0.31"})
+    r = render(
+        tpl,
+        {
+            "model_id": "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice",
+            "max_seqs": 2,
+            "max_model_len": 4096,
+            "dtype": "bfloat16",
+            "gpu_mem_util": "0.31",
+        },
+    )
     assert r.argv[:4] == ["vllm", "serve", "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice", "--omni"]
     assert "--trust-remote-code" in r.argv and r.argv[r.argv.index("--port") + 1] == "8091"
     assert r.argv[r.argv.index("--gpu-memory-utilization") + 1] == "0.31"
     assert "--deploy-config" not in r.argv  # the model's own deploy config unless one is given
-    assert "--deploy-config" in render(tpl, {"model_id": "m", "max_seqs": 1, "max_model_len": 1, "dtype": "x",
-                                             "gpu_mem_util": "0.5", "stage_configs": "/c.yaml"}).argv
+    assert (
+        "--deploy-config"
+        in render(
+            tpl,
+            {
+                "model_id": "m",
+                "max_seqs": 1,
+                "max_model_len": 1,
+                "dtype": "x",
+                "gpu_mem_util": "0.5",
+                "stage_configs": "/c.yaml",
+            },
+        ).argv
+    )
 
 
 def test_a_missing_value_names_the_template_line():
     tpl = find(load_runtimes()["vllm-omni"], "qwen3-tts-0.6b", "tts", "S1")
-    with pytest.raises(TemplateError, match=r"vllm-omni\.yaml:\d+: launch vllm-omni:qwen3-tts-0.6b:S1 needs a value "
-                                            r"for \{model_id\}"):
+    with pytest.raises(
+        TemplateError,
+        match=r"vllm-omni\.yaml:\d+: launch vllm-omni:qwen3-tts-0.6b:S1 needs a value "
+        r"for \{model_id\}",
+    ):
         render(tpl, {})
 
 
@@ -110,18 +137,39 @@ def test_a_build_the_cpu_cannot_run_makes_the_process_unavailable():
 
     def plan():
         proc = ProcessSpec("server", ["{bin}/llama-server"], runtime="llama.cpp")
-        need = {"role": "runtime.llama.cpp", "process": "server", "kind": "runtime", "runtime": "llama.cpp",
-                "present": True, "name": "llama.cpp-linux-x86_64-llama-server", "isa": "x86-64-v3"}
+        need = {
+            "role": "runtime.llama.cpp",
+            "process": "server",
+            "kind": "runtime",
+            "runtime": "llama.cpp",
+            "present": True,
+            "name": "llama.cpp-linux-x86_64-llama-server",
+            "isa": "x86-64-v3",
+        }
         return ExecutionPlan("spark-x2.5", "box", "S3", "llama.cpp", "", [], [proc], {}, artifacts=[need])
 
     old = Facts.from_dict({"cpu": {"raw_flags": ["lm", "sse2", "ssse3", "sse4_1", "sse4_2", "avx"]}})
     p = plan()
     check_isa(p, old, virtual=False)
-    assert "needs instruction set x86-64-v3" in p.processes[0].unavailable and "avx2" in p.processes[0].unavailable
+    assert (
+        "needs instruction set x86-64-v3" in p.processes[0].unavailable
+        and "avx2" in p.processes[0].unavailable
+    )
     unknown = plan()
     check_isa(unknown, Facts.from_dict({}), virtual=False)
     assert "flags are unknown" in unknown.processes[0].unavailable  # unknown is not support
     new = plan()
-    check_isa(new, Facts.from_dict({"cpu": {"raw_flags": sorted(
-        {"lm", "sse2", "ssse3", "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "bmi2"})}}), virtual=False)
+    check_isa(
+        new,
+        Facts.from_dict(
+            {
+                "cpu": {
+                    "raw_flags": sorted(
+                        {"lm", "sse2", "ssse3", "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "bmi2"}
+                    )
+                }
+            }
+        ),
+        virtual=False,
+    )
     assert new.processes[0].unavailable is None

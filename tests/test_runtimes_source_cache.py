@@ -29,14 +29,17 @@ def _sdist(root, *, git=True, changelog=True):
     (sd / "CMakeLists.txt").write_text("# the bindings' own project\n")
     (sd / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: hello_py\nVersion: 1.2.3\n")
     if changelog:
-        (sd / "CHANGELOG.md").write_text("## [Unreleased]\n\n## [1.2.3]\n\n- feat: update hello to org/hello@0c1e57098\n\n"
-                                         "## [1.2.2]\n\n- feat: update hello to org/hello@4df29be4f\n")
+        (sd / "CHANGELOG.md").write_text(
+            "## [Unreleased]\n\n## [1.2.3]\n\n- feat: update hello to org/hello@0c1e57098\n\n"
+            "## [1.2.2]\n\n- feat: update hello to org/hello@4df29be4f\n"
+        )
     if git:
         (tree / ".git").write_text("gitdir: ../../.git/modules/vendor/hello\n")
         mod = sd / ".git" / "modules" / "vendor" / "hello"
         mod.mkdir(parents=True)
         (mod / "HEAD").write_text(COMMIT + "\n")
-    (tree / "CMakeLists.txt").write_text(textwrap.dedent("""\
+    (tree / "CMakeLists.txt").write_text(
+        textwrap.dedent("""\
         cmake_minimum_required(VERSION 3.16)
         project(hello C)
         option(HELLO_LOUD "shout" OFF)
@@ -44,15 +47,19 @@ def _sdist(root, *, git=True, changelog=True):
         if(HELLO_LOUD)
           target_compile_definitions(hello PRIVATE LOUD=1)
         endif()
-        """))
-    (tree / "hello.c").write_text('#include <stdio.h>\nint main(void){\n#ifdef LOUD\nputs("HELLO");\n#else\n'
-                                  'puts("hello");\n#endif\nreturn 0;}\n')
+        """)
+    )
+    (tree / "hello.c").write_text(
+        '#include <stdio.h>\nint main(void){\n#ifdef LOUD\nputs("HELLO");\n#else\n'
+        'puts("hello");\n#endif\nreturn 0;}\n'
+    )
     return sd
 
 
 def _runtime_file(folder, flags="[-DCMAKE_BUILD_TYPE=Release]"):
     folder.mkdir(exist_ok=True)
-    (folder / "hello.yaml").write_text(textwrap.dedent(f"""\
+    (folder / "hello.yaml").write_text(
+        textwrap.dedent(f"""\
         name: hello
         source: {{repo: https://example.invalid/hello, ref: v1}}
         targets:
@@ -65,7 +72,8 @@ def _runtime_file(folder, flags="[-DCMAKE_BUILD_TYPE=Release]"):
               - [cmake, --build, "{{build}}", --target, hello]
               - [cmake, -E, copy, "{{build}}/hello", "{{out}}"]
             produces: [hello]
-        """))
+        """)
+    )
     return load_runtimes(folder)["hello"]
 
 
@@ -124,11 +132,17 @@ def test_a_real_cmake_build_is_cached_reused_and_registered(tmp_path, monkeypatc
     assert any(line.startswith("step 1/3 configure") for line in lines)
     assert any(line.startswith("build: ") and "/" in line for line in lines)  # ninja progress
     m = read_manifest(first.folder)
-    assert m["source_commit"] == COMMIT and m["isa"] == "x86-64" and m["flags"] == ["-DCMAKE_BUILD_TYPE=Release"]
+    assert (
+        m["source_commit"] == COMMIT and m["isa"] == "x86-64" and m["flags"] == ["-DCMAKE_BUILD_TYPE=Release"]
+    )
     again = ensure_build(spec, "linux-x86_64", source=sd, root=tmp_path / "cache")
     assert again.reused and again.key == first.key
-    loud = ensure_build(_runtime_file(tmp_path / "rt2", "[-DCMAKE_BUILD_TYPE=Release, -DHELLO_LOUD=ON]"),
-                        "linux-x86_64", source=sd, root=tmp_path / "cache")
+    loud = ensure_build(
+        _runtime_file(tmp_path / "rt2", "[-DCMAKE_BUILD_TYPE=Release, -DHELLO_LOUD=ON]"),
+        "linux-x86_64",
+        source=sd,
+        root=tmp_path / "cache",
+    )
     assert not loud.reused and loud.key != first.key
     assert subprocess.run([str(loud.products["hello"])], capture_output=True, text=True).stdout == "HELLO\n"
     dbmod.dispose_engines()

@@ -38,8 +38,11 @@ def lab_db(tmp_path_factory, ssh_lab, adb_lab):
 @pytest.mark.parametrize("device", ["orin-agx", "s25"])
 def test_one_command_prints_its_output_and_exits_with_its_code(lab_db, device):
     url, env = lab_db
-    out = runner.invoke(app, ["--db", url, "shell", device, "--", "sh", "-c", "echo out-$((6*7)); echo err >&2; exit 3"],
-                        env=env)
+    out = runner.invoke(
+        app,
+        ["--db", url, "shell", device, "--", "sh", "-c", "echo out-$((6*7)); echo err >&2; exit 3"],
+        env=env,
+    )
     assert out.exit_code == 3, out.output
     assert "out-42" in out.stdout and "err" in out.output
     ok = runner.invoke(app, ["--db", url, "shell", device, "--", "echo", "a b;c"], env=env)  # quoted exactly
@@ -49,7 +52,9 @@ def test_one_command_prints_its_output_and_exits_with_its_code(lab_db, device):
 def test_shell_on_a_device_someone_else_holds_is_refused_naming_the_holder(lab_db):
     url, env = lab_db
     lease = acquire(get_engine(url), names=["s24"], ttl_s=300, holder=Holder("alice@lab1"))
-    out = runner.invoke(app, ["--db", url, "shell", "s24", "--", "true"], env={**env, "EDGELAB_OWNER": "bob@lab2"})
+    out = runner.invoke(
+        app, ["--db", url, "shell", "s24", "--", "true"], env={**env, "EDGELAB_OWNER": "bob@lab2"}
+    )
     assert out.exit_code == 1 and "alice@lab1" in out.output and lease.id in out.output
 
 
@@ -64,8 +69,9 @@ def test_interactive_shell_on_a_terminal(lab_db, device):
     url, env = lab_db
     master, slave = pty.openpty()
     exe = os.path.join(os.path.dirname(sys.executable), "edgelab")
-    proc = subprocess.Popen([exe, "shell", device], stdin=slave, stdout=slave, stderr=slave, env=env,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [exe, "shell", device], stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True
+    )
     os.close(slave)
     out = b""
     try:
@@ -168,17 +174,33 @@ def test_device_logs_follow_on_windows_shows_new_events(lab_db, ssh_lab):
     exe = os.path.join(os.path.dirname(sys.executable), "edgelab")
     log = ssh_lab.state_dir / "ssh" / "personas" / "win-hx370-rtx5090" / "data" / "eventlog" / "System.json"
     before = log.read_text()
-    proc = subprocess.Popen([exe, "device", "logs", "win-hx370-rtx5090", "-n", "1", "-f"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [exe, "device", "logs", "win-hx370-rtx5090", "-n", "1", "-f"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         first = proc.stdout.readline()
         assert "edgelab virtual device" in first, (first, proc.poll())
         records = json.loads(before)
-        records.append({"RecordId": 9001, "TimeCreated": "2026-12-01T10:00:00Z", "Id": 7040, "Level": 4,
-                        "ProviderName": "Service Control Manager", "Message": "follow-marker written later"})
+        records.append(
+            {
+                "RecordId": 9001,
+                "TimeCreated": "2026-12-01T10:00:00Z",
+                "Id": 7040,
+                "Level": 4,
+                "ProviderName": "Service Control Manager",
+                "Message": "follow-marker written later",
+            }
+        )
         log.write_text(json.dumps(records))
         line = proc.stdout.readline()
-        assert line.startswith("2026-12-01 10:00:00 7040 Information Service Control Manager: follow-marker"), line
+        assert line.startswith(
+            "2026-12-01 10:00:00 7040 Information Service Control Manager: follow-marker"
+        ), line
     finally:
         log.write_text(before)
         proc.send_signal(2)

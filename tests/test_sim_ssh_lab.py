@@ -98,8 +98,13 @@ def test_windows_persona_answers_encoded_powershell(ssh_lab):
     r = ssh(ssh_lab, "xelite-pc", "(Get-CimInstance Win32_ComputerSystem).SystemType")
     assert r.returncode != 0 and "is not recognized as an internal or external command" in r.stderr
     # ... but the encoded form crosses both shells, and cmd expands %OS%
-    r = ssh(ssh_lab, "xelite-pc", join(encode_powershell("(Get-CimInstance Win32_ComputerSystem).SystemType; systeminfo"),
-                                       "powershell"))
+    r = ssh(
+        ssh_lab,
+        "xelite-pc",
+        join(
+            encode_powershell("(Get-CimInstance Win32_ComputerSystem).SystemType; systeminfo"), "powershell"
+        ),
+    )
     assert "System Type:                   ARM64-based PC" in r.stdout
     assert ssh(ssh_lab, "xelite-pc", "echo %OS%").stdout == "Windows_NT\n"
     assert ssh(ssh_lab, "win-hx370-rtx5090", "echo %OS%").stdout == "%OS%\n"

@@ -69,7 +69,10 @@ def test_ssh_agent_key_is_used(sshd: TmpSshd, tmp_path: Path, monkeypatch) -> No
         # The socket file exists once bound, before the agent listens: wait until it answers
         # (`ssh-add -l` exits 2 while it cannot connect, 1 for an empty agent).
         for _ in range(200):
-            if sock.exists() and subprocess.run(["ssh-add", "-l"], env=env, capture_output=True).returncode != 2:
+            if (
+                sock.exists()
+                and subprocess.run(["ssh-add", "-l"], env=env, capture_output=True).returncode != 2
+            ):
                 break
             threading.Event().wait(0.02)
         subprocess.run(["ssh-add", "-q", str(sshd.client_key)], env=env, check=True, capture_output=True)

@@ -68,9 +68,12 @@ def test_db_at_older_revision_upgrades_and_keeps_rows(db_url):
     false, ts = ("false", "'2024-01-01 00:00:00+00'") if pg else ("0", "'2024-01-01 00:00:00'")
     plain = create_engine(url)
     with plain.begin() as con:
-        con.execute(text(
-            "INSERT INTO device (name, transport, ssh_host, shell, tags, notes, state, virtual, created_at, updated_at)"
-            f" VALUES ('keepme', 'ssh', 'h', 'posix', '[]', '', 'unknown', {false}, {ts}, {ts})"))
+        con.execute(
+            text(
+                "INSERT INTO device (name, transport, ssh_host, shell, tags, notes, state, virtual, created_at, updated_at)"
+                f" VALUES ('keepme', 'ssh', 'h', 'posix', '[]', '', 'unknown', {false}, {ts}, {ts})"
+            )
+        )
     plain.dispose()
 
     engine = get_engine(url)

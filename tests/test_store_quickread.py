@@ -17,12 +17,35 @@ from edgelab.store.schema import scanned_head
 
 def _seed(url: str) -> None:
     with session_scope(get_engine(url)) as s:
-        add_device(s, Device(name="orin", transport="ssh", ssh_user="nvidia", ssh_host="127.0.0.2", ssh_port=2222,
-                             ssh_jump="bastion", device_class="jetson", tags=["lab", "a b"], notes="n [x]",
-                             host_key_fingerprint="SHA256:abc", host_key_type="ssh-ed25519", virtual=True,
-                             last_seen=datetime(2026, 1, 2, 3, 4, 5, 678, tzinfo=UTC)))
-        add_device(s, Device(name="s25", transport="adb", adb_serial="emulator-5554", adb_server="127.0.0.1:5037",
-                             shell="toybox", device_class="npu_phone"))
+        add_device(
+            s,
+            Device(
+                name="orin",
+                transport="ssh",
+                ssh_user="nvidia",
+                ssh_host="127.0.0.2",
+                ssh_port=2222,
+                ssh_jump="bastion",
+                device_class="jetson",
+                tags=["lab", "a b"],
+                notes="n [x]",
+                host_key_fingerprint="SHA256:abc",
+                host_key_type="ssh-ed25519",
+                virtual=True,
+                last_seen=datetime(2026, 1, 2, 3, 4, 5, 678, tzinfo=UTC),
+            ),
+        )
+        add_device(
+            s,
+            Device(
+                name="s25",
+                transport="adb",
+                adb_serial="emulator-5554",
+                adb_server="127.0.0.1:5037",
+                shell="toybox",
+                device_class="npu_phone",
+            ),
+        )
         record_state(s, "s25", "online", "ok")
 
 

@@ -36,17 +36,24 @@ def wait_for_samples(engine, run_id: str, n: int, timeout: float = 60.0) -> list
         time.sleep(0.2)
 
 
-@pytest.mark.parametrize(("device", "pipeline", "source", "sensor"), [
-    ("orin-agx", "qwen3-tts-1.7b", "tegrastats", "CPU"),
-    ("s25", "qwen3-tts", "android-thermal+battery", "battery"),
-])
-def test_a_reference_deploy_stores_telemetry_beside_the_run(deploy_lab, ssh_lab, device, pipeline, source, sensor):
+@pytest.mark.parametrize(
+    ("device", "pipeline", "source", "sensor"),
+    [
+        ("orin-agx", "qwen3-tts-1.7b", "tegrastats", "CPU"),
+        ("s25", "qwen3-tts", "android-thermal+battery", "battery"),
+    ],
+)
+def test_a_reference_deploy_stores_telemetry_beside_the_run(
+    deploy_lab, ssh_lab, device, pipeline, source, sensor
+):
     url, engine, opts = deploy_lab
     dep = launch.deploy(engine, DeployRequest(device, pipeline), opts=opts)
     follower = None
     try:
         follower = ensure_follower(engine, dep.run_id, transport=opts.transport)
-        burn = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<4: pass"])
+        burn = subprocess.Popen(
+            [sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<4: pass"]
+        )
         try:  # load on the lab host, where the virtual device's processes run
             rows = wait_for_samples(engine, dep.run_id, 3)
         finally:
@@ -63,19 +70,29 @@ def test_a_reference_deploy_stores_telemetry_beside_the_run(deploy_lab, ssh_lab,
         else:
             assert rows[-1].raw["battery"] and rows[-1].mem_available_bytes
 
-        shown = runner.invoke(app, ["--db", url, "runs", "show", dep.run_id, "--json"], env=cli_env(url, ssh_lab))
+        shown = runner.invoke(
+            app, ["--db", url, "runs", "show", dep.run_id, "--json"], env=cli_env(url, ssh_lab)
+        )
         tel = json.loads(shown.stdout)["telemetry"]
-        assert tel["samples"] >= 2 and tel["sampler"]["source"] == ("tegrastats" if device == "orin-agx" else "android")
+        assert tel["samples"] >= 2 and tel["sampler"]["source"] == (
+            "tegrastats" if device == "orin-agx" else "android"
+        )
         assert tel["sampler"]["virtual"] is True
         assert tel["latest"][-1]["virtual"] is True and sensor in tel["latest"][-1]["temps_c"]
 
         watched = runner.invoke(app, ["--db", url, "watch", dep.run_id, "--once"], env=cli_env(url, ssh_lab))
         assert watched.exit_code == 0, watched.output
-        assert "temperature -" not in watched.stdout and sensor in watched.stdout and "virtual shim" in watched.stdout
+        assert (
+            "temperature -" not in watched.stdout
+            and sensor in watched.stdout
+            and "virtual shim" in watched.stdout
+        )
 
         text = exposition(engine)
-        assert f'edgelab_device_temperature_celsius{{device="{device}",source="{source}",virtual="true",' \
-               f'sensor="{sensor}"}}' in text
+        assert (
+            f'edgelab_device_temperature_celsius{{device="{device}",source="{source}",virtual="true",'
+            f'sensor="{sensor}"}}' in text
+        )
     finally:
         control.stop(engine, dep.run_id, opts=opts)
         if follower is not None:
@@ -110,8 +127,13 @@ def test_the_nvidia_smi_sampler_on_the_virtual_wsl_host(tmp_path, ssh_lab, adb_l
         plan = plan_for(facts, interval_s=0.2)
         assert plan is not None and plan.source == "nvidia-smi"
         got = []
-        sampler = TelemetrySampler(lambda: open_transport(endpoint, ssh_config=str(ssh_lab.ssh_config_path)), plan,
-                                   device="wsl-hx370", virtual=True, sink=got.append)
+        sampler = TelemetrySampler(
+            lambda: open_transport(endpoint, ssh_config=str(ssh_lab.ssh_config_path)),
+            plan,
+            device="wsl-hx370",
+            virtual=True,
+            sink=got.append,
+        )
         sampler.start()
         deadline = time.monotonic() + 30
         while len([g for g in got if g.source == "proc"]) < 2 and time.monotonic() < deadline:
@@ -144,7 +166,9 @@ def test_the_windows_sampler_beside_a_run_on_the_virtual_windows_host(tmp_path, 
     register(url, LabStatus(ssh_lab.state_dir, ssh=ssh_lab, adb=adb_lab), check=False)
     engine = get_engine(url)
     try:
-        (o,) = probe_devices(engine, ["win-hx370-rtx5090"], timeout=60, ssh_config=str(ssh_lab.ssh_config_path))
+        (o,) = probe_devices(
+            engine, ["win-hx370-rtx5090"], timeout=60, ssh_config=str(ssh_lab.ssh_config_path)
+        )
         assert o.ok, o.error
         with session_scope(engine, write=False) as s:
             facts = latest_snapshot(s, "win-hx370-rtx5090").facts
@@ -152,8 +176,13 @@ def test_the_windows_sampler_beside_a_run_on_the_virtual_windows_host(tmp_path, 
         plan = plan_for(facts, interval_s=0.3)
         assert plan is not None and plan.source == "windows-cim"
         got = []
-        sampler = TelemetrySampler(lambda: open_transport(endpoint, ssh_config=str(ssh_lab.ssh_config_path)), plan,
-                                   device="win-hx370-rtx5090", virtual=True, sink=got.append)
+        sampler = TelemetrySampler(
+            lambda: open_transport(endpoint, ssh_config=str(ssh_lab.ssh_config_path)),
+            plan,
+            device="win-hx370-rtx5090",
+            virtual=True,
+            sink=got.append,
+        )
         sampler.start()
         deadline = time.monotonic() + 60
         while len([g for g in got if g.source == "windows-cim"]) < 2 and time.monotonic() < deadline:

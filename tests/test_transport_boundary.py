@@ -59,16 +59,23 @@ def violations(source: str) -> list[str]:
     found: list[str] = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
-            found += [f"{node.lineno}: import {a.name}" for a in node.names if a.name.split(".")[0] in LIBRARIES]
+            found += [
+                f"{node.lineno}: import {a.name}" for a in node.names if a.name.split(".")[0] in LIBRARIES
+            ]
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in LIBRARIES:
             found.append(f"{node.lineno}: from {node.module} import")
         elif isinstance(node, ast.Compare):
             sides = [node.left, *node.comparators]
             if any(_names_kind(s) for s in sides) and any(_strings(s) & KINDS for s in sides):
                 found.append(f"{node.lineno}: kind branch {ast.unparse(node)}")
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr")
-              and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
-              and node.args[1].value in OPTIONAL_METHODS):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("hasattr", "getattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value in OPTIONAL_METHODS
+        ):
             found.append(f"{node.lineno}: capability probe {ast.unparse(node)}")
         elif isinstance(node, ast.Attribute) and node.attr == "paramiko_transport":
             found.append(f"{node.lineno}: paramiko object .paramiko_transport")
@@ -77,25 +84,29 @@ def violations(source: str) -> list[str]:
 
 def test_the_checker_sees_each_pattern() -> None:
     """The walk must catch what it is for, or the real test below could never fail."""
-    bad = "\n".join([
-        "import paramiko",
-        "from adbutils import adb",
-        "if t.kind == 'ssh': pass",
-        "if endpoint.kind in ('adb', 'local'): pass",
-        "if d.transport != 'adb': pass",
-        "if row['transport'] == 'ssh': pass",
-        "f = getattr(t, 'run_ps', None)",
-        "ok = hasattr(t, 'run_line')",
-        "c = t.paramiko_transport",
-    ])
+    bad = "\n".join(
+        [
+            "import paramiko",
+            "from adbutils import adb",
+            "if t.kind == 'ssh': pass",
+            "if endpoint.kind in ('adb', 'local'): pass",
+            "if d.transport != 'adb': pass",
+            "if row['transport'] == 'ssh': pass",
+            "f = getattr(t, 'run_ps', None)",
+            "ok = hasattr(t, 'run_line')",
+            "c = t.paramiko_transport",
+        ]
+    )
     assert [v.split(":")[0] for v in violations(bad)] == [str(i) for i in range(1, 10)]
-    fine = "\n".join([
-        "if acc.kind == 'gpu': pass",
-        "if t.supports(Capability.WINDOWS_SHELL): pass",
-        "if shell is Shell.TOYBOX: pass",
-        "name = getattr(t, 'name', 'device')",
-        "# paramiko, adbutils and t.kind == 'ssh' in a comment",
-    ])
+    fine = "\n".join(
+        [
+            "if acc.kind == 'gpu': pass",
+            "if t.supports(Capability.WINDOWS_SHELL): pass",
+            "if shell is Shell.TOYBOX: pass",
+            "name = getattr(t, 'name', 'device')",
+            "# paramiko, adbutils and t.kind == 'ssh' in a comment",
+        ]
+    )
     assert violations(fine) == []
 
 
@@ -110,7 +121,10 @@ def test_no_module_outside_transport_knows_how_a_device_is_reached() -> None:
                 continue
             offenders.append(f"edgelab/{rel}:{v}")
     assert offenders == [], "\n".join(
-        ["these modules know how a device is reached; use the transport's capabilities and options:", *offenders]
+        [
+            "these modules know how a device is reached; use the transport's capabilities and options:",
+            *offenders,
+        ]
     )
 
 
@@ -119,4 +133,6 @@ def test_the_allowlists_are_still_needed() -> None:
     for rel in sorted(ALLOWED_KIND | PENDING):
         path = ROOT / rel
         if path.exists():
-            assert violations(path.read_text(encoding="utf-8")), f"edgelab/{rel} is clean: drop it from the list"
+            assert violations(path.read_text(encoding="utf-8")), (
+                f"edgelab/{rel} is clean: drop it from the list"
+            )

@@ -31,7 +31,12 @@ WINDOWS = ("win_ps", "win_cmd")
 
 
 # Each kind's transport is requested at run time, so its lane is declared here (tests/conftest.py).
-LANES = {"ssh": pytest.mark.ssh, "adb": pytest.mark.adb, "win_ps": pytest.mark.ssh, "win_cmd": pytest.mark.ssh}
+LANES = {
+    "ssh": pytest.mark.ssh,
+    "adb": pytest.mark.adb,
+    "win_ps": pytest.mark.ssh,
+    "win_cmd": pytest.mark.ssh,
+}
 
 
 @pytest.fixture(params=[pytest.param(k, marks=LANES[k]) if k in LANES else k for k in KINDS])
@@ -188,8 +193,16 @@ def test_any_arguments_reach_the_device_exactly(transport: Transport, args: list
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(name=st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00/"), min_size=1, max_size=20).filter(lambda n: n not in (".", "..")))
-def test_any_file_name_reaches_the_device_exactly(transport: Transport, remote_dir: str, tmp_path_factory, name: str) -> None:
+@given(
+    name=st.text(
+        alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00/"),
+        min_size=1,
+        max_size=20,
+    ).filter(lambda n: n not in (".", ".."))
+)
+def test_any_file_name_reaches_the_device_exactly(
+    transport: Transport, remote_dir: str, tmp_path_factory, name: str
+) -> None:
     src = tmp_path_factory.mktemp("names") / "payload"
     src.write_bytes(name.encode("utf-8"))
     transport.put(src, f"{remote_dir}/{name}")
@@ -217,10 +230,13 @@ def _get(port: int, path: str, timeout: float = 5.0) -> str:
 def test_forward_reaches_a_server_on_the_device_loopback(transport: Transport, remote_dir: str) -> None:
     """forward(remote_port) -> a lab-side port; every connection through it reaches the device's server."""
     token = uuid.uuid4().hex
-    assert transport.run(["sh", "-c", 'printf %s "$1" > "$2/hello.txt"', "x", token, remote_dir], timeout=30).ok
+    assert transport.run(
+        ["sh", "-c", 'printf %s "$1" > "$2/hello.txt"', "x", token, remote_dir], timeout=30
+    ).ok
     port = _free_port()
-    server = transport.stream(["python3", "-m", "http.server", str(port), "--bind", "127.0.0.1",
-                               "--directory", remote_dir])
+    server = transport.stream(
+        ["python3", "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", remote_dir]
+    )
     try:
         with transport.forward(port) as fw:
             assert fw.remote_port == port and fw.local_port > 0

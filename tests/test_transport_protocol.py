@@ -31,7 +31,9 @@ SIZE = 3 * (1 << 20) + 12345  # more than one copy chunk, not a multiple of one
 
 # Marked on the params, so `-m "not ssh and not adb"` deselects them before any lab starts
 # (tests/conftest.py: a mark applied at run time comes too late for the lanes).
-@pytest.fixture(params=["local", pytest.param("ssh", marks=pytest.mark.ssh), pytest.param("adb", marks=pytest.mark.adb)])
+@pytest.fixture(
+    params=["local", pytest.param("ssh", marks=pytest.mark.ssh), pytest.param("adb", marks=pytest.mark.adb)]
+)
 def transport(request) -> Transport:
     return request.getfixturevalue(f"{request.param}_transport")
 
@@ -58,8 +60,9 @@ def _read_back(t: Transport, remote: str, tmp_path: Path) -> bytes:
     return back.read_bytes()
 
 
-def test_whole_put_returns_the_digest_and_leaves_no_part(transport: Transport, remote_dir: str, blob: Path,
-                                                         tmp_path: Path) -> None:
+def test_whole_put_returns_the_digest_and_leaves_no_part(
+    transport: Transport, remote_dir: str, blob: Path, tmp_path: Path
+) -> None:
     seen: list[tuple[int, int]] = []
     digest = transport.put(blob, f"{remote_dir}/whole", progress=lambda d, t: seen.append((d, t)))
     assert digest == hashlib.sha256(blob.read_bytes()).hexdigest()
@@ -69,7 +72,9 @@ def test_whole_put_returns_the_digest_and_leaves_no_part(transport: Transport, r
     assert listing == ["whole"]
 
 
-def test_resumed_put_continues_in_place(transport: Transport, remote_dir: str, blob: Path, tmp_path: Path) -> None:
+def test_resumed_put_continues_in_place(
+    transport: Transport, remote_dir: str, blob: Path, tmp_path: Path
+) -> None:
     """A cut upload left a prefix (and junk past it); put(offset) writes the rest into that same file."""
     if not transport.supports(Capability.RESUMABLE_PUT):
         with pytest.raises(TransportError, match="cannot resume an upload"):
@@ -81,14 +86,18 @@ def test_resumed_put_continues_in_place(transport: Transport, remote_dir: str, b
     leftover.write_bytes(data[:cut] + b"junk that a cut write left beyond the resume point")
     transport.put(leftover, f"{remote_dir}/part")
     seen: list[tuple[int, int]] = []
-    assert transport.put(blob, f"{remote_dir}/part", offset=cut, progress=lambda d, t: seen.append((d, t))) is None
+    assert (
+        transport.put(blob, f"{remote_dir}/part", offset=cut, progress=lambda d, t: seen.append((d, t)))
+        is None
+    )
     assert seen and seen[0][0] > cut and seen[-1] == (SIZE, SIZE)
     assert all(t == SIZE for _, t in seen)
     assert _read_back(transport, f"{remote_dir}/part", tmp_path) == data
 
 
-def test_resumed_put_from_zero_writes_the_file_itself(transport: Transport, remote_dir: str, blob: Path,
-                                                      tmp_path: Path) -> None:
+def test_resumed_put_from_zero_writes_the_file_itself(
+    transport: Transport, remote_dir: str, blob: Path, tmp_path: Path
+) -> None:
     if not transport.supports(Capability.RESUMABLE_PUT):
         pytest.skip(f"{transport.kind} does not declare RESUMABLE_PUT")
     remote = f"{remote_dir}/sub/dir/fresh.part"
@@ -97,8 +106,9 @@ def test_resumed_put_from_zero_writes_the_file_itself(transport: Transport, remo
     assert transport.run(["ls", f"{remote_dir}/sub/dir"], timeout=30).stdout.split() == ["fresh.part"]
 
 
-def test_resume_refuses_an_offset_past_the_end_or_a_missing_file(transport: Transport, remote_dir: str,
-                                                                 blob: Path) -> None:
+def test_resume_refuses_an_offset_past_the_end_or_a_missing_file(
+    transport: Transport, remote_dir: str, blob: Path
+) -> None:
     if not transport.supports(Capability.RESUMABLE_PUT):
         pytest.skip(f"{transport.kind} does not declare RESUMABLE_PUT")
     with pytest.raises(TransportError, match="only"):

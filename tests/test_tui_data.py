@@ -23,14 +23,20 @@ def test_fleet_reads_latest_probe_and_hottest_sensor(engine) -> None:
     rows = {r.name: r for r in load_fleet(engine)}
     # orin-agx-000: three snapshots, the newest has cpu 40 + (0*7 + 2*3) % 45 = 46 C, gpu 43.5 C
     assert rows["orin-agx-000"].temperature_c == 46.0
-    assert rows["orin-agx-002"].last_probe is None and rows["orin-agx-002"].temperature_c is None  # never probed
+    assert (
+        rows["orin-agx-002"].last_probe is None and rows["orin-agx-002"].temperature_c is None
+    )  # never probed
     assert all(r.virtual for r in rows.values())
 
 
 def test_filter_words_and_sort_unknown_last(engine) -> None:
     rows = load_fleet(engine)
     assert [r.name for r in filter_rows(rows, "npu_phone online")] == ["s25-001"]
-    assert [r.name for r in filter_rows(rows, "virtual lab-b")] == ["orin-agx-000", "orin-agx-002", "orin-agx-004"]
+    assert [r.name for r in filter_rows(rows, "virtual lab-b")] == [
+        "orin-agx-000",
+        "orin-agx-002",
+        "orin-agx-004",
+    ]
     by_temp = sort_rows(rows, "temperature", reverse=True)
     assert [r.temperature_c for r in by_temp] == [74.0, 67.0, 53.0, 46.0, None, None]
 

@@ -28,7 +28,6 @@ def engine(tmp_path):
     dispose_engines()
 
 
-
 def table(app) -> FleetTable:
     return app.screen.query_one(FleetTable)
 

@@ -70,11 +70,17 @@ async def test_add_device_takes_a_jump_host_for_ssh(engine) -> None:
         assert isinstance(app.screen, FleetScreen)
     with session_scope(engine, write=False) as s:
         d = get_device(s, "orin-far")
-        assert (d.transport, d.ssh_host, d.ssh_port, d.ssh_jump) == ("ssh", "127.0.0.11", 2222,
-                                                                    "bob@labhost2,labhost3:2200")
+        assert (d.transport, d.ssh_host, d.ssh_port, d.ssh_jump) == (
+            "ssh",
+            "127.0.0.11",
+            2222,
+            "bob@labhost2,labhost3:2200",
+        )
 
 
-@pytest.mark.parametrize("server,stored", [("10.0.0.2", "10.0.0.2:5037"), ("ssh://bob@labhost2", "ssh://bob@labhost2/5037")])
+@pytest.mark.parametrize(
+    "server,stored", [("10.0.0.2", "10.0.0.2:5037"), ("ssh://bob@labhost2", "ssh://bob@labhost2/5037")]
+)
 async def test_add_device_takes_an_adb_server_for_adb(engine, server, stored) -> None:
     app = EdgelabApp(engine)
     async with app.run_test(size=SIZE) as pilot:
@@ -100,8 +106,16 @@ async def test_device_page_offers_trust_for_an_unknown_host_key(engine, ssh_lab)
 
     dev = ssh_lab.device("orin-agx")
     with session_scope(engine) as s:
-        add_device(s, Device(name="orin-unknown", transport="ssh", ssh_user=ssh_lab.user, ssh_host=dev.address,
-                             ssh_port=dev.port))
+        add_device(
+            s,
+            Device(
+                name="orin-unknown",
+                transport="ssh",
+                ssh_user=ssh_lab.user,
+                ssh_host=dev.address,
+                ssh_port=dev.port,
+            ),
+        )
         record_state(s, "orin-unknown", "untrusted", "unknown host key")
     app = EdgelabApp(engine)
     async with app.run_test(size=SIZE) as pilot:

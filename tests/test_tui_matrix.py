@@ -43,37 +43,88 @@ def seed_matrix_lab(engine) -> None:
     """Virtual fleet (tui_seed) + one real phone; cells in every status through the matrix API."""
     seed(engine, 6)
     with session_scope(engine) as s:
-        dev = add_device(s, Device(name="s25-bench", transport="adb", device_class="npu_phone", virtual=False,
-                                   adb_serial="R5CX00TEST", state="online", created_at=NOW, updated_at=NOW))
+        dev = add_device(
+            s,
+            Device(
+                name="s25-bench",
+                transport="adb",
+                device_class="npu_phone",
+                virtual=False,
+                adb_serial="R5CX00TEST",
+                state="online",
+                created_at=NOW,
+                updated_at=NOW,
+            ),
+        )
         probed_device(s, "s25-bench", "galaxy-s25", device=dev)
         # complete evidence: llama.cpp on real weights, 1 + 20 requests, full provenance
         evidence_run(s, "r-s25-tts", "s25-bench", "qwen3-tts-0.6b", created_at=NOW - timedelta(hours=1))
-        for i, (rid, dev, pipe, state, virtual) in enumerate([
-            ("r-s25-vla", "s25-bench", "internvla-a1", "failed", False),
-            ("r-virt-tts", "s25-001", "qwen3-tts-0.6b", "finished", True),
-            ("r-virt-vla", "orin-agx-000", "internvla-a1", "finished", True),
-        ]):
-            create_run(s, id=rid, device_name=dev, pipeline=pipe, state=state, virtual=virtual, kind="bench",
-                       created_at=NOW - timedelta(hours=i + 2))
+        for i, (rid, dev, pipe, state, virtual) in enumerate(
+            [
+                ("r-s25-vla", "s25-bench", "internvla-a1", "failed", False),
+                ("r-virt-tts", "s25-001", "qwen3-tts-0.6b", "finished", True),
+                ("r-virt-vla", "orin-agx-000", "internvla-a1", "finished", True),
+            ]
+        ):
+            create_run(
+                s,
+                id=rid,
+                device_name=dev,
+                pipeline=pipe,
+                state=state,
+                virtual=virtual,
+                kind="bench",
+                created_at=NOW - timedelta(hours=i + 2),
+            )
     with session_scope(engine) as s:
         set_cell(s, S25_TTS, status="PASS", performance="PASS", stage="qualified", evidence=["r-s25-tts"])
         with pytest.raises(VirtualEvidence):
-            set_cell(s, "galaxy-s24/internvla-a1", status="PASS", performance="PASS", stage="qualified",
-                     evidence=["r-virt-vla"])
+            set_cell(
+                s,
+                "galaxy-s24/internvla-a1",
+                status="PASS",
+                performance="PASS",
+                stage="qualified",
+                evidence=["r-virt-vla"],
+            )
     with session_scope(engine) as s:
-        record_outcome(s, row_key="galaxy-s24", pipeline="qwen3-tts", run_ids=["r-virt-tts"], passed=True,
-                       gated=True, qualify=True, source="play:smoke")
-        record_outcome(s, row_key="galaxy-s25", pipeline="internvla-a1", run_ids=["r-s25-vla"], passed=False,
-                       gated=True, failing_layer="performance", reason="deadline misses 4% > 1%",
-                       source="play:vla-deadline")
+        record_outcome(
+            s,
+            row_key="galaxy-s24",
+            pipeline="qwen3-tts",
+            run_ids=["r-virt-tts"],
+            passed=True,
+            gated=True,
+            qualify=True,
+            source="play:smoke",
+        )
+        record_outcome(
+            s,
+            row_key="galaxy-s25",
+            pipeline="internvla-a1",
+            run_ids=["r-s25-vla"],
+            passed=False,
+            gated=True,
+            failing_layer="performance",
+            reason="deadline misses 4% > 1%",
+            source="play:vla-deadline",
+        )
         set_cell(s, "hx370-wsl-cpu/qwen3.8-27b", status="REJECTED", reason="weights 54 GiB > pool 32 GiB")
-        set_cell(s, "rb3-gen2/internvla-a1", status="BLOCKED", layer="memory", reason="OOM loading the vision tower",
-                 next_experiment="int4 vision tower with mmap")
+        set_cell(
+            s,
+            "rb3-gen2/internvla-a1",
+            status="BLOCKED",
+            layer="memory",
+            reason="OOM loading the vision tower",
+            next_experiment="int4 vision tower with mmap",
+        )
         set_cell(s, "sa8775p-adp/minicpm-o-4.5", status="PARTIAL", reason="audio head only")
         set_cell(s, "snapdragon-x-elite-pc/spark-x2.5", status="COMPONENT")
         set_cell(s, "hx370-rtx5090-wsl/qwen3-tts-0.6b", status="PROFILE_ONLY", performance="PROFILE_ONLY")
         set_cell(s, "hx370-890m-win/spark-x2.5", stage="artifact_ready")
-        set_cell(s, "hx370-win-cpu/qwen3-tts-0.6b", status="FAILED", layer="runtime", reason="ORT build lacks op")
+        set_cell(
+            s, "hx370-win-cpu/qwen3-tts-0.6b", status="FAILED", layer="runtime", reason="ORT build lacks op"
+        )
     with session_scope(engine) as s:  # a hand-edited row no API would write: qualified on a virtual run
         forged = s.get(MatrixCell, FORGED)
         forged.stage, forged.functional, forged.performance = "qualified", "PASS", "PASS"
@@ -93,7 +144,6 @@ def engine(tmp_path):
 
 def app_for(engine) -> EdgelabApp:
     return EdgelabApp(engine, clock=lambda: NOW, poll_s=3600, run_poll_s=3600)
-
 
 
 async def open_matrix(app, pilot) -> None:
@@ -122,7 +172,9 @@ def test_load_matrix_flags(engine) -> None:
     assert [(e.id, e.virtual, e.demo) for e in cells[S25_TTS].evidence] == [("r-s25-tts", False, False)]
     s24 = cells[S24_TTS]
     assert s24.virtual_only and not s24.qualified and s24.stage == "none"
-    assert [(e.id, e.device, e.virtual, e.demo) for e in s24.evidence] == [("r-virt-tts", "s25-001", True, True)]
+    assert [(e.id, e.device, e.virtual, e.demo) for e in s24.evidence] == [
+        ("r-virt-tts", "s25-001", True, True)
+    ]
     forged = cells[FORGED]
     assert forged.stage == "qualified" and not forged.qualified and forged.virtual_only
     assert cells["galaxy-s25/internvla-a1"].performance == "FAILED"
@@ -161,7 +213,12 @@ async def test_grid_detail_and_open_run(engine) -> None:
         assert "qualified" in detail and "1 real-device run(s)" in detail
         evidence = app.screen.query_one(EvidenceTable)
         assert [str(c) for c in evidence.get_row("r-s25-tts")][:5] == [
-            "r-s25-tts", "s25-bench", "finished", "", "evidence"]
+            "r-s25-tts",
+            "s25-bench",
+            "finished",
+            "",
+            "evidence",
+        ]
 
         await pilot.press("down")  # galaxy-s24 (row 10): only a virtual run, shown as such
         assert app.screen.current.id == S24_TTS
@@ -188,7 +245,13 @@ async def test_blocked_cell_detail(engine) -> None:
         await settle(app, pilot)
         assert app.screen.current is not None and app.screen.current.id == "rb3-gen2/internvla-a1"
         detail = panel_text(app.screen.query_one("#matrix-detail"))
-        for text in ("blocked", "BLOCKED", "memory", "OOM loading the vision tower", "int4 vision tower with mmap"):
+        for text in (
+            "blocked",
+            "BLOCKED",
+            "memory",
+            "OOM loading the vision tower",
+            "int4 vision tower with mmap",
+        ):
             assert text in detail
         await pilot.press("enter")  # no evidence: stays on the grid
         assert app.focused is grid
@@ -225,8 +288,11 @@ async def test_cli_table_says_what_the_grid_says(engine, monkeypatch) -> None:
 
     res = CliRunner().invoke(cli_app, ["--db", str(engine.url.database), "matrix"], env={"COLUMNS": "250"})
     assert res.exit_code == 0, res.output
-    rows = {line.split("│")[2].strip(): [c.strip() for c in line.split("│")[3:8]]
-            for line in res.stdout.splitlines() if line.count("│") == 8 and line.split("│")[1].strip().isdigit()}
+    rows = {
+        line.split("│")[2].strip(): [c.strip() for c in line.split("│")[3:8]]
+        for line in res.stdout.splitlines()
+        if line.count("│") == 8 and line.split("│")[1].strip().isdigit()
+    }
     rb3 = next(v for k, v in rows.items() if "RB3" in k)
     s25 = next(v for k, v in rows.items() if "S25" in k)
     app = app_for(engine)

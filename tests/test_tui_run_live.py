@@ -72,13 +72,17 @@ async def test_run_from_another_process_shows_live(tmp_path) -> None:
             assert isinstance(app.screen, RunScreen) and app.screen.view is not None
             screen = app.screen
             assert screen.view.run["state"] == "pending" and screen.view.kind is None
-            assert "unknown" in str(screen.query_one("#t1", MetricTile).render())  # no audio yet: unknown, not 0
+            assert "unknown" in str(
+                screen.query_one("#t1", MetricTile).render()
+            )  # no audio yet: unknown, not 0
 
             proc.stdin.write(b"go\n")
             await proc.stdin.drain()
             assert await _line(proc) == "written"
             polls_at_commit = screen.polls
-            await until_polled(app, pilot, lambda: screen.view.kind == "audio" and screen.view.run["state"] == "running")
+            await until_polled(
+                app, pilot, lambda: screen.view.kind == "audio" and screen.view.run["state"] == "running"
+            )
             # seen by the first or second poll after the writer committed: within a second at 0.5 s a poll
             assert screen.polls - polls_at_commit <= 2
 
@@ -94,7 +98,9 @@ async def test_run_from_another_process_shows_live(tmp_path) -> None:
             assert v.buffer_ms == pytest.approx([160.0, 330.0, 650.0], abs=0.2)
             assert "150 ms" in str(screen.query_one("#t1", MetricTile).render())
             assert "VIRTUAL" in str(screen.query_one("#run-title").render())
-            await until_polled(app, pilot, lambda: "talker: first chunk out" in "\n".join(screen.query_one(LogTail).lines))
+            await until_polled(
+                app, pilot, lambda: "talker: first chunk out" in "\n".join(screen.query_one(LogTail).lines)
+            )
 
             proc.stdin.write(b"end\n")
             await proc.stdin.drain()
@@ -118,8 +124,16 @@ async def test_a_text_run_shows_ttft_decode_rate_and_token_gaps(tmp_path) -> Non
     engine = get_engine(str(tmp_path / "lab.db"))
     try:
         with session_scope(engine) as s:
-            run_id = create_run(s, pipeline="spark-x2.5", device_name="orin-agx", strategy="S3", runtime="llama.cpp",
-                                state="pending", virtual=True, kind="bench").id
+            run_id = create_run(
+                s,
+                pipeline="spark-x2.5",
+                device_name="orin-agx",
+                strategy="S3",
+                runtime="llama.cpp",
+                state="pending",
+                virtual=True,
+                kind="bench",
+            ).id
         ing = Ingestor(engine, run_id, flush_s=0.0, live_every_s=0.0)
         t0 = 1_700_000_000.0
         ing.feed(ev.RunStart(t=t0, run=run_id, pipeline="spark-x2.5", device="orin-agx", virtual=True))
@@ -132,7 +146,11 @@ async def test_a_text_run_shows_ttft_decode_rate_and_token_gaps(tmp_path) -> Non
         app = EdgelabApp(engine, open_run=run_id, run_poll_s=0.5)
         async with app.run_test(size=(140, 45)) as pilot:
             await settle(app, pilot)
-            assert isinstance(app.screen, RunScreen) and app.screen.view is not None and app.screen.view.kind == "text"
+            assert (
+                isinstance(app.screen, RunScreen)
+                and app.screen.view is not None
+                and app.screen.view.kind == "text"
+            )
             screen = app.screen
             text = screen.view.summary["text"]
             assert text["ttft_ms"]["p50"] == pytest.approx(40.0, abs=0.01)

@@ -33,7 +33,6 @@ def app_for(engine, **kw) -> EdgelabApp:
     return EdgelabApp(engine, clock=lambda: NOW, poll_s=3600, run_poll_s=3600, **kw)
 
 
-
 def test_fleet(engine, snap_compare) -> None:
     app = app_for(engine)
 
@@ -63,8 +62,17 @@ def _audio_run(engine) -> str:
     from edgelab.store.runs import create_run
 
     with session_scope(engine) as s:
-        create_run(s, id="r-snapshot", pipeline="qwen3-tts-0.6b", device_name="orin-agx-000", strategy="S5",
-                   runtime="reference", state="pending", virtual=True, kind="deploy")
+        create_run(
+            s,
+            id="r-snapshot",
+            pipeline="qwen3-tts-0.6b",
+            device_name="orin-agx-000",
+            strategy="S5",
+            runtime="reference",
+            state="pending",
+            virtual=True,
+            kind="deploy",
+        )
     with Ingestor(engine, "r-snapshot", flush_s=0.0, live_every_s=0.0) as ing:
         ing.feed(ev.RunStart(t=T0, run="r-snapshot", virtual=True))
         for r in range(3):
@@ -72,11 +80,21 @@ def _audio_run(engine) -> str:
             ing.feed(ev.RequestStart(t=t, run="r-snapshot", request=f"q{r}"))
             # 1 frame first, then 25-frame chunks: the first-chunk cliff shows as an underrun
             for i, (ms, frames) in enumerate([(120, 1), (900, 25), (2700, 25)]):
-                ing.feed(ev.AudioChunk(t=t + ms / 1000, run="r-snapshot", request=f"q{r}", idx=i,
-                                       samples=1920 * frames))
+                ing.feed(
+                    ev.AudioChunk(
+                        t=t + ms / 1000, run="r-snapshot", request=f"q{r}", idx=i, samples=1920 * frames
+                    )
+                )
             ing.feed(ev.RequestEnd(t=t + 2.8, run="r-snapshot", request=f"q{r}"))
-            ing.feed(ev.ResourceSample(t=t + 1, run="r-snapshot", device="orin-agx-000", cpu_pct=40.0 + r * 10,
-                                       temps_c={"cpu": 50.0 + r}))
+            ing.feed(
+                ev.ResourceSample(
+                    t=t + 1,
+                    run="r-snapshot",
+                    device="orin-agx-000",
+                    cpu_pct=40.0 + r * 10,
+                    temps_c={"cpu": 50.0 + r},
+                )
+            )
             ing.feed(ev.LogLine(t=t + 2.9, run="r-snapshot", line=f"request q{r} done", stream="stdout"))
     return "r-snapshot"
 

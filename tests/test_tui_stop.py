@@ -34,7 +34,9 @@ async def test_stop_a_running_deployment_from_the_run_screen(deploy_lab) -> None
             assert screen.view.run["state"] == "running" and screen.view.run["device"] == "s25"
             assert "VIRTUAL" in str(screen.query_one("#run-title").render())
             await pilot.press("s")
-            await until_polled(app, pilot, lambda: screen.view.run["state"] == "stopped", polls=120)  # 60 s, as before
+            await until_polled(
+                app, pilot, lambda: screen.view.run["state"] == "stopped", polls=120
+            )  # 60 s, as before
         assert not alive_on_host(pid) and group_members(pid) == []
     finally:
         if alive_on_host(pid):

@@ -97,8 +97,25 @@ def test_unknown_cmdlet_fails_like_powershell(win):
     assert (r.exit_code, r.stdout) == (5, "a\n")
 
 
-NASTY = ["a b", "it's", "\u2018curly\u2019", '"q"', "$(id)", "`n", "a;b", "*", "x\ny", "\\", "$env:PATH", "-n",
-         "%OS%", "a & b", "^", "  two  spaces ", ""]
+NASTY = [
+    "a b",
+    "it's",
+    "\u2018curly\u2019",
+    '"q"',
+    "$(id)",
+    "`n",
+    "a;b",
+    "*",
+    "x\ny",
+    "\\",
+    "$env:PATH",
+    "-n",
+    "%OS%",
+    "a & b",
+    "^",
+    "  two  spaces ",
+    "",
+]
 
 
 def test_nasty_arguments_reach_the_device_exactly(win):
@@ -120,9 +137,11 @@ def test_stream_yields_lines_first_before_the_end_and_cancel_kills_the_tree(win,
     proc = win.stream([PY, "-c", "print('one'); print('two'); raise SystemExit(3)"])
     assert list(proc.lines()) == ["one", "two"]
     assert proc.wait(timeout=30) == 3
-    code = (f"import os, subprocess, time; c = subprocess.Popen([{PY!r}, '-c', 'import time; time.sleep(300)']); "
-            f"open({str(host / 'pids')!r}, 'w').write(f'{{os.getpid()}} {{c.pid}}'); print('started', flush=True); "
-            "time.sleep(300)")
+    code = (
+        f"import os, subprocess, time; c = subprocess.Popen([{PY!r}, '-c', 'import time; time.sleep(300)']); "
+        f"open({str(host / 'pids')!r}, 'w').write(f'{{os.getpid()}} {{c.pid}}'); print('started', flush=True); "
+        "time.sleep(300)"
+    )
     proc = win.stream([PY, "-c", code])
     assert next(proc.lines()) == "started"
     end = time.monotonic() + 10
@@ -141,7 +160,9 @@ def test_put_get_round_trip_over_sftp_paths(win, scratch, tmp_path):
     data = os.urandom(5 * 1024 * 1024 + 17)
     src = tmp_path / "in.bin"
     src.write_bytes(data)
-    remote = "/" + (wpath + "\\sub dir\\it's a blob.bin").replace("\\", "/")  # /C:/Users/... as OpenSSH names it
+    remote = "/" + (wpath + "\\sub dir\\it's a blob.bin").replace(
+        "\\", "/"
+    )  # /C:/Users/... as OpenSSH names it
     assert win.put(src, remote) == hashlib.sha256(data).hexdigest()
     assert (host / "sub dir" / "it's a blob.bin").read_bytes() == data
     r = win.run_ps(f"(Get-FileHash -Algorithm SHA256 -LiteralPath '{wpath}\\sub dir\\it''s a blob.bin').Hash")
@@ -192,7 +213,9 @@ def test_push_64mib_cut_resumed_verified_and_unchanged_repush_sends_nothing(win,
     assert killed, "the upload never reached the cut"
     assert res.status == "resumed" and res.attempts == 2 and 0 < res.resumed_from <= killed[0]
     assert res.sent < blob.size + killed[0]  # the verified prefix was not sent again
-    on_drive = persona_drive(ssh_lab.state_dir, win.name) / "Users/edgelab/AppData/Local/edgelab/store" / blob.sha256
+    on_drive = (
+        persona_drive(ssh_lab.state_dir, win.name) / "Users/edgelab/AppData/Local/edgelab/store" / blob.sha256
+    )
     assert sha256_path(on_drive) == blob.sha256
     assert not on_drive.with_name(blob.sha256 + ".part").exists()
     print(f"virtual {win.name}: 64 MiB push with a cut: {64 / seconds:.1f} MiB/s (labelled virtual)")
@@ -346,8 +369,11 @@ def test_session_job_kills_start_process_children_but_not_the_launched_run(win, 
     from edgelab.transport import winscripts
 
     line = winscripts.join_windows_args(["-c", "import time; time.sleep(300)"])
-    r = win.run_ps(f"$p = Start-Process -FilePath {winscripts.q(PY)} -ArgumentList {winscripts.q(line)} -PassThru\n"
-                   "$p.Id", timeout=30)
+    r = win.run_ps(
+        f"$p = Start-Process -FilePath {winscripts.q(PY)} -ArgumentList {winscripts.q(line)} -PassThru\n"
+        "$p.Id",
+        timeout=30,
+    )
     assert r.ok, r.stderr
     assert _gone(int(r.stdout.strip())), "a Start-Process child outlived its SSH session's job"
     wpath, _host = scratch

@@ -29,8 +29,9 @@ def builder_scripts() -> dict[str, str]:
 
 
 def used(script: str) -> dict[str, set]:
-    got: dict[str, set] = {k: set() for k in ("cmdlets", "params", "natives", "static", "members", "vars", "types",
-                                              "locals")}
+    got: dict[str, set] = {
+        k: set() for k in ("cmdlets", "params", "natives", "static", "members", "vars", "types", "locals")
+    }
     for node in P.walk(P.parse(script)):
         if isinstance(node, P.Command):
             if node.invoke:
@@ -45,8 +46,12 @@ def used(script: str) -> dict[str, set]:
                 got["params"] |= {(node.name, a.name) for a in node.args if isinstance(a, P.Param)}
                 for k, a in enumerate(node.args[:-1]):
                     nxt = node.args[k + 1]
-                    if isinstance(a, P.Param) and a.name.lower() == "filepath" and isinstance(nxt, P.Str) \
-                            and nxt.value not in WORKLOADS:
+                    if (
+                        isinstance(a, P.Param)
+                        and a.name.lower() == "filepath"
+                        and isinstance(nxt, P.Str)
+                        and nxt.value not in WORKLOADS
+                    ):
                         got["natives"].add(nxt.value)  # Start-Process -FilePath 'powershell.exe'
 
                 if node.name == "New-Object":
@@ -80,7 +85,10 @@ def test_every_builder_uses_only_listed_commands(name, script):
     assert u["static"] <= set(winps.STATIC), (name, u["static"] - set(winps.STATIC))
     assert u["members"] <= set(winps.MEMBERS), (name, u["members"] - set(winps.MEMBERS))
     # automatic/preference variables must be listed; the script's own variables are whatever it assigns
-    assert {v.lower() for v in u["vars"]} - {v.lower() for v in winps.VARIABLES} <= u["locals"], (name, u["vars"])
+    assert {v.lower() for v in u["vars"]} - {v.lower() for v in winps.VARIABLES} <= u["locals"], (
+        name,
+        u["vars"],
+    )
     assert u["types"] <= set(winps.TYPES), (name, u["types"])
 
 
@@ -115,11 +123,20 @@ def test_the_shim_answers_every_listed_entry():
 def test_an_unlisted_cmdlet_is_not_recognized_by_the_shim(tmp_path):
     """The other direction of drift: a builder that emits something new fails on the virtual device."""
     env = dict(os.environ, EDGELAB_SIM_LIB=os.path.dirname(os.path.dirname(shim.__file__)))
-    shim_path = os.path.join(os.path.dirname(os.path.dirname(shim.__file__)), "personas", "_shims", "powershell")
-    r = subprocess.run([shim_path, "-NoProfile", "-Command", "Invoke-WebRequest -Uri x"], capture_output=True,
-                       text=True, env=env, timeout=30)
+    shim_path = os.path.join(
+        os.path.dirname(os.path.dirname(shim.__file__)), "personas", "_shims", "powershell"
+    )
+    r = subprocess.run(
+        [shim_path, "-NoProfile", "-Command", "Invoke-WebRequest -Uri x"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+    )
     assert r.returncode == 1
-    assert ("Invoke-WebRequest : The term 'Invoke-WebRequest' is not recognized as the name of a cmdlet, function, "
-            "script file, or operable program.") in r.stderr
+    assert (
+        "Invoke-WebRequest : The term 'Invoke-WebRequest' is not recognized as the name of a cmdlet, function, "
+        "script file, or operable program."
+    ) in r.stderr
     assert "CommandNotFoundException" in r.stderr
     assert sys.executable  # the shim runs on the system python, not the venv's

@@ -35,34 +35,49 @@ def drive(tmp_path):
 
 
 def ps(drive: Path, script: str, persona: Path = WIN, timeout: float = 60) -> subprocess.CompletedProcess:
-    argv = persona_argv(persona, ["powershell", "-NoProfile", "-NonInteractive", "-Command", script], drive=drive)
+    argv = persona_argv(
+        persona, ["powershell", "-NoProfile", "-NonInteractive", "-Command", script], drive=drive
+    )
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd="/")
 
 
 def cmd(drive: Path, line: str, persona: Path = XELITE) -> subprocess.CompletedProcess:
-    return subprocess.run(persona_argv(persona, ["cmd", "/c", line], drive=drive), capture_output=True, text=True,
-                          timeout=60, cwd="/")
+    return subprocess.run(
+        persona_argv(persona, ["cmd", "/c", line], drive=drive),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+    )
 
 
 # ------------------------------------------------------------------ command lines
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
-                        max_size=12), max_size=5))
+@given(
+    st.lists(
+        st.text(
+            alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12
+        ),
+        max_size=5,
+    )
+)
 def test_windows_quoting_round_trips_through_commandlinetoargvw(args):
     assert split_command_line(winscripts.join_windows_args(args)) == args
 
 
 def test_commandlinetoargvw_backslash_rules():
-    assert split_command_line(r'a\\\"b "c d" e\\"f g" h\i') == ['a\\"b', "c d", 'e\\f g', "h\\i"]
+    assert split_command_line(r'a\\\"b "c d" e\\"f g" h\i') == ['a\\"b', "c d", "e\\f g", "h\\i"]
 
 
 # ------------------------------------------------------------------ PowerShell semantics
 
 
 def test_file_cmdlets_follow_powershell_semantics(drive):
-    r = ps(drive, r"""
+    r = ps(
+        drive,
+        r"""
 New-Item -ItemType Directory -Force -Path 'C:\Users\edgelab\S' | Out-Null
 Test-Path -LiteralPath 'c:\users\EDGELAB\s' -PathType Container
 Test-Path -LiteralPath 'C:\Users\edgelab\S' -PathType Leaf
@@ -73,7 +88,8 @@ Move-Item -LiteralPath 'C:\Users\edgelab\S\a.txt' -Destination 'C:\Users\edgelab
 Move-Item -Force -LiteralPath 'C:\Users\edgelab\S\a.txt' -Destination 'C:\Users\edgelab\S\b.txt'
 (Get-Item -LiteralPath 'C:/Users/edgelab/S/b.txt').Length
 Get-ChildItem -File -LiteralPath 'C:\Users\edgelab\S' | ForEach-Object { $_.Name }
-""")
+""",
+    )
     assert r.stdout.splitlines() == ["True", "False", "after: False", "5", "b.txt"], r.stderr
     assert "Cannot create a file when that file already exists." in r.stderr
     assert (drive / "Users/edgelab/S/b.txt").read_bytes() == b"one\r\n"  # Set-Content writes CRLF lines
@@ -100,7 +116,10 @@ def test_errors_exit_codes_and_error_action(drive):
 
 def test_get_filehash_default_table_and_property(drive):
     (drive / "h.bin").write_bytes(b"edgelab")
-    r = ps(drive, r"Get-FileHash -LiteralPath 'C:\h.bin'; (Get-FileHash -Algorithm MD5 -LiteralPath 'C:\h.bin').Hash")
+    r = ps(
+        drive,
+        r"Get-FileHash -LiteralPath 'C:\h.bin'; (Get-FileHash -Algorithm MD5 -LiteralPath 'C:\h.bin').Hash",
+    )
     lines = r.stdout.splitlines()
     assert lines[1].split() == ["Algorithm", "Hash", "Path"]
     import hashlib
@@ -120,11 +139,19 @@ def test_prefix_hash_builder_streams_the_first_bytes(drive):
 
 def test_start_process_passthru_get_process_and_taskkill_tree(drive):
     (drive / "w").mkdir()
-    line = winscripts.join_windows_args(["-c", "import subprocess, time; subprocess.Popen(['sleep', '300']); "
-                                         "print('a b', flush=True); time.sleep(300)"])
-    r = ps(drive, f"$p = Start-Process -FilePath 'python3' -ArgumentList '{line.replace(chr(39), chr(39) * 2)}' "
-                  "-WorkingDirectory 'C:\\w' -RedirectStandardOutput 'C:\\w\\out.log' -RedirectStandardError "
-                  "'C:\\w\\err.log' -WindowStyle Hidden -PassThru; $p.Id")
+    line = winscripts.join_windows_args(
+        [
+            "-c",
+            "import subprocess, time; subprocess.Popen(['sleep', '300']); "
+            "print('a b', flush=True); time.sleep(300)",
+        ]
+    )
+    r = ps(
+        drive,
+        f"$p = Start-Process -FilePath 'python3' -ArgumentList '{line.replace(chr(39), chr(39) * 2)}' "
+        "-WorkingDirectory 'C:\\w' -RedirectStandardOutput 'C:\\w\\out.log' -RedirectStandardError "
+        "'C:\\w\\err.log' -WindowStyle Hidden -PassThru; $p.Id",
+    )
     pid = int(r.stdout.strip())
     end = time.monotonic() + 10
     while b"a b" not in (drive / "w/out.log").read_bytes() and time.monotonic() < end:
@@ -170,8 +197,11 @@ def test_cmd_expands_percent_vars_and_fails_with_9009(drive):
     assert cmd(drive, "echo %OS%").stdout == "Windows_NT\n"
     r = cmd(drive, "no-such-program arg")
     assert r.returncode == 9009 & 0xFF  # cmd's 9009; a Linux exit status keeps its low byte only
-    assert r.stderr == "'no-such-program' is not recognized as an internal or external command,\noperable program or batch file.\n"
-    r = cmd(drive, "sh -c \"exit 3\" && echo no || echo yes")
+    assert (
+        r.stderr
+        == "'no-such-program' is not recognized as an internal or external command,\noperable program or batch file.\n"
+    )
+    r = cmd(drive, 'sh -c "exit 3" && echo no || echo yes')
     assert r.stdout == "yes\n"
     r = cmd(drive, winscripts.windows_line("'from ps'; exit 4", "cmd"))
     assert (r.stdout, r.returncode) == ("from ps\n", 4)

@@ -30,8 +30,12 @@ _LINE = re.compile(
     r"(?:\s*\(\s*(?P<per>[\d.]+)\s*ms per token,\s*(?P<tps>[\d.]+|inf|nan)\s*tokens per second\))?"
 )
 _CLI = re.compile(r"\[\s*Prompt:\s*(?P<p>[\d.]+)\s*t/s\s*\|\s*Generation:\s*(?P<g>[\d.]+)\s*t/s\s*\]")
-_VERSION = re.compile(r"version:\s*(?P<version>\S+)\s*\(build\s+(?P<build>\d+),\s*commit\s+(?P<commit>[0-9a-f]+)\)")
-_BUILD = re.compile(r"\bbuild\s+(?P<build>\d+)\s*\((?P<commit>[0-9a-f]{6,40})\)(?:\s*with\s+(?P<compiler>.+?)\s+for\s+(?P<target>\S+(?: \S+)?))?")
+_VERSION = re.compile(
+    r"version:\s*(?P<version>\S+)\s*\(build\s+(?P<build>\d+),\s*commit\s+(?P<commit>[0-9a-f]+)\)"
+)
+_BUILD = re.compile(
+    r"\bbuild\s+(?P<build>\d+)\s*\((?P<commit>[0-9a-f]{6,40})\)(?:\s*with\s+(?P<compiler>.+?)\s+for\s+(?P<target>\S+(?: \S+)?))?"
+)
 
 
 @dataclass
@@ -118,8 +122,11 @@ def parse_perf(text: str | Iterable[str]) -> PerfReport | None:
     for line in reversed(list(_lines(text))):
         m = _CLI.search(line)
         if m:
-            return PerfReport(prompt=PerfPhase(tokens_per_s=float(m.group("p"))),
-                              eval=PerfPhase(tokens_per_s=float(m.group("g"))), source="llama-cli")
+            return PerfReport(
+                prompt=PerfPhase(tokens_per_s=float(m.group("p"))),
+                eval=PerfPhase(tokens_per_s=float(m.group("g"))),
+                source="llama-cli",
+            )
     return None
 
 
@@ -128,12 +135,22 @@ def parse_build_info(text: str | Iterable[str]) -> dict[str, str | None] | None:
     for line in _lines(text):
         m = _VERSION.search(line)
         if m:
-            return {"version": m.group("version"), "build": m.group("build"), "commit": m.group("commit"),
-                    "compiler": None, "target": None}
+            return {
+                "version": m.group("version"),
+                "build": m.group("build"),
+                "commit": m.group("commit"),
+                "compiler": None,
+                "target": None,
+            }
         m = _BUILD.search(line)
         if m and ("build_info" in line or "print_info" in line or " with " in line):
-            return {"version": None, "build": m.group("build"), "commit": m.group("commit"),
-                    "compiler": m.group("compiler"), "target": m.group("target")}
+            return {
+                "version": None,
+                "build": m.group("build"),
+                "commit": m.group("commit"),
+                "compiler": m.group("compiler"),
+                "target": m.group("target"),
+            }
     return None
 
 

@@ -21,12 +21,27 @@ import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
-_BUF = re.compile(r"(?P<who>load_tensors|llama_kv_cache\w*|sched_reserve|llama_context|llama_new_context_with_model"
-                  r"|llama_kv_cache_init):\s+(?P<name>\S+)\s+(?P<what>model|KV|compute|output) buffer size\s*=\s*"
-                  r"(?P<mib>[\d.]+)\s*MiB")
+_BUF = re.compile(
+    r"(?P<who>load_tensors|llama_kv_cache\w*|sched_reserve|llama_context|llama_new_context_with_model"
+    r"|llama_kv_cache_init):\s+(?P<name>\S+)\s+(?P<what>model|KV|compute|output) buffer size\s*=\s*"
+    r"(?P<mib>[\d.]+)\s*MiB"
+)
 _OFFLOAD = re.compile(r"offloaded\s+(?P<n>\d+)/(?P<total>\d+)\s+layers to GPU")
 _DEVICE = re.compile(r"using device\s+(?P<name>\S+)\s+\((?P<desc>[^)]*)\)")
-_GPU_PREFIXES = ("CUDA", "ROCm", "HIP", "Vulkan", "Metal", "MTL", "OpenCL", "SYCL", "MUSA", "CANN", "BLAS_GPU", "RPC")
+_GPU_PREFIXES = (
+    "CUDA",
+    "ROCm",
+    "HIP",
+    "Vulkan",
+    "Metal",
+    "MTL",
+    "OpenCL",
+    "SYCL",
+    "MUSA",
+    "CANN",
+    "BLAS_GPU",
+    "RPC",
+)
 _NPU_PREFIXES = ("HTP", "QNN", "Hexagon", "NPU")
 
 

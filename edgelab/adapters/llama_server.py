@@ -121,7 +121,8 @@ def wait_ready(
             if now - t0 >= timeout:
                 raise ServerNotReady(
                     f"llama-server at {base_url} not ready after {timeout:.0f} s (last: {state}"
-                    + (f" {states[-1].detail}" if states[-1].detail else "") + ")"
+                    + (f" {states[-1].detail}" if states[-1].detail else "")
+                    + ")"
                 )
             if cancel is not None:
                 if cancel.wait(interval):
@@ -263,17 +264,31 @@ class ChunkReader:
         return chunk
 
 
-def request_body(prompt: str, n_predict: int, *, chat: bool, temperature: float = 0.0, seed: int | None = None,
-                 ignore_eos: bool = True, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def request_body(
+    prompt: str,
+    n_predict: int,
+    *,
+    chat: bool,
+    temperature: float = 0.0,
+    seed: int | None = None,
+    ignore_eos: bool = True,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The JSON body: streaming, no prompt cache (each request processes its whole prompt),
     ``ignore_eos`` so every request generates ``n_predict`` tokens (a random-weight model may
     sample EOS anywhere)."""
-    body: dict[str, Any] = {"stream": True, "cache_prompt": False, "temperature": temperature,
-                            "ignore_eos": ignore_eos}
+    body: dict[str, Any] = {
+        "stream": True,
+        "cache_prompt": False,
+        "temperature": temperature,
+        "ignore_eos": ignore_eos,
+    }
     if seed is not None:
         body["seed"] = seed
     if chat:
-        body.update(messages=[{"role": "user", "content": prompt}], max_tokens=n_predict, timings_per_token=True)
+        body.update(
+            messages=[{"role": "user", "content": prompt}], max_tokens=n_predict, timings_per_token=True
+        )
     else:
         body.update(prompt=prompt, n_predict=n_predict)
     body.update(extra or {})
@@ -299,8 +314,9 @@ def stream_completion(
     Errors (HTTP status, a dropped connection, an in-band error object) are recorded on the
     record (``error``), never raised: a failed request is a result too."""
     endpoint = CHAT if chat else COMPLETION
-    body = request_body(prompt, n_predict, chat=chat, temperature=temperature, seed=seed,
-                        ignore_eos=ignore_eos, extra=extra)
+    body = request_body(
+        prompt, n_predict, chat=chat, temperature=temperature, seed=seed, ignore_eos=ignore_eos, extra=extra
+    )
     url = base_url.rstrip("/") + endpoint
     wall0 = time.time()
     mono0 = time.perf_counter()
@@ -311,8 +327,7 @@ def stream_completion(
         # chunked terminator (its content provider returns false once done, which cpp-httplib
         # treats as cancelled), so a client that reuses that connection races the close and may
         # lose its next request. Asking for the close makes that deterministic.
-        with client.stream("POST", url, json=body, timeout=timeout,
-                           headers={"Connection": "close"}) as resp:
+        with client.stream("POST", url, json=body, timeout=timeout, headers={"Connection": "close"}) as resp:
             rec.status = resp.status_code
             if resp.status_code != 200:
                 resp.read()
@@ -338,14 +353,23 @@ def stream_completion(
     return rec
 
 
-def record_from_sse(raw: str | bytes, endpoint: str, *, prompt: str = "", n_predict: int = 0,
-                    times: Iterable[float] | None = None, submitted: float = 0.0) -> CompletionRecord:
+def record_from_sse(
+    raw: str | bytes,
+    endpoint: str,
+    *,
+    prompt: str = "",
+    n_predict: int = 0,
+    times: Iterable[float] | None = None,
+    submitted: float = 0.0,
+) -> CompletionRecord:
     """A record from a captured stream (tests, re-analysis); ``times`` are the arrival times of
     the data lines (default: 1 ms apart after ``submitted``)."""
     text = raw.decode() if isinstance(raw, bytes) else raw
     payloads = list(sse_data(text.splitlines()))
     ts = list(times) if times is not None else [submitted + 0.001 * (i + 1) for i in range(len(payloads))]
-    rec = CompletionRecord(endpoint=endpoint, prompt=prompt, n_predict=n_predict, submitted=submitted, status=200)
+    rec = CompletionRecord(
+        endpoint=endpoint, prompt=prompt, n_predict=n_predict, submitted=submitted, status=200
+    )
     reader = ChunkReader(rec)
     for payload, t in zip(payloads, ts, strict=False):
         reader.feed(payload, t)
@@ -356,18 +380,39 @@ def record_from_sse(raw: str | bytes, endpoint: str, *, prompt: str = "", n_pred
 # ---------------------------------------------------------------- events
 
 
-def record_to_events(record: CompletionRecord, run: str | None, request_id: str, phase: str = "measured",
-                     *, band: str | None = None) -> list[ev.Event]:
+def record_to_events(
+    record: CompletionRecord,
+    run: str | None,
+    request_id: str,
+    phase: str = "measured",
+    *,
+    band: str | None = None,
+) -> list[ev.Event]:
     """RequestStart at the send, one TextToken per chunk (``n`` tokens, its text), RequestEnd at
     the end of the stream (``ok`` false with the error when it failed): what edgelab.metrics.text
     turns into TTFT, inter-token intervals and decode tokens/s."""
-    out: list[ev.Event] = [ev.RequestStart(t=record.submitted, run=run, request=request_id, phase=phase, band=band,
-                                           input=record.prompt[:200] or None)]
+    out: list[ev.Event] = [
+        ev.RequestStart(
+            t=record.submitted,
+            run=run,
+            request=request_id,
+            phase=phase,
+            band=band,
+            input=record.prompt[:200] or None,
+        )
+    ]
     for c in record.chunks:
         if c.n > 0:
             out.append(ev.TextToken(t=c.t, run=run, request=request_id, n=c.n, text=c.text))
-    out.append(ev.RequestEnd(t=record.finished if record.finished is not None else record.submitted, run=run,
-                             request=request_id, ok=record.ok, error=record.error))
+    out.append(
+        ev.RequestEnd(
+            t=record.finished if record.finished is not None else record.submitted,
+            run=run,
+            request=request_id,
+            ok=record.ok,
+            error=record.error,
+        )
+    )
     return out
 
 

@@ -246,8 +246,10 @@ class DeviceStore:
 
     def list(self) -> list[StoreEntry]:
         # the device's clock first, then "size mtime name" per file (hidden adb leftovers included)
-        script = ('cd "$1" 2>/dev/null || exit 0; date +%s; for f in * .*.adb-part; do '
-                  'if [ -f "$f" ]; then stat -c "%s %Y %n" "$f"; fi; done; true')
+        script = (
+            'cd "$1" 2>/dev/null || exit 0; date +%s; for f in * .*.adb-part; do '
+            'if [ -f "$f" ]; then stat -c "%s %Y %n" "$f"; fi; done; true'
+        )
         res = self._must(["sh", "-c", script, "edgelab-ls", self.root], "list the store")
         out = []
         lines = res.stdout.splitlines()
@@ -287,8 +289,10 @@ class WindowsStore(DeviceStore):
     def _ps_must(self, script: str, what: str, timeout: float = 60.0) -> RunResult:
         res = self._ps(script, timeout)
         if not res.ok:
-            raise TransportError(f"{self.t_name}: {what} failed: {res.stderr.strip()[:200]}",
-                                 remedy="check free space and permissions of the device store")
+            raise TransportError(
+                f"{self.t_name}: {what} failed: {res.stderr.strip()[:200]}",
+                remedy="check free space and permissions of the device store",
+            )
         return res
 
     def ensure(self) -> None:
@@ -308,7 +312,9 @@ class WindowsStore(DeviceStore):
 
     def inspect(self, sha: str) -> tuple[tuple[int, str] | None, tuple[int, str] | None]:
         """One round trip: make the store, then the stat of the blob and of its ``.part``."""
-        res = self._ps_must(winscripts.inspect(self.root, [self.blob(sha), self.part(sha)]), "inspect the store")
+        res = self._ps_must(
+            winscripts.inspect(self.root, [self.blob(sha), self.part(sha)]), "inspect the store"
+        )
         lines = [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
         if len(lines) != 2:
             raise TransportError(f"{self.t_name}: unexpected store listing {res.stdout[:120]!r}")
@@ -319,10 +325,14 @@ class WindowsStore(DeviceStore):
         res = self._ps(winscripts.finalize(self.part(sha), sha, self.blob(sha)), timeout=hash_timeout(size))
         if res.exit_code == 3:
             got = res.stdout.split()[-1] if res.stdout.split() else "?"
-            raise HashMismatch(f"{self.t_name}: {sha[:12]} hashed {got[:12].lower()} on the device after upload",
-                               remedy="the local file changed during the push, or the device's storage is failing")
+            raise HashMismatch(
+                f"{self.t_name}: {sha[:12]} hashed {got[:12].lower()} on the device after upload",
+                remedy="the local file changed during the push, or the device's storage is failing",
+            )
         if not res.ok:
-            raise TransportError(f"{self.t_name}: verify/rename of {sha[:12]} failed: {res.stderr.strip()[:200]}")
+            raise TransportError(
+                f"{self.t_name}: verify/rename of {sha[:12]} failed: {res.stderr.strip()[:200]}"
+            )
         return _parse_stat(res.stdout.strip().splitlines()[-1] if res.stdout.strip() else "-")
 
     def rename(self, src: str, dst: str) -> None:

@@ -191,8 +191,10 @@ def push_blob(
             def sent(now: int, _size: int) -> None:
                 nonlocal done, sent_total
                 if cancel is not None and cancel.is_set():
-                    raise Interrupted(f"push of {sha[:12]} interrupted after {done} of {total} bytes",
-                                      remedy="push again: it resumes from what arrived")
+                    raise Interrupted(
+                        f"push of {sha[:12]} interrupted after {done} of {total} bytes",
+                        remedy="push again: it resumes from what arrived",
+                    )
                 sent_total += now - done
                 done = now
                 if progress:
@@ -258,9 +260,7 @@ def push_to_device(
         store = open_store(transport)  # type: ignore[arg-type]
         for blob in blobs:
             cb = (lambda sha, d, t: progress(device, sha, d, t)) if progress else None
-            out.blobs.append(
-                push_blob(store, blob, stamps=stamps, verify=verify, progress=cb, cancel=cancel)
-            )
+            out.blobs.append(push_blob(store, blob, stamps=stamps, verify=verify, progress=cb, cancel=cancel))
     except EdgelabError as e:
         out.error, out.remedy = str(e), e.remedy
     finally:
@@ -293,8 +293,16 @@ def push_parallel(
 
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(jobs)))) as pool:
         futures = [
-            pool.submit(push_to_device, factory, name, blobs, stamps=stamps, verify=verify, progress=guarded,
-                        cancel=cancel)
+            pool.submit(
+                push_to_device,
+                factory,
+                name,
+                blobs,
+                stamps=stamps,
+                verify=verify,
+                progress=guarded,
+                cancel=cancel,
+            )
             for name, factory, stamps in jobs
         ]
         try:

@@ -37,9 +37,16 @@ def _endpoint(row):
     from edgelab.transport.quoting import Shell
 
     return Endpoint(
-        name=row.name, kind=row.transport, ssh_user=row.ssh_user, ssh_host=row.ssh_host,
-        ssh_port=row.ssh_port, ssh_jump=row.ssh_jump, adb_serial=row.adb_serial,
-        adb_server=row.adb_server, host_key_fingerprint=row.host_key_fingerprint, shell=Shell(row.shell),
+        name=row.name,
+        kind=row.transport,
+        ssh_user=row.ssh_user,
+        ssh_host=row.ssh_host,
+        ssh_port=row.ssh_port,
+        ssh_jump=row.ssh_jump,
+        adb_serial=row.adb_serial,
+        adb_server=row.adb_server,
+        host_key_fingerprint=row.host_key_fingerprint,
+        shell=Shell(row.shell),
     )
 
 
@@ -72,7 +79,9 @@ def _blobs(refs: Sequence[str], url: str | None) -> list[BlobSpec] | None:
     return list(out.values())
 
 
-def quick_repush(refs: Sequence[str], devices: Sequence[str], *, url: str | None = None) -> list[DeviceResult] | None:
+def quick_repush(
+    refs: Sequence[str], devices: Sequence[str], *, url: str | None = None
+) -> list[DeviceResult] | None:
     """Per-device results, all blobs ``present``, when nothing needs sending; else ``None``.
 
     ``url``: the database (``--db``), else ``EDGELAB_DB`` or the default, as ``edgelab.config.db_url``.
@@ -106,8 +115,15 @@ def quick_repush(refs: Sequence[str], devices: Sequence[str], *, url: str | None
                     have, _part = store.inspect(b.sha256)
                     if have is None or have != recorded[b.sha256]:
                         return None
-                    out.blobs.append(BlobResult(b.sha256, b.size, "present", store.blob(b.sha256),
-                                                seconds=time.monotonic() - start))
+                    out.blobs.append(
+                        BlobResult(
+                            b.sha256,
+                            b.size,
+                            "present",
+                            store.blob(b.sha256),
+                            seconds=time.monotonic() - start,
+                        )
+                    )
             finally:
                 t.close()
         except EdgelabError:
@@ -136,12 +152,19 @@ class _QuickStamps:
         self.drops.add(sha)
 
     def save(self, conn) -> None:
-        put_store_entries(conn, self.device_id, [(sha, *v) for sha, v in self.puts.items()], sorted(self.drops))
+        put_store_entries(
+            conn, self.device_id, [(sha, *v) for sha, v in self.puts.items()], sorted(self.drops)
+        )
 
 
-def quick_push(refs: Sequence[str], devices: Sequence[str], *, url: str | None = None,
-               progress: Callable[[str, str, int, int], None] | None = None,
-               workers: int = 8) -> list[DeviceResult] | None:
+def quick_push(
+    refs: Sequence[str],
+    devices: Sequence[str],
+    *,
+    url: str | None = None,
+    progress: Callable[[str, str, int, int], None] | None = None,
+    workers: int = 8,
+) -> list[DeviceResult] | None:
     """``push_artifacts`` without the ORM, when no device is under any open lease; else ``None``.
 
     The same work in the same order: the artifacts' files (each unchanged since it was hashed), a
@@ -171,8 +194,9 @@ def quick_push(refs: Sequence[str], devices: Sequence[str], *, url: str | None =
         stamps = {}
         for name in names:
             dev = by_name[name]
-            stamps[name] = _QuickStamps(dev.id, {e.sha256: (e.size, e.stamp) for e in entries[1]
-                                                 if e.device_id == dev.id})
+            stamps[name] = _QuickStamps(
+                dev.id, {e.sha256: (e.size, e.stamp) for e in entries[1] if e.device_id == dev.id}
+            )
         try:
             from edgelab.transport import open_transport
 

@@ -134,8 +134,11 @@ def gc_device(engine: Engine, device_name: str, *, dry_run: bool = False) -> lis
     try:
         store = open_store(t)
         # a partial still being written (an upload in flight, resumable) stays; a stale one goes
-        doomed = [e for e in store.list() if e.sha256 not in keep
-                  and not (e.partial and e.age_s is not None and e.age_s < STALE_PART_S)]
+        doomed = [
+            e
+            for e in store.list()
+            if e.sha256 not in keep and not (e.partial and e.age_s is not None and e.age_s < STALE_PART_S)
+        ]
         if not dry_run and doomed:
             store.remove([store.blob(e.name) for e in doomed])
     finally:

@@ -38,8 +38,16 @@ from edgelab.store.runs import create_run, get_run, new_run_id
 
 EXTERNAL = "external"
 # vLLM-Omni's speech fields: anything else a server puts in audio.start is something it reports
-_SPEECH_FIELDS = {"type", "utterance_index", "sentence_index", "sentence_text", "format", "sample_rate",
-                  "channels", "word_timestamps"}
+_SPEECH_FIELDS = {
+    "type",
+    "utterance_index",
+    "sentence_index",
+    "sentence_text",
+    "format",
+    "sample_rate",
+    "channels",
+    "word_timestamps",
+}
 # pipeline kind -> callable(engine, req, run_id, sink) for text LMs (llama-server adapter registers here)
 TEXT_BENCHES: dict[str, Callable[..., dict[str, Any]]] = {}
 
@@ -98,26 +106,36 @@ def _models(url: str, timeout: float) -> list[str] | None:
 def _validate(req: EndpointBenchRequest, kind: str) -> str:
     scheme = urlsplit(req.endpoint).scheme
     if scheme not in ("ws", "wss", "http", "https"):
-        raise ConfigError(f"endpoint {req.endpoint!r} is not a ws:// or http:// URL",
-                          remedy="pass e.g. --endpoint ws://HOST:PORT")
+        raise ConfigError(
+            f"endpoint {req.endpoint!r} is not a ws:// or http:// URL",
+            remedy="pass e.g. --endpoint ws://HOST:PORT",
+        )
     check_protocol(req.band, req.warmup, req.requests, req.control_hz)
     if kind in ("tts", "omni"):
         return "speech-ws" if scheme.startswith("ws") else "speech-http"
     if kind == "vla":
         if not scheme.startswith("ws"):
-            raise ConfigError("an OpenPI policy endpoint is a WebSocket", remedy="pass --endpoint ws://HOST:PORT")
+            raise ConfigError(
+                "an OpenPI policy endpoint is a WebSocket", remedy="pass --endpoint ws://HOST:PORT"
+            )
         return "openpi"
     if kind == "text_lm" and scheme.startswith("http"):
         return "llama-server"
     if kind in TEXT_BENCHES:
         return kind
-    raise ConfigError(f"no endpoint bench for {kind} pipelines yet",
-                      remedy="text-LM endpoints (llama-server) are measured once the llama-server adapter is merged")
+    raise ConfigError(
+        f"no endpoint bench for {kind} pipelines yet",
+        remedy="text-LM endpoints (llama-server) are measured once the llama-server adapter is merged",
+    )
 
 
-def run_endpoint_bench(engine: Engine, req: EndpointBenchRequest, *,
-                       on_event: Callable[[ev.Event], None] | None = None,
-                       cancel: threading.Event | None = None) -> BenchResult:
+def run_endpoint_bench(
+    engine: Engine,
+    req: EndpointBenchRequest,
+    *,
+    on_event: Callable[[ev.Event], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> BenchResult:
     """Measure the endpoint with the protocol; the run and its records are stored as any bench."""
     pid, kind = pipeline_kind(req.pipeline)
     proto = _validate(req, kind)
@@ -127,17 +145,30 @@ def run_endpoint_bench(engine: Engine, req: EndpointBenchRequest, *,
     runtime = str(reported.get("runtime") or EXTERNAL)
     weights = str(reported.get("weights") or "unknown")
     endpoint = {"url": req.endpoint, "protocol": proto, "reported": reported}
-    meta: dict[str, Any] = {"protocol": PROTOCOL, "band": req.band if kind != "vla" else None,
-                            "warmup": req.warmup, "requests": req.requests, "batch": 1, "concurrency": 1,
-                            "weights": weights, "endpoint": endpoint}
+    meta: dict[str, Any] = {
+        "protocol": PROTOCOL,
+        "band": req.band if kind != "vla" else None,
+        "warmup": req.warmup,
+        "requests": req.requests,
+        "batch": 1,
+        "concurrency": 1,
+        "weights": weights,
+        "endpoint": endpoint,
+    }
     if kind == "vla":
         meta.update(control_hz=req.control_hz, control_period_s=1.0 / req.control_hz)
     virtual = False
     with session_scope(engine) as s:
         if req.device:
             virtual = bool(get_device(s, req.device).virtual)
-        prov = provenance(s, device=req.device, virtual=virtual if req.device else None, runtime=runtime,
-                          command=None, source=f"bench:{PROTOCOL}:endpoint")
+        prov = provenance(
+            s,
+            device=req.device,
+            virtual=virtual if req.device else None,
+            runtime=runtime,
+            command=None,
+            source=f"bench:{PROTOCOL}:endpoint",
+        )
         prov.update(endpoint=endpoint, weights=weights, strategy=None)
         facts: dict[str, Any] = {}
         if req.device:
@@ -151,10 +182,22 @@ def run_endpoint_bench(engine: Engine, req: EndpointBenchRequest, *,
         # an external server's cache is not observable from here, nor its binary's SHA-256: unknown,
         # said so; its build is its own word (llama-server's build_info) where it gives one
         build = reported.get("build") or (None if runtime == "reference" else "unknown")
-        prov = complete(s, {**prov, "cache": "unknown", "runtime_build": build}, device=None, runtime=runtime,
-                        facts=facts)
-        create_run(s, id=run_id, pipeline=pid, device_name=req.device, runtime=runtime, strategy=None,
-                   kind="bench", virtual=virtual, command=f"endpoint {req.endpoint}", provenance=prov, meta=meta)
+        prov = complete(
+            s, {**prov, "cache": "unknown", "runtime_build": build}, device=None, runtime=runtime, facts=facts
+        )
+        create_run(
+            s,
+            id=run_id,
+            pipeline=pid,
+            device_name=req.device,
+            runtime=runtime,
+            strategy=None,
+            kind="bench",
+            virtual=virtual,
+            command=f"endpoint {req.endpoint}",
+            provenance=prov,
+            meta=meta,
+        )
     ing = Ingestor(engine, run_id)
 
     def sink(e: ev.Event) -> None:
@@ -165,8 +208,16 @@ def run_endpoint_bench(engine: Engine, req: EndpointBenchRequest, *,
 
     state, error = "finished", None
     try:
-        sink(ev.RunStart(t=time.time(), pipeline=pid, device=req.device, runtime=runtime, virtual=virtual,
-                         meta={"endpoint": endpoint, "weights": weights}))
+        sink(
+            ev.RunStart(
+                t=time.time(),
+                pipeline=pid,
+                device=req.device,
+                runtime=runtime,
+                virtual=virtual,
+                meta={"endpoint": endpoint, "weights": weights},
+            )
+        )
         failed = _drive(proto, opened, req, run_id, sink, cancel, reported)
         if cancel is not None and cancel.is_set():
             state, error = "stopped", "cancelled by the caller (timeout or stop)"
@@ -185,8 +236,15 @@ def run_endpoint_bench(engine: Engine, req: EndpointBenchRequest, *,
     final = ing.close(state=state, error=error)
     with session_scope(engine, write=False) as s:
         run = get_run(s, run_id)
-        return BenchResult(run_id, run.state, "vla" if kind == "vla" else kind, final,
-                           bool(final.get("live_equals_final")), dict(run.provenance), dict(run.meta))
+        return BenchResult(
+            run_id,
+            run.state,
+            "vla" if kind == "vla" else kind,
+            final,
+            bool(final.get("live_equals_final")),
+            dict(run.provenance),
+            dict(run.meta),
+        )
 
 
 def _relabel(engine: Engine, run_id: str, reported: dict[str, Any]) -> None:
@@ -230,8 +288,13 @@ def _open(proto: str, req: EndpointBenchRequest, reported: dict[str, Any]) -> An
         from edgelab.protocols.speech_http import SpeechHTTPClient
 
         extra = {k: v for k, v in req.config.items() if k not in ("model", "voice")}
-        return SpeechHTTPClient(req.endpoint, model=req.config.get("model", reported.get("model", "qwen3-tts")),
-                                voice=req.config.get("voice"), extra=extra, timeout=req.timeout)
+        return SpeechHTTPClient(
+            req.endpoint,
+            model=req.config.get("model", reported.get("model", "qwen3-tts")),
+            voice=req.config.get("voice"),
+            extra=extra,
+            timeout=req.timeout,
+        )
     if proto == "llama-server":
         import httpx
 
@@ -241,15 +304,20 @@ def _open(proto: str, req: EndpointBenchRequest, reported: dict[str, Any]) -> An
             props = client.get(base + "/props")
         except httpx.HTTPError as err:
             client.close()
-            raise TransportError(f"cannot reach the llama-server at {base}: {err}",
-                                 remedy="check the server is running and the URL/port") from err
+            raise TransportError(
+                f"cannot reach the llama-server at {base}: {err}",
+                remedy="check the server is running and the URL/port",
+            ) from err
         if props.status_code == 200:
             try:
                 pj = props.json()
             except ValueError:
                 pj = {}
-            reported["props"] = {k: pj.get(k) for k in ("model_path", "build_info", "total_slots", "chat_template")
-                                 if pj.get(k) is not None}
+            reported["props"] = {
+                k: pj.get(k)
+                for k in ("model_path", "build_info", "total_slots", "chat_template")
+                if pj.get(k) is not None
+            }
             reported["props"]["chat_template"] = (reported["props"].get("chat_template") or "")[:200] or None
             if pj.get("build_info"):
                 reported["build"] = pj["build_info"]
@@ -268,8 +336,15 @@ def _close(opened: Any) -> None:
             pass
 
 
-def _drive(proto: str, opened: Any, req: EndpointBenchRequest, run_id: str, sink: Callable[[ev.Event], None],
-           cancel: threading.Event | None, reported: dict[str, Any]) -> int:
+def _drive(
+    proto: str,
+    opened: Any,
+    req: EndpointBenchRequest,
+    run_id: str,
+    sink: Callable[[ev.Event], None],
+    cancel: threading.Event | None,
+    reported: dict[str, Any],
+) -> int:
     """Run warm-up then measured requests; returns how many failed."""
     if proto == "openpi":
         return _drive_openpi(opened, req, run_id, sink, reported)
@@ -303,8 +378,13 @@ def _drive(proto: str, opened: Any, req: EndpointBenchRequest, run_id: str, sink
     return failed
 
 
-def _drive_llama(client: Any, req: EndpointBenchRequest, run_id: str, sink: Callable[[ev.Event], None],
-                 cancel: threading.Event | None) -> int:
+def _drive_llama(
+    client: Any,
+    req: EndpointBenchRequest,
+    run_id: str,
+    sink: Callable[[ev.Event], None],
+    cancel: threading.Event | None,
+) -> int:
     """Warm-up then measured streamed completions, as the launched llama.cpp bench sends them."""
     from edgelab.adapters import llama_server
     from edgelab.deploy.llama_drive import N_PREDICT, PROMPTS
@@ -315,16 +395,24 @@ def _drive_llama(client: Any, req: EndpointBenchRequest, run_id: str, sink: Call
         if cancel is not None and cancel.is_set():
             break
         phase = "warmup" if i < req.warmup else "measured"
-        rec = llama_server.stream_completion(client, req.endpoint, prompt, n, seed=0,
-                                             extra={"cache_prompt": False}, cancel=cancel)
-        for e in llama_server.record_to_events(rec, run_id, f"{run_id}-{phase[0]}{i:03d}", phase, band=req.band):
+        rec = llama_server.stream_completion(
+            client, req.endpoint, prompt, n, seed=0, extra={"cache_prompt": False}, cancel=cancel
+        )
+        for e in llama_server.record_to_events(
+            rec, run_id, f"{run_id}-{phase[0]}{i:03d}", phase, band=req.band
+        ):
             sink(e)
         failed += 0 if rec.ok else 1
     return failed
 
 
-def _drive_openpi(client: Any, req: EndpointBenchRequest, run_id: str, sink: Callable[[ev.Event], None],
-                  reported: dict[str, Any]) -> int:
+def _drive_openpi(
+    client: Any,
+    req: EndpointBenchRequest,
+    run_id: str,
+    sink: Callable[[ev.Event], None],
+    reported: dict[str, Any],
+) -> int:
     import numpy as np
 
     from edgelab.protocols.openpi import observation_for
@@ -340,7 +428,9 @@ def _drive_openpi(client: Any, req: EndpointBenchRequest, run_id: str, sink: Cal
 
     rng = np.random.default_rng(0)
     # edgelab's own lab-side policy takes its layout; a real OpenPI server DROID's unless told
-    layout = req.config.get("observation") or ("reference" if reported.get("runtime") == "reference" else "droid")
+    layout = req.config.get("observation") or (
+        "reference" if reported.get("runtime") == "reference" else "droid"
+    )
     period = 1.0 / req.control_hz
     for phase, steps in (("warmup", req.warmup), ("measured", req.requests)):
         if steps == 0:
@@ -348,12 +438,17 @@ def _drive_openpi(client: Any, req: EndpointBenchRequest, run_id: str, sink: Cal
         rid = f"{run_id}-{phase}"
         sink(ev.RequestStart(t=time.time(), request=rid, phase=phase, input="synthetic observations"))
         try:
-            control_loop(_Sink, client.infer, period_s=period, steps=steps, request=rid,
-                         observe=lambda: observation_for(layout, rng, metadata=reported.get("metadata")))
+            control_loop(
+                _Sink,
+                client.infer,
+                period_s=period,
+                steps=steps,
+                request=rid,
+                observe=lambda: observation_for(layout, rng, metadata=reported.get("metadata")),
+            )
         except Exception as err:  # the server failed an inference (openpi-server sends its traceback)
             sink(ev.ErrorEvent(t=time.time(), request=rid, cls="workload", message=str(err)[:2000]))
             sink(ev.RequestEnd(t=time.time(), request=rid, ok=False, error=str(err)[:300]))
             return 1
         sink(ev.RequestEnd(t=time.time(), request=rid, ok=True))
     return 0
-

@@ -78,39 +78,81 @@ class BenchResult:
     def report(self) -> dict[str, Any]:
         """The headline figures of the protocol, with counts (what the CLI prints)."""
         s = self.summary
-        out: dict[str, Any] = {"run": self.run_id, "state": self.state, "protocol": PROTOCOL,
-                               "virtual": self.provenance.get("virtual"), "requests": s.get("requests")}
+        out: dict[str, Any] = {
+            "run": self.run_id,
+            "state": self.state,
+            "protocol": PROTOCOL,
+            "virtual": self.provenance.get("virtual"),
+            "requests": s.get("requests"),
+        }
         if s.get("audio"):
             a = s["audio"]
-            out["audio"] = {k: a[k] for k in ("ttfa_ms", "playback_start_ms", "underruns_at_ttfa",
-                                              "stall_ms_at_ttfa", "rtf_streamed", "rtf_total", "chunk_gaps_ms")}
+            out["audio"] = {
+                k: a[k]
+                for k in (
+                    "ttfa_ms",
+                    "playback_start_ms",
+                    "underruns_at_ttfa",
+                    "stall_ms_at_ttfa",
+                    "rtf_streamed",
+                    "rtf_total",
+                    "chunk_gaps_ms",
+                )
+            }
         if self.provenance.get("endpoint"):
             out["endpoint"] = self.provenance["endpoint"]
             out["runtime"] = self.provenance.get("runtime")
             out["weights"] = self.provenance.get("weights")
         if self.meta.get("llama"):
             ll = self.meta["llama"]
-            out["text"] = {k: ll.get(k) for k in ("ttft_ms", "itl_ms", "decode_tok_s", "server_prompt_ms",
-                                                  "server_predicted_per_second", "peak_rss_bytes", "failed")}
+            out["text"] = {
+                k: ll.get(k)
+                for k in (
+                    "ttft_ms",
+                    "itl_ms",
+                    "decode_tok_s",
+                    "server_prompt_ms",
+                    "server_predicted_per_second",
+                    "peak_rss_bytes",
+                    "failed",
+                )
+            }
             out["placement"] = (self.meta.get("placement") or {}).get("observed")
-            out["provenance"] = {k: self.provenance.get(k) for k in ("runtime_build", "runtime_sha256", "artifacts",
-                                                                     "command", "threads", "weights")}
+            out["provenance"] = {
+                k: self.provenance.get(k)
+                for k in ("runtime_build", "runtime_sha256", "artifacts", "command", "threads", "weights")
+            }
             if self.meta.get("virtual_note"):
                 out["note"] = self.meta["virtual_note"]
         elif s.get("text"):
             out["text"] = s["text"]
         if self.meta.get("llama_bench") is not None:
-            out["llama_bench"] = {r["test"]: {k: r.get(k) for k in ("avg_ts", "stddev_ts", "n_threads", "backends",
-                                                                    "build_commit")}
-                                  for r in self.meta["llama_bench"]}
-            out["provenance"] = {k: self.provenance.get(k) for k in ("runtime_build", "runtime_sha256", "artifacts",
-                                                                     "command", "threads", "weights")}
+            out["llama_bench"] = {
+                r["test"]: {
+                    k: r.get(k) for k in ("avg_ts", "stddev_ts", "n_threads", "backends", "build_commit")
+                }
+                for r in self.meta["llama_bench"]
+            }
+            out["provenance"] = {
+                k: self.provenance.get(k)
+                for k in ("runtime_build", "runtime_sha256", "artifacts", "command", "threads", "weights")
+            }
             if self.meta.get("virtual_note"):
                 out["note"] = self.meta["virtual_note"]
         if s.get("action"):
             a = s["action"]
-            out["action"] = {k: a.get(k) for k in ("chunks", "control_period_ms", "latency_ms", "age_ms",
-                                                   "deadline_misses", "stale_aligned", "stale_dropped")}
+            out["action"] = {
+                k: a.get(k)
+                for k in (
+                    "chunks",
+                    "control_period_ms",
+                    "latency_ms",
+                    "age_ms",
+                    "deadline_misses",
+                    "stale_aligned",
+                    "stale_dropped",
+                )
+            }
         if self.meta.get("controller") is not None:  # a real runtime under edgelab's S3 controller
             out["runtime"] = self.provenance.get("runtime")
             out["weights"] = self.meta.get("weights")
@@ -126,8 +168,10 @@ def check_protocol(band: str, warmup: int, requests: int, control_hz: float) -> 
     if band not in BANDS:
         raise ConfigError(f"unknown band {band!r}", remedy=f"use one of {', '.join(BANDS)}")
     if warmup < 0 or requests < 1:
-        raise ConfigError("the protocol needs warm-up >= 0 and at least one measured request",
-                          remedy="pass --warmup 1 --requests 20 (the study's minimum)")
+        raise ConfigError(
+            "the protocol needs warm-up >= 0 and at least one measured request",
+            remedy="pass --warmup 1 --requests 20 (the study's minimum)",
+        )
     if control_hz <= 0:
         raise ConfigError("--control-hz must be positive", remedy="pass e.g. --control-hz 10")
 
@@ -139,14 +183,22 @@ def _validate(req: BenchRequest) -> None:
 def template_values(kind: str, req: BenchRequest) -> dict[str, Any]:
     """The protocol's finite counts as launch template values (the plan's template does the rest)."""
     if kind == "tts":
-        return {"band": req.band, "warmup": req.warmup, "requests": req.requests,
-                # unpaced unless asked: the workload's own default talker speed, 2x real time
-                "frames_per_s": f"{req.frames_per_s:g}" if req.frames_per_s is not None else "25",
-                "frames": req.frames}
+        return {
+            "band": req.band,
+            "warmup": req.warmup,
+            "requests": req.requests,
+            # unpaced unless asked: the workload's own default talker speed, 2x real time
+            "frames_per_s": f"{req.frames_per_s:g}" if req.frames_per_s is not None else "25",
+            "frames": req.frames,
+        }
     if kind == "vla":
-        return {"control_hz": f"{req.control_hz:g}", "steps": req.warmup + req.requests,
-                "slow_every": req.slow_every or None, "slow_ms": f"{req.slow_ms:g}" if req.slow_every else None,
-                "hog": req.hog or None}
+        return {
+            "control_hz": f"{req.control_hz:g}",
+            "steps": req.warmup + req.requests,
+            "slow_every": req.slow_every or None,
+            "slow_ms": f"{req.slow_ms:g}" if req.slow_every else None,
+            "hog": req.hog or None,
+        }
     return {"seed": 0, "reps": req.requests}  # llama-bench: one repetition per measured request
 
 
@@ -155,33 +207,63 @@ def _adapter(planned: planning.Planned) -> str:
     planning.check_artifacts(p)  # refused (with the remedy) before anything starts
     proc = p.processes[0]
     if proc.adapter not in ("edgelab-events", "llama-server", "llama-bench"):
-        raise Refusal("no_exported_graph", f"{p.pipeline} on {p.runtime} ({proc.template}) has no bench adapter: "
-                      f"its output is read by {proc.adapter!r}", device=p.device, strategy=p.strategy,
-                      remedy="bench with a runtime whose template emits edgelab events (reference) or serves "
-                             "llama-server (--runtime llama.cpp --strategy S3)")
+        raise Refusal(
+            "no_exported_graph",
+            f"{p.pipeline} on {p.runtime} ({proc.template}) has no bench adapter: "
+            f"its output is read by {proc.adapter!r}",
+            device=p.device,
+            strategy=p.strategy,
+            remedy="bench with a runtime whose template emits edgelab events (reference) or serves "
+            "llama-server (--runtime llama.cpp --strategy S3)",
+        )
     return proc.adapter
 
 
 def _provenance_bits(p) -> dict[str, Any]:
     """Runtime build, its program's SHA-256, every artifact's SHA-256, threads: what the result ran."""
     proc = p.processes[0]
-    build = next((a for a in p.artifacts if a.get("kind") == "runtime" and "placeholder" not in a
-                  and a.get("present")), None)
+    build = next(
+        (
+            a
+            for a in p.artifacts
+            if a.get("kind") == "runtime" and "placeholder" not in a and a.get("present")
+        ),
+        None,
+    )
     program = next((w.split("{bin}/", 1)[1] for w in proc.argv if "{bin}/" in w), None)
     sha = proc.links.get(program) if program else None
     if sha is None:
-        sha = next((a.get("sha256") for a in p.artifacts if a.get("kind") == "runtime" and a.get("sha256")
-                    and a.get("present")), None)
+        sha = next(
+            (
+                a.get("sha256")
+                for a in p.artifacts
+                if a.get("kind") == "runtime" and a.get("sha256") and a.get("present")
+            ),
+            None,
+        )
     arts = {a["role"]: a["sha256"] for a in p.artifacts if a.get("present") and a.get("sha256")}
     weights = next((a.get("weights") for a in p.artifacts if a.get("weights")), None)
-    return {"runtime_build": build.get("name") if build else None, "runtime_sha256": sha, "artifacts": arts,
-            "threads": proc.values.get("threads"), "program": program, "weights": weights,
-            "template": proc.template, "target": proc.target}
+    return {
+        "runtime_build": build.get("name") if build else None,
+        "runtime_sha256": sha,
+        "artifacts": arts,
+        "threads": proc.values.get("threads"),
+        "program": program,
+        "weights": weights,
+        "template": proc.template,
+        "target": proc.target,
+    }
 
 
-def run_bench(engine: Engine, req: BenchRequest, *, opts: Options | None = None,
-              on_event: Callable[[ev.Event], None] | None = None,
-              cancel: threading.Event | None = None, lease_id: str | None = None) -> BenchResult:
+def run_bench(
+    engine: Engine,
+    req: BenchRequest,
+    *,
+    opts: Options | None = None,
+    on_event: Callable[[ev.Event], None] | None = None,
+    cancel: threading.Event | None = None,
+    lease_id: str | None = None,
+) -> BenchResult:
     """Plan, admit, start the workload, ingest its events until it ends; returns the stored result.
 
     Runs under a lease on the device (the caller's ``lease_id`` / ``EDGELAB_LEASE``, the holder's
@@ -197,13 +279,20 @@ def run_bench(engine: Engine, req: BenchRequest, *, opts: Options | None = None,
     _validate(req)
     reap(engine, req.device, opts=opts)  # what a dead command left on this device is finished first
     cancel = cancel if cancel is not None else threading.Event()
-    with held(engine, [req.device], f"bench {req.pipeline}", lease_id=lease_id,
-              on_lost=lambda _why: cancel.set()) as use:
+    with held(
+        engine, [req.device], f"bench {req.pipeline}", lease_id=lease_id, on_lost=lambda _why: cancel.set()
+    ) as use:
         return _run_bench(engine, req, opts or Options(), on_event, cancel, use.lease_for(req.device))
 
 
-def _run_bench(engine: Engine, req: BenchRequest, opts: Options, on_event: Callable[[ev.Event], None] | None,
-               cancel: threading.Event, lease_id: str | None) -> BenchResult:
+def _run_bench(
+    engine: Engine,
+    req: BenchRequest,
+    opts: Options,
+    on_event: Callable[[ev.Event], None] | None,
+    cancel: threading.Event,
+    lease_id: str | None,
+) -> BenchResult:
     run_id = new_run_id()
     kind = load_pipelines()[planning.resolve_pipeline(req.pipeline)].kind
     model = parity = None
@@ -211,77 +300,149 @@ def _run_bench(engine: Engine, req: BenchRequest, opts: Options, on_event: Calla
         from edgelab.bench.controller import prepare
 
         model, parity = prepare(engine, req.runtime, kind, planning.resolve_pipeline(req.pipeline))
-    planned = planning.plan(engine, DeployRequest(req.device, req.pipeline, req.strategy, req.runtime,
-                                                   model=req.model, values=template_values(kind, req),
-                                                   threads=req.threads, purpose="bench"), run_id=run_id)
+    planned = planning.plan(
+        engine,
+        DeployRequest(
+            req.device,
+            req.pipeline,
+            req.strategy,
+            req.runtime,
+            model=req.model,
+            values=template_values(kind, req),
+            threads=req.threads,
+            purpose="bench",
+        ),
+        run_id=run_id,
+    )
     if planned.refusal:
         raise planned.refusal
     adapter = _adapter(planned)
     p = planned.plan
     proc = p.processes[0]
     bits = _provenance_bits(p)
-    meta: dict[str, Any] = {"protocol": PROTOCOL, "band": req.band if kind in ("tts", "text_lm") else None,
-                            "warmup": req.warmup, "requests": req.requests, "batch": 1, "concurrency": 1,
-                            "weights": "random" if p.runtime == "reference" else bits["weights"],
-                            "threads": bits["threads"], "template": bits["template"], "target": bits["target"]}
+    meta: dict[str, Any] = {
+        "protocol": PROTOCOL,
+        "band": req.band if kind in ("tts", "text_lm") else None,
+        "warmup": req.warmup,
+        "requests": req.requests,
+        "batch": 1,
+        "concurrency": 1,
+        "weights": "random" if p.runtime == "reference" else bits["weights"],
+        "threads": bits["threads"],
+        "template": bits["template"],
+        "target": bits["target"],
+    }
     if planned.virtual and p.runtime != "reference":
         meta["virtual_note"] = "virtual device: lab host build"
     if kind == "vla":
-        meta.update(control_hz=req.control_hz, control_period_s=1.0 / req.control_hz,
-                    slow_every=req.slow_every, slow_ms=req.slow_ms)
+        meta.update(
+            control_hz=req.control_hz,
+            control_period_s=1.0 / req.control_hz,
+            slow_every=req.slow_every,
+            slow_ms=req.slow_ms,
+        )
     if model is not None:
         meta.update(parity=parity, cpu_hog=req.hog, weights="random")
     with session_scope(engine) as s:
         device = get_device(s, req.device)
         endpoint = device.endpoint()
         shell = Shell(device.shell)
-        prov = provenance(s, device=device.name, virtual=bool(device.virtual), runtime=p.runtime,
-                          strategy=p.strategy, profile=planned.profile.device_class,
-                          command=join(proc.argv, shell), source=f"bench:{PROTOCOL}",
-                          runtime_build=bits["runtime_build"], runtime_sha256=bits["runtime_sha256"],
-                          artifacts=bits["artifacts"] or None)
+        prov = provenance(
+            s,
+            device=device.name,
+            virtual=bool(device.virtual),
+            runtime=p.runtime,
+            strategy=p.strategy,
+            profile=planned.profile.device_class,
+            command=join(proc.argv, shell),
+            source=f"bench:{PROTOCOL}",
+            runtime_build=bits["runtime_build"],
+            runtime_sha256=bits["runtime_sha256"],
+            artifacts=bits["artifacts"] or None,
+        )
         prov["facts_hash"] = prov["facts_hash"] or planned.facts_hash
         prov["threads"] = bits["threads"]
         prov["weights"] = meta["weights"]
         if model is not None:
-            prov["model"] = {"artifact": model.artifact, "sha256": model.sha256, "format": model.format,
-                             "weights": "random"}
+            prov["model"] = {
+                "artifact": model.artifact,
+                "sha256": model.sha256,
+                "format": model.format,
+                "weights": "random",
+            }
         if meta.get("virtual_note"):
             prov["virtual_note"] = meta["virtual_note"]
-        prov = complete_on_device(s, prov, device=device.name, runtime=p.runtime, plan=p.to_dict(),
-                                  run_id=run_id)  # cache observed, power, reference build; unknown said
+        prov = complete_on_device(
+            s, prov, device=device.name, runtime=p.runtime, plan=p.to_dict(), run_id=run_id
+        )  # cache observed, power, reference build; unknown said
         meta["weights"] = prov["weights"]
-        create_run(s, id=run_id, pipeline=p.pipeline, device_name=device.name, runtime=p.runtime,
-                   strategy=p.strategy, kind="bench", virtual=bool(device.virtual), command=prov["command"],
-                   provenance=prov, meta=meta, **owner.me())
+        create_run(
+            s,
+            id=run_id,
+            pipeline=p.pipeline,
+            device_name=device.name,
+            runtime=p.runtime,
+            strategy=p.strategy,
+            kind="bench",
+            virtual=bool(device.virtual),
+            command=prov["command"],
+            provenance=prov,
+            meta=meta,
+            **owner.me(),
+        )
     try:
         with session_scope(engine) as s:  # the same ledger as deploy: check and reserve in one transaction
-            lines = admission.admit(s, get_device(s, req.device), planned.profile, p, run_id=run_id,
-                                    lease_id=lease_id)
+            lines = admission.admit(
+                s, get_device(s, req.device), planned.profile, p, run_id=run_id, lease_id=lease_id
+            )
             meta["admission"] = [line.to_dict() for line in lines]
     except Refusal as r:
         _fail(engine, run_id, f"refused by admission: {r}")
         raise
     try:
-        final = _bench_on_device(engine, req, opts, on_event, cancel, run_id, endpoint, p, proc, shell, adapter,
-                                 meta)
+        final = _bench_on_device(
+            engine, req, opts, on_event, cancel, run_id, endpoint, p, proc, shell, adapter, meta
+        )
     finally:
         with session_scope(engine) as s:
             release_run(s, run_id)
     with session_scope(engine, write=False) as s:
         run = get_run(s, run_id)
-        return BenchResult(run_id, run.state, kind, final, bool(final.get("live_equals_final")),
-                           dict(run.provenance), dict(run.meta))
+        return BenchResult(
+            run_id,
+            run.state,
+            kind,
+            final,
+            bool(final.get("live_equals_final")),
+            dict(run.provenance),
+            dict(run.meta),
+        )
 
 
-def _bench_on_device(engine: Engine, req: BenchRequest, opts: Options, on_event, cancel, run_id: str,
-                     endpoint, p, proc, shell: Shell, adapter: str, meta: dict[str, Any]) -> dict[str, Any]:
+def _bench_on_device(
+    engine: Engine,
+    req: BenchRequest,
+    opts: Options,
+    on_event,
+    cancel,
+    run_id: str,
+    endpoint,
+    p,
+    proc,
+    shell: Shell,
+    adapter: str,
+    meta: dict[str, Any],
+) -> dict[str, Any]:
     try:
         t = options.connect(endpoint, opts)
     except TransportError as e:
         _fail(engine, run_id, f"device unreachable: {e}")
-        raise Refusal("device_unreachable", str(e), device=req.device,
-                      remedy=e.remedy or f"run `edgelab device check {req.device}`") from e
+        raise Refusal(
+            "device_unreachable",
+            str(e),
+            device=req.device,
+            remedy=e.remedy or f"run `edgelab device check {req.device}`",
+        ) from e
     try:
         offset = measure_offset(t)
         meta["clock"] = {"offset_s": offset.offset_s, "rtt_s": offset.rtt_s}
@@ -294,8 +455,19 @@ def _bench_on_device(engine: Engine, req: BenchRequest, opts: Options, on_event,
         meta["workdir"] = workdir  # where a detached process leaves its pid file (the reaper reads it)
         _set_meta(engine, run_id, meta, join(full, shell))
         if adapter == "llama-server":  # started detached, measured from the lab through a forwarded port
-            final, state = _bench_llama(engine, t, proc, workdir, blob_paths, run_id, req, meta, on_event, cancel,
-                                        beside=_telemetry_beside(engine, run_id, req.device, opts))
+            final, state = _bench_llama(
+                engine,
+                t,
+                proc,
+                workdir,
+                blob_paths,
+                run_id,
+                req,
+                meta,
+                on_event,
+                cancel,
+                beside=_telemetry_beside(engine, run_id, req.device, opts),
+            )
         else:  # streamed: its stdout is the output its adapter reads
             start.layout(t, bin_dir, proc.links, blob_paths, programs(proc))
             if adapter == "llama-bench":
@@ -303,8 +475,16 @@ def _bench_on_device(engine: Engine, req: BenchRequest, opts: Options, on_event,
             else:
                 seen = _Reported(on_event)  # what the workload's run.start reports goes to provenance
                 try:
-                    final, state = _stream(engine, t, full, run_id, offset, seen, cancel,
-                                           beside=_telemetry_beside(engine, run_id, req.device, opts))
+                    final, state = _stream(
+                        engine,
+                        t,
+                        full,
+                        run_id,
+                        offset,
+                        seen,
+                        cancel,
+                        beside=_telemetry_beside(engine, run_id, req.device, opts),
+                    )
                 finally:
                     seen.store(engine, run_id)
     finally:
@@ -323,7 +503,9 @@ def _set_meta(engine: Engine, run_id: str, meta: dict[str, Any], command: str) -
         s.add(run)
 
 
-def _llama_bench(engine: Engine, t, argv: list[str], run_id: str, meta: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def _llama_bench(
+    engine: Engine, t, argv: list[str], run_id: str, meta: dict[str, Any]
+) -> tuple[dict[str, Any], str]:
     """llama-bench's own tests (prompt processing, generation) read from its JSON output and stored."""
     from edgelab.adapters.llama_bench import parse_bench
     from edgelab.adapters.llama_placement import parse_placement
@@ -348,15 +530,29 @@ def _llama_bench(engine: Engine, t, argv: list[str], run_id: str, meta: dict[str
         ing.feed(ev.LogLine(t=time.time(), stream="stderr", line=line))
     final = ing.close(state=state or "finished", error=error)
     if state == "failed":
-        raise BenchFailed(f"bench run {run_id} failed: {error}", run_id=run_id,
-                          remedy=f"see `edgelab runs show {run_id}`", workload_exit=res.exit_code, stderr=res.stderr)
+        raise BenchFailed(
+            f"bench run {run_id} failed: {error}",
+            run_id=run_id,
+            remedy=f"see `edgelab runs show {run_id}`",
+            workload_exit=res.exit_code,
+            stderr=res.stderr,
+        )
     return final, "finished"
 
 
-def _bench_llama(engine: Engine, t, proc, workdir: str, blob_paths: dict[str, str], run_id: str,
-                 req: BenchRequest, meta: dict[str, Any], on_event: Callable[[ev.Event], None] | None,
-                 cancel: threading.Event | None,
-                 beside: Callable[[Ingestor], Any] | None = None) -> tuple[dict[str, Any], str]:
+def _bench_llama(
+    engine: Engine,
+    t,
+    proc,
+    workdir: str,
+    blob_paths: dict[str, str],
+    run_id: str,
+    req: BenchRequest,
+    meta: dict[str, Any],
+    on_event: Callable[[ev.Event], None] | None,
+    cancel: threading.Event | None,
+    beside: Callable[[Ingestor], Any] | None = None,
+) -> tuple[dict[str, Any], str]:
     """llama-server started detached on the device, measured through a forwarded port, then stopped."""
     from edgelab.adapters.llama_placement import parse_placement
     from edgelab.deploy import llama_drive as llama
@@ -371,12 +567,33 @@ def _bench_llama(engine: Engine, t, proc, workdir: str, blob_paths: dict[str, st
         ing.feed(e)
         if on_event:
             on_event(e)
+
     try:
-        feed(ev.RunStart(t=time.time(), run=run_id, pipeline=req.pipeline, device=req.device, runtime=proc.runtime,
-                         strategy="S3", virtual=bool(meta.get("virtual_note")), meta={"adapter": proc.adapter}))
-        result = llama.drive(t, int(proc.port), started.pid, run=run_id, device=req.device, feed=feed,
-                             warmup=req.warmup, requests=req.requests, band=req.band,
-                             ready_timeout=req.ready_timeout or 120.0, cancel=cancel)
+        feed(
+            ev.RunStart(
+                t=time.time(),
+                run=run_id,
+                pipeline=req.pipeline,
+                device=req.device,
+                runtime=proc.runtime,
+                strategy="S3",
+                virtual=bool(meta.get("virtual_note")),
+                meta={"adapter": proc.adapter},
+            )
+        )
+        result = llama.drive(
+            t,
+            int(proc.port),
+            started.pid,
+            run=run_id,
+            device=req.device,
+            feed=feed,
+            warmup=req.warmup,
+            requests=req.requests,
+            band=req.band,
+            ready_timeout=req.ready_timeout or 120.0,
+            cancel=cancel,
+        )
         if cancel is not None and cancel.is_set():
             state, error = "stopped", "cancelled by the caller (timeout or stop)"
     except KeyboardInterrupt:
@@ -390,8 +607,11 @@ def _bench_llama(engine: Engine, t, proc, workdir: str, blob_paths: dict[str, st
         left = remote.stop(t, started.pid, 5)
         log = remote.read_file(t, f"{workdir}/stderr.log", 1 << 20)
         pl = parse_placement(log)
-        meta["placement"] = {"observed": pl.observed or "unobserved", "evidence": pl.to_dict(),
-                             "planned": "cpu" if (proc.values.get("gpu_layers") in (None, "0")) else "gpu"}
+        meta["placement"] = {
+            "observed": pl.observed or "unobserved",
+            "evidence": pl.to_dict(),
+            "planned": "cpu" if (proc.values.get("gpu_layers") in (None, "0")) else "gpu",
+        }
         meta["llama"] = llama.report(result)
         meta["records"] = result.records
         meta["server_metrics"] = result.metrics_scrape
@@ -407,8 +627,11 @@ def _bench_llama(engine: Engine, t, proc, workdir: str, blob_paths: dict[str, st
     feed(ev.RunEnd(t=time.time(), run=run_id, state=state or "finished", error=error))
     final = ing.close(state=state, error=error)
     if state == "failed":
-        raise BenchFailed(f"bench run {run_id} failed: {error}", run_id=run_id,
-                          remedy=f"see `edgelab runs show {run_id}` and the server log in it")
+        raise BenchFailed(
+            f"bench run {run_id} failed: {error}",
+            run_id=run_id,
+            remedy=f"see `edgelab runs show {run_id}` and the server log in it",
+        )
     return final, state or "finished"
 
 
@@ -456,16 +679,23 @@ def _telemetry_beside(engine: Engine, run_id: str, device: str, opts: Options) -
     return lambda ing: start_beside(engine, run_id, device, ing, transport=opts.transport)
 
 
-def _stream(engine: Engine, t, argv: list[str], run_id: str, offset: ev.ClockOffset,
-            on_event: Callable[[ev.Event], None] | None,
-            cancel: threading.Event | None = None,
-            beside: Callable[[Ingestor], Any] | None = None) -> tuple[dict[str, Any], str]:
+def _stream(
+    engine: Engine,
+    t,
+    argv: list[str],
+    run_id: str,
+    offset: ev.ClockOffset,
+    on_event: Callable[[ev.Event], None] | None,
+    cancel: threading.Event | None = None,
+    beside: Callable[[Ingestor], Any] | None = None,
+) -> tuple[dict[str, Any], str]:
     ing = Ingestor(engine, run_id)
     sampler = beside(ing) if beside is not None else None
     proc = t.stream(argv)
     state, error, code = None, None, None
     done = threading.Event()
     if cancel is not None:
+
         def watch() -> None:  # a silent workload yields no event to check on, so a thread watches
             while not done.wait(0.2):
                 if cancel.is_set():
@@ -508,8 +738,13 @@ def _stream(engine: Engine, t, argv: list[str], run_id: str, offset: ev.ClockOff
             ing.feed(ev.LogLine(t=time.time(), stream="stderr", line=line))
     final = ing.close(state=state, error=error)
     if state == "failed":
-        raise BenchFailed(f"bench run {run_id} failed: {error}", run_id=run_id,
-                          remedy=f"see `edgelab runs show {run_id}`", workload_exit=code, stderr=err_text)
+        raise BenchFailed(
+            f"bench run {run_id} failed: {error}",
+            run_id=run_id,
+            remedy=f"see `edgelab runs show {run_id}`",
+            workload_exit=code,
+            stderr=err_text,
+        )
     return final, state or "finished"
 
 

@@ -69,10 +69,18 @@ class DeviceEntry:
     source: str = "?"  # file:line of the entry
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "class": self.device_class, "matrix_row": self.matrix_row,
-                "variant": self.variant, "match_sets": [dict(m) for m in self.match_sets],
-                "capabilities": dict(self.capabilities), "runtime_targets": list(self.runtime_targets),
-                "notes": self.notes, "source": self.source}
+        return {
+            "id": self.id,
+            "name": self.name,
+            "class": self.device_class,
+            "matrix_row": self.matrix_row,
+            "variant": self.variant,
+            "match_sets": [dict(m) for m in self.match_sets],
+            "capabilities": dict(self.capabilities),
+            "runtime_targets": list(self.runtime_targets),
+            "notes": self.notes,
+            "source": self.source,
+        }
 
 
 @dataclass
@@ -107,10 +115,12 @@ def _entry(raw: SrcDict, errors: list[str]) -> DeviceEntry | None:
     if ("match" in raw) == ("match_any" in raw):
         errors.append(f"{where}: device entry {raw['id']!r} needs exactly one of 'match' or 'match_any'")
         return None
-    for rules in ([raw["match"]] if "match" in raw else list(raw["match_any"])):
+    for rules in [raw["match"]] if "match" in raw else list(raw["match_any"]):
         rwhere = rules.where() if isinstance(rules, SrcDict) else where
         if not rules:
-            errors.append(f"{rwhere}: empty match rules in {raw['id']!r}: an entry must say how to recognise it")
+            errors.append(
+                f"{rwhere}: empty match rules in {raw['id']!r}: an entry must say how to recognise it"
+            )
             ok = False
         ok = check(rules, _RULE_SPEC, "match rules", rwhere, errors) and ok
         sets.append(rules)
@@ -118,11 +128,19 @@ def _entry(raw: SrcDict, errors: list[str]) -> DeviceEntry | None:
     ok = check(caps, CAPABILITY_SPEC, "capabilities", raw.where("capabilities"), errors) and ok
     if not ok:
         return None
-    return DeviceEntry(id=raw["id"], name=raw["name"], device_class=raw["class"],
-                       runtime_targets=list(raw["runtime_targets"]), match_sets=sets,
-                       capabilities=dict(caps), matrix_row=raw.get("matrix_row"),
-                       variant=bool(raw.get("variant", False)), priority=int(raw.get("priority", 0)),
-                       notes=str(raw.get("notes", "")).strip(), source=where)
+    return DeviceEntry(
+        id=raw["id"],
+        name=raw["name"],
+        device_class=raw["class"],
+        runtime_targets=list(raw["runtime_targets"]),
+        match_sets=sets,
+        capabilities=dict(caps),
+        matrix_row=raw.get("matrix_row"),
+        variant=bool(raw.get("variant", False)),
+        priority=int(raw.get("priority", 0)),
+        notes=str(raw.get("notes", "")).strip(),
+        source=where,
+    )
 
 
 def parse_devices_file(data: Any, file: str, errors: list[str]) -> list[DeviceEntry]:
@@ -130,7 +148,9 @@ def parse_devices_file(data: Any, file: str, errors: list[str]) -> list[DeviceEn
     if isinstance(data, dict) and "devices" in data:
         extra = [k for k in data if k not in ("devices", "version")]
         for k in extra:
-            errors.append(f"{data.where(k) if isinstance(data, SrcDict) else file}: unknown top-level key {k!r}")
+            errors.append(
+                f"{data.where(k) if isinstance(data, SrcDict) else file}: unknown top-level key {k!r}"
+            )
         items = data["devices"]
         if not isinstance(items, list):
             errors.append(f"{data.where('devices')}: 'devices' must be a list of entries")
@@ -153,8 +173,10 @@ def load_devices(path: Path | str | None = None) -> DeviceCatalog:
     root = Path(path) if path else default_devices_dir()
     files = sorted(root.glob("*.yaml")) if root.is_dir() else [root]
     if not files or not files[0].exists():
-        raise CatalogError(f"{root}: no device catalog files (*.yaml)",
-                           remedy="set EDGELAB_DEVICES to the devices/ directory of the edgelab checkout")
+        raise CatalogError(
+            f"{root}: no device catalog files (*.yaml)",
+            remedy="set EDGELAB_DEVICES to the devices/ directory of the edgelab checkout",
+        )
     errors: list[str] = []
     entries: list[DeviceEntry] = []
     for f in files:

@@ -42,7 +42,9 @@ _STAGE_SPEC = {
 }
 _PIPELINE_SPEC = {
     "id": Field(str, required=True),
-    "aliases": Field(list, items=str),  # short names an operator types (``qwen3-tts``): every command accepts them
+    "aliases": Field(
+        list, items=str
+    ),  # short names an operator types (``qwen3-tts``): every command accepts them
     "name": Field(str, required=True),
     "kind": Field(str, required=True, choices=KINDS),
     "metrics": Field(list, required=True, items=str),
@@ -109,8 +111,11 @@ class PipelineSpec:
     aliases: list[str] = field(default_factory=list)
 
     def weight_bytes(self, quant: str, stages: list[str] | None = None) -> int:
-        return sum(s.model.weight_bytes(quant) for s in self.stages
-                   if s.model and (stages is None or s.name in stages))
+        return sum(
+            s.model.weight_bytes(quant)
+            for s in self.stages
+            if s.model and (stages is None or s.name in stages)
+        )
 
     def kv_bytes_per_token(self) -> int:
         return sum(s.model.kv_bytes_per_token() for s in self.stages if s.model)
@@ -125,17 +130,26 @@ def _stage(raw: Any, errors: list[str], where: str) -> StageSpec | None:
         return None
     loc = raw.where if isinstance(raw, SrcDict) else (lambda k=None: where)
     mod = raw["modality"]
-    ok = check(mod, {"in": Field(list, required=True, items=str), "out": Field(list, required=True, items=str)},
-               "modality", loc("modality"), errors)
+    ok = check(
+        mod,
+        {"in": Field(list, required=True, items=str), "out": Field(list, required=True, items=str)},
+        "modality",
+        loc("modality"),
+        errors,
+    )
     model = None
     if "model" in raw:
         m = raw["model"]
         if check(m, _MODEL_SPEC, "model", loc("model"), errors):
-            model = ModelParams(parameters=float(m["parameters"]), layers=m.get("layers", 0),
-                                kv_heads=m.get("kv_heads", 0), head_dim=m.get("head_dim", 0),
-                                dtype_bytes=m.get("dtype_bytes", 2),
-                                kv_cache=m.get("kv_cache", bool(m.get("layers"))),
-                                quantizable=m.get("quantizable", True))
+            model = ModelParams(
+                parameters=float(m["parameters"]),
+                layers=m.get("layers", 0),
+                kv_heads=m.get("kv_heads", 0),
+                head_dim=m.get("head_dim", 0),
+                dtype_bytes=m.get("dtype_bytes", 2),
+                kv_cache=m.get("kv_cache", bool(m.get("layers"))),
+                quantizable=m.get("quantizable", True),
+            )
             if model.kv_cache and not (model.layers and model.kv_heads and model.head_dim):
                 errors.append(f"{loc('model')}: a stage with a KV cache needs layers, kv_heads and head_dim")
                 ok = False
@@ -165,22 +179,37 @@ def parse_pipeline(data: Any, file: str) -> PipelineSpec:
             errors.append(f"{data.where('device_stages_s4')}: device_stages_s4 names unknown stage {n!r}")
     sched = data.get("chunk_schedule", {})
     if sched:
-        ok = check(sched, {"server": Field(dict), "edge_ramp": Field(list, items=int)}, "chunk_schedule",
-                   data.where("chunk_schedule"), errors)
+        ok = check(
+            sched,
+            {"server": Field(dict), "edge_ramp": Field(list, items=int)},
+            "chunk_schedule",
+            data.where("chunk_schedule"),
+            errors,
+        )
         ramp = sched.get("edge_ramp", []) if ok else []
         if ramp and any(b <= a for a, b in zip(ramp, ramp[1:], strict=False)):
             errors.append(f"{sched.where('edge_ramp')}: edge_ramp must increase, got {list(ramp)}")
     if not any(s.model for s in stages) and not errors:
         errors.append(f"{where}: pipeline {data['id']!r} has no stage with a model: nothing to size")
     raise_if(errors)
-    return PipelineSpec(id=data["id"], name=data["name"], kind=data["kind"], metrics=list(data["metrics"]),
-                        sources=list(data["sources"]), stages=stages,
-                        min_context_tokens=data.get("min_context_tokens", 2048),
-                        vllm_omni=data.get("vllm_omni", False), device_stages_s4=list(data.get("device_stages_s4", [])),
-                        audio=dict(data.get("audio", {})), chunk_schedule=_plain(sched),
-                        action=_plain(data.get("action", {})), provisional=data.get("provisional", False),
-                        notes=str(data.get("notes", "")).strip(), source=where,
-                        aliases=list(data.get("aliases", [])))
+    return PipelineSpec(
+        id=data["id"],
+        name=data["name"],
+        kind=data["kind"],
+        metrics=list(data["metrics"]),
+        sources=list(data["sources"]),
+        stages=stages,
+        min_context_tokens=data.get("min_context_tokens", 2048),
+        vllm_omni=data.get("vllm_omni", False),
+        device_stages_s4=list(data.get("device_stages_s4", [])),
+        audio=dict(data.get("audio", {})),
+        chunk_schedule=_plain(sched),
+        action=_plain(data.get("action", {})),
+        provisional=data.get("provisional", False),
+        notes=str(data.get("notes", "")).strip(),
+        source=where,
+        aliases=list(data.get("aliases", [])),
+    )
 
 
 def _plain(x: Any) -> Any:
@@ -199,14 +228,18 @@ def load_pipelines(path: Path | str | None = None) -> dict[str, PipelineSpec]:
     for f in files:
         spec = parse_pipeline(load_file(f), str(f))
         if spec.id in out:
-            raise CatalogError(f"{spec.source}: duplicate pipeline id {spec.id!r} (first at {out[spec.id].source})")
+            raise CatalogError(
+                f"{spec.source}: duplicate pipeline id {spec.id!r} (first at {out[spec.id].source})"
+            )
         out[spec.id] = spec
     owners: dict[str, str] = {}
     for spec in out.values():
         for alias in spec.aliases:
             if alias in out or alias in owners:
                 first = out[alias].source if alias in out else out[owners[alias]].source
-                raise CatalogError(f"{spec.source}: alias {alias!r} is already a pipeline id or alias (at {first})")
+                raise CatalogError(
+                    f"{spec.source}: alias {alias!r} is already a pipeline id or alias (at {first})"
+                )
             owners[alias] = spec.id
     return out
 
@@ -225,8 +258,9 @@ def resolve_pipeline_id(name: str, specs: dict[str, PipelineSpec] | None = None)
     aliases = pipeline_aliases(specs)
     if name in aliases:
         return aliases[name]
-    choices = ", ".join(sorted(specs)) + (f" (aliases: {', '.join(f'{a} = {i}' for a, i in sorted(aliases.items()))})"
-                                          if aliases else "")
+    choices = ", ".join(sorted(specs)) + (
+        f" (aliases: {', '.join(f'{a} = {i}' for a, i in sorted(aliases.items()))})" if aliases else ""
+    )
     raise CatalogError(f"unknown pipeline {name!r}", remedy=f"choose one of: {choices}")
 
 

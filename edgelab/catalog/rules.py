@@ -38,7 +38,7 @@ def _part_matches(want: str, have: str | None) -> bool:
     if not have:
         return False
     w, h = _norm(want), _norm(have)
-    return h == w or (h.startswith(w) and len(h) - len(w) <= 2 and not h[len(w):].isdigit())
+    return h == w or (h.startswith(w) and len(h) - len(w) <= 2 and not h[len(w) :].isdigit())
 
 
 def _contains_any(needles: list[str], hay: list[str | None]) -> tuple[bool, Any]:

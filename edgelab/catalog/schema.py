@@ -13,8 +13,14 @@ from typing import Any
 from edgelab.catalog.yamlsrc import SrcDict, SrcList
 from edgelab.errors import CatalogError
 
-_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
-               list: "a list", dict: "a mapping"}
+_TYPE_NAMES = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "true or false",
+    list: "a list",
+    dict: "a mapping",
+}
 
 
 @dataclass(frozen=True)
@@ -64,7 +70,9 @@ def check(data: Any, spec: dict[str, Field], what: str, where: str, errors: list
             errors.append(f"{loc(key)}: {key} must be {_type_name(field.kind)}, got {value!r}{hint}")
             continue
         if field.choices is not None and value not in field.choices:
-            errors.append(f"{loc(key)}: {key} is {value!r}; expected one of {', '.join(map(str, field.choices))}")
+            errors.append(
+                f"{loc(key)}: {key} is {value!r}; expected one of {', '.join(map(str, field.choices))}"
+            )
         if field.minimum is not None and isinstance(value, int | float) and value < field.minimum:
             errors.append(f"{loc(key)}: {key} must be >= {field.minimum}, got {value!r}")
         if field.items is not None and isinstance(value, list):

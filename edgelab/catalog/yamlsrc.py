@@ -58,7 +58,9 @@ def _make_loader(file: str) -> type[yaml.SafeLoader]:
         for key_node, value_node in node.value:
             key = loader.construct_object(key_node, deep=True)
             if not isinstance(key, str | int | float | bool):
-                raise CatalogError(f"{file}:{key_node.start_mark.line + 1}: a mapping key must be a plain value")
+                raise CatalogError(
+                    f"{file}:{key_node.start_mark.line + 1}: a mapping key must be a plain value"
+                )
             if key in out:
                 raise CatalogError(f"{file}:{key_node.start_mark.line + 1}: duplicate key {key!r}")
             out[key] = loader.construct_object(value_node, deep=True)
@@ -84,8 +86,13 @@ def _depth_error(text: str, file: str) -> CatalogError | None:
     """Refuse nesting deeper than MAX_YAML_DEPTH before the (recursive) parser sees it."""
     depth, line = 0, 1
     for tok in yaml.scan(text, Loader=yaml.SafeLoader):
-        if isinstance(tok, yaml.BlockMappingStartToken | yaml.BlockSequenceStartToken |
-                      yaml.FlowMappingStartToken | yaml.FlowSequenceStartToken):
+        if isinstance(
+            tok,
+            yaml.BlockMappingStartToken
+            | yaml.BlockSequenceStartToken
+            | yaml.FlowMappingStartToken
+            | yaml.FlowSequenceStartToken,
+        ):
             depth += 1
             if depth > MAX_YAML_DEPTH:
                 line = tok.start_mark.line + 1
@@ -122,8 +129,10 @@ def load_file(path: Path) -> Any:
     try:
         size = path.stat().st_size
         if size > MAX_YAML_BYTES:
-            raise CatalogError(f"{path}:1: {size} bytes is larger than the {MAX_YAML_BYTES >> 20} MiB a YAML file "
-                               "may have here")
+            raise CatalogError(
+                f"{path}:1: {size} bytes is larger than the {MAX_YAML_BYTES >> 20} MiB a YAML file "
+                "may have here"
+            )
         data = path.read_bytes()
     except OSError as exc:
         raise CatalogError(f"{path}: cannot read: {exc.strerror}", remedy="check the catalog path") from None
@@ -134,6 +143,7 @@ def load_file(path: Path) -> Any:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise CatalogError(f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x})",
-                           remedy="save the file as UTF-8") from None
+        raise CatalogError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x})", remedy="save the file as UTF-8"
+        ) from None
     return load_text(text, str(path))

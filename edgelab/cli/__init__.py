@@ -58,6 +58,7 @@ play.register(app)
 app.add_typer(matrix.app, name="matrix")
 tui.register(app)
 
+
 def _log_level(value: str | None) -> str | None:
     from edgelab.logs import parse_level
 
@@ -84,14 +85,30 @@ def _root(
         envvar="EDGELAB_DB",
         help="Database URL or SQLite path (default ./edgelab.db; PostgreSQL: postgresql+psycopg://...).",
     ),
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
-    debug: bool = typer.Option(False, "--debug", envvar="EDGELAB_DEBUG",
-                               help="Show the full traceback of an error instead of one line."),
-    create: bool = typer.Option(False, "--create", help="Create the --db SQLite file if it does not exist "
-                                "(without it a mistyped --db path is an error, not a new empty database)."),
-    log_level: str = typer.Option(None, "--log-level", envvar="EDGELAB_LOG", callback=_log_level, metavar="LEVEL",
-                                  help="Log records at this level and above on stderr: debug, info, warning "
-                                       "(default), error, critical. Secrets are masked."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Show the version."
+    ),
+    debug: bool = typer.Option(
+        False,
+        "--debug",
+        envvar="EDGELAB_DEBUG",
+        help="Show the full traceback of an error instead of one line.",
+    ),
+    create: bool = typer.Option(
+        False,
+        "--create",
+        help="Create the --db SQLite file if it does not exist "
+        "(without it a mistyped --db path is an error, not a new empty database).",
+    ),
+    log_level: str = typer.Option(
+        None,
+        "--log-level",
+        envvar="EDGELAB_LOG",
+        callback=_log_level,
+        metavar="LEVEL",
+        help="Log records at this level and above on stderr: debug, info, warning "
+        "(default), error, critical. Secrets are masked.",
+    ),
 ) -> None:
     from edgelab.logs import setup
 
@@ -115,7 +132,9 @@ def _refuse_missing_db(db: str) -> None:
 
     path = sqlite_file(db)
     if path is not None and not os.path.exists(path):
-        fail(f"no database at {path}", "check the path, or pass --create to make a new database there", code=2)
+        fail(
+            f"no database at {path}", "check the path, or pass --create to make a new database there", code=2
+        )
 
 
 def sqlite_file(db: str) -> str | None:

@@ -19,36 +19,84 @@ def _p(d: dict[str, Any] | None, unit: str = "") -> str:
 
 def bench(
     pipeline: Annotated[str, typer.Argument(help="Pipeline (qwen3-tts, internvla-a1, ...).")],
-    device: Annotated[str | None, typer.Option("--device", "-d", help="Device name (with --endpoint: the "
-                                               "device the server runs on, if it is in the inventory).")] = None,
-    endpoint: Annotated[str | None, typer.Option("--endpoint", help="Measure a server edgelab did not launch: "
-                        "ws://HOST:PORT (vLLM-Omni speech stream, OpenPI policy) or http://HOST:PORT.")] = None,
-    endpoint_option: Annotated[list[str] | None, typer.Option("--endpoint-option", "-o", help="KEY=VALUE for the "
-                               "endpoint's session (voice, response_format, split_granularity, observation=droid|"
-                               "aloha|libero); repeatable.")] = None,
+    device: Annotated[
+        str | None,
+        typer.Option(
+            "--device",
+            "-d",
+            help="Device name (with --endpoint: the device the server runs on, if it is in the inventory).",
+        ),
+    ] = None,
+    endpoint: Annotated[
+        str | None,
+        typer.Option(
+            "--endpoint",
+            help="Measure a server edgelab did not launch: "
+            "ws://HOST:PORT (vLLM-Omni speech stream, OpenPI policy) or http://HOST:PORT.",
+        ),
+    ] = None,
+    endpoint_option: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--endpoint-option",
+            "-o",
+            help="KEY=VALUE for the "
+            "endpoint's session (voice, response_format, split_granularity, observation=droid|"
+            "aloha|libero); repeatable.",
+        ),
+    ] = None,
     runtime: Annotated[str | None, typer.Option("--runtime", help="Runtime (reference, ...).")] = None,
-    strategy: Annotated[str | None, typer.Option("--strategy", help="S1, S3, S4 or S5 (default: automatic).")]
-    = None,
-    warmup: Annotated[int, typer.Option("--warmup", help="Warm-up requests (not in the headline figures).")] = 1,
+    strategy: Annotated[
+        str | None, typer.Option("--strategy", help="S1, S3, S4 or S5 (default: automatic).")
+    ] = None,
+    warmup: Annotated[
+        int, typer.Option("--warmup", help="Warm-up requests (not in the headline figures).")
+    ] = 1,
     requests: Annotated[int, typer.Option("--requests", help="Measured requests (VLA: control ticks).")] = 20,
     band: Annotated[str, typer.Option("--band", help="Length band: short, medium or long.")] = "short",
-    control_hz: Annotated[float, typer.Option("--control-hz", help="VLA control rate (deadline = 1/Hz).")] = 10.0,
-    frames: Annotated[int | None, typer.Option("--frames", help="Reference TTS: codec frames per request.")]
-    = None,
-    frames_per_s: Annotated[float | None, typer.Option("--frames-per-s", help="Reference TTS talker pace.")]
-    = None,
+    control_hz: Annotated[
+        float, typer.Option("--control-hz", help="VLA control rate (deadline = 1/Hz).")
+    ] = 10.0,
+    frames: Annotated[
+        int | None, typer.Option("--frames", help="Reference TTS: codec frames per request.")
+    ] = None,
+    frames_per_s: Annotated[
+        float | None, typer.Option("--frames-per-s", help="Reference TTS talker pace.")
+    ] = None,
     slow_every: Annotated[int, typer.Option("--slow-every", help="Reference VLA: a slow step every N.")] = 0,
-    slow_ms: Annotated[float, typer.Option("--slow-ms", help="Reference VLA: length of the slow step.")] = 0.0,
-    hog: Annotated[int, typer.Option("--hog", help="S3 controller (mnn, onnxruntime): N busy CPU processes "
-                                                   "beside the control loop (fault injection).")] = 0,
-    model: Annotated[str | None, typer.Option("--model", help="Model artifact by name (llama.cpp: a GGUF; "
-                                              "default: the newest registered for the pipeline).")] = None,
-    threads: Annotated[int | None, typer.Option("--threads", help="Threads (default: the profile's).")] = None,
-    ready_timeout: Annotated[float | None, typer.Option("--ready-timeout", help="Seconds a server may take to "
-                                                        "load (default 120).")] = None,
-    lease: Annotated[str | None, typer.Option("--lease", envvar="EDGELAB_LEASE", help="Run under this lease "
-                                              "(`edgelab reserve`); default: yours on the device, or a new one.")]
-    = None,
+    slow_ms: Annotated[
+        float, typer.Option("--slow-ms", help="Reference VLA: length of the slow step.")
+    ] = 0.0,
+    hog: Annotated[
+        int,
+        typer.Option(
+            "--hog",
+            help="S3 controller (mnn, onnxruntime): N busy CPU processes "
+            "beside the control loop (fault injection).",
+        ),
+    ] = 0,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            help="Model artifact by name (llama.cpp: a GGUF; "
+            "default: the newest registered for the pipeline).",
+        ),
+    ] = None,
+    threads: Annotated[
+        int | None, typer.Option("--threads", help="Threads (default: the profile's).")
+    ] = None,
+    ready_timeout: Annotated[
+        float | None, typer.Option("--ready-timeout", help="Seconds a server may take to load (default 120).")
+    ] = None,
+    lease: Annotated[
+        str | None,
+        typer.Option(
+            "--lease",
+            envvar="EDGELAB_LEASE",
+            help="Run under this lease (`edgelab reserve`); default: yours on the device, or a new one.",
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")] = False,
 ) -> None:
     """Warm-up then measured requests, batch 1 (single_request_batch1_v1); raw records and summary stored."""
@@ -65,21 +113,45 @@ def bench(
     if endpoint is None and device is None:
         fail("pass --device DEVICE (a launched workload) or --endpoint URL (a running server)", code=2)
     if endpoint is not None and (runtime or strategy):
-        fail("--runtime/--strategy choose what edgelab launches; an --endpoint server is already running", code=2)
+        fail(
+            "--runtime/--strategy choose what edgelab launches; an --endpoint server is already running",
+            code=2,
+        )
     where = escape(endpoint or device or "")
     if not json_out:
-        err_console.print(f"[dim]bench {escape(pipeline)} on {where}: {warmup} warm-up + {requests} "
-                          f"measured ...[/]", highlight=False)
+        err_console.print(
+            f"[dim]bench {escape(pipeline)} on {where}: {warmup} warm-up + {requests} measured ...[/]",
+            highlight=False,
+        )
     try:
         if endpoint is not None:
             from edgelab.bench.endpoint import EndpointBenchRequest, run_endpoint_bench
 
-            result = run_endpoint_bench(engine, EndpointBenchRequest(
-                pipeline, endpoint, device, warmup, requests, band, control_hz, _options(endpoint_option)))
+            result = run_endpoint_bench(
+                engine,
+                EndpointBenchRequest(
+                    pipeline, endpoint, device, warmup, requests, band, control_hz, _options(endpoint_option)
+                ),
+            )
         else:
-            req = BenchRequest(device, pipeline, runtime, strategy, warmup, requests, band, control_hz,
-                               frames_per_s, frames, slow_every, slow_ms, model=model, threads=threads,
-                               ready_timeout=ready_timeout, hog=hog)
+            req = BenchRequest(
+                device,
+                pipeline,
+                runtime,
+                strategy,
+                warmup,
+                requests,
+                band,
+                control_hz,
+                frames_per_s,
+                frames,
+                slow_every,
+                slow_ms,
+                model=model,
+                threads=threads,
+                ready_timeout=ready_timeout,
+                hog=hog,
+            )
             result = run_bench(engine, req, lease_id=lease)
     except Refusal as r:
         if json_out:
@@ -98,19 +170,29 @@ def bench(
         virtual = f"  [yellow]VIRTUAL ({escape(rep['note'])}; random weights: not a model figure)[/]"
     else:
         what = f"{rep['runtime']} (random weights)" if rep.get("controller") else "reference runtime"
-        virtual = f"  [yellow]VIRTUAL device, {what}: machinery only, not a model figure[/]" \
-            if rep["virtual"] else ""
+        virtual = (
+            f"  [yellow]VIRTUAL device, {what}: machinery only, not a model figure[/]"
+            if rep["virtual"]
+            else ""
+        )
     console.print(f"run [bold]{result.run_id}[/] {result.state} ({rep['protocol']}){virtual}")
     if ep := rep.get("endpoint"):
-        said = ", ".join(f"{k} {v}" for k, v in ep["reported"].items() if k in ("model", "runtime", "weights"))
-        console.print(f"endpoint {escape(ep['url'])} ({ep['protocol']}; {escape(said or 'reported nothing')})",
-                      highlight=False)
+        said = ", ".join(
+            f"{k} {v}" for k, v in ep["reported"].items() if k in ("model", "runtime", "weights")
+        )
+        console.print(
+            f"endpoint {escape(ep['url'])} ({ep['protocol']}; {escape(said or 'reported nothing')})",
+            highlight=False,
+        )
     t = Table.grid(padding=(0, 2))
     t.add_column(style="bold")
     t.add_column()
     r = rep["requests"] or {}
-    t.add_row("requests", f"{r.get('total', 0)} ({', '.join(f'{k} {v}' for k, v in (r.get('by_phase') or {}).items())}"
-                          f"), failed {r.get('failed', 0)}")
+    t.add_row(
+        "requests",
+        f"{r.get('total', 0)} ({', '.join(f'{k} {v}' for k, v in (r.get('by_phase') or {}).items())}"
+        f"), failed {r.get('failed', 0)}",
+    )
     if a := rep.get("audio"):
         t.add_row("TTFA", _p(a["ttfa_ms"], " ms"))
         t.add_row("playback start", _p(a["playback_start_ms"], " ms"))
@@ -121,19 +203,28 @@ def bench(
     if a := rep.get("action"):
         t.add_row("latency", _p(a["latency_ms"], " ms"))
         t.add_row("obs age", _p(a["age_ms"], " ms"))
-        t.add_row("deadline misses", f"{a['deadline_misses']} of {a['chunks']} (period {a['control_period_ms']} ms)")
+        t.add_row(
+            "deadline misses", f"{a['deadline_misses']} of {a['chunks']} (period {a['control_period_ms']} ms)"
+        )
     if rep.get("controller"):  # edgelab's S3 controller on a real runtime
         for stage, pl in (rep.get("placement") or {}).items():
             flag = f"  [red]FALLBACK from {pl.get('requested')}[/]" if pl.get("fallback") else ""
-            t.add_row(f"placement {stage}", f"{pl.get('observed')} ({escape(str(pl.get('detail', '')))[:90]}){flag}")
+            t.add_row(
+                f"placement {stage}", f"{pl.get('observed')} ({escape(str(pl.get('detail', '')))[:90]}){flag}"
+            )
         if m := rep.get("model"):
             t.add_row("model", f"{escape(str(m.get('artifact')))} sha256 {m.get('sha256')}")
         if par := rep.get("parity"):
-            t.add_row("parity", "ok" if par.get("ok") else f"[red]FAILED[/] {escape(str(par.get('error', '')))}")
+            t.add_row(
+                "parity", "ok" if par.get("ok") else f"[red]FAILED[/] {escape(str(par.get('error', '')))}"
+            )
     for test, b in (rep.get("llama_bench") or {}).items():
         sd = f" +- {b['stddev_ts']:.1f}" if b.get("stddev_ts") is not None else ""
-        t.add_row(f"llama-bench {test}", f"{b['avg_ts']:.1f}{sd} tok/s  (threads {b.get('n_threads')}, "
-                                         f"{b.get('backends')}, build {str(b.get('build_commit'))[:9]})")
+        t.add_row(
+            f"llama-bench {test}",
+            f"{b['avg_ts']:.1f}{sd} tok/s  (threads {b.get('n_threads')}, "
+            f"{b.get('backends')}, build {str(b.get('build_commit'))[:9]})",
+        )
     if x := rep.get("text"):
         t.add_row("TTFT", _p(x.get("ttft_ms"), " ms"))
         t.add_row("inter-token", _p(x.get("itl_ms"), " ms"))
@@ -142,12 +233,15 @@ def bench(
             t.add_row("server decode", _p(x.get("server_predicted_per_second"), " tok/s"))
             t.add_row("server prompt", _p(x.get("server_prompt_ms"), " ms"))
         if x.get("peak_rss_bytes"):
-            t.add_row("peak RSS", mib(x['peak_rss_bytes'], 1))
+            t.add_row("peak RSS", mib(x["peak_rss_bytes"], 1))
         if rep.get("placement"):
             t.add_row("placement", f"{rep['placement']} (observed in the load log)")
         pv = rep.get("provenance") or {}
         if pv.get("runtime_build"):
-            t.add_row("runtime", f"{pv['runtime_build']} {str(pv.get('runtime_sha256'))[:12]}, threads {pv.get('threads')}")
+            t.add_row(
+                "runtime",
+                f"{pv['runtime_build']} {str(pv.get('runtime_sha256'))[:12]}, threads {pv.get('threads')}",
+            )
     console.print(t)
 
 
@@ -161,7 +255,9 @@ def _options(pairs: list[str] | None) -> dict[str, Any]:
         if not sep or not key:
             fail(f"--endpoint-option {pair!r} is not KEY=VALUE", code=2)
         try:
-            out[key] = json.loads(value) if value in ("true", "false") or value.lstrip("-").isdigit() else value
+            out[key] = (
+                json.loads(value) if value in ("true", "false") or value.lstrip("-").isdigit() else value
+            )
         except ValueError:
             out[key] = value
     return out

@@ -36,7 +36,9 @@ class _LazyConsole:
         if self._real is None:
             from rich.console import Console
 
-            self._real = Console(stderr=self._stderr, width=_pipe_width(sys.stderr if self._stderr else sys.stdout))
+            self._real = Console(
+                stderr=self._stderr, width=_pipe_width(sys.stderr if self._stderr else sys.stdout)
+            )
         return self._real
 
     def __getattr__(self, name: str) -> Any:

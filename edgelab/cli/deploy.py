@@ -21,11 +21,23 @@ from edgelab.errors import EdgelabError
 
 
 def _dep_dict(d) -> dict[str, Any]:
-    return {"run": d.run_id, "device": d.device_name, "pipeline": d.pipeline, "strategy": d.strategy,
-            "runtime": d.runtime, "state": d.state, "virtual": d.virtual, "remote_dir": d.remote_dir,
-            "error": d.error, "phases": d.phases, "placement": d.placement, "admission": d.admission,
-            "created_at": d.created_at.isoformat() if d.created_at else None,
-            "lease": getattr(d, "lease_id", None), "to_stop": bool(getattr(d, "to_stop", False))}
+    return {
+        "run": d.run_id,
+        "device": d.device_name,
+        "pipeline": d.pipeline,
+        "strategy": d.strategy,
+        "runtime": d.runtime,
+        "state": d.state,
+        "virtual": d.virtual,
+        "remote_dir": d.remote_dir,
+        "error": d.error,
+        "phases": d.phases,
+        "placement": d.placement,
+        "admission": d.admission,
+        "created_at": d.created_at.isoformat() if d.created_at else None,
+        "lease": getattr(d, "lease_id", None),
+        "to_stop": bool(getattr(d, "to_stop", False)),
+    }
 
 
 def _render_plan(planned) -> None:
@@ -34,8 +46,10 @@ def _render_plan(planned) -> None:
 
     p = planned.plan
     virtual = "  [dim]VIRTUAL[/]" if planned.virtual else ""
-    console.print(f"[bold]{escape(p.pipeline)}[/] on [bold]{escape(p.device)}[/]: strategy [bold]{p.strategy}[/] "
-                  f"runtime {escape(p.runtime)}{virtual}")
+    console.print(
+        f"[bold]{escape(p.pipeline)}[/] on [bold]{escape(p.device)}[/]: strategy [bold]{p.strategy}[/] "
+        f"runtime {escape(p.runtime)}{virtual}"
+    )
     for row in plan_rows(planned.to_dict()):
         style = "red" if row.alert else "bold"
         console.print(f"  [{style}]{escape(row.key)}[/]: {escape(row.value)}", highlight=False)
@@ -44,23 +58,49 @@ def _render_plan(planned) -> None:
 def deploy(
     pipeline: Annotated[str, typer.Argument(help="Pipeline (qwen3-tts, qwen3-tts-1.7b, internvla-a1, ...).")],
     device: Annotated[str, typer.Option("--device", "-d", help="Device name.")],
-    strategy: Annotated[str | None, typer.Option("--strategy", help="S1, S3, S4 or S5 (default: automatic).")]
-    = None,
-    runtime: Annotated[str | None, typer.Option("--runtime", help="Runtime override (reference, llama.cpp, ...).")]
-    = None,
-    endpoint: Annotated[str | None, typer.Option("--endpoint", help="S4 server endpoint (ws://host:port).")] = None,
-    model: Annotated[str | None, typer.Option("--model", help="Model artifact by name (default: the newest "
-                                              "registered for the pipeline).")] = None,
-    threads: Annotated[int | None, typer.Option("--threads", help="Threads (default: the profile's).")] = None,
-    ready_timeout: Annotated[float | None, typer.Option("--ready-timeout", help="Seconds the start-up may take "
-                                                        "(default: from the profile's load-time estimate).")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and admission; touch nothing.")]
-    = False,
-    follow: Annotated[bool, typer.Option("--follow/--no-follow", help="Ingest its events into the store "
-                                         "(a detached follower that ends with the run).")] = True,
-    lease: Annotated[str | None, typer.Option("--lease", envvar="EDGELAB_LEASE", help="Run under this lease "
-                                              "(`edgelab reserve`); default: yours on the device, or a new one.")]
-    = None,
+    strategy: Annotated[
+        str | None, typer.Option("--strategy", help="S1, S3, S4 or S5 (default: automatic).")
+    ] = None,
+    runtime: Annotated[
+        str | None, typer.Option("--runtime", help="Runtime override (reference, llama.cpp, ...).")
+    ] = None,
+    endpoint: Annotated[
+        str | None, typer.Option("--endpoint", help="S4 server endpoint (ws://host:port).")
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model", help="Model artifact by name (default: the newest registered for the pipeline)."
+        ),
+    ] = None,
+    threads: Annotated[
+        int | None, typer.Option("--threads", help="Threads (default: the profile's).")
+    ] = None,
+    ready_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--ready-timeout",
+            help="Seconds the start-up may take (default: from the profile's load-time estimate).",
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the plan and admission; touch nothing.")
+    ] = False,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow/--no-follow",
+            help="Ingest its events into the store (a detached follower that ends with the run).",
+        ),
+    ] = True,
+    lease: Annotated[
+        str | None,
+        typer.Option(
+            "--lease",
+            envvar="EDGELAB_LEASE",
+            help="Run under this lease (`edgelab reserve`); default: yours on the device, or a new one.",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Plan, admit, push and start PIPELINE on a device; refused early (with why) when it cannot run."""
@@ -68,8 +108,16 @@ def deploy(
     from edgelab.errors import Refusal
 
     engine = open_engine()
-    req = planning.DeployRequest(device, pipeline, strategy, runtime, endpoint, model=model, threads=threads,
-                                  ready_timeout=ready_timeout)
+    req = planning.DeployRequest(
+        device,
+        pipeline,
+        strategy,
+        runtime,
+        endpoint,
+        model=model,
+        threads=threads,
+        ready_timeout=ready_timeout,
+    )
     if dry_run:
         try:
             planned = planning.plan(engine, req)
@@ -89,7 +137,9 @@ def deploy(
     def phase(name: str, info: dict[str, Any]) -> None:
         # One short line per start-up phase; the placement table is printed once the run is up.
         if not json_out:
-            fields = " ".join(f"{k}={v}" for k, v in info.items() if k != "placement" and v not in ({}, [], None))
+            fields = " ".join(
+                f"{k}={v}" for k, v in info.items() if k != "placement" and v not in ({}, [], None)
+            )
             err_console.print(f"[dim]{name:<10}[/] {escape(fields)}", highlight=False)
 
     try:
@@ -106,12 +156,17 @@ def deploy(
     if json_out:
         print_json(_dep_dict(dep))
         return
-    console.print(f"run [bold]{dep.run_id}[/]: {escape(dep.pipeline)} on {escape(dep.device_name)} "
-                  f"({dep.strategy}, {escape(dep.runtime)}) is {dep.state}")
+    console.print(
+        f"run [bold]{dep.run_id}[/]: {escape(dep.pipeline)} on {escape(dep.device_name)} "
+        f"({dep.strategy}, {escape(dep.runtime)}) is {dep.state}"
+    )
     for pl in dep.placement:
         flag = " [red]FALLBACK[/]" if pl.get("fallback") else ""
-        console.print(f"  {escape(pl['stage'])}: planned {escape(pl['planned'])}, observed "
-                      f"{escape(str(pl['observed']))}{flag}", highlight=False)
+        console.print(
+            f"  {escape(pl['stage'])}: planned {escape(pl['planned'])}, observed "
+            f"{escape(str(pl['observed']))}{flag}",
+            highlight=False,
+        )
 
 
 def _start_follower(engine, run_id: str) -> None:
@@ -124,8 +179,10 @@ def _start_follower(engine, run_id: str) -> None:
     try:
         follow.spawn_detached(run_id, env)
     except OSError as err:
-        err_console.print(f"[yellow]no follower started ({escape(str(err))}); `edgelab watch {run_id}` "
-                          "starts one[/]", highlight=False)
+        err_console.print(
+            f"[yellow]no follower started ({escape(str(err))}); `edgelab watch {run_id}` starts one[/]",
+            highlight=False,
+        )
 
 
 def ps(
@@ -164,7 +221,10 @@ def ps(
     else:
         _ps_table(out)
     for why in unreachable.values():  # after the table: every device that did not answer, then exit 1
-        remedy = getattr(why, "remedy", None) or "check the device (`edgelab device check`), then `edgelab ps` again"
+        remedy = (
+            getattr(why, "remedy", None)
+            or "check the device (`edgelab device check`), then `edgelab ps` again"
+        )
         emit_error(str(why), remedy)
     if unreachable:
         raise typer.Exit(1)
@@ -177,10 +237,16 @@ def _ps_table(out) -> None:
     for col in ("run", "device", "pipeline", "strategy", "runtime", "state", "started", ""):
         table.add_column(col, overflow="fold")
     for d in out:
-        table.add_row(d.run_id, escape(d.device_name), escape(d.pipeline), d.strategy, escape(d.runtime),
-                      d.state + (" (to stop)" if d.to_stop else ""),
-                      d.started_at.strftime("%H:%M:%S") if d.started_at else "-",
-                      "[dim]VIRTUAL[/]" if d.virtual else "")
+        table.add_row(
+            d.run_id,
+            escape(d.device_name),
+            escape(d.pipeline),
+            d.strategy,
+            escape(d.runtime),
+            d.state + (" (to stop)" if d.to_stop else ""),
+            d.started_at.strftime("%H:%M:%S") if d.started_at else "-",
+            "[dim]VIRTUAL[/]" if d.virtual else "",
+        )
     console.print(table)
 
 
@@ -209,7 +275,9 @@ def logs(
             ingest.stop()
 
 
-def stop(run: Annotated[str, typer.Argument(help="Run id (see `edgelab ps`).")], json_out: JsonOpt = False) -> None:
+def stop(
+    run: Annotated[str, typer.Argument(help="Run id (see `edgelab ps`).")], json_out: JsonOpt = False
+) -> None:
     """Kill the run's remote process groups, verify they are gone, release its memory."""
     from edgelab.deploy import control
 

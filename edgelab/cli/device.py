@@ -40,9 +40,12 @@ def add(
     adb: Annotated[str | None, typer.Option("--adb", help="ADB serial (as `adb devices` prints it).")] = None,
     adb_server: Annotated[
         str | None,
-        typer.Option("--adb-server", help="The adb server the phone hangs off: host:port (default: the local one), "
-                     "or ssh://[user@]labhost[:port][/adb_port] for one on another lab host's loopback, tunnelled "
-                     "over SSH (keys or the agent; trust its host key with `edgelab device trust NAME`)"),
+        typer.Option(
+            "--adb-server",
+            help="The adb server the phone hangs off: host:port (default: the local one), "
+            "or ssh://[user@]labhost[:port][/adb_port] for one on another lab host's loopback, tunnelled "
+            "over SSH (keys or the agent; trust its host key with `edgelab device trust NAME`)",
+        ),
     ] = None,
     device_class: Annotated[
         str | None, typer.Option("--class", help="jetson | cuda_discrete | x86_cpu | arm64_cpu | npu_phone")
@@ -68,7 +71,11 @@ def add(
     if ssh and adb_server:
         fail("--adb-server goes with --adb, not --ssh", "drop --adb-server or use --adb SERIAL", 2)
     if adb and jump:
-        fail("--jump goes with --ssh, not --adb", "for a remote adb server use --adb-server host:port or ssh://labhost", 2)
+        fail(
+            "--jump goes with --ssh, not --adb",
+            "for a remote adb server use --adb-server host:port or ssh://labhost",
+            2,
+        )
     common = {"device_class": device_class, "tags": tag or [], "notes": notes, "shell": shell}
     try:
         device = (
@@ -153,8 +160,13 @@ def ls(
 def _lease_rec(lease) -> dict | None:
     if lease is None:
         return None
-    return {"id": lease.id, "owner": lease.owner, "ci_job": lease.ci_job, "purpose": lease.purpose,
-            "expires_at": lease.expires_at.isoformat()}
+    return {
+        "id": lease.id,
+        "owner": lease.owner,
+        "ci_job": lease.ci_job,
+        "purpose": lease.purpose,
+        "expires_at": lease.expires_at.isoformat(),
+    }
 
 
 def _held_text(lease) -> str:
@@ -213,8 +225,13 @@ def show(name: str, as_json: JsonOpt = False) -> None:
 def rm(
     name: str,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
-    force: Annotated[bool, typer.Option("--force", help="Stop its running deployments and end its lease "
-                                        "first (else refused while either exists).")] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Stop its running deployments and end its lease first (else refused while either exists).",
+        ),
+    ] = False,
 ) -> None:
     """Remove a device from the inventory (refused while a deployment runs on it or a lease holds it)."""
     from edgelab.inventory.retire import in_use, remove
@@ -225,8 +242,11 @@ def rm(
     busy = in_use(open_engine(), name)
     if busy and not force:
         remove(open_engine(), name)  # refuses, naming what is in the way
-    extra = f" (stopping {', '.join(busy.runs) or 'nothing'}, ending lease {', '.join(busy.lease_ids) or '-'})" \
-        if busy else ""
+    extra = (
+        f" (stopping {', '.join(busy.runs) or 'nothing'}, ending lease {', '.join(busy.lease_ids) or '-'})"
+        if busy
+        else ""
+    )
     if not yes and not typer.confirm(f"remove {name} from the inventory{extra}?", default=False, err=True):
         fail(f"{name} not removed", "pass --yes to remove without asking")
     done = remove(open_engine(), name, force=force)
@@ -240,7 +260,9 @@ def rm(
 @app.command("logs")
 def logs(
     name: Annotated[str, typer.Argument(help="Device name.")],
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new entries (Ctrl-C ends).")] = False,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing new entries (Ctrl-C ends).")
+    ] = False,
     lines: Annotated[int, typer.Option("--lines", "-n", help="How many recent entries.")] = 200,
 ) -> None:
     """The device's system log: logcat on Android, journalctl (or dmesg) on Linux and Jetson, the System
@@ -260,8 +282,10 @@ def logs(
     except KeyboardInterrupt:
         return
     if code not in (0, None):
-        fail(f"the log command on {name} exited {code}: {(err or '').strip()[-300:] or 'no message'}",
-             "check that the device's user may read its log (Android: logcat; Linux: group systemd-journal or adm)")
+        fail(
+            f"the log command on {name} exited {code}: {(err or '').strip()[-300:] or 'no message'}",
+            "check that the device's user may read its log (Android: logcat; Linux: group systemd-journal or adm)",
+        )
 
 
 @app.command("check")
@@ -375,8 +399,12 @@ def trust(
     if as_json:
         print_json({**summary, "trusted": True})
     elif not offer.already_trusted:
-        console.print(f"trusted lab host {offer.via} (run `edgelab device trust {name}` again for the next key)"
-                      if offer.via else f"trusted {name}", highlight=False)
+        console.print(
+            f"trusted lab host {offer.via} (run `edgelab device trust {name}` again for the next key)"
+            if offer.via
+            else f"trusted {name}",
+            highlight=False,
+        )
 
 
 def _print_import(report, as_json: bool, source: str) -> None:

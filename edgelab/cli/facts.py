@@ -68,10 +68,13 @@ def _render(path: str, res) -> None:
 
 @app.command("parse")
 def parse(
-    files: Annotated[list[Path], typer.Argument(help="Captured outputs (cat, nvidia-smi, getprop, systeminfo ...).")],
+    files: Annotated[
+        list[Path], typer.Argument(help="Captured outputs (cat, nvidia-smi, getprop, systeminfo ...).")
+    ],
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")] = False,
     as_command: Annotated[
-        str | None, typer.Option("--as", help="Skip detection: parse as this command id (e.g. lscpu, getprop).")
+        str | None,
+        typer.Option("--as", help="Skip detection: parse as this command id (e.g. lscpu, getprop)."),
     ] = None,
 ) -> None:
     """Parse captured outputs offline, detecting which command produced each one."""
@@ -105,8 +108,16 @@ def parse(
             continue
         res = cmd.parse(data)
         if json_out:
-            results.append({"file": str(path), "command": res.command, "command_id": cmd.name,
-                            "facts": res.flat(), "typed": res.facts.to_dict(), "warnings": res.warnings})
+            results.append(
+                {
+                    "file": str(path),
+                    "command": res.command,
+                    "command_id": cmd.name,
+                    "facts": res.flat(),
+                    "typed": res.facts.to_dict(),
+                    "warnings": res.warnings,
+                }
+            )
         else:
             _render(str(path), res)
     if json_out:

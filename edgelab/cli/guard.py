@@ -24,10 +24,17 @@ def fail_for(err: BaseException):
     if isinstance(err, EdgelabError):
         fail_from(err)
     if isinstance(err, TimeoutError):
-        fail(f"timed out: {err or 'no answer'}",
-             "the device or server did not answer; check it (`edgelab device check`) and retry")
+        fail(
+            f"timed out: {err or 'no answer'}",
+            "the device or server did not answer; check it (`edgelab device check`) and retry",
+        )
     if isinstance(err, (OSError, EOFError)):
-        fail(f"{type(err).__name__}: {err}", "an operational fault (network, disk, device); retry, or re-run "
-             "with --debug for the traceback")
+        fail(
+            f"{type(err).__name__}: {err}",
+            "an operational fault (network, disk, device); retry, or re-run with --debug for the traceback",
+        )
     name = f"{type(err).__module__}.{type(err).__qualname__}".removeprefix("builtins.")
-    fail(f"internal error: {name}: {err}", "this is a bug in edgelab: re-run with --debug and report the traceback")
+    fail(
+        f"internal error: {name}: {err}",
+        "this is a bug in edgelab: re-run with --debug and report the traceback",
+    )

@@ -9,20 +9,38 @@ import typer
 from edgelab.cli.common import console, escape, fail_from, open_engine, print_json
 from edgelab.errors import ConfigError
 
-app = typer.Typer(help="The qualification matrix: pipeline x device-configuration cells.", invoke_without_command=True,
-                  no_args_is_help=False)
+app = typer.Typer(
+    help="The qualification matrix: pipeline x device-configuration cells.",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
 
-_STYLE = {"qualified": "bold green", "unproven": "bold red", "PASS": "green", "PARTIAL": "yellow",
-          "FAILED": "bold red", "BLOCKED": "red", "REJECTED": "magenta", "profiled": "green", "executes": "cyan", "correct": "cyan",
-          "artifact_ready": "blue", "blocked": "bold red", "rejected": "magenta", "none": "dim"}
+_STYLE = {
+    "qualified": "bold green",
+    "unproven": "bold red",
+    "PASS": "green",
+    "PARTIAL": "yellow",
+    "FAILED": "bold red",
+    "BLOCKED": "red",
+    "REJECTED": "magenta",
+    "profiled": "green",
+    "executes": "cyan",
+    "correct": "cyan",
+    "artifact_ready": "blue",
+    "blocked": "bold red",
+    "rejected": "magenta",
+    "none": "dim",
+}
 
 
 @app.callback()
 def show(
     ctx: typer.Context,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")] = False,
-    cell: Annotated[str | None, typer.Option("--cell", help="One cell: ROW/PIPELINE (e.g. galaxy-s25/qwen3-tts-0.6b or 9/2).")]
-    = None,
+    cell: Annotated[
+        str | None,
+        typer.Option("--cell", help="One cell: ROW/PIPELINE (e.g. galaxy-s25/qwen3-tts-0.6b or 9/2)."),
+    ] = None,
 ) -> None:
     """Show the 60 cells (or one, with its history)."""
     from rich.table import Table
@@ -39,12 +57,22 @@ def show(
             if cell:
                 c = resolve_cell(s, cell)
                 data = cell_dict(c)
-                data["history"] = [{"at": h.at.isoformat(), "source": h.source, "before": h.before,
-                                    "after": h.after, "evidence": h.evidence, "note": h.note}
-                                   for h in history(s, c.id)]
+                data["history"] = [
+                    {
+                        "at": h.at.isoformat(),
+                        "source": h.source,
+                        "before": h.before,
+                        "after": h.after,
+                        "evidence": h.evidence,
+                        "note": h.note,
+                    }
+                    for h in history(s, c.id)
+                ]
                 from edgelab.matrix.evidence import judge
 
-                data["evidence_check"] = [v.as_dict() for v in judge(s, list(c.evidence), c.row_key, c.pipeline)]
+                data["evidence_check"] = [
+                    v.as_dict() for v in judge(s, list(c.evidence), c.row_key, c.pipeline)
+                ]
                 cells = None
             else:
                 cells = [cell_dict(c) for c in matrix_rows(s)]
@@ -54,12 +82,28 @@ def show(
         if json_out:
             print_json(data)
             return
-        for key in ("id", "row_label", "col_label", "stage", "functional", "performance", "failing_layer",
-                    "reason", "next_experiment", "evidence", "demo_evidence", "updated_at", "updated_by"):
+        for key in (
+            "id",
+            "row_label",
+            "col_label",
+            "stage",
+            "functional",
+            "performance",
+            "failing_layer",
+            "reason",
+            "next_experiment",
+            "evidence",
+            "demo_evidence",
+            "updated_at",
+            "updated_by",
+        ):
             console.print(f"[bold]{key:>16}[/] {escape(str(data[key]))}", highlight=False)
         for h in data["history"]:
-            console.print(f"  {h['at']} {escape(str(h['source']))}: {h['before'].get('stage')} -> "
-                          f"{h['after'].get('stage')} {escape(str(h['note'] or ''))}", highlight=False)
+            console.print(
+                f"  {h['at']} {escape(str(h['source']))}: {h['before'].get('stage')} -> "
+                f"{h['after'].get('stage')} {escape(str(h['note'] or ''))}",
+                highlight=False,
+            )
         for v in data["evidence_check"]:  # would each run qualify this cell, and if not, why
             verdict = "qualifying evidence" if v["ok"] else "not qualifying: " + "; ".join(v["failures"])
             console.print(f"  run {escape(v['run'])}: {escape(verdict)}", highlight=False)
@@ -86,8 +130,10 @@ def show(
             out.append(first + (" (v)" if w.virtual else "") + (f"\n{second}" if w.second else ""))
         table.add_row(str(row.index), escape(row.label), *out)
     console.print(table)
-    console.print(f"{len(cells)} cells; (v) = virtual evidence only, never qualifies; * = qualified on a real "
-                  "device", highlight=False)
+    console.print(
+        f"{len(cells)} cells; (v) = virtual evidence only, never qualifies; * = qualified on a real device",
+        highlight=False,
+    )
 
 
 def _who() -> str:
@@ -103,14 +149,25 @@ def _who() -> str:
 @app.command("set")
 def set_(
     cell: Annotated[str, typer.Argument(help="ROW/PIPELINE, e.g. galaxy-s25/qwen3-tts-0.6b or 9/2.")],
-    status: Annotated[str | None, typer.Option("--status", help="A functional status word (PASS, PARTIAL, "
-                                                "COMPONENT, PROFILE_ONLY, FAILED, REJECTED, BLOCKED) or a stage.")]
-    = None,
+    status: Annotated[
+        str | None,
+        typer.Option(
+            "--status",
+            help="A functional status word (PASS, PARTIAL, "
+            "COMPONENT, PROFILE_ONLY, FAILED, REJECTED, BLOCKED) or a stage.",
+        ),
+    ] = None,
     performance: Annotated[str | None, typer.Option("--performance", help="Performance status word.")] = None,
-    stage: Annotated[str | None, typer.Option("--stage", help="artifact_ready, correct, executes, profiled, "
-                                              "qualified, blocked, rejected.")] = None,
+    stage: Annotated[
+        str | None,
+        typer.Option(
+            "--stage", help="artifact_ready, correct, executes, profiled, qualified, blocked, rejected."
+        ),
+    ] = None,
     evidence: Annotated[list[str] | None, typer.Option("--evidence", help="A run id (repeatable).")] = None,
-    reason: Annotated[str | None, typer.Option("--reason", help="Why (required for blocked/rejected).")] = None,
+    reason: Annotated[
+        str | None, typer.Option("--reason", help="Why (required for blocked/rejected).")
+    ] = None,
     layer: Annotated[str | None, typer.Option("--layer", help="Failing layer of a blocked cell.")] = None,
     next_: Annotated[str | None, typer.Option("--next", help="Next experiment of a blocked cell.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")] = False,
@@ -120,20 +177,35 @@ def set_(
     from edgelab.store.db import session_scope
 
     if not any((status, performance, stage, evidence, reason, layer, next_)):
-        fail_from(ConfigError("nothing to set", remedy="give --status, --stage, --performance or --evidence"), code=2)
+        fail_from(
+            ConfigError("nothing to set", remedy="give --status, --stage, --performance or --evidence"),
+            code=2,
+        )
     engine = open_engine()
     try:
         with session_scope(engine) as s:
-            c, notes = set_cell(s, cell, status=status, performance=performance, stage=stage,
-                                evidence=list(evidence or []), reason=reason, layer=layer, next_experiment=next_,
-                                source=f"manual:{_who()}")
+            c, notes = set_cell(
+                s,
+                cell,
+                status=status,
+                performance=performance,
+                stage=stage,
+                evidence=list(evidence or []),
+                reason=reason,
+                layer=layer,
+                next_experiment=next_,
+                source=f"manual:{_who()}",
+            )
             data = cell_dict(c)
     except ConfigError as err:  # bad input here is a usage error: exit 2 (root handler: 1)
         fail_from(err, code=2)
     if json_out:
         print_json({**data, "notes": notes})
         return
-    console.print(f"{escape(data['id'])}: {data['stage']} (functional {data['functional'] or '-'}, "
-                  f"performance {data['performance'] or '-'})", highlight=False)
+    console.print(
+        f"{escape(data['id'])}: {data['stage']} (functional {data['functional'] or '-'}, "
+        f"performance {data['performance'] or '-'})",
+        highlight=False,
+    )
     for n in notes:
         console.print(f"  note: {escape(n)}", highlight=False)

@@ -10,8 +10,10 @@ import typer
 from edgelab.cli.common import JsonOpt, console, err_console, escape, fail_from, open_session, print_json
 from edgelab.errors import ConfigError
 
-app = typer.Typer(help="Models edgelab makes with random weights: GGUFs (synth) and exported stages (export).",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Models edgelab makes with random weights: GGUFs (synth) and exported stages (export).",
+    no_args_is_help=True,
+)
 
 
 @app.command("synth")
@@ -19,13 +21,25 @@ def synth(
     name: Annotated[str, typer.Argument(help="Artifact name, e.g. spark-x2.5.")],
     params: Annotated[str, typer.Option("--params", help="Parameter count: 4M, 100M, 1.5B.")] = "100M",
     quant: Annotated[
-        str | None, typer.Option("--quant", help="Quantize with the lab's llama-quantize: q4_k_m, q8_0, ... (default f16).")
+        str | None,
+        typer.Option(
+            "--quant", help="Quantize with the lab's llama-quantize: q4_k_m, q8_0, ... (default f16)."
+        ),
     ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the random weights (same seed, same bytes).")] = 0,
-    vocab: Annotated[int | None, typer.Option("--vocab", help="Vocabulary size (default by size: 2048-32000).")] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Folder for the GGUF files (default <cache>/models).")] = None,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Seed of the random weights (same seed, same bytes).")
+    ] = 0,
+    vocab: Annotated[
+        int | None, typer.Option("--vocab", help="Vocabulary size (default by size: 2048-32000).")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Folder for the GGUF files (default <cache>/models).")
+    ] = None,
     quantizer: Annotated[
-        Path | None, typer.Option("--quantizer", help="llama-quantize to use (default: the registered build for this host).")
+        Path | None,
+        typer.Option(
+            "--quantizer", help="llama-quantize to use (default: the registered build for this host)."
+        ),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -41,29 +55,45 @@ def synth(
     from edgelab.models.synth import synth_model
 
     with open_session() as s:
-        art = synth_model(s, name, params, quant=quant, seed=seed, vocab=vocab, out_dir=out, quantizer=quantizer,
-                          progress=lambda line: err_console.print(f"[dim]{escape(line)}[/]", soft_wrap=True))
+        art = synth_model(
+            s,
+            name,
+            params,
+            quant=quant,
+            seed=seed,
+            vocab=vocab,
+            out_dir=out,
+            quantizer=quantizer,
+            progress=lambda line: err_console.print(f"[dim]{escape(line)}[/]", soft_wrap=True),
+        )
         data = to_manifest(s, art)
     if as_json:
         print_json(data)
         return
     m = data["metadata"]
-    console.print(f"registered [bold]{escape(data['name'])}[/] {data['digest'][:16]}  kind model, weights random")
+    console.print(
+        f"registered [bold]{escape(data['name'])}[/] {data['digest'][:16]}  kind model, weights random"
+    )
     for path, size in data["sizes"].items():
         console.print(f"  {m['params']:,} parameters, {m['quant']}, {escape(path)} ({size / 1e6:.1f} MB)")
 
 
 @app.command("export")
 def export(
-    stage: Annotated[str, typer.Argument(help="action-head (internvla-a1 flow head) or codec-decoder "
-                                              "(Qwen3-TTS code2wav).")],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="onnx, or mnn (converted from the ONNX export).")]
-    = "onnx",
+    stage: Annotated[
+        str,
+        typer.Argument(help="action-head (internvla-a1 flow head) or codec-decoder (Qwen3-TTS code2wav)."),
+    ],
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", help="onnx, or mnn (converted from the ONNX export).")
+    ] = "onnx",
     seed: Annotated[int, typer.Option("--seed", help="Weight seed: the same seed gives the same bytes.")] = 0,
-    out: Annotated[Path | None, typer.Option("--out", help="Cache folder (default $EDGELAB_HOME/models).")]
-    = None,
-    register: Annotated[bool, typer.Option("--register/--no-register", help="Add it to the artifact registry.")]
-    = True,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Cache folder (default $EDGELAB_HOME/models).")
+    ] = None,
+    register: Annotated[
+        bool, typer.Option("--register/--no-register", help="Add it to the artifact registry.")
+    ] = True,
     as_json: JsonOpt = False,
 ) -> None:
     """Write the stage with random weights (shapes from the pipeline spec), print its SHA-256 and recipe.

@@ -15,16 +15,28 @@ _MARK = {"passed": "[green]ok[/]", "failed": "[bold red]FAILED[/]", "skipped": "
 
 def play(
     file: Annotated[Path, typer.Argument(help="Playbook YAML (see playbooks/).")],
-    limit: Annotated[str | None, typer.Option("--limit", help="Only these devices (comma-separated names).")] = None,
-    var: Annotated[list[str] | None, typer.Option("--var", help="Override a variable: NAME=VALUE (repeatable).")]
-    = None,
+    limit: Annotated[
+        str | None, typer.Option("--limit", help="Only these devices (comma-separated names).")
+    ] = None,
+    var: Annotated[
+        list[str] | None, typer.Option("--var", help="Override a variable: NAME=VALUE (repeatable).")
+    ] = None,
     junit: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable result on stdout.")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate and list the jobs; touch nothing.")] = False,
-    collect: Annotated[Path | None, typer.Option("--collect", help="Directory for collect steps' files.")] = None,
-    lease: Annotated[str | None, typer.Option("--lease", envvar="EDGELAB_LEASE", help="Run under this lease "
-                                              "(`edgelab reserve`); default: yours on the device, or a new one.")]
-    = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Validate and list the jobs; touch nothing.")
+    ] = False,
+    collect: Annotated[
+        Path | None, typer.Option("--collect", help="Directory for collect steps' files.")
+    ] = None,
+    lease: Annotated[
+        str | None,
+        typer.Option(
+            "--lease",
+            envvar="EDGELAB_LEASE",
+            help="Run under this lease (`edgelab reserve`); default: yours on the device, or a new one.",
+        ),
+    ] = None,
 ) -> None:
     """Run a playbook over its devices in parallel; per-step output, JUnit for CI."""
     from edgelab.playbook import load_playbook, parse_var_overrides, plan_jobs, run_playbook, to_junit
@@ -39,38 +51,67 @@ def play(
     except EdgelabError as err:  # kept: an unusable playbook or selection is a usage error (exit 2)
         _invalid(err)
     if dry_run:
-        rows = [{"device": j.device, "pipeline": j.pipeline, "virtual": j.virtual,
-                 "steps": [s.name for s in pb.steps], "cleanup": [s.name for s in pb.cleanup]} for j in jobs]
+        rows = [
+            {
+                "device": j.device,
+                "pipeline": j.pipeline,
+                "virtual": j.virtual,
+                "steps": [s.name for s in pb.steps],
+                "cleanup": [s.name for s in pb.cleanup],
+            }
+            for j in jobs
+        ]
         if json_out:
-            print_json({"playbook": pb.name, "file": str(file), "jobs": rows, "variables": {**pb.vars, **overrides}})
+            print_json(
+                {"playbook": pb.name, "file": str(file), "jobs": rows, "variables": {**pb.vars, **overrides}}
+            )
         else:
             console.print(f"[bold]{escape(pb.name)}[/]: {len(jobs)} job(s), valid", highlight=False)
             for r in rows:
                 label = r["device"] + (f"/{r['pipeline']}" if r["pipeline"] else "")
-                console.print(f"  {escape(label)}{' (virtual)' if r['virtual'] else ''}: "
-                              f"{escape(' -> '.join(r['steps']))}", highlight=False)
+                console.print(
+                    f"  {escape(label)}{' (virtual)' if r['virtual'] else ''}: "
+                    f"{escape(' -> '.join(r['steps']))}",
+                    highlight=False,
+                )
         raise typer.Exit(0)
 
     def on_step(job, step) -> None:
         if json_out:
             return
         extra = f" [dim]({step.category})[/]" if step.status == "failed" else ""
-        err_console.print(f"[cyan]{escape(job.label)}[/] {escape(step.name)}: {_MARK.get(step.status, step.status)}"
-                          f"{extra} {escape(step.message)} [dim]{step.duration_s:.1f}s[/]", highlight=False)
+        err_console.print(
+            f"[cyan]{escape(job.label)}[/] {escape(step.name)}: {_MARK.get(step.status, step.status)}"
+            f"{extra} {escape(step.message)} [dim]{step.duration_s:.1f}s[/]",
+            highlight=False,
+        )
 
     from edgelab.errors import PlayInterrupted
 
     try:
-        result = run_playbook(engine, pb, limit=limits, variables=overrides, out_dir=collect, on_step=on_step,
-                              lease_id=lease, on_stop=lambda: err_console.print(
-                                  "stopping: the current steps end, then the cleanup runs "
-                                  "(Ctrl-C again cuts the cleanup short)", highlight=False))
+        result = run_playbook(
+            engine,
+            pb,
+            limit=limits,
+            variables=overrides,
+            out_dir=collect,
+            on_step=on_step,
+            lease_id=lease,
+            on_stop=lambda: err_console.print(
+                "stopping: the current steps end, then the cleanup runs "
+                "(Ctrl-C again cuts the cleanup short)",
+                highlight=False,
+            ),
+        )
     except PlayInterrupted as stop:  # a second Ctrl-C: JUnit of what ran, what is left said, out now
         _write_junit(junit, to_junit(stop.result))
         if json_out:
             print_json(stop.result.to_dict())
-        err_console.print("interrupted twice: cleanup cut short; left for the next command (or `edgelab stop`): "
-                          + escape("; ".join(stop.result.cleanup_left) or "nothing recorded"), highlight=False)
+        err_console.print(
+            "interrupted twice: cleanup cut short; left for the next command (or `edgelab stop`): "
+            + escape("; ".join(stop.result.cleanup_left) or "nothing recorded"),
+            highlight=False,
+        )
         _exit_now(130)
     except ConfigError as err:
         fail_from(err, code=2)
@@ -78,16 +119,22 @@ def play(
     if result.interrupted:
         if json_out:
             print_json(result.to_dict())
-        err_console.print("interrupted: the current steps were stopped and the cleanup ran"
-                          + (f"; JUnit in {escape(str(junit))}" if junit else ""), highlight=False)
+        err_console.print(
+            "interrupted: the current steps were stopped and the cleanup ran"
+            + (f"; JUnit in {escape(str(junit))}" if junit else ""),
+            highlight=False,
+        )
         raise typer.Exit(130)
     if json_out:
         print_json(result.to_dict())
     else:
         f = result.failures()
         word = "[green]passed[/]" if result.ok else "[bold red]FAILED[/]"
-        console.print(f"{escape(pb.name)}: {word}, {len(result.jobs)} job(s) in {result.duration_s:.1f}s; "
-                      f"failures infra {f['infra']}, device {f['device']}, test {f['test']}", highlight=False)
+        console.print(
+            f"{escape(pb.name)}: {word}, {len(result.jobs)} job(s) in {result.duration_s:.1f}s; "
+            f"failures infra {f['infra']}, device {f['device']}, test {f['test']}",
+            highlight=False,
+        )
         for job in result.jobs:
             for note in job.matrix:
                 console.print(f"  matrix: {escape(note)}", highlight=False)

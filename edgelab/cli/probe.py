@@ -46,11 +46,14 @@ def _outcome_dict(o) -> dict[str, Any]:
 
 
 def probe(
-    devices: Annotated[list[str] | None, typer.Argument(help="Device names (see `edgelab device ls`).")] = None,
+    devices: Annotated[
+        list[str] | None, typer.Argument(help="Device names (see `edgelab device ls`).")
+    ] = None,
     all_: Annotated[bool, typer.Option("--all", help="Probe every device of the inventory.")] = False,
     json_out: JsonOpt = False,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds per device; the remote side is killed past it.")]
-    = 60.0,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds per device; the remote side is killed past it.")
+    ] = 60.0,
     parallel: Annotated[int, typer.Option("--parallel", min=1, help="Devices probed at once.")] = 16,
 ) -> None:
     """Probe devices into facts (one batched exec each), classify them, store a snapshot."""
@@ -61,13 +64,23 @@ def probe(
     from edgelab.probe.summary import summarize
 
     if not devices and not all_:
-        fail("name the devices to probe, or give --all", "e.g. `edgelab probe orin-agx s25` or `edgelab probe --all`", 2)
+        fail(
+            "name the devices to probe, or give --all",
+            "e.g. `edgelab probe orin-agx s25` or `edgelab probe --all`",
+            2,
+        )
     if devices and all_:
         fail("give device names or --all, not both", code=2)
     engine = open_engine()
     progress = Progress(
-        TextColumn("probing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}"),
-        console=err_console, transient=True, disable=json_out or not err_console.is_terminal,
+        TextColumn("probing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        console=err_console,
+        transient=True,
+        disable=json_out or not err_console.is_terminal,
     )
     with progress:
         task = progress.add_task("", total=None)
@@ -96,14 +109,28 @@ def probe(
     for o in outcomes:
         snap = o.snapshot
         if not o.ok:
-            table.add_row(escape(o.name), "[red]failed[/]", "", "", "", "", "", f"{o.duration_s:.2f}s",
-                          "[dim]VIRTUAL[/]" if snap and snap.virtual else "")
+            table.add_row(
+                escape(o.name),
+                "[red]failed[/]",
+                "",
+                "",
+                "",
+                "",
+                "",
+                f"{o.duration_s:.2f}s",
+                "[dim]VIRTUAL[/]" if snap and snap.virtual else "",
+            )
             continue
         s = summarize(snap.facts)
         table.add_row(
-            escape(o.name), escape(snap.device_class or "?"), escape(snap.catalog_entry or "?"),
-            escape(s["soc_model"] or "?"), escape(s["os"] or "?"), escape(s["ram"] or "?"),
-            escape(", ".join(s["accelerators"]) or "-"), f"{snap.duration_s:.2f}s",
+            escape(o.name),
+            escape(snap.device_class or "?"),
+            escape(snap.catalog_entry or "?"),
+            escape(s["soc_model"] or "?"),
+            escape(s["os"] or "?"),
+            escape(s["ram"] or "?"),
+            escape(", ".join(s["accelerators"]) or "-"),
+            f"{snap.duration_s:.2f}s",
             "[dim]VIRTUAL[/]" if snap.virtual else "",
         )
     console.print(table)
@@ -126,9 +153,14 @@ def _latest(name: str):
 
 def _snap_meta(snap) -> dict[str, Any]:
     return {
-        "id": snap.id, "device": snap.device_name, "taken_at": snap.taken_at.isoformat(),
-        "duration_s": snap.duration_s, "edgelab_version": snap.edgelab_version, "family": snap.family,
-        "facts_hash": snap.facts_hash, "virtual": snap.virtual,
+        "id": snap.id,
+        "device": snap.device_name,
+        "taken_at": snap.taken_at.isoformat(),
+        "duration_s": snap.duration_s,
+        "edgelab_version": snap.edgelab_version,
+        "family": snap.family,
+        "facts_hash": snap.facts_hash,
+        "virtual": snap.virtual,
     }
 
 
@@ -150,8 +182,9 @@ def _fmt(v: Any) -> str:
 
 def facts_show(
     device: Annotated[str, typer.Argument(help="Device name.")],
-    raw: Annotated[bool, typer.Option("--raw", help="The raw outputs the probe collected, section by section.")]
-    = False,
+    raw: Annotated[
+        bool, typer.Option("--raw", help="The raw outputs the probe collected, section by section.")
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """The facts of DEVICE from its latest probe snapshot, grouped (`--raw`: what the device printed)."""
@@ -160,19 +193,27 @@ def facts_show(
     snap = _latest(device)
     if json_out:
         body = {"snapshot": _snap_meta(snap)}
-        body.update({"raw": snap.raw} if raw else
-                    {"facts": snap.facts, "classification": snap.classification, "warnings": snap.warnings})
+        body.update(
+            {"raw": snap.raw}
+            if raw
+            else {"facts": snap.facts, "classification": snap.classification, "warnings": snap.warnings}
+        )
         print_json(body)
         return
     when = snap.taken_at.strftime("%Y-%m-%d %H:%M:%S UTC")
     virtual = "  [dim]VIRTUAL[/]" if snap.virtual else ""
-    console.rule(f"[bold]{escape(device)}[/]  [dim]probed {when} in {snap.duration_s:.2f}s, "
-                 f"edgelab {escape(snap.edgelab_version)}, facts {snap.facts_hash[:12] if snap.facts_hash else '-'}"
-                 f"[/]{virtual}", align="left")
+    console.rule(
+        f"[bold]{escape(device)}[/]  [dim]probed {when} in {snap.duration_s:.2f}s, "
+        f"edgelab {escape(snap.edgelab_version)}, facts {snap.facts_hash[:12] if snap.facts_hash else '-'}"
+        f"[/]{virtual}",
+        align="left",
+    )
     if raw:
         for name, sec in (snap.raw.get("sections") or {}).items():
             code = sec.get("exit_code")
-            console.print(f"[bold cyan]== {escape(name)}[/] [dim](exit {'cut off' if code is None else code})[/]")
+            console.print(
+                f"[bold cyan]== {escape(name)}[/] [dim](exit {'cut off' if code is None else code})[/]"
+            )
             console.print(escape(sec.get("output", "")), highlight=False, markup=True, soft_wrap=True)
         if snap.raw.get("stderr"):
             console.print("[bold cyan]== stderr[/]")
@@ -182,7 +223,9 @@ def facts_show(
     prov = facts.get("provenance") or {}
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     for col in ("group", "fact", "value", "from"):
-        table.add_column(col, overflow="fold", style="cyan" if col == "group" else ("dim" if col == "from" else None))
+        table.add_column(
+            col, overflow="fold", style="cyan" if col == "group" else ("dim" if col == "from" else None)
+        )
     shown = {k: v for k, v in facts.items() if k not in ("provenance", "warnings")}
     shown["cpu"] = {k: v for k, v in (shown.get("cpu") or {}).items() if k != "raw_flags"}  # --json has them
     for key, value in _leaves(shown):
@@ -194,9 +237,11 @@ def facts_show(
     console.print(table)
     cls = snap.classification or {}
     if cls:
-        console.print(f"[bold]class[/] {escape(str(cls.get('class')))}  [bold]catalog entry[/] "
-                      f"{escape(str(cls.get('entry')))}" + (f" ({escape(cls['entry_name'])})" if cls.get("entry_name")
-                                                            else ""))
+        console.print(
+            f"[bold]class[/] {escape(str(cls.get('class')))}  [bold]catalog entry[/] "
+            f"{escape(str(cls.get('entry')))}"
+            + (f" ({escape(cls['entry_name'])})" if cls.get("entry_name") else "")
+        )
     for w in snap.warnings:
         console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
 
@@ -219,9 +264,12 @@ class FactsGroup(TyperGroup):
 
 def profile(
     device: Annotated[str, typer.Argument(help="Device name.")],
-    pipeline: Annotated[str | None, typer.Option("--pipeline", help="Pipeline to plan for (e.g. qwen3-tts).")] = None,
-    explain: Annotated[bool, typer.Option("--explain", help="Every rule that fired, with its inputs and why.")]
-    = False,
+    pipeline: Annotated[
+        str | None, typer.Option("--pipeline", help="Pipeline to plan for (e.g. qwen3-tts).")
+    ] = None,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Every rule that fired, with its inputs and why.")
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """The deploy profile of DEVICE, derived from its latest probe snapshot (never hand-typed)."""
@@ -239,8 +287,11 @@ def _render_profile(device: str, snap, prof: dict[str, Any], explain: bool) -> N
     from rich.table import Table
 
     virtual = "  [dim]VIRTUAL[/]" if snap.virtual else ""
-    console.rule(f"[bold]{escape(device)}[/]  [dim]profile from the probe of "
-                 f"{snap.taken_at.strftime('%Y-%m-%d %H:%M UTC')}[/]{virtual}", align="left")
+    console.rule(
+        f"[bold]{escape(device)}[/]  [dim]profile from the probe of "
+        f"{snap.taken_at.strftime('%Y-%m-%d %H:%M UTC')}[/]{virtual}",
+        align="left",
+    )
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column("key", style="bold")
     table.add_column("value", overflow="fold")
@@ -250,23 +301,36 @@ def _render_profile(device: str, snap, prof: dict[str, Any], explain: bool) -> N
         table.add_row(escape(str(key)), escape(_fmt_nested(value)))
     console.print(table)
     for pipe in prof.get("pipelines") or []:
-        st = Table(title=f"pipeline {pipe.get('pipeline')}: strategies", title_justify="left", show_header=True,
-                   header_style="bold", box=None)
+        st = Table(
+            title=f"pipeline {pipe.get('pipeline')}: strategies",
+            title_justify="left",
+            show_header=True,
+            header_style="bold",
+            box=None,
+        )
         for col in ("strategy", "eligible", "why"):
             st.add_column(col, overflow="fold")
         for sd in pipe.get("strategies") or []:
             ok = sd.get("eligible")
             why = str(sd.get("reason") or "") + (f" [{sd['code']}]" if sd.get("code") and not ok else "")
-            st.add_row(escape(str(sd.get("strategy"))), "[green]yes[/]" if ok else "[red]refused[/]", escape(why))
+            st.add_row(
+                escape(str(sd.get("strategy"))), "[green]yes[/]" if ok else "[red]refused[/]", escape(why)
+            )
         console.print(st)
     if explain:
         rules = prof.get("rules") or []
-        rt = Table(title="rules that fired", title_justify="left", show_header=True, header_style="bold", box=None)
+        rt = Table(
+            title="rules that fired", title_justify="left", show_header=True, header_style="bold", box=None
+        )
         for col in ("rule", "inputs", "result", "why"):
             rt.add_column(col, overflow="fold")
         for r in rules:
-            rt.add_row(escape(str(r.get("name"))), escape(_fmt_nested(r.get("inputs") or {})),
-                       escape(_fmt_nested(r.get("result"))), escape(str(r.get("why") or "")))
+            rt.add_row(
+                escape(str(r.get("name"))),
+                escape(_fmt_nested(r.get("inputs") or {})),
+                escape(_fmt_nested(r.get("result"))),
+                escape(str(r.get("why") or "")),
+            )
         console.print(rt)
 
 
@@ -286,4 +350,6 @@ def register(app: typer.Typer, facts_app: typer.Typer) -> None:
     app.command("probe")(probe)
     app.command("profile")(profile)
     facts_app.info.cls = FactsGroup
-    facts_app.command("show", help="The facts of DEVICE from its latest probe (same as `facts DEVICE`).")(facts_show)
+    facts_app.command("show", help="The facts of DEVICE from its latest probe (same as `facts DEVICE`).")(
+        facts_show
+    )

@@ -23,9 +23,14 @@ def push(
         typer.Option("--verify", help="Re-hash blobs already on the device even if recorded as verified."),
     ] = False,
     parallel: Annotated[int, typer.Option("--parallel", help="Devices pushed at once.")] = 8,
-    lease: Annotated[str | None, typer.Option("--lease", envvar="EDGELAB_LEASE", help="Run under this lease "
-                                              "(`edgelab reserve`); default: yours on the device, or a new one.")]
-    = None,
+    lease: Annotated[
+        str | None,
+        typer.Option(
+            "--lease",
+            envvar="EDGELAB_LEASE",
+            help="Run under this lease (`edgelab reserve`); default: yours on the device, or a new one.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Push artifacts into device stores: skip verified blobs, resume cut uploads, verify SHA-256 on the device."""
@@ -66,7 +71,12 @@ def push(
             except ConfigError as err:  # bad input here is a usage error: exit 2 (root handler: 1)
                 fail_from(err, code=2)
             blobs, results = push_artifacts(
-                engine, artifacts, devices, verify=verify, progress=progress, workers=parallel,
+                engine,
+                artifacts,
+                devices,
+                verify=verify,
+                progress=progress,
+                workers=parallel,
                 lease_id=lease,
             )
     _report(results, as_json)

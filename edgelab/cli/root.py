@@ -86,7 +86,9 @@ class LazyGroup(ErrorsGroup):
         assert src is not None and self.source is not None
         if isinstance(info, CommandInfo):
             cmd: click.Command = typer_main.get_command_from_info(
-                info, pretty_exceptions_short=src.pretty_exceptions_short, rich_markup_mode=src.rich_markup_mode
+                info,
+                pretty_exceptions_short=src.pretty_exceptions_short,
+                rich_markup_mode=src.rich_markup_mode,
             )
         else:
             cmd = _subgroup(info, src)
@@ -122,16 +124,40 @@ class LazyGroup(ErrorsGroup):
 def _subgroup(info: TyperInfo, src: typer.Typer) -> click.Command:
     """A noun group (``device``, ``runs`` ...), itself lazy unless it brings its own group class."""
     solved = typer_main.solve_typer_info_defaults(info)
-    kwargs = {"pretty_exceptions_short": src.pretty_exceptions_short, "rich_markup_mode": src.rich_markup_mode,
-              "suggest_commands": src.suggest_commands}
+    kwargs = {
+        "pretty_exceptions_short": src.pretty_exceptions_short,
+        "rich_markup_mode": src.rich_markup_mode,
+        "suggest_commands": src.suggest_commands,
+    }
     sub = info.typer_instance
-    if solved.cls not in (None, TyperGroup) or sub is None or sub.registered_groups and any(
-        typer_main.solve_typer_info_defaults(g).cls not in (None, TyperGroup) for g in sub.registered_groups
+    if (
+        solved.cls not in (None, TyperGroup)
+        or sub is None
+        or sub.registered_groups
+        and any(
+            typer_main.solve_typer_info_defaults(g).cls not in (None, TyperGroup)
+            for g in sub.registered_groups
+        )
     ):
         return typer_main.get_group_from_info(info, **kwargs)
-    fields = ("name", "invoke_without_command", "no_args_is_help", "subcommand_metavar", "chain", "result_callback",
-              "context_settings", "callback", "help", "epilog", "short_help", "options_metavar", "add_help_option",
-              "hidden", "deprecated", "rich_help_panel")
+    fields = (
+        "name",
+        "invoke_without_command",
+        "no_args_is_help",
+        "subcommand_metavar",
+        "chain",
+        "result_callback",
+        "context_settings",
+        "callback",
+        "help",
+        "epilog",
+        "short_help",
+        "options_metavar",
+        "add_help_option",
+        "hidden",
+        "deprecated",
+        "rich_help_panel",
+    )
     shell = TyperInfo(typer.Typer(), cls=LazyGroup, **{f: getattr(solved, f) for f in fields})
     group = typer_main.get_group_from_info(shell, **kwargs)
     assert isinstance(group, LazyGroup)

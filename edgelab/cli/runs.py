@@ -10,11 +10,18 @@ import typer
 from edgelab.cli.common import JsonOpt, console, emit_error, escape, fail, fail_from, open_engine, print_json
 from edgelab.errors import ConfigError
 
-app = typer.Typer(help="Runs and their results: list, show, export, import the study's records.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Runs and their results: list, show, export, import the study's records.", no_args_is_help=True
+)
 
-STATE_STYLE = {"running": "cyan", "finished": "green", "failed": "red", "device-lost": "red",
-               "stopped": "yellow", "pending": "dim"}
+STATE_STYLE = {
+    "running": "cyan",
+    "finished": "green",
+    "failed": "red",
+    "device-lost": "red",
+    "stopped": "yellow",
+    "pending": "dim",
+}
 
 
 def _fmt(v: Any, unit: str = "") -> str:
@@ -30,13 +37,19 @@ def _headline(summary: dict | None) -> str:
         return "-"
     parts = []
     if a := summary.get("audio"):
-        parts.append(f"TTFA p50 {_fmt(a['ttfa_ms']['p50'], ' ms')} (n={a['ttfa_ms']['count']}), "
-                     f"underruns {a['underruns_at_ttfa']}, RTF p50 {_fmt(a['rtf_streamed']['p50'])}")
+        parts.append(
+            f"TTFA p50 {_fmt(a['ttfa_ms']['p50'], ' ms')} (n={a['ttfa_ms']['count']}), "
+            f"underruns {a['underruns_at_ttfa']}, RTF p50 {_fmt(a['rtf_streamed']['p50'])}"
+        )
     if act := summary.get("action"):
-        parts.append(f"latency p50/p95 {_fmt(act['latency_ms']['p50'])}/{_fmt(act['latency_ms']['p95'], ' ms')} "
-                     f"(n={act['latency_ms']['count']}), misses {_fmt(act['deadline_misses'])}")
+        parts.append(
+            f"latency p50/p95 {_fmt(act['latency_ms']['p50'])}/{_fmt(act['latency_ms']['p95'], ' ms')} "
+            f"(n={act['latency_ms']['count']}), misses {_fmt(act['deadline_misses'])}"
+        )
     if t := summary.get("text"):
-        parts.append(f"TTFT p50 {_fmt(t['ttft_ms']['p50'], ' ms')}, tok/s p50 {_fmt(t['decode_tok_s']['p50'])}")
+        parts.append(
+            f"TTFT p50 {_fmt(t['ttft_ms']['p50'], ' ms')}, tok/s p50 {_fmt(t['decode_tok_s']['p50'])}"
+        )
     return "; ".join(parts) or "-"
 
 
@@ -58,9 +71,19 @@ def ls(
         rows = []
         for r in list_runs(s, limit=limit, device=device, pipeline=pipeline, state=run_state):
             summ = get_summary(s, r.id, "final") or get_summary(s, r.id, "live")
-            rows.append({"id": r.id, "created_at": r.created_at, "pipeline": r.pipeline, "device": r.device_name,
-                         "runtime": r.runtime, "kind": r.kind, "state": r.state, "virtual": r.virtual,
-                         "summary": summ.metrics if summ else None})
+            rows.append(
+                {
+                    "id": r.id,
+                    "created_at": r.created_at,
+                    "pipeline": r.pipeline,
+                    "device": r.device_name,
+                    "runtime": r.runtime,
+                    "kind": r.kind,
+                    "state": r.state,
+                    "virtual": r.virtual,
+                    "summary": summ.metrics if summ else None,
+                }
+            )
     if json_out:
         print_json(rows)
         return
@@ -69,15 +92,23 @@ def ls(
         table.add_column(col)
     for r in rows:
         st = r["state"]
-        table.add_row(r["id"], r["created_at"].strftime("%Y-%m-%d %H:%M"), escape(r["pipeline"] or "-"),
-                      escape(r["device"] or "-") + (" (virtual)" if r["virtual"] else ""), escape(r["runtime"] or "-"),
-                      r["kind"],
-                      f"[{STATE_STYLE.get(st, 'white')}]{st}[/]", _headline(r["summary"]))
+        table.add_row(
+            r["id"],
+            r["created_at"].strftime("%Y-%m-%d %H:%M"),
+            escape(r["pipeline"] or "-"),
+            escape(r["device"] or "-") + (" (virtual)" if r["virtual"] else ""),
+            escape(r["runtime"] or "-"),
+            r["kind"],
+            f"[{STATE_STYLE.get(st, 'white')}]{st}[/]",
+            _headline(r["summary"]),
+        )
     console.print(table if rows else "[dim]no runs yet[/]")
 
 
 @app.command("show")
-def show(run: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")], json_out: JsonOpt = False) -> None:
+def show(
+    run: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")], json_out: JsonOpt = False
+) -> None:
     """One run: state, provenance, summary and its requests."""
     from rich.table import Table
 
@@ -90,23 +121,38 @@ def show(run: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")
     if json_out:
         print_json(rec)
         return
-    console.print(f"[bold]{rec['id']}[/]  " + escape(f"{rec['pipeline'] or '-'} on {rec['device'] or '-'}"
-                  f"{' (virtual)' if rec['virtual'] else ''}  runtime {rec['runtime'] or '-'}  ") +
-                  f"[{STATE_STYLE.get(rec['state'], 'white')}]{rec['state']}[/]")
+    console.print(
+        f"[bold]{rec['id']}[/]  "
+        + escape(
+            f"{rec['pipeline'] or '-'} on {rec['device'] or '-'}"
+            f"{' (virtual)' if rec['virtual'] else ''}  runtime {rec['runtime'] or '-'}  "
+        )
+        + f"[{STATE_STYLE.get(rec['state'], 'white')}]{rec['state']}[/]"
+    )
     if rec["error"]:
         console.print(f"[red]error:[/] {escape(rec['error'])}")
     summary = rec["summary"] or rec["live"]
     console.print(f"summary: {_headline(summary)}" + ("" if rec["summary"] else " [dim](live)[/]"))
     prov = rec["provenance"] or {}
-    console.print("provenance: " + escape(", ".join(f"{k}={v}" for k, v in prov.items() if v not in (None, {}, []))))
+    console.print(
+        "provenance: " + escape(", ".join(f"{k}={v}" for k, v in prov.items() if v not in (None, {}, [])))
+    )
     table = Table(box=None, header_style="bold")
     for col in ("request", "phase", "band", "ok", "TTFA ms", "play start ms", "underruns", "stall ms", "RTF"):
         table.add_column(col)
     for q in rec["requests"]:
         a = (q["metrics"] or {}).get("audio") or {}
-        table.add_row(escape(q["request"]), q["phase"], escape(q["band"] or "-"), _fmt(q["ok"]), _fmt(a.get("ttfa_ms")),
-                      _fmt(a.get("playback_start_ms")), _fmt(a.get("underruns_at_ttfa")),
-                      _fmt(a.get("stall_ms_at_ttfa")), _fmt(a.get("rtf_streamed")))
+        table.add_row(
+            escape(q["request"]),
+            q["phase"],
+            escape(q["band"] or "-"),
+            _fmt(q["ok"]),
+            _fmt(a.get("ttfa_ms")),
+            _fmt(a.get("playback_start_ms")),
+            _fmt(a.get("underruns_at_ttfa")),
+            _fmt(a.get("stall_ms_at_ttfa")),
+            _fmt(a.get("rtf_streamed")),
+        )
     if rec["requests"]:
         console.print(table)
 
@@ -119,17 +165,28 @@ def fail_lines(lines: list[str], remedy: str | None, code: int):
         emit_error(line)
     if len(lines) > MAX_REPORTED:
         emit_error(f"... and {len(lines) - MAX_REPORTED} more bad lines")
-    fail(f"{len(lines)} problem{'s' if len(lines) != 1 else ''} in the input; nothing was imported", remedy, code)
+    fail(
+        f"{len(lines)} problem{'s' if len(lines) != 1 else ''} in the input; nothing was imported",
+        remedy,
+        code,
+    )
 
 
 @app.command("export")
 def export(
     run: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")],
     json_out: Annotated[bool, typer.Option("--json", help="JSON on stdout (the default).")] = True,
-    samples: Annotated[bool, typer.Option("--samples", help="Include every raw sample (chunks, actions).")] = False,
-    out: Annotated[Path | None, typer.Option(
-        "--out", help="Write the study's format instead (DIR/requests.jsonl + report.json), which "
-                      "`edgelab runs import DIR` reads back to the same figures.")] = None,
+    samples: Annotated[
+        bool, typer.Option("--samples", help="Include every raw sample (chunks, actions).")
+    ] = False,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Write the study's format instead (DIR/requests.jsonl + report.json), which "
+            "`edgelab runs import DIR` reads back to the same figures.",
+        ),
+    ] = None,
 ) -> None:
     """The whole run as JSON (provenance, summary, requests, with --samples the raw samples), or
     with --out in the study's requests.jsonl format for a round trip through `runs import`."""
@@ -152,15 +209,23 @@ def export(
         r = get_run(s, run)
         rec = run_record(s, r)
         if samples:
-            rec["samples"] = [{c: getattr(x, c) for c in SAMPLE_COLS if c != "run_id"} for x in samples_of(s, r.id)]
+            rec["samples"] = [
+                {c: getattr(x, c) for c in SAMPLE_COLS if c != "run_id"} for x in samples_of(s, r.id)
+            ]
     print_json(rec)
 
 
 @app.command("import")
 def import_(
-    path: Annotated[Path, typer.Argument(help="The study's requests.jsonl, or the directory holding it (+ report.json).")],
-    device: Annotated[str | None, typer.Option("--device", help="Device name to record (default: from report.json).")] = None,
-    pipeline: Annotated[str | None, typer.Option("--pipeline", help="Pipeline to record (default: from report.json).")] = None,
+    path: Annotated[
+        Path, typer.Argument(help="The study's requests.jsonl, or the directory holding it (+ report.json).")
+    ],
+    device: Annotated[
+        str | None, typer.Option("--device", help="Device name to record (default: from report.json).")
+    ] = None,
+    pipeline: Annotated[
+        str | None, typer.Option("--pipeline", help="Pipeline to record (default: from report.json).")
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Store a study run (or every run under a results directory) as imported runs, every metric
@@ -180,21 +245,36 @@ def import_(
     except ConfigError as err:
         fail_from(err, code=2)
     if json_out:
-        out = [{"id": r["id"], "source": r["meta"].get("imported_from"), "requests": len(r["requests"]),
-                "summary": r["summary"]} for r in recs]
+        out = [
+            {
+                "id": r["id"],
+                "source": r["meta"].get("imported_from"),
+                "requests": len(r["requests"]),
+                "summary": r["summary"],
+            }
+            for r in recs
+        ]
         print_json(out)  # always a list: a results directory may hold many runs
         return
     for r in recs:
-        console.print(f"imported [bold]{r['id']}[/]: {len(r['requests'])} requests; {escape(_headline(r['summary']))}"
-                      f"  [dim]{escape(str(r['meta'].get('imported_from')))}[/]")
+        console.print(
+            f"imported [bold]{r['id']}[/]: {len(r['requests'])} requests; {escape(_headline(r['summary']))}"
+            f"  [dim]{escape(str(r['meta'].get('imported_from')))}[/]"
+        )
 
 
 @app.command("rm")
 def rm(
     runs: Annotated[list[str], typer.Argument(help="Run ids (or unique prefixes).")],
-    force: Annotated[bool, typer.Option("--force", help="Also a pending/running run, or one cited as matrix "
-                                                         "evidence. A run whose deployment is live is always "
-                                                         "refused: `edgelab stop` it first.")] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Also a pending/running run, or one cited as matrix "
+            "evidence. A run whose deployment is live is always "
+            "refused: `edgelab stop` it first.",
+        ),
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Delete runs with everything recorded for them: requests, raw samples, summaries, telemetry,
@@ -208,5 +288,8 @@ def rm(
         print_json(gone)
         return
     for g in gone:
-        console.print(f"removed run [bold]{g['id']}[/] ({g['state']}): {g['requests']} requests, "
-                      f"{g['samples']} samples", highlight=False)
+        console.print(
+            f"removed run [bold]{g['id']}[/] ({g['state']}): {g['requests']} requests, "
+            f"{g['samples']} samples",
+            highlight=False,
+        )

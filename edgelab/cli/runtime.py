@@ -44,9 +44,20 @@ def _dict(spec) -> dict:
             for t, r in spec.targets.items()
         },
         "launch": {p: {s: t.words() for s, t in v.items()} for p, v in spec.launch.items()},
-        "launch_detail": {p: {s: {"targets": list(t.targets), "ready": t.ready.kind, "adapter": t.adapter,
-                                  "placement": t.placement, "port": t.port, "where": t.where}
-                              for s, t in v.items()} for p, v in spec.launch.items()},
+        "launch_detail": {
+            p: {
+                s: {
+                    "targets": list(t.targets),
+                    "ready": t.ready.kind,
+                    "adapter": t.adapter,
+                    "placement": t.placement,
+                    "port": t.port,
+                    "where": t.where,
+                }
+                for s, t in v.items()
+            }
+            for p, v in spec.launch.items()
+        },
     }
 
 
@@ -103,14 +114,18 @@ def show(name: str, folder: DirOpt = None, as_json: JsonOpt = False) -> None:
         for s, argv in strategies.items():
             info = d["launch_detail"][p][s]
             console.print(f"  {p} {s}: {escape(' '.join(argv))}")
-            console.print(f"      ready {info['ready']}, adapter {info['adapter']}, placement {info['placement']}",
-                          highlight=False)
+            console.print(
+                f"      ready {info['ready']}, adapter {info['adapter']}, placement {info['placement']}",
+                highlight=False,
+            )
 
 
 @app.command("build")
 def build(
     name: str,
-    target: Annotated[str, typer.Option("--target", help="e.g. linux-x86_64, android-arm64, linux-aarch64-cuda-sm87")],
+    target: Annotated[
+        str, typer.Option("--target", help="e.g. linux-x86_64, android-arm64, linux-aarch64-cuda-sm87")
+    ],
     source: Annotated[
         str | None,
         typer.Option(
@@ -120,11 +135,15 @@ def build(
         ),
     ] = None,
     artifact_name: Annotated[
-        str | None, typer.Option("--name", help="Artifact name (prefix for a multi-product build; default NAME-TARGET).")
+        str | None,
+        typer.Option("--name", help="Artifact name (prefix for a multi-product build; default NAME-TARGET)."),
     ] = None,
     workdir: Annotated[
         Path | None,
-        typer.Option("--workdir", help="Build folder for recipes that are not cached (default ~/.edgelab/builds/NAME/TARGET)."),
+        typer.Option(
+            "--workdir",
+            help="Build folder for recipes that are not cached (default ~/.edgelab/builds/NAME/TARGET).",
+        ),
     ] = None,
     folder: DirOpt = None,
     as_json: JsonOpt = False,
@@ -148,11 +167,21 @@ def build(
     spec = specs[name]
     recipe = spec.targets.get(target)
     if recipe is None:
-        fail_from(ConfigError(f"runtime {name} has no recipe for {target}",
-                              remedy=f"targets: {', '.join(sorted(spec.targets))}"), code=2)
+        fail_from(
+            ConfigError(
+                f"runtime {name} has no recipe for {target}",
+                remedy=f"targets: {', '.join(sorted(spec.targets))}",
+            ),
+            code=2,
+        )
     if source is not None and not recipe.fetches_source:
-        fail_from(ConfigError(f"{name} {target}: this recipe fetches its own source; --source does not apply",
-                              remedy="drop --source"), code=2)
+        fail_from(
+            ConfigError(
+                f"{name} {target}: this recipe fetches its own source; --source does not apply",
+                remedy="drop --source",
+            ),
+            code=2,
+        )
 
     def progress(line: str) -> None:
         err_console.print(f"[dim]{escape(line)}[/]", soft_wrap=True)
@@ -162,12 +191,23 @@ def build(
         if recipe.fetches_source:
             built = ensure_build(spec, target, source=source, progress=progress)
             arts = register_build(s, spec, built, prefix=artifact_name)
-            data = {"build_key": built.key, "folder": str(built.folder), "reused": built.reused,
-                    "build": built.manifest, "artifacts": [to_manifest(s, a) for a in arts]}
+            data = {
+                "build_key": built.key,
+                "folder": str(built.folder),
+                "reused": built.reused,
+                "build": built.manifest,
+                "artifacts": [to_manifest(s, a) for a in arts],
+            }
         else:
             wd = workdir or state_dir() / "builds" / name / target
-            art = build_runtime(s, spec, target, wd, name=artifact_name,
-                                log=lambda line: err_console.print(f"[dim]$ {escape(line)}[/]"))
+            art = build_runtime(
+                s,
+                spec,
+                target,
+                wd,
+                name=artifact_name,
+                log=lambda line: err_console.print(f"[dim]$ {escape(line)}[/]"),
+            )
             data = to_manifest(s, art)
     if as_json:
         print_json(data)

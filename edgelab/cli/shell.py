@@ -12,10 +12,20 @@ from edgelab.cli.common import fail, open_engine
 
 def shell(
     device: Annotated[str, typer.Argument(help="Device name.")],
-    command: Annotated[list[str] | None, typer.Argument(help="After --: the command and its arguments "
-                                                        "(run exactly, quoted for the device's shell).")] = None,
-    lease: Annotated[str | None, typer.Option("--lease", envvar="EDGELAB_LEASE", help="Run under this lease; "
-                                              "default: yours on the device, or a new one.")] = None,
+    command: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="After --: the command and its arguments (run exactly, quoted for the device's shell)."
+        ),
+    ] = None,
+    lease: Annotated[
+        str | None,
+        typer.Option(
+            "--lease",
+            envvar="EDGELAB_LEASE",
+            help="Run under this lease; default: yours on the device, or a new one.",
+        ),
+    ] = None,
 ) -> None:
     """Run one command on a device and exit with its exit code, or open a shell when none is given.
 
@@ -30,7 +40,11 @@ def shell(
     try:
         if not command:
             if not sys.stdin.isatty():
-                fail("no command and stdin is not a terminal", f"give one: `edgelab shell {device} -- CMD`", code=2)
+                fail(
+                    "no command and stdin is not a terminal",
+                    f"give one: `edgelab shell {device} -- CMD`",
+                    code=2,
+                )
             raise typer.Exit(interactive(engine, device, lease_id=lease))
 
         def out(line: str) -> None:
@@ -45,14 +59,18 @@ def shell(
     raise typer.Exit(255 if code is None else code)
 
 
-
-
 def forward(
     device: Annotated[str, typer.Argument(help="Device name.")],
     remote_port: Annotated[int, typer.Argument(help="Port on the device's loopback (127.0.0.1).")],
     local: Annotated[int | None, typer.Option("--local", help="Lab-side port (default: a free one).")] = None,
-    lease: Annotated[str | None, typer.Option("--lease", envvar="EDGELAB_LEASE", help="Run under this lease; "
-                                              "default: yours on the device, or a new one.")] = None,
+    lease: Annotated[
+        str | None,
+        typer.Option(
+            "--lease",
+            envvar="EDGELAB_LEASE",
+            help="Run under this lease; default: yours on the device, or a new one.",
+        ),
+    ] = None,
 ) -> None:
     """Reach a port on the device from the lab host (127.0.0.1 only) until Ctrl-C.
 

@@ -11,9 +11,12 @@ from edgelab.errors import ConfigError
 
 
 def tui(
-    run: Annotated[str | None, typer.Option("--run", help="Open this run's live screen on top of the fleet.")] = None,
-    poll: Annotated[float, typer.Option("--poll", min=0.1, help="Seconds between database reads of the fleet.")]
-    = 2.0,
+    run: Annotated[
+        str | None, typer.Option("--run", help="Open this run's live screen on top of the fleet.")
+    ] = None,
+    poll: Annotated[
+        float, typer.Option("--poll", min=0.1, help="Seconds between database reads of the fleet.")
+    ] = 2.0,
 ) -> None:
     """The dashboard: fleet, device pages, live runs, deploy dialog (keys are listed at the bottom)."""
     from edgelab.store.db import get_engine

@@ -54,32 +54,61 @@ def render(view: RunView) -> Panel:
     t.add_column()
     a = m.get("audio")
     if a:
-        t.add_row("TTFA", f"p50 {_f(a['ttfa_ms']['p50'], ' ms')}  p95 {_f(a['ttfa_ms']['p95'], ' ms')}  "
-                          f"(n={a['ttfa_ms']['count']})")
-        t.add_row("RTF", f"streamed p50 {_f(a['rtf_streamed']['p50'])}  total p50 {_f(a['rtf_total']['p50'])}")
-        t.add_row("underruns", f"{a['underruns_at_ttfa']} in {a['requests_with_underrun']} requests "
-                               f"(stall p95 {_f(a['stall_ms_at_ttfa']['p95'], ' ms')})")
-        t.add_row("chunk gaps", f"p50 {_f(a['chunk_gaps_ms']['p50'], ' ms')}  p95 {_f(a['chunk_gaps_ms']['p95'], ' ms')}")
+        t.add_row(
+            "TTFA",
+            f"p50 {_f(a['ttfa_ms']['p50'], ' ms')}  p95 {_f(a['ttfa_ms']['p95'], ' ms')}  "
+            f"(n={a['ttfa_ms']['count']})",
+        )
+        t.add_row(
+            "RTF", f"streamed p50 {_f(a['rtf_streamed']['p50'])}  total p50 {_f(a['rtf_total']['p50'])}"
+        )
+        t.add_row(
+            "underruns",
+            f"{a['underruns_at_ttfa']} in {a['requests_with_underrun']} requests "
+            f"(stall p95 {_f(a['stall_ms_at_ttfa']['p95'], ' ms')})",
+        )
+        t.add_row(
+            "chunk gaps",
+            f"p50 {_f(a['chunk_gaps_ms']['p50'], ' ms')}  p95 {_f(a['chunk_gaps_ms']['p95'], ' ms')}",
+        )
     if view.buffer_ms:
-        t.add_row("playout buffer", escape(series_caption("latest request, from TTFA", view.buffer_ms, " ms")))
+        t.add_row(
+            "playout buffer", escape(series_caption("latest request, from TTFA", view.buffer_ms, " ms"))
+        )
     act = m.get("action")
     if act:
-        t.add_row("action latency", f"p50 {_f(act['latency_ms']['p50'], ' ms')}  p95 {_f(act['latency_ms']['p95'], ' ms')}"
-                                    f"  (n={act['latency_ms']['count']})")
+        t.add_row(
+            "action latency",
+            f"p50 {_f(act['latency_ms']['p50'], ' ms')}  p95 {_f(act['latency_ms']['p95'], ' ms')}"
+            f"  (n={act['latency_ms']['count']})",
+        )
         t.add_row("obs age", f"p50 {_f(act['age_ms']['p50'], ' ms')}  p95 {_f(act['age_ms']['p95'], ' ms')}")
-        t.add_row("deadline misses", f"{_f(act['deadline_misses'])} (period {_f(act['control_period_ms'], ' ms')})")
+        t.add_row(
+            "deadline misses", f"{_f(act['deadline_misses'])} (period {_f(act['control_period_ms'], ' ms')})"
+        )
     txt = m.get("text")
     if txt:
-        t.add_row("TTFT", f"p50 {_f(txt['ttft_ms']['p50'], ' ms')}  p95 {_f(txt['ttft_ms']['p95'], ' ms')}  "
-                          f"(n={txt['ttft_ms']['count']})")
-        t.add_row("inter-token", f"p50 {_f(txt['itl_ms_p50']['p50'], ' ms')}  p95 {_f(txt['itl_ms_p50']['p95'], ' ms')}"
-                                 " (per-request p50s)")
-        t.add_row("decode", f"p50 {_f(txt['decode_tok_s']['p50'], ' tok/s')}  "
-                            f"p95 {_f(txt['decode_tok_s']['p95'], ' tok/s')}")
+        t.add_row(
+            "TTFT",
+            f"p50 {_f(txt['ttft_ms']['p50'], ' ms')}  p95 {_f(txt['ttft_ms']['p95'], ' ms')}  "
+            f"(n={txt['ttft_ms']['count']})",
+        )
+        t.add_row(
+            "inter-token",
+            f"p50 {_f(txt['itl_ms_p50']['p50'], ' ms')}  p95 {_f(txt['itl_ms_p50']['p95'], ' ms')}"
+            " (per-request p50s)",
+        )
+        t.add_row(
+            "decode",
+            f"p50 {_f(txt['decode_tok_s']['p50'], ' tok/s')}  p95 {_f(txt['decode_tok_s']['p95'], ' tok/s')}",
+        )
     cod = m.get("codec")
     if cod:
-        t.add_row("codec frames", f"first p50 {_f(cod['first_frame_ms']['p50'], ' ms')}  "
-                                  f"rate p50 {_f(cod['frames_per_s']['p50'], ' frames/s')}")
+        t.add_row(
+            "codec frames",
+            f"first p50 {_f(cod['first_frame_ms']['p50'], ' ms')}  "
+            f"rate p50 {_f(cod['frames_per_s']['p50'], ' frames/s')}",
+        )
     for name, st in (m.get("stages_ms") or {}).items():
         t.add_row(f"stage {escape(name)}", f"p50 {_f(st['p50'], ' ms')}  (n={st['count']})")
     res = m.get("resources")
@@ -95,22 +124,36 @@ def render(view: RunView) -> Panel:
         t.add_row("temperature", "-")
     if now and now.power_w:
         total = sum(now.power_w.values())
-        t.add_row("power", escape(f"{total:.2f} W over {len(now.power_w)} rail(s)  " + "  ".join(
-            f"{k} {v:.2f}W" for k, v in sorted(now.power_w.items(), key=lambda kv: -kv[1])[:3])))
+        t.add_row(
+            "power",
+            escape(
+                f"{total:.2f} W over {len(now.power_w)} rail(s)  "
+                + "  ".join(
+                    f"{k} {v:.2f}W" for k, v in sorted(now.power_w.items(), key=lambda kv: -kv[1])[:3]
+                )
+            ),
+        )
     if now and now.clocks_mhz:
-        t.add_row("clocks", escape("  ".join(f"{k} {v:.0f} MHz" for k, v in sorted(now.clocks_mhz.items())[:4])))
+        t.add_row(
+            "clocks", escape("  ".join(f"{k} {v:.0f} MHz" for k, v in sorted(now.clocks_mhz.items())[:4]))
+        )
     if now and now.mem_available_bytes is not None:
         t.add_row("memory", f"{now.mem_available_bytes / GIB:.2f} GiB available")
     if now and now.source:
         t.add_row("telemetry", escape(now.source) + (" (virtual shim)" if now.virtual else ""))
     req = m.get("requests") or {}
-    t.add_row("requests", f"{req.get('total', 0)} ({', '.join(f'{k} {v}' for k, v in (req.get('by_phase') or {}).items())})")
+    t.add_row(
+        "requests",
+        f"{req.get('total', 0)} ({', '.join(f'{k} {v}' for k, v in (req.get('by_phase') or {}).items())})",
+    )
     r = view.run
     gaps = view.chunk_gaps_ms
     spark = Text(sparkline(gaps) or f"(no {'tokens' if view.kind == 'text' else 'chunks'} yet)", style="cyan")
     caption = Text(series_caption(view.gap_label, gaps, " ms") if gaps else f"{view.gap_kind} gaps ")
-    title = escape(f"{r['id']}  {r['pipeline'] or '-'} on {r['device'] or '-'}"
-                   f"{' (virtual)' if r['virtual'] else ''}  [{r['state']}]")
+    title = escape(
+        f"{r['id']}  {r['pipeline'] or '-'} on {r['device'] or '-'}"
+        f"{' (virtual)' if r['virtual'] else ''}  [{r['state']}]"
+    )
     source = view.summary_source if view.summary_source != "none" else "no"
     return Panel(Group(caption, spark, t), title=title, subtitle=f"{source} summary")
 
@@ -136,8 +179,12 @@ def register(app: typer.Typer) -> None:
         run: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")],
         interval: Annotated[float, typer.Option("--interval", help="Seconds between refreshes.")] = 0.25,
         once: Annotated[bool, typer.Option("--once", help="Print one frame and exit.")] = False,
-        for_: Annotated[str | None, typer.Option("--for", help="Watch this long, then exit 0 and leave the run "
-                                                 "running (e.g. 5s, 2m).")] = None,
+        for_: Annotated[
+            str | None,
+            typer.Option(
+                "--for", help="Watch this long, then exit 0 and leave the run running (e.g. 5s, 2m)."
+            ),
+        ] = None,
     ) -> None:
         """Live view of a run (works from any process that reaches the database)."""
         from rich.live import Live
@@ -157,11 +204,17 @@ def register(app: typer.Typer) -> None:
             return
         from edgelab.deploy.follow import ensure_follower
 
-        follower = ensure_follower(engine, reader.run_id) if not view.final else None  # none alive: ingest here
-        with Live(render(view), console=console, refresh_per_second=max(1, int(1 / max(interval, 0.05)))) as live:
+        follower = (
+            ensure_follower(engine, reader.run_id) if not view.final else None
+        )  # none alive: ingest here
+        with Live(
+            render(view), console=console, refresh_per_second=max(1, int(1 / max(interval, 0.05)))
+        ) as live:
             try:
                 while not view.final and (deadline is None or time.monotonic() < deadline):
-                    time.sleep(interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic())))
+                    time.sleep(
+                        interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic()))
+                    )
                     view = reader.poll()
                     live.update(render(view))
             except KeyboardInterrupt:

@@ -67,26 +67,45 @@ def main(argv: list[str] | None = None) -> int:
     stream = _event_stream()
     em = Emitter(stream, run=args.run, stamp={"runtime": args.runtime, "weights": "random"})
     try:
-        engine = open_engine(args.runtime, args.model, backend=args.backend, threads=args.threads,
-                             strict=args.strict_placement)
+        engine = open_engine(
+            args.runtime, args.model, backend=args.backend, threads=args.threads, strict=args.strict_placement
+        )
         if args.workload == "codec":
             from edgelab.controller.codec import run_codec
             from edgelab.reference.tts import BAND_TEXTS
 
-            ok = run_codec(em, engine, model=args.model, url=args.server, texts=args.text or [BAND_TEXTS["short"]],
-                           requests=args.requests, warmup=args.warmup, device=args.device)
+            ok = run_codec(
+                em,
+                engine,
+                model=args.model,
+                url=args.server,
+                texts=args.text or [BAND_TEXTS["short"]],
+                requests=args.requests,
+                warmup=args.warmup,
+                device=args.device,
+            )
             return 0 if ok else 1
         if hasattr(engine, "profile_nodes"):  # ONNX Runtime: which provider ran each node, once at load
             import numpy as np
 
             from edgelab.controller.vla import noise_for
 
-            engine.profile_nodes({"cond": np.zeros((1, 128), np.float32), "x": noise_for(0, 0),
-                                  "tau": np.zeros(1, np.float32)})
-        ok, _summary = run_episode(em, engine, model=args.model, control_hz=args.control_hz, ticks=args.steps,
-                              warmup=args.warmup, seed=args.seed, device=args.device, hog=args.hog,
-                              staleness_s=None if args.staleness_ms is None else args.staleness_ms / 1000.0,
-                              extra_meta={"threads": args.threads, "backend_requested": args.backend})
+            engine.profile_nodes(
+                {"cond": np.zeros((1, 128), np.float32), "x": noise_for(0, 0), "tau": np.zeros(1, np.float32)}
+            )
+        ok, _summary = run_episode(
+            em,
+            engine,
+            model=args.model,
+            control_hz=args.control_hz,
+            ticks=args.steps,
+            warmup=args.warmup,
+            seed=args.seed,
+            device=args.device,
+            hog=args.hog,
+            staleness_s=None if args.staleness_ms is None else args.staleness_ms / 1000.0,
+            extra_meta={"threads": args.threads, "backend_requested": args.backend},
+        )
         return 0 if ok else 1
     except EdgelabError as err:
         print(f"error: {err}", file=sys.stderr)

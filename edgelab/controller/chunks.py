@@ -41,8 +41,11 @@ class ChunkBuffer:
 
     def publish(self, chunk: Chunk) -> Chunk:
         """Judge the chunk on arrival; a dropped chunk never replaces the current one."""
-        v = judge(ActionSample(t=chunk.ready_t, obs_t=chunk.obs_t, horizon=int(chunk.actions.shape[0])),
-                  self.period_s, self.staleness_s)
+        v = judge(
+            ActionSample(t=chunk.ready_t, obs_t=chunk.obs_t, horizon=int(chunk.actions.shape[0])),
+            self.period_s,
+            self.staleness_s,
+        )
         chunk.stale, chunk.skip = v.stale, v.skip_steps or 0
         with self._lock:
             self.published += 1

@@ -40,17 +40,39 @@ class RuntimeCodecDecoder:
         return (np.clip(y, -1.0, 1.0) * 32767).astype(np.int16)
 
 
-def run_codec(em: Emitter, engine: Engine, *, model: Path, url: str, texts: Sequence[str], requests: int = 1,
-              warmup: int = 0, device: str | None = None, strategy: str = "S4") -> bool:
+def run_codec(
+    em: Emitter,
+    engine: Engine,
+    *,
+    model: Path,
+    url: str,
+    texts: Sequence[str],
+    requests: int = 1,
+    warmup: int = 0,
+    device: str | None = None,
+    strategy: str = "S4",
+) -> bool:
     """run.start (model SHA-256, observed placement), the requests against ``url``, run.end."""
     from edgelab.protocols.codec_ws import CodecStreamClient
 
     decoder = RuntimeCodecDecoder(engine)
-    meta: dict[str, Any] = {"weights": "random", "server": url, "left_context_frames": LEFT_CONTEXT,
-                            "model": {"path": str(model), "sha256": sha256_path(model), "stage": "code2wav"},
-                            "placement": {"code2wav": engine.placement.as_dict()}}
-    em.emit(RunStart(t=time.time(), pipeline="qwen3-tts", device=device, runtime=engine.runtime,
-                     strategy=strategy, meta=meta))
+    meta: dict[str, Any] = {
+        "weights": "random",
+        "server": url,
+        "left_context_frames": LEFT_CONTEXT,
+        "model": {"path": str(model), "sha256": sha256_path(model), "stage": "code2wav"},
+        "placement": {"code2wav": engine.placement.as_dict()},
+    }
+    em.emit(
+        RunStart(
+            t=time.time(),
+            pipeline="qwen3-tts",
+            device=device,
+            runtime=engine.runtime,
+            strategy=strategy,
+            meta=meta,
+        )
+    )
     client = CodecStreamClient(url, run=em.run, on_event=em.emit, decoder=decoder)  # type: ignore[arg-type]
     ok = True
     err = None

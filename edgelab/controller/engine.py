@@ -33,9 +33,23 @@ class Placement:
         return asdict(self)
 
 
-KIND_OF_BACKEND = {"cpu": "cpu", "xnnpack": "cpu", "cuda": "gpu", "tensorrt": "gpu", "opencl": "gpu",
-                   "vulkan": "gpu", "metal": "gpu", "directml": "gpu", "opengl": "gpu", "qnn": "npu",
-                   "nnapi": "npu", "coreml": "npu", "xdna": "npu", "vitisai": "npu", "openvino": "cpu"}
+KIND_OF_BACKEND = {
+    "cpu": "cpu",
+    "xnnpack": "cpu",
+    "cuda": "gpu",
+    "tensorrt": "gpu",
+    "opencl": "gpu",
+    "vulkan": "gpu",
+    "metal": "gpu",
+    "directml": "gpu",
+    "opengl": "gpu",
+    "qnn": "npu",
+    "nnapi": "npu",
+    "coreml": "npu",
+    "xdna": "npu",
+    "vitisai": "npu",
+    "openvino": "cpu",
+}
 
 
 class Engine(Protocol):

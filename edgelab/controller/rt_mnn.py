@@ -15,13 +15,27 @@ import numpy as np
 from edgelab.controller.engine import KIND_OF_BACKEND, Placement
 from edgelab.errors import EngineError
 
-BACKENDS = {"cpu": "CPU", "cuda": "CUDA", "opencl": "OPENCL", "vulkan": "VULKAN", "metal": "METAL",
-            "opengl": "OPENGL", "nnapi": "NN", "qnn": "NN"}
+BACKENDS = {
+    "cpu": "CPU",
+    "cuda": "CUDA",
+    "opencl": "OPENCL",
+    "vulkan": "VULKAN",
+    "metal": "METAL",
+    "opengl": "OPENGL",
+    "nnapi": "NN",
+    "qnn": "NN",
+}
 # MNNForwardType (include/MNN/MNNForwardType.h)
-FORWARD_TYPES = {0: ("cpu", "MNN_FORWARD_CPU"), 1: ("gpu", "MNN_FORWARD_METAL"), 2: ("gpu", "MNN_FORWARD_CUDA"),
-                 3: ("gpu", "MNN_FORWARD_OPENCL"), 5: ("npu", "MNN_FORWARD_NN"), 6: ("gpu", "MNN_FORWARD_OPENGL"),
-                 7: ("gpu", "MNN_FORWARD_VULKAN"),
-                 13: ("cpu", "MNN_FORWARD_CPU_EXTENSION (CPU with AVX2/AVX512 or ARMv8.2 kernels)")}
+FORWARD_TYPES = {
+    0: ("cpu", "MNN_FORWARD_CPU"),
+    1: ("gpu", "MNN_FORWARD_METAL"),
+    2: ("gpu", "MNN_FORWARD_CUDA"),
+    3: ("gpu", "MNN_FORWARD_OPENCL"),
+    5: ("npu", "MNN_FORWARD_NN"),
+    6: ("gpu", "MNN_FORWARD_OPENGL"),
+    7: ("gpu", "MNN_FORWARD_VULKAN"),
+    13: ("cpu", "MNN_FORWARD_CPU_EXTENSION (CPU with AVX2/AVX512 or ARMv8.2 kernels)"),
+}
 SESSION_INFO_BACKENDS = 2  # Interpreter::SessionInfoCode::BACKENDS
 
 
@@ -35,19 +49,26 @@ class MnnEngine:
         except ImportError as e:
             raise EngineError(f"MNN is not installed: {e}") from e
         if backend not in BACKENDS:
-            raise EngineError(f"MNN has no forward type for backend {backend!r}",
-                              remedy=f"use one of {', '.join(BACKENDS)}")
+            raise EngineError(
+                f"MNN has no forward type for backend {backend!r}", remedy=f"use one of {', '.join(BACKENDS)}"
+            )
         self._mnn = MNN
         self.model = model
         self.interp = MNN.Interpreter(str(model))
-        self.session = self.interp.createSession({"backend": BACKENDS[backend], "numThread": threads,
-                                                  "precision": "high"})
+        self.session = self.interp.createSession(
+            {"backend": BACKENDS[backend], "numThread": threads, "precision": "high"}
+        )
         code = int(self.interp.getSessionInfo(self.session, SESSION_INFO_BACKENDS))
         kind, name = FORWARD_TYPES.get(code, ("unknown", f"forward type {code}"))
         want_kind = KIND_OF_BACKEND.get(backend, backend)
-        self.placement = Placement(runtime="mnn", runtime_version=MNN.version(), requested=backend,
-                                   observed=kind, detail=f"session backend {code}: {name}",
-                                   fallback=kind != want_kind)
+        self.placement = Placement(
+            runtime="mnn",
+            runtime_version=MNN.version(),
+            requested=backend,
+            observed=kind,
+            detail=f"session backend {code}: {name}",
+            fallback=kind != want_kind,
+        )
         if strict and self.placement.fallback:
             raise EngineError(f"MNN ran {model.name} on {name}, not {backend} (strict placement)")
         self._inputs = self.interp.getSessionInputAll(self.session)

@@ -20,11 +20,18 @@ import numpy as np
 from edgelab.controller.engine import KIND_OF_BACKEND, Placement
 from edgelab.errors import EngineError
 
-PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider",
-             "tensorrt": "TensorrtExecutionProvider", "qnn": "QNNExecutionProvider",
-             "directml": "DmlExecutionProvider", "openvino": "OpenVINOExecutionProvider",
-             "coreml": "CoreMLExecutionProvider", "xnnpack": "XnnpackExecutionProvider",
-             "vitisai": "VitisAIExecutionProvider", "nnapi": "NnapiExecutionProvider"}
+PROVIDERS = {
+    "cpu": "CPUExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "tensorrt": "TensorrtExecutionProvider",
+    "qnn": "QNNExecutionProvider",
+    "directml": "DmlExecutionProvider",
+    "openvino": "OpenVINOExecutionProvider",
+    "coreml": "CoreMLExecutionProvider",
+    "xnnpack": "XnnpackExecutionProvider",
+    "vitisai": "VitisAIExecutionProvider",
+    "nnapi": "NnapiExecutionProvider",
+}
 _KIND = {v: KIND_OF_BACKEND[k] for k, v in PROVIDERS.items()}
 
 
@@ -40,8 +47,10 @@ class OrtEngine:
         self._ort = ort
         want = PROVIDERS.get(backend)
         if want is None:
-            raise EngineError(f"ONNX Runtime has no provider for backend {backend!r}",
-                              remedy=f"use one of {', '.join(PROVIDERS)}")
+            raise EngineError(
+                f"ONNX Runtime has no provider for backend {backend!r}",
+                remedy=f"use one of {', '.join(PROVIDERS)}",
+            )
         providers = [want] if want == PROVIDERS["cpu"] or strict else [want, PROVIDERS["cpu"]]
         self.model = model
         self.requested = want
@@ -59,10 +68,16 @@ class OrtEngine:
         got = self.session.get_providers()
         observed_kind = _KIND.get(got[0], "cpu")
         self.placement = Placement(
-            runtime="onnxruntime", runtime_version=ort.__version__, requested=backend,
-            observed=observed_kind, detail="session providers: " + ", ".join(got)
+            runtime="onnxruntime",
+            runtime_version=ort.__version__,
+            requested=backend,
+            observed=observed_kind,
+            detail="session providers: "
+            + ", ".join(got)
             + ("; " + " | ".join(self._warnings) if self._warnings else ""),
-            fallback=got[0] != want, nodes={})
+            fallback=got[0] != want,
+            nodes={},
+        )
         if strict and got[0] != want:
             raise EngineError(f"ONNX Runtime ran {model.name} on {got[0]}, not {want} (strict placement)")
 
@@ -81,12 +96,16 @@ class OrtEngine:
     def profile_nodes(self, feeds: dict[str, np.ndarray]) -> dict[str, int]:
         """Run once in a profiled twin session; count the nodes each provider ran (from ORT's trace)."""
         with tempfile.TemporaryDirectory(prefix="edgelab-ortprof-") as d:
-            twin = self._ort.InferenceSession(str(self.model), self._options(os.path.join(d, "p")),
-                                              providers=self.session.get_providers())
+            twin = self._ort.InferenceSession(
+                str(self.model), self._options(os.path.join(d, "p")), providers=self.session.get_providers()
+            )
             twin.run(None, feeds)
             trace = json.loads(Path(twin.end_profiling()).read_text())
-        counts = Counter(e["args"].get("provider", "?") for e in trace
-                         if e.get("cat") == "Node" and isinstance(e.get("args"), dict))
+        counts = Counter(
+            e["args"].get("provider", "?")
+            for e in trace
+            if e.get("cat") == "Node" and isinstance(e.get("args"), dict)
+        )
         self.placement.nodes = dict(counts)
         if counts and any(p != self.session.get_providers()[0] for p in counts):
             self.placement.fallback = True  # some nodes left the requested provider

@@ -47,7 +47,9 @@ from edgelab.reference.vla import FLOW_STEPS, HORIZON, ObservationEncoder, synth
 class FlowSampler:
     """K Euler steps of the exported velocity graph on one runtime; step times kept."""
 
-    def __init__(self, engine: Engine, *, steps: int = FLOW_STEPS, horizon: int = HORIZON, dims: int = ACTION_DIMS):
+    def __init__(
+        self, engine: Engine, *, steps: int = FLOW_STEPS, horizon: int = HORIZON, dims: int = ACTION_DIMS
+    ):
         self.engine, self.steps, self.horizon, self.dims = engine, steps, horizon, dims
         self.step_ms: list[float] = []
 
@@ -77,10 +79,17 @@ class ControllerStats:
     executed: list[tuple[int, int]] = field(default_factory=list)  # (chunk idx, step) per executed tick
 
     def as_dict(self, buffer: ChunkBuffer, sampler: FlowSampler, infer_ms: list[float]) -> dict[str, Any]:
-        return {"ticks": self.ticks, "held_ticks": self.held, "superseded_observations": self.superseded,
-                "chunks_published": buffer.published, "chunks_aligned": buffer.aligned,
-                "chunks_dropped": buffer.dropped, "tick_late_ms": summarize(self.tick_late_ms),
-                "step_ms": summarize(sampler.step_ms), "chunk_infer_ms": summarize(infer_ms)}
+        return {
+            "ticks": self.ticks,
+            "held_ticks": self.held,
+            "superseded_observations": self.superseded,
+            "chunks_published": buffer.published,
+            "chunks_aligned": buffer.aligned,
+            "chunks_dropped": buffer.dropped,
+            "tick_late_ms": summarize(self.tick_late_ms),
+            "step_ms": summarize(sampler.step_ms),
+            "chunk_infer_ms": summarize(infer_ms),
+        }
 
 
 class CpuHog:
@@ -92,8 +101,13 @@ class CpuHog:
 
     def __enter__(self) -> CpuHog:
         for _ in range(self.n):
-            self.procs.append(subprocess.Popen([sys.executable, "-c", "while True: pass"],
-                                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL))
+            self.procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", "while True: pass"],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                )
+            )
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -106,9 +120,17 @@ class CpuHog:
 class VlaController:
     """One episode: ``ticks`` control ticks at ``control_hz`` over the action head on ``engine``."""
 
-    def __init__(self, em: Emitter, engine: Engine, *, control_hz: float = 10.0, seed: int = 0,
-                 staleness_s: float | None = None, flow_steps: int = FLOW_STEPS,
-                 observe: Callable[[], dict[str, Any]] | None = None):
+    def __init__(
+        self,
+        em: Emitter,
+        engine: Engine,
+        *,
+        control_hz: float = 10.0,
+        seed: int = 0,
+        staleness_s: float | None = None,
+        flow_steps: int = FLOW_STEPS,
+        observe: Callable[[], dict[str, Any]] | None = None,
+    ):
         self.em, self.engine = em, engine
         self.period = 1.0 / control_hz
         self.seed = seed
@@ -155,11 +177,27 @@ class VlaController:
                 end = time.monotonic()
                 self.infer_ms.append((end - start) * 1000.0)
                 self.buffer.publish(Chunk(idx, obs_m, end, actions))
-                self.em.emit(StageTiming(t=self.wall(start), request=request, stage="encoder",
-                                         start=self.wall(enc0), end=self.wall(start)))
-                self.em.emit(ActionChunk(t=self.wall(end), request=request, idx=idx, obs_t=self.wall(obs_m),
-                                         infer_start=self.wall(start), infer_end=self.wall(end),
-                                         horizon=int(actions.shape[0]), dims=int(actions.shape[1])))
+                self.em.emit(
+                    StageTiming(
+                        t=self.wall(start),
+                        request=request,
+                        stage="encoder",
+                        start=self.wall(enc0),
+                        end=self.wall(start),
+                    )
+                )
+                self.em.emit(
+                    ActionChunk(
+                        t=self.wall(end),
+                        request=request,
+                        idx=idx,
+                        obs_t=self.wall(obs_m),
+                        infer_start=self.wall(start),
+                        infer_end=self.wall(end),
+                        horizon=int(actions.shape[0]),
+                        dims=int(actions.shape[1]),
+                    )
+                )
                 self.cycle_ms.append((time.monotonic() - start) * 1000.0)  # head + buffer + event path
                 idx += 1
         except BaseException as e:  # surfaced by run(); the control loop stops at its next tick
@@ -205,25 +243,60 @@ class VlaController:
 
     def summary(self) -> dict[str, Any]:
         return self.stats.as_dict(self.buffer, self.sampler, self.infer_ms) | {
-            "chunk_cycle_ms": summarize(self.cycle_ms)}
+            "chunk_cycle_ms": summarize(self.cycle_ms)
+        }
 
 
-def run_episode(em: Emitter, engine: Engine, *, model: Path, control_hz: float, ticks: int, warmup: int,
-                seed: int, device: str | None, hog: int = 0, staleness_s: float | None = None,
-                extra_meta: dict[str, Any] | None = None) -> tuple[bool, dict[str, Any]]:
+def run_episode(
+    em: Emitter,
+    engine: Engine,
+    *,
+    model: Path,
+    control_hz: float,
+    ticks: int,
+    warmup: int,
+    seed: int,
+    device: str | None,
+    hog: int = 0,
+    staleness_s: float | None = None,
+    extra_meta: dict[str, Any] | None = None,
+) -> tuple[bool, dict[str, Any]]:
     """run.start (with model SHA-256 and observed placement), one measured episode, a summary, run.end."""
     ctl = VlaController(em, engine, control_hz=control_hz, seed=seed, staleness_s=staleness_s)
     ctl.warmup(warmup)
-    meta = {"control_hz": control_hz, "control_period_s": ctl.period, "horizon": HORIZON, "dims": ACTION_DIMS,
-            "flow_steps": ctl.sampler.steps, "seed": seed, "warmup_chunks": warmup, "cpu_hog": hog,
-            "staleness_s": ctl.buffer.staleness_s, "weights": "random",
-            "model": {"path": str(model), "sha256": sha256_path(model), "stage": "action_head"},
-            "placement": {"action_head": engine.placement.as_dict(),
-                          "encoder": {"runtime": "reference", "observed": "cpu", "fallback": False,
-                                      "detail": "edgelab numpy reference encoder on the host CPU"}},
-            **(extra_meta or {})}
-    em.emit(RunStart(t=time.time(), pipeline="internvla-a1", device=device, runtime=engine.runtime,
-                     strategy="S3", meta=meta))
+    meta = {
+        "control_hz": control_hz,
+        "control_period_s": ctl.period,
+        "horizon": HORIZON,
+        "dims": ACTION_DIMS,
+        "flow_steps": ctl.sampler.steps,
+        "seed": seed,
+        "warmup_chunks": warmup,
+        "cpu_hog": hog,
+        "staleness_s": ctl.buffer.staleness_s,
+        "weights": "random",
+        "model": {"path": str(model), "sha256": sha256_path(model), "stage": "action_head"},
+        "placement": {
+            "action_head": engine.placement.as_dict(),
+            "encoder": {
+                "runtime": "reference",
+                "observed": "cpu",
+                "fallback": False,
+                "detail": "edgelab numpy reference encoder on the host CPU",
+            },
+        },
+        **(extra_meta or {}),
+    }
+    em.emit(
+        RunStart(
+            t=time.time(),
+            pipeline="internvla-a1",
+            device=device,
+            runtime=engine.runtime,
+            strategy="S3",
+            meta=meta,
+        )
+    )
     rid = f"{em.run or 'run'}-episode"
     em.emit(RequestStart(t=time.time(), request=rid, phase="measured", input="synthetic observations"))
     ok, err = True, None
@@ -233,8 +306,14 @@ def run_episode(em: Emitter, engine: Engine, *, model: Path, control_hz: float, 
         except Exception as e:  # noqa: BLE001 - reported as the run's failure, then re-raised
             ok, err = False, f"{type(e).__name__}: {e}"
     summary = ctl.summary()
-    em.emit(LogLine(t=time.time(), stream="controller", level="summary",
-                    line=json.dumps(summary, separators=(",", ":"))))
+    em.emit(
+        LogLine(
+            t=time.time(),
+            stream="controller",
+            level="summary",
+            line=json.dumps(summary, separators=(",", ":")),
+        )
+    )
     em.emit(RequestEnd(t=time.time(), request=rid, ok=ok, error=err))
     em.emit(RunEnd(t=time.time(), state="finished" if ok else "failed", error=err))
     return ok, summary

@@ -72,8 +72,11 @@ def pool_requests(plan: ExecutionPlan, profile: DeployProfile) -> tuple[dict[str
     else:
         target = host or (bp.name if bp is not None else next(iter(plan.memory)))
         out[target] = total
-        why[target] = ("unified memory: one pool for CPU, GPU and NPU" if on_gpu else
-                       "CPU/NPU plan: the model in host memory, no VRAM reserved")
+        why[target] = (
+            "unified memory: one pool for CPU, GPU and NPU"
+            if on_gpu
+            else "CPU/NPU plan: the model in host memory, no VRAM reserved"
+        )
     frac = _vllm_fraction(plan)
     if frac is not None:
         target = next(iter(out))
@@ -111,8 +114,10 @@ class PoolLine:
         return self.reserved + self.requested <= self.capacity
 
     def text(self) -> str:
-        return (f"{self.pool}: {self.reserved / GIB:.2f} GiB reserved + {self.requested / GIB:.2f} GiB requested "
-                f"{'<=' if self.fits else '>'} {self.capacity / GIB:.2f} GiB capacity")
+        return (
+            f"{self.pool}: {self.reserved / GIB:.2f} GiB reserved + {self.requested / GIB:.2f} GiB requested "
+            f"{'<=' if self.fits else '>'} {self.capacity / GIB:.2f} GiB capacity"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "fits": self.fits, "text": self.text()}
@@ -121,8 +126,10 @@ class PoolLine:
 def ledger(session: Session, device: Device, profile: DeployProfile) -> dict[str, PoolLine]:
     """Every named pool of the device with its capacity and what is reserved now."""
     headroom = profile.defaults.headroom_bytes
-    lines = {p.name: PoolLine(p.name, max(p.total_bytes - headroom, 0), p.total_bytes, headroom, 0)
-             for p in profile.pools}
+    lines = {
+        p.name: PoolLine(p.name, max(p.total_bytes - headroom, 0), p.total_bytes, headroom, 0)
+        for p in profile.pools
+    }
     bp = profile.budget_pool
     if bp is not None and bp.name not in lines:
         lines[bp.name] = PoolLine(bp.name, max(bp.total_bytes - headroom, 0), bp.total_bytes, headroom, 0)
@@ -136,35 +143,63 @@ def check(session: Session, device: Device, profile: DeployProfile, plan: Execut
     """The plan's pools with the request filled in; raises Refusal naming the first pool that does not fit."""
     lines = ledger(session, device, profile)
     if not plan.memory:
-        raise Refusal("budget_exceeds_device", "no memory pool is known for this device", device=device.name,
-                      remedy=f"run `edgelab probe {device.name}` so its memory is known")
+        raise Refusal(
+            "budget_exceeds_device",
+            "no memory pool is known for this device",
+            device=device.name,
+            remedy=f"run `edgelab probe {device.name}` so its memory is known",
+        )
     out = []
     for pool, req in plan.memory.items():
         line = lines.get(pool)
         if line is None:
-            raise Refusal("budget_exceeds_device", f"pool {pool} is not in the device's latest facts",
-                          device=device.name, pool=pool, remedy=f"run `edgelab probe {device.name}`")
+            raise Refusal(
+                "budget_exceeds_device",
+                f"pool {pool} is not in the device's latest facts",
+                device=device.name,
+                pool=pool,
+                remedy=f"run `edgelab probe {device.name}`",
+            )
         line.requested = req
         out.append(line)
     for line in out:
         if not line.fits:
             d = plan.memory_detail
-            parts = f" (weights {d.get('weights', 0) / GIB:.2f} GiB {d.get('quantization')}, activations " \
-                    f"{d.get('activations', 0) / GIB:.2f}, KV {d.get('kv', 0) / GIB:.2f})" if d else ""
+            parts = (
+                f" (weights {d.get('weights', 0) / GIB:.2f} GiB {d.get('quantization')}, activations "
+                f"{d.get('activations', 0) / GIB:.2f}, KV {d.get('kv', 0) / GIB:.2f})"
+                if d
+                else ""
+            )
             running = " (memory held by running deployments and benches)" if line.reserved else ""
-            raise Refusal("budget_exceeds_device", line.text() + parts, device=device.name, pool=line.pool,
-                          numbers=line.to_dict(), strategy=plan.strategy,
-                          remedy=(f"stop deployments on {device.name} (`edgelab ps`) or wait for its bench runs"
-                                  if line.reserved and
-                                  line.requested <= line.capacity else
-                                  "choose a smaller pipeline variant or a device with more memory; "
-                                  "no smaller model is substituted silently") + running)
+            raise Refusal(
+                "budget_exceeds_device",
+                line.text() + parts,
+                device=device.name,
+                pool=line.pool,
+                numbers=line.to_dict(),
+                strategy=plan.strategy,
+                remedy=(
+                    f"stop deployments on {device.name} (`edgelab ps`) or wait for its bench runs"
+                    if line.reserved and line.requested <= line.capacity
+                    else "choose a smaller pipeline variant or a device with more memory; "
+                    "no smaller model is substituted silently"
+                )
+                + running,
+            )
     return out
 
 
-def admit(session: Session, device: Device, profile: DeployProfile, plan: ExecutionPlan,
-          deployment: Deployment | None = None, *, run_id: str | None = None,
-          lease_id: str | None = None) -> list[PoolLine]:
+def admit(
+    session: Session,
+    device: Device,
+    profile: DeployProfile,
+    plan: ExecutionPlan,
+    deployment: Deployment | None = None,
+    *,
+    run_id: str | None = None,
+    lease_id: str | None = None,
+) -> list[PoolLine]:
     """Check and reserve every pool of the plan in the caller's write transaction (all or nothing).
 
     For a deployment, or for a bench run (``run_id``, no deployment); ``lease_id`` is the lease
@@ -174,8 +209,16 @@ def admit(session: Session, device: Device, profile: DeployProfile, plan: Execut
         session.execute(sa_select(col(Device.id)).where(col(Device.id) == device.id).with_for_update())
     lines = check(session, device, profile, plan)
     for line in lines:
-        session.add(Reservation(deployment_id=deployment.id if deployment else None, run_id=run_id,
-                                lease_id=lease_id, device_id=device.pk, pool=line.pool,
-                                bytes=line.requested, capacity=line.capacity))
+        session.add(
+            Reservation(
+                deployment_id=deployment.id if deployment else None,
+                run_id=run_id,
+                lease_id=lease_id,
+                device_id=device.pk,
+                pool=line.pool,
+                bytes=line.requested,
+                capacity=line.capacity,
+            )
+        )
     session.flush()
     return lines

@@ -29,7 +29,9 @@ BLOB = "{blob:%s}"  # placeholder for a blob's path in the device store, filled 
 
 def _candidates(session: Session, targets: list[str]) -> list[Artifact]:
     want = [*targets, "any"]
-    rows = session.exec(select(Artifact).where(col(Artifact.target).in_(want)).order_by(col(Artifact.id).desc())).all()
+    rows = session.exec(
+        select(Artifact).where(col(Artifact.target).in_(want)).order_by(col(Artifact.id).desc())
+    ).all()
     return sorted(rows, key=lambda a: want.index(a.target))  # the most specific target first
 
 
@@ -44,8 +46,11 @@ def _files(session: Session, art: Artifact) -> list[ArtifactFile]:
 def _runtime_build(cands: list[Artifact], runtime: str, programs: set[str]) -> list[Artifact]:
     """The build's artifacts: one with every file, or (``edgelab runtime build``) one per product,
     all from the build that made the first program the template runs."""
-    mine = [a for a in cands if a.kind == "runtime" and
-            (a.component == runtime or (a.meta or {}).get("runtime") == runtime)]
+    mine = [
+        a
+        for a in cands
+        if a.kind == "runtime" and (a.component == runtime or (a.meta or {}).get("runtime") == runtime)
+    ]
     per_product = [a for a in mine if (a.meta or {}).get("product")]
     if not per_product:
         return mine[:1]
@@ -75,8 +80,12 @@ def _model(cands: list[Artifact], entry: dict[str, Any], name: str | None) -> Ar
                 return a
             continue
         meta = a.meta or {}
-        pipe_ok = meta.get("pipeline") == pipe or a.component == pipe or a.name == pipe or \
-            a.name.startswith(f"{pipe}-")
+        pipe_ok = (
+            meta.get("pipeline") == pipe
+            or a.component == pipe
+            or a.name == pipe
+            or a.name.startswith(f"{pipe}-")
+        )
         role_ok = role is None or meta.get("role") == role or a.component == role
         if pipe_ok and role_ok:
             return a
@@ -87,11 +96,14 @@ def _file(files: list[ArtifactFile], ext: str | None) -> ArtifactFile | None:
     return next((f for f in files if ext is None or f.path.endswith(ext)), None)
 
 
-def _resolve_template_need(session: Session, p: ExecutionPlan, entry: dict[str, Any], targets: list[str],
-                           model: str | None) -> None:
+def _resolve_template_need(
+    session: Session, p: ExecutionPlan, entry: dict[str, Any], targets: list[str], model: str | None
+) -> None:
     proc = next(pr for pr in p.processes if pr.name == entry["process"])
-    want = [entry["target"], *([t for t in targets if t != entry["target"]]
-                               if entry.get("runtime") == REFERENCE else [])]
+    want = [
+        entry["target"],
+        *([t for t in targets if t != entry["target"]] if entry.get("runtime") == REFERENCE else []),
+    ]
     cands = _candidates(session, want)
     group: list[Artifact] = []
     if entry["kind"] == "runtime":
@@ -134,8 +146,9 @@ def _resolve_template_need(session: Session, p: ExecutionPlan, entry: dict[str, 
     entry["sha256"] = f.sha256
     entry["file"] = f.path
     proc.argv = bind_artifacts(proc.argv, {entry["placeholder"]: f.sha256})
-    proc.env = dict(zip(proc.env, bind_artifacts(list(proc.env.values()), {entry["placeholder"]: f.sha256}),
-                        strict=True))
+    proc.env = dict(
+        zip(proc.env, bind_artifacts(list(proc.env.values()), {entry["placeholder"]: f.sha256}), strict=True)
+    )
 
 
 def resolve(session: Session, p: ExecutionPlan, targets: list[str], model: str | None = None) -> None:
@@ -156,7 +169,9 @@ def resolve(session: Session, p: ExecutionPlan, targets: list[str], model: str |
         entry["present"] = art is not None
         if art is not None:
             entry.update(name=art.name, digest=art.digest, target=art.target)
-    built = [e for e in p.artifacts if e.get("kind") == "runtime" and e.get("present") and "placeholder" not in e]
+    built = [
+        e for e in p.artifacts if e.get("kind") == "runtime" and e.get("present") and "placeholder" not in e
+    ]
     for e in built:
         p.notes.append(f"{e['runtime']} runtime from the device store: {e['name']} ({e['digest'][:12]})")
 
@@ -165,14 +180,21 @@ def remedy_for(entry: dict[str, Any]) -> str:
     """What to do about one missing artifact."""
     if entry.get("kind") == "runtime":
         rt, target = entry.get("runtime"), entry.get("target")
-        return (f"`edgelab runtime build {rt} --target {target}`, or register a build: "
-                f"`edgelab artifact add NAME FILES... --kind runtime --target {target} --component {rt}`")
+        return (
+            f"`edgelab runtime build {rt} --target {target}`, or register a build: "
+            f"`edgelab artifact add NAME FILES... --kind runtime --target {target} --component {rt}`"
+        )
     if entry.get("kind") in ("model", "weights"):
-        synth = (f"`edgelab model synth {entry.get('pipeline')}` (random weights) or "
-                 if entry.get("pipeline_kind") == "text_lm" and entry.get("ext") == ".gguf" else "")
-        return (f"register a {entry.get('ext') or ''} model for {entry.get('pipeline')}: {synth}"
-                f"`edgelab artifact add NAME FILE --kind model --target any --component {entry.get('pipeline')}`"
-                + (f" --meta role={entry['want_role']}" if entry.get("want_role") else ""))
+        synth = (
+            f"`edgelab model synth {entry.get('pipeline')}` (random weights) or "
+            if entry.get("pipeline_kind") == "text_lm" and entry.get("ext") == ".gguf"
+            else ""
+        )
+        return (
+            f"register a {entry.get('ext') or ''} model for {entry.get('pipeline')}: {synth}"
+            f"`edgelab artifact add NAME FILE --kind model --target any --component {entry.get('pipeline')}`"
+            + (f" --meta role={entry['want_role']}" if entry.get("want_role") else "")
+        )
     return "build or export it and register it (`edgelab artifact add`)"
 
 
@@ -184,15 +206,23 @@ def missing_entries(p: ExecutionPlan) -> list[dict[str, Any]]:
     return [a for a in p.artifacts if not a.get("present") and not a.get("optional")]
 
 
-def push(engine: Engine, t: Transport, device_id: int, p: ExecutionPlan) -> tuple[dict[str, str], dict[str, int]]:
+def push(
+    engine: Engine, t: Transport, device_id: int, p: ExecutionPlan
+) -> tuple[dict[str, str], dict[str, int]]:
     """Push every present artifact's files; returns {sha256: device path} and counts per status."""
     from edgelab.artifacts.devstore import open_store
     from edgelab.artifacts.push import push_blob
     from edgelab.artifacts.service import blobs_for
     from edgelab.artifacts.stamps import DbStamps
 
-    names = sorted({n for a in p.artifacts if a.get("present") and a.get("name")
-                    for n in (a.get("names") or [a["name"]])})
+    names = sorted(
+        {
+            n
+            for a in p.artifacts
+            if a.get("present") and a.get("name")
+            for n in (a.get("names") or [a["name"]])
+        }
+    )
     if not names:
         return {}, {}
     store = open_store(t)

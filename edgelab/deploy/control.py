@@ -30,8 +30,9 @@ def stop(engine: Engine, ref: str | int, *, opts: Options | None = None) -> Depl
         rows = processes(s, dep.pk)
         endpoint = get_device(s, dep.device_name).endpoint()
     # a device-lost run's processes were never seen to end: they are stopped once the device answers
-    unproven = dep.to_stop or (dep.state == "device-lost"
-                               and any(r.pid and r.state not in GONE_PROCESS_STATES for r in rows))
+    unproven = dep.to_stop or (
+        dep.state == "device-lost" and any(r.pid and r.state not in GONE_PROCESS_STATES for r in rows)
+    )
     if dep.state not in ACTIVE_STATES and not unproven:
         return transition(engine, dep.pk, dep.state)  # a final run never holds memory, nor a lease
     try:
@@ -53,20 +54,25 @@ def stop(engine: Engine, ref: str | int, *, opts: Options | None = None) -> Depl
             t.close()
     except TransportError as e:
         # the transport's own class (device not answering, host key, ...) with the run's context
-        raise type(e)(f"{dep.device_name} is unreachable; run {dep.run_id} stays {dep.state} and its processes "
-                      f"may still run there: {e}",
-                      remedy=(getattr(e, "remedy", None) or "bring the device back")
-                      + f"; then `edgelab stop {dep.run_id}` again") from None
+        raise type(e)(
+            f"{dep.device_name} is unreachable; run {dep.run_id} stays {dep.state} and its processes "
+            f"may still run there: {e}",
+            remedy=(getattr(e, "remedy", None) or "bring the device back")
+            + f"; then `edgelab stop {dep.run_id}` again",
+        ) from None
     if any(left.values()):
-        raise EdgelabError(f"run {dep.run_id}: processes survived the stop: "
-                           + ", ".join(f"{k} ({v} left)" for k, v in left.items() if v),
-                           remedy="stop again; check the device for processes in that group")
+        raise EdgelabError(
+            f"run {dep.run_id}: processes survived the stop: "
+            + ", ".join(f"{k} ({v} left)" for k, v in left.items() if v),
+            remedy="stop again; check the device for processes in that group",
+        )
 
     def final(s, d: Deployment) -> None:
         for row in processes(s, d.pk):
             row.state, row.stopped_at = "killed", utcnow()
             s.add(row)
         d.logs, d.to_stop = logs, False
+
     return transition(engine, dep.pk, "stopped", phase="stopped", edit=final)
 
 
@@ -93,7 +99,9 @@ def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> D
                 if not status[r.name]:
                     # a process that never got a pid (its start failed) has no exit code to read
                     codes[r.name] = remote.poll(t, r.workdir, r.pid, 1 << 40).exit_code if r.pid else None
-            logs = remote.fetch_logs(t, {r.name: r.workdir for r in rows}) if not any(status.values()) else None
+            logs = (
+                remote.fetch_logs(t, {r.name: r.workdir for r in rows}) if not any(status.values()) else None
+            )
         finally:
             t.close()
     except TransportError as e:
@@ -102,6 +110,7 @@ def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> D
 
         def lost(s, d: Deployment) -> None:  # its processes may still run: memory held, marked to stop
             d.error, d.to_stop = msg[:2000], unseen
+
         return transition(engine, dep.pk, "device-lost", phase="device-lost", edit=lost)
     if any(status.values()):
         return dep
@@ -118,11 +127,20 @@ def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> D
         if results and run is not None:
             run.meta = {**(run.meta or {}), "results": results}
             s.add(run)
-    return transition(engine, dep.pk, "finished" if ok else "failed", phase="ended", edit=ended, exit_codes=codes)
+
+    return transition(
+        engine, dep.pk, "finished" if ok else "failed", phase="ended", edit=ended, exit_codes=codes
+    )
 
 
-def log_lines(engine: Engine, ref: str | int, *, follow: bool = False, stream: str = "stdout",
-              opts: Options | None = None) -> Iterator[str]:
+def log_lines(
+    engine: Engine,
+    ref: str | int,
+    *,
+    follow: bool = False,
+    stream: str = "stdout",
+    opts: Options | None = None,
+) -> Iterator[str]:
     """The run's remote log lines (all processes); ``follow`` keeps streaming until the caller stops."""
     opts = opts or Options()
     with session_scope(engine, write=False) as s:
@@ -138,7 +156,9 @@ def log_lines(engine: Engine, ref: str | int, *, follow: bool = False, stream: s
     try:
         if not follow:
             for r in rows:
-                yield from remote.read_file(t, f"{r.workdir}/{stream}.log", remote.LOG_TAIL_BYTES).splitlines()
+                yield from remote.read_file(
+                    t, f"{r.workdir}/{stream}.log", remote.LOG_TAIL_BYTES
+                ).splitlines()
             return
         r = rows[0]
         with remote.follow(t, f"{r.workdir}/{stream}.log") as proc:

@@ -74,8 +74,15 @@ class _LeasedIngestor(Ingestor):
 class Follower:
     """Follows one run's deployment until it ends (or ``stop_event`` is set); see the module doc."""
 
-    def __init__(self, engine: Engine, run_id: str, *, transport: dict[str, Any] | None = None,
-                 lease_s: float = LEASE_S, poll_s: float = POLL_S):
+    def __init__(
+        self,
+        engine: Engine,
+        run_id: str,
+        *,
+        transport: dict[str, Any] | None = None,
+        lease_s: float = LEASE_S,
+        poll_s: float = POLL_S,
+    ):
         self.engine = engine
         self.run_id = run_id
         self.transport = dict(transport or {})
@@ -94,7 +101,10 @@ class Follower:
             f = dict(run.meta.get("follower") or {})
             if f.get("done"):
                 return False
-            if f.get("owner") not in (None, self.owner) and time.time() - float(f.get("heartbeat", 0)) < self.lease_s:
+            if (
+                f.get("owner") not in (None, self.owner)
+                and time.time() - float(f.get("heartbeat", 0)) < self.lease_s
+            ):
                 return False
             f.update(owner=self.owner, heartbeat=time.time(), offset=int(f.get("offset", 0)), pid=os.getpid())
             run.meta = {**run.meta, "follower": f}
@@ -113,8 +123,9 @@ class Follower:
         if not rows:
             raise EdgelabError(f"run {self.run_id} has no process to follow", remedy="deploy it first")
         adapters = {pr.get("name"): pr.get("adapter") for pr in (dep.plan or {}).get("processes", [])}
-        row = next((r for r in rows if adapters.get(r.name) == "edgelab-events"), None) or \
-            next((r for r in rows if "edgelab.reference" in (r.argv or [])), rows[0])
+        row = next((r for r in rows if adapters.get(r.name) == "edgelab-events"), None) or next(
+            (r for r in rows if "edgelab.reference" in (r.argv or [])), rows[0]
+        )
         return endpoint, f"{row.workdir}/stdout.log", row.pid, dep.state
 
     def _connect(self, endpoint, timeout: float | None = None):
@@ -132,8 +143,12 @@ class Follower:
             spec = dict(dep.plan or {})
         for pr in spec.get("processes", []):
             if pr.get("adapter") == "llama-server" and pr.get("port") and pr.get("name") in rows:
-                return {"endpoint": endpoint, "port": int(pr["port"]), "pid": rows[pr["name"]].pid,
-                        "device": spec.get("device")}
+                return {
+                    "endpoint": endpoint,
+                    "port": int(pr["port"]),
+                    "pid": rows[pr["name"]].pid,
+                    "device": spec.get("device"),
+                }
         return None
 
     def _drive(self, server: dict[str, Any], stop_event: threading.Event) -> dict[str, Any] | None:
@@ -163,12 +178,30 @@ class Follower:
         t = self._connect(server["endpoint"], float(self.transport.get("timeout") or 10.0))
         sampler = self._telemetry(ing)  # beside the lab-side requests too, like every other deployment
         try:
-            ing.feed(ev.RunStart(t=time.time(), run=self.run_id, device=server["device"], runtime="llama.cpp",
-                                 strategy="S3", meta={"adapter": "llama-server", "measured_from": "lab"}))
+            ing.feed(
+                ev.RunStart(
+                    t=time.time(),
+                    run=self.run_id,
+                    device=server["device"],
+                    runtime="llama.cpp",
+                    strategy="S3",
+                    meta={"adapter": "llama-server", "measured_from": "lab"},
+                )
+            )
             try:
-                llama.drive(t, server["port"], server["pid"], run=self.run_id, device=server["device"],
-                            feed=ing.feed, warmup=1, requests=None, pause_s=1.0, cancel=stop_event,
-                            keep_going=active)
+                llama.drive(
+                    t,
+                    server["port"],
+                    server["pid"],
+                    run=self.run_id,
+                    device=server["device"],
+                    feed=ing.feed,
+                    warmup=1,
+                    requests=None,
+                    pause_s=1.0,
+                    cancel=stop_event,
+                    keep_going=active,
+                )
             except EdgelabError as e:
                 if active():
                     self.error = str(e)
@@ -245,7 +278,9 @@ class Follower:
                 if time.monotonic() - start >= LOSS_S:
                     dep = control.refresh(self.engine, self.run_id)
                     if dep.state != "running":
-                        raise TransportError(f"run {self.run_id}: {err}", remedy=getattr(err, "remedy", None)) from None
+                        raise TransportError(
+                            f"run {self.run_id}: {err}", remedy=getattr(err, "remedy", None)
+                        ) from None
                     start = time.monotonic()
             if stop_event.wait(delay):
                 return None
@@ -294,6 +329,7 @@ class Follower:
 
         def lost(s, d) -> None:
             d.error, d.to_stop = why[:2000], unseen
+
         return transition(self.engine, dep.pk, "device-lost", phase="device-lost", edit=lost, by="follower")
 
     def _replay(self, t, path: str, ing: _LeasedIngestor, clock: ev.ClockOffset) -> None:
@@ -305,7 +341,7 @@ class Follower:
                 break
             got += chunk
             pos += len(chunk.encode())
-        data = got.encode()[:ing.offset].decode("utf-8", "replace")
+        data = got.encode()[: ing.offset].decode("utf-8", "replace")
         for e in ev.decode_lines(data.splitlines()):
             self._note(e, ing)
             ing.agg.feed(self._fix(e, clock))
@@ -317,8 +353,16 @@ class Follower:
         if isinstance(e, ev.RunStart) and e.meta.get("control_period_s") is not None:
             ing.base_meta["control_period_s"] = e.meta["control_period_s"]
 
-    def _loop(self, t, endpoint, path: str, pid: int | None, ing: _LeasedIngestor, clock: ev.ClockOffset,
-              stop_event: threading.Event) -> dict[str, Any] | None:
+    def _loop(
+        self,
+        t,
+        endpoint,
+        path: str,
+        pid: int | None,
+        ing: _LeasedIngestor,
+        clock: ev.ClockOffset,
+        stop_event: threading.Event,
+    ) -> dict[str, Any] | None:
         self._fresh = None
         try:
             return self._follow(t, endpoint, path, pid, ing, clock, stop_event)
@@ -329,8 +373,16 @@ class Follower:
                 except Exception:  # noqa: BLE001
                     pass
 
-    def _follow(self, t, endpoint, path: str, pid: int | None, ing: _LeasedIngestor, clock: ev.ClockOffset,
-                stop_event: threading.Event) -> dict[str, Any] | None:
+    def _follow(
+        self,
+        t,
+        endpoint,
+        path: str,
+        pid: int | None,
+        ing: _LeasedIngestor,
+        clock: ev.ClockOffset,
+        stop_event: threading.Event,
+    ) -> dict[str, Any] | None:
         from edgelab.deploy import control
 
         last_beat = last_data = last_ok = time.monotonic()
@@ -346,8 +398,14 @@ class Follower:
                 text = ""
                 if failing_since is None:
                     failing_since = time.monotonic()
-                    ing.feed(ev.ErrorEvent(time.time(), self.run_id, cls="infra",
-                                           message=f"follower: device did not answer, retrying: {err}"[:500]))
+                    ing.feed(
+                        ev.ErrorEvent(
+                            time.time(),
+                            self.run_id,
+                            cls="infra",
+                            message=f"follower: device did not answer, retrying: {err}"[:500],
+                        )
+                    )
                 if final_pass:
                     break  # the run already ended: what could be read was read
                 # decide now when one more wait and read could not leave time for the check (2 reads):
@@ -362,7 +420,9 @@ class Follower:
                         t, last_ok, failing_since = fresh, time.monotonic(), None
                         self._fresh = fresh  # closed when the loop ends (run() closes the first one)
                         continue
-                    dep = self._lost(f"{self.run_id}: the device stopped answering the follower (no answer within {LOSS_S:g} s): {err}")
+                    dep = self._lost(
+                        f"{self.run_id}: the device stopped answering the follower (no answer within {LOSS_S:g} s): {err}"
+                    )
                     self.error = dep.error if dep.state == "device-lost" else None
                     failing_since = None
                 if stop_event.wait(delay):
@@ -437,8 +497,9 @@ class FollowerThread(threading.Thread):
         self.join(timeout)
 
 
-def ensure_follower(engine: Engine, run_id: str, *, transport: dict[str, Any] | None = None,
-                    lease_s: float = LEASE_S) -> FollowerThread | None:
+def ensure_follower(
+    engine: Engine, run_id: str, *, transport: dict[str, Any] | None = None, lease_s: float = LEASE_S
+) -> FollowerThread | None:
     """Start a follower thread for an active deployment unless a live one holds the run; None otherwise."""
     with session_scope(engine, write=False) as s:
         run = get_run(s, run_id)
@@ -466,9 +527,14 @@ def spawn_detached(run_id: str, env: dict[str, str] | None = None) -> int:
     import subprocess
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-m", "edgelab.deploy.follow", run_id], env=env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "edgelab.deploy.follow", run_id],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     return proc.pid
 
 
@@ -479,7 +545,9 @@ def main(argv: list[str] | None = None) -> int:
     from edgelab import logs
     from edgelab.store.db import get_engine
 
-    ap = argparse.ArgumentParser(prog="python -m edgelab.deploy.follow", description="Follow one run's events.")
+    ap = argparse.ArgumentParser(
+        prog="python -m edgelab.deploy.follow", description="Follow one run's events."
+    )
     logs.add_argument(ap)
     ap.add_argument("run")
     ap.add_argument("--lease-s", type=float, default=LEASE_S)
@@ -487,8 +555,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     logs.setup(args.log_level)
     engine = get_engine(os.environ.get("EDGELAB_DB"))
-    f = Follower(engine, args.run, lease_s=args.lease_s,
-                 transport={"ssh_config": args.ssh_config} if args.ssh_config else None)
+    f = Follower(
+        engine,
+        args.run,
+        lease_s=args.lease_s,
+        transport={"ssh_config": args.ssh_config} if args.ssh_config else None,
+    )
     if not f.acquire():
         print(f"run {args.run}: another follower holds it", file=sys.stderr)
         return 0
@@ -519,8 +591,15 @@ def record_failure(engine: Engine, run_id: str, why: str) -> None:
             f.update(error=why[:500], failed_at=time.time())
             run.meta = {**run.meta, "follower": f}
             s.add(run)
-            s.add(RunLog(run_id=run.id, t=time.time(), kind="error", level="infra",
-                         message=f"follower stopped: {why}"[:2000]))
+            s.add(
+                RunLog(
+                    run_id=run.id,
+                    t=time.time(),
+                    kind="error",
+                    level="infra",
+                    message=f"follower stopped: {why}"[:2000],
+                )
+            )
     except Exception:  # noqa: BLE001 - the database itself may be what failed
         pass
 

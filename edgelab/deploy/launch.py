@@ -48,18 +48,36 @@ POLL_S = 0.5
 Phase = Callable[[str, dict[str, Any]], None]
 
 
-def _attempt(engine: Engine, req: DeployRequest, refusal: Refusal | None, deployment_id: int | None = None) -> None:
+def _attempt(
+    engine: Engine, req: DeployRequest, refusal: Refusal | None, deployment_id: int | None = None
+) -> None:
     with session_scope(engine) as s:
-        record_attempt(s, DeployAttempt(
-            device_name=req.device, pipeline=req.pipeline, strategy=req.strategy, runtime=req.runtime,
-            outcome="refused" if refusal else "admitted", code=refusal.code if refusal else None,
-            pool=refusal.pool if refusal else None, message=refusal.detail if refusal else None,
-            remedy=refusal.remedy if refusal else None, numbers=refusal.numbers if refusal else {},
-            deployment_id=deployment_id))
+        record_attempt(
+            s,
+            DeployAttempt(
+                device_name=req.device,
+                pipeline=req.pipeline,
+                strategy=req.strategy,
+                runtime=req.runtime,
+                outcome="refused" if refusal else "admitted",
+                code=refusal.code if refusal else None,
+                pool=refusal.pool if refusal else None,
+                message=refusal.detail if refusal else None,
+                remedy=refusal.remedy if refusal else None,
+                numbers=refusal.numbers if refusal else {},
+                deployment_id=deployment_id,
+            ),
+        )
 
 
-def deploy(engine: Engine, req: DeployRequest, *, opts: Options | None = None,
-           on_phase: Phase | None = None, lease_id: str | None = None) -> Deployment:
+def deploy(
+    engine: Engine,
+    req: DeployRequest,
+    *,
+    opts: Options | None = None,
+    on_phase: Phase | None = None,
+    lease_id: str | None = None,
+) -> Deployment:
     """Plan, admit, push, launch and wait until ready; returns the running deployment.
 
     Runs under a lease on the device (the caller's ``lease_id`` / ``EDGELAB_LEASE``, the holder's
@@ -75,8 +93,9 @@ def deploy(engine: Engine, req: DeployRequest, *, opts: Options | None = None,
         return _deploy(engine, req, opts or Options(), on_phase, use.lease_for(req.device))
 
 
-def _deploy(engine: Engine, req: DeployRequest, opts: Options, on_phase: Phase | None,
-            lease_id: str | None) -> Deployment:
+def _deploy(
+    engine: Engine, req: DeployRequest, opts: Options, on_phase: Phase | None, lease_id: str | None
+) -> Deployment:
     run_id = new_run_id()
     try:
         planned = plan(engine, req, run_id=run_id)
@@ -91,17 +110,46 @@ def _deploy(engine: Engine, req: DeployRequest, opts: Options, on_phase: Phase |
         with session_scope(engine) as s:
             device = get_device(s, req.device)
             command = " ".join(" ".join(pr.argv) for pr in p.processes)[:4000]
-            prov = for_plan(s, device=device.name, virtual=planned.virtual, plan=p.to_dict(),
-                            facts_hash=planned.facts_hash, profile=planned.profile.device_class, command=command,
-                            source="deploy", run_id=run_id)
-            create_run(s, id=run_id, pipeline=p.pipeline, device_name=device.name, runtime=p.runtime,
-                       strategy=p.strategy, kind="deploy", virtual=planned.virtual, command=command,
-                       provenance={**prov, "plan": p.to_dict()}, meta={"ephemeral": True} if opts.ephemeral else {},
-                       **owner.me())
-            dep = Deployment(run_id=run_id, device_id=device.pk, device_name=device.name, pipeline=p.pipeline,
-                             strategy=p.strategy, runtime=p.runtime, state="pending", plan=p.to_dict(),
-                             facts_hash=planned.facts_hash, virtual=planned.virtual, remote_dir=p.remote_dir,
-                             owner=f"{getpass.getuser()}@{socket.gethostname()}"[:64], lease_id=lease_id)
+            prov = for_plan(
+                s,
+                device=device.name,
+                virtual=planned.virtual,
+                plan=p.to_dict(),
+                facts_hash=planned.facts_hash,
+                profile=planned.profile.device_class,
+                command=command,
+                source="deploy",
+                run_id=run_id,
+            )
+            create_run(
+                s,
+                id=run_id,
+                pipeline=p.pipeline,
+                device_name=device.name,
+                runtime=p.runtime,
+                strategy=p.strategy,
+                kind="deploy",
+                virtual=planned.virtual,
+                command=command,
+                provenance={**prov, "plan": p.to_dict()},
+                meta={"ephemeral": True} if opts.ephemeral else {},
+                **owner.me(),
+            )
+            dep = Deployment(
+                run_id=run_id,
+                device_id=device.pk,
+                device_name=device.name,
+                pipeline=p.pipeline,
+                strategy=p.strategy,
+                runtime=p.runtime,
+                state="pending",
+                plan=p.to_dict(),
+                facts_hash=planned.facts_hash,
+                virtual=planned.virtual,
+                remote_dir=p.remote_dir,
+                owner=f"{getpass.getuser()}@{socket.gethostname()}"[:64],
+                lease_id=lease_id,
+            )
             s.add(dep)
             s.flush()
             lines = admission.admit(s, device, planned.profile, p, dep, lease_id=lease_id)
@@ -135,8 +183,10 @@ def _advance(engine: Engine, dep_id: int, to: str, **kw: Any) -> Deployment:
     """One step forward; a deployment another command already ended is not started further."""
     dep = transition(engine, dep_id, to, **kw)
     if dep.state != to:
-        raise EdgelabError(f"run {dep.run_id} is {dep.state}: another command ended it while it started",
-                           remedy="see `edgelab ps --all`; deploy again if it is still wanted")
+        raise EdgelabError(
+            f"run {dep.run_id} is {dep.state}: another command ended it while it started",
+            remedy="see `edgelab ps --all`; deploy again if it is still wanted",
+        )
     return dep
 
 
@@ -153,18 +203,29 @@ def _no_sigint() -> Iterator[None]:
         signal.signal(signal.SIGINT, old)
 
 
-def _interrupted(engine: Engine, dep_id: int, t: Transport | None, workdirs: dict[str, str], exc: BaseException,
-                 opts: Options) -> None:
+def _interrupted(
+    engine: Engine,
+    dep_id: int,
+    t: Transport | None,
+    workdirs: dict[str, str],
+    exc: BaseException,
+    opts: Options,
+) -> None:
     """Whatever stopped the deploy: stop what was started and end the deployment (Ctrl-C: stopped)."""
     with _no_sigint():
         stopped = isinstance(exc, KeyboardInterrupt | Interrupted)
         state = "stopped" if stopped else "failed"
-        why = "interrupted (SIGINT) during deploy" if isinstance(exc, KeyboardInterrupt) else \
-            (str(exc) or type(exc).__name__)
+        why = (
+            "interrupted (SIGINT) during deploy"
+            if isinstance(exc, KeyboardInterrupt)
+            else (str(exc) or type(exc).__name__)
+        )
         _abort(engine, dep_id, t, workdirs, state, why, opts)
 
 
-def _launch(engine: Engine, dep_id: int, p: ExecutionPlan, opts: Options, on_phase: Phase | None) -> Deployment:
+def _launch(
+    engine: Engine, dep_id: int, p: ExecutionPlan, opts: Options, on_phase: Phase | None
+) -> Deployment:
     t: Transport | None = None
     workdirs: dict[str, str] = {}
     try:
@@ -176,11 +237,21 @@ def _launch(engine: Engine, dep_id: int, p: ExecutionPlan, opts: Options, on_pha
             t = connect(endpoint, opts)
             root = remote.run_root(t)
         except TransportError as e:
-            raise Refusal("device_unreachable", str(e), device=p.device, remedy=e.remedy or
-                          f"run `edgelab device check {p.device}`") from e
+            raise Refusal(
+                "device_unreachable",
+                str(e),
+                device=p.device,
+                remedy=e.remedy or f"run `edgelab device check {p.device}`",
+            ) from e
         run_dir = f"{root}/{run_id}"
-        _advance(engine, dep_id, "starting", phase="connected", edit=lambda s, d: setattr(d, "remote_dir", run_dir),
-                 seconds=round(time.monotonic() - t0, 3))
+        _advance(
+            engine,
+            dep_id,
+            "starting",
+            phase="connected",
+            edit=lambda s, d: setattr(d, "remote_dir", run_dir),
+            seconds=round(time.monotonic() - t0, 3),
+        )
         _phase(on_phase, "connected", {"remote_dir": run_dir})
         _check_cancel(opts)
         with session_scope(engine, write=False) as s:
@@ -192,16 +263,27 @@ def _launch(engine: Engine, dep_id: int, p: ExecutionPlan, opts: Options, on_pha
         for proc in p.processes:
             if proc.port and t.shell is not Shell.POWERSHELL and ready.listening(t, proc.port):
                 # another server answering on the port would pass this one's readiness check
-                raise EdgelabError(f"port {proc.port} is already in use on {p.device}",
-                                   remedy="stop what listens there (`edgelab ps`), or deploy again")
+                raise EdgelabError(
+                    f"port {proc.port} is already in use on {p.device}",
+                    remedy="stop what listens there (`edgelab ps`), or deploy again",
+                )
             wd = f"{run_dir}/{proc.name}"
             workdirs[proc.name] = wd
             ts = time.monotonic()
             started = start.start(t, proc, wd, blob_paths)
             pid = started.pid
             with session_scope(engine) as s:
-                s.add(DeploymentProcess(deployment_id=dep_id, name=proc.name, argv=started.argv, workdir=wd,
-                                        pid=pid, state="running", started_at=utcnow()))
+                s.add(
+                    DeploymentProcess(
+                        deployment_id=dep_id,
+                        name=proc.name,
+                        argv=started.argv,
+                        workdir=wd,
+                        pid=pid,
+                        state="running",
+                        started_at=utcnow(),
+                    )
+                )
                 dep = get_deployment(s, dep_id)
                 add_phase(dep, f"spawned:{proc.name}", pid=pid, seconds=round(time.monotonic() - ts, 3))
                 s.add(dep)
@@ -211,12 +293,22 @@ def _launch(engine: Engine, dep_id: int, p: ExecutionPlan, opts: Options, on_pha
         lines = _wait_ready(t, p, workdirs, dep_id, engine, timeout, on_phase, opts)
         for proc in p.processes:  # runtimes log their load (and placement) on stderr
             if proc.placement == "llama-load-log":
-                lines[proc.name] = lines[proc.name] + remote.read_file(
-                    t, f"{workdirs[proc.name]}/stderr.log", remote.LOG_TAIL_BYTES).splitlines()
+                lines[proc.name] = (
+                    lines[proc.name]
+                    + remote.read_file(
+                        t, f"{workdirs[proc.name]}/stderr.log", remote.LOG_TAIL_BYTES
+                    ).splitlines()
+                )
         obs = placement.observe(p, lines)
 
-        dep = _advance(engine, dep_id, "running", phase="ready", edit=lambda s, d: setattr(d, "placement", obs),
-                       seconds=round(time.monotonic() - t0, 3))
+        dep = _advance(
+            engine,
+            dep_id,
+            "running",
+            phase="ready",
+            edit=lambda s, d: setattr(d, "placement", obs),
+            seconds=round(time.monotonic() - t0, 3),
+        )
         _phase(on_phase, "ready", {"placement": obs})
         return dep
     except BaseException as exc:
@@ -230,8 +322,16 @@ def _launch(engine: Engine, dep_id: int, p: ExecutionPlan, opts: Options, on_pha
                 pass
 
 
-def _wait_ready(t: Transport, p: ExecutionPlan, workdirs: dict[str, str], dep_id: int, engine: Engine,
-                timeout: float, on_phase: Phase | None, opts: Options | None = None) -> dict[str, list[str]]:
+def _wait_ready(
+    t: Transport,
+    p: ExecutionPlan,
+    workdirs: dict[str, str],
+    dep_id: int,
+    engine: Engine,
+    timeout: float,
+    on_phase: Phase | None,
+    opts: Options | None = None,
+) -> dict[str, list[str]]:
     """Poll each process until its template's readiness holds (log line, HTTP 200, port, alive)."""
     deadline = time.monotonic() + timeout
     lines: dict[str, list[str]] = {proc.name: [] for proc in p.processes}
@@ -252,7 +352,9 @@ def _wait_ready(t: Transport, p: ExecutionPlan, workdirs: dict[str, str], dep_id
             if kind == "log":
                 ok = ready.matches(proc.ready_pattern or proc.ready.get("pattern"), new)
             elif kind == "http":
-                ok = got.alive and ready.http_ok(t, int(proc.ready["port"]), str(proc.ready.get("path") or "/"))
+                ok = got.alive and ready.http_ok(
+                    t, int(proc.ready["port"]), str(proc.ready.get("path") or "/")
+                )
             elif kind == "port":
                 ok = got.alive and ready.listening(t, int(proc.ready["port"]))
             else:  # alive, or a one-shot program that already finished cleanly
@@ -263,23 +365,34 @@ def _wait_ready(t: Transport, p: ExecutionPlan, workdirs: dict[str, str], dep_id
                 continue
             if not got.alive:
                 err = remote.read_file(t, f"{workdirs[name]}/stderr.log", 2000).strip().splitlines()
-                raise EdgelabError(f"{name} exited (code {got.exit_code}) before it was ready"
-                                   + (f": {err[-1]}" if err else ""),
-                                   remedy=f"see `edgelab logs` of the run; command: {' '.join(proc.argv)[:200]}")
+                raise EdgelabError(
+                    f"{name} exited (code {got.exit_code}) before it was ready"
+                    + (f": {err[-1]}" if err else ""),
+                    remedy=f"see `edgelab logs` of the run; command: {' '.join(proc.argv)[:200]}",
+                )
         if not pending:
             break
         if opts is not None:
             _check_cancel(opts)
         if time.monotonic() > deadline:
-            raise EdgelabError(f"{', '.join(pending)} not ready after {timeout:g}s (from the profile's load-time "
-                               "estimate)", remedy="see `edgelab logs`; a cold start can be slow (S1: 95-355 s): "
-                                                   "give more with --ready-timeout SECONDS")
+            raise EdgelabError(
+                f"{', '.join(pending)} not ready after {timeout:g}s (from the profile's load-time estimate)",
+                remedy="see `edgelab logs`; a cold start can be slow (S1: 95-355 s): "
+                "give more with --ready-timeout SECONDS",
+            )
         time.sleep(POLL_S)
     return lines
 
 
-def _abort(engine: Engine, dep_id: int, t: Transport | None, workdirs: dict[str, str], state: str, why: str,
-           opts: Options) -> None:
+def _abort(
+    engine: Engine,
+    dep_id: int,
+    t: Transport | None,
+    workdirs: dict[str, str],
+    state: str,
+    why: str,
+    opts: Options,
+) -> None:
     """Stop whatever was started (pids from the DB and from pid files), release, record the final state."""
     left_total = 0
     logs: dict[str, str] = {}
@@ -306,5 +419,13 @@ def _abort(engine: Engine, dep_id: int, t: Transport | None, workdirs: dict[str,
         d.error = why[:2000]
         d.logs = logs
         d.to_stop = left_total != 0  # not seen gone: memory held until a stop sees them gone
-    transition(engine, dep_id, state if left_total >= 0 else "device-lost", phase="aborted", edit=final,
-               why=why[:300], left=left_total)
+
+    transition(
+        engine,
+        dep_id,
+        state if left_total >= 0 else "device-lost",
+        phase="aborted",
+        edit=final,
+        why=why[:300],
+        left=left_total,
+    )

@@ -38,10 +38,24 @@ class DriveResult:
     metrics_scrape: dict[str, float] | None = None
 
 
-def drive(t: Transport, port: int, pid: int, *, run: str, device: str, feed: Callable[[ev.Event], None],
-          warmup: int, requests: int | None, band: str = "short", n_predict: int | None = None,
-          ready_timeout: float = 120.0, cancel: threading.Event | None = None, pause_s: float = 0.0,
-          keep_going: Callable[[], bool] | None = None, seed: int = 0) -> DriveResult:
+def drive(
+    t: Transport,
+    port: int,
+    pid: int,
+    *,
+    run: str,
+    device: str,
+    feed: Callable[[ev.Event], None],
+    warmup: int,
+    requests: int | None,
+    band: str = "short",
+    n_predict: int | None = None,
+    ready_timeout: float = 120.0,
+    cancel: threading.Event | None = None,
+    pause_s: float = 0.0,
+    keep_going: Callable[[], bool] | None = None,
+    seed: int = 0,
+) -> DriveResult:
     """Run ``warmup`` then ``requests`` requests (None: until ``keep_going()`` is false or ``cancel``)."""
     import httpx
 
@@ -51,8 +65,9 @@ def drive(t: Transport, port: int, pid: int, *, run: str, device: str, feed: Cal
     with t.forward(port) as fw:
         base = f"http://127.0.0.1:{fw.local_port}"
         with httpx.Client(timeout=httpx.Timeout(300.0, connect=5.0)) as client:
-            rd = llama_server.wait_ready(base, ready_timeout, cancel, client=client,
-                                         alive=lambda: remote.alive(t, pid))
+            rd = llama_server.wait_ready(
+                base, ready_timeout, cancel, client=client, alive=lambda: remote.alive(t, pid)
+            )
             out.readiness = {"waited_s": round(rd.waited_s, 3), "phases_s": rd.phases()}
             i = 0
             while True:
@@ -64,15 +79,26 @@ def drive(t: Transport, port: int, pid: int, *, run: str, device: str, feed: Cal
                     break
                 phase = "warmup" if i < warmup else "measured"
                 rid = f"{phase[0]}{i:05d}"
-                rec = llama_server.stream_completion(client, base, prompt, n, seed=seed,
-                                                     extra={"cache_prompt": False}, cancel=cancel)
+                rec = llama_server.stream_completion(
+                    client, base, prompt, n, seed=seed, extra={"cache_prompt": False}, cancel=cancel
+                )
                 for e in llama_server.record_to_events(rec, run, rid, phase, band=band):
                     feed(e)
                 m = rec.metrics()
-                out.records.append({"request": rid, "phase": phase, "ok": rec.ok, "error": rec.error,
-                                    "tokens": rec.tokens, "ttft_ms": m.get("ttft_ms"),
-                                    "decode_tok_s": m.get("decode_tok_s"), "itl_all_ms": m.get("itl_all_ms"),
-                                    "request_ms": m.get("request_ms"), "server": m.get("server")})
+                out.records.append(
+                    {
+                        "request": rid,
+                        "phase": phase,
+                        "ok": rec.ok,
+                        "error": rec.error,
+                        "tokens": rec.tokens,
+                        "ttft_ms": m.get("ttft_ms"),
+                        "decode_tok_s": m.get("decode_tok_s"),
+                        "itl_all_ms": m.get("itl_all_ms"),
+                        "request_ms": m.get("request_ms"),
+                        "server": m.get("server"),
+                    }
+                )
                 s = procstat.sample(t, pid, run, device)
                 if s is not None:
                     feed(s)
@@ -101,8 +127,9 @@ def report(result: DriveResult) -> dict[str, Any]:
         "itl_ms": summarize(itl),
         "decode_tok_s": summarize(r["decode_tok_s"] for r in measured if r["decode_tok_s"] is not None),
         "server_prompt_ms": summarize(s["prompt_ms"] for s in srv if s.get("prompt_ms") is not None),
-        "server_predicted_per_second": summarize(s["predicted_per_second"] for s in srv
-                                                 if s.get("predicted_per_second") is not None),
+        "server_predicted_per_second": summarize(
+            s["predicted_per_second"] for s in srv if s.get("predicted_per_second") is not None
+        ),
         "peak_rss_bytes": result.peak_rss_bytes,
         "readiness": result.readiness,
     }

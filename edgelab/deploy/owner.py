@@ -29,7 +29,7 @@ def _stat(pid: int) -> tuple[str, str] | None:
             text = f.read()
     except OSError:
         return None
-    fields = text[text.rfind(")") + 2:].split()  # after "pid (comm) ": state is field 3, starttime 22
+    fields = text[text.rfind(")") + 2 :].split()  # after "pid (comm) ": state is field 3, starttime 22
     return (fields[0], fields[19]) if len(fields) > 19 else None
 
 

@@ -75,14 +75,28 @@ def observe(plan: ExecutionPlan, lines_by_process: Mapping[str, Iterable[str]]) 
     out = []
     for st in plan.stages:
         if st.placement == "server":
-            out.append({"stage": st.name, "planned": "server", "observed": "server", "evidence": "S4 remote stage",
-                        "fallback": False})
+            out.append(
+                {
+                    "stage": st.name,
+                    "planned": "server",
+                    "observed": "server",
+                    "evidence": "S4 remote stage",
+                    "fallback": False,
+                }
+            )
             continue
         observed, evidence = seen.get(st.name, (None, None))
         if observed is None and st.runtime == REFERENCE and st.process in lines_by_process:
             observed, evidence = REFERENCE_PLACEMENT, "reference runtime: CPU only, random weights"
         planned_kind = st.placement.split(" ")[0]
         fallback = observed is not None and observed.split(" ")[0] != planned_kind
-        out.append({"stage": st.name, "planned": st.placement, "observed": observed or "unobserved",
-                    "evidence": evidence, "fallback": fallback})
+        out.append(
+            {
+                "stage": st.name,
+                "planned": st.placement,
+                "observed": observed or "unobserved",
+                "evidence": evidence,
+                "fallback": fallback,
+            }
+        )
     return out

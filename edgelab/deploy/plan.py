@@ -33,7 +33,9 @@ class ProcessSpec:
 
     name: str
     argv: list[str]
-    ready_pattern: str | None = None  # regex a stdout line matches once the process is ready; None: alive is ready
+    ready_pattern: str | None = (
+        None  # regex a stdout line matches once the process is ready; None: alive is ready
+    )
     env: dict[str, str] = field(default_factory=dict)
     runtime: str | None = None  # the runtime whose template this is
     template: str | None = None  # runtime:key:strategy, e.g. llama.cpp:text_lm:S3

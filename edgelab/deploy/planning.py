@@ -54,9 +54,14 @@ class Planned:
     refusal: Refusal | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"device": self.request.device, "pipeline": self.plan.pipeline, "virtual": self.virtual,
-                "plan": self.plan.to_dict(), "admission": self.admission,
-                "refusal": self.refusal.to_dict() if self.refusal else None}
+        return {
+            "device": self.request.device,
+            "pipeline": self.plan.pipeline,
+            "virtual": self.virtual,
+            "plan": self.plan.to_dict(),
+            "admission": self.admission,
+            "refusal": self.refusal.to_dict() if self.refusal else None,
+        }
 
 
 def resolve_pipeline(name: str) -> str:
@@ -71,14 +76,25 @@ def plan(engine: Engine, req: DeployRequest, *, run_id: str | None = None) -> Pl
     with session_scope(engine, write=False) as s:
         device = get_device(s, req.device)
         snap = latest_snapshot(s, req.device)
-        profile = derive_profile(Facts.from_dict(snap.facts or {}), load_devices(), spec,
-                                 endpoint_configured=bool(req.endpoint))
+        profile = derive_profile(
+            Facts.from_dict(snap.facts or {}), load_devices(), spec, endpoint_configured=bool(req.endpoint)
+        )
         run = run_id or new_run_id()
         remote_root = "/data/local/tmp/edgelab/runs" if device.shell == "toybox" else "~/.edgelab/runs"
-        ctx = PlanContext(device=device.name, spec=spec, profile=profile, pipeline_profile=profile.pipeline(spec.id),
-                          run_id=run, remote_dir=f"{remote_root}/{run}", virtual=bool(device.virtual),
-                          runtime=req.runtime, endpoint=req.endpoint, values=dict(req.values),
-                          threads=req.threads, purpose=req.purpose)
+        ctx = PlanContext(
+            device=device.name,
+            spec=spec,
+            profile=profile,
+            pipeline_profile=profile.pipeline(spec.id),
+            run_id=run,
+            remote_dir=f"{remote_root}/{run}",
+            virtual=bool(device.virtual),
+            runtime=req.runtime,
+            endpoint=req.endpoint,
+            values=dict(req.values),
+            threads=req.threads,
+            purpose=req.purpose,
+        )
         the_plan = admission.spread(build_plan(ctx, req.strategy), profile)
         if req.ready_timeout:
             the_plan.ready_timeout_s = float(req.ready_timeout)
@@ -104,15 +120,31 @@ def check_artifacts(p: ExecutionPlan) -> None:
     remedies = list(dict.fromkeys(plan_artifacts.remedy_for(e) for e in missing))
     blocked = [f"{proc.name}: {proc.unavailable}" for proc in p.processes if proc.unavailable]
     if blocked:
-        detail = "; ".join(blocked) + (f"; it also needs artifacts that are not registered: {what}" if missing else "")
-        raise Refusal("no_exported_graph", detail, device=p.device, strategy=p.strategy,
-                      remedy="; ".join(["choose a runtime and strategy with a launch template for this pipeline "
-                                        "(`edgelab runtime show RUNTIME`), or add one to runtimes/*.yaml",
-                                        *remedies]))
+        detail = "; ".join(blocked) + (
+            f"; it also needs artifacts that are not registered: {what}" if missing else ""
+        )
+        raise Refusal(
+            "no_exported_graph",
+            detail,
+            device=p.device,
+            strategy=p.strategy,
+            remedy="; ".join(
+                [
+                    "choose a runtime and strategy with a launch template for this pipeline "
+                    "(`edgelab runtime show RUNTIME`), or add one to runtimes/*.yaml",
+                    *remedies,
+                ]
+            ),
+        )
     if missing:
-        raise Refusal("no_exported_graph", f"{p.runtime} needs artifacts that are not registered: {what}",
-                      device=p.device, strategy=p.strategy, remedy="; ".join(remedies)
-                      + ("" if p.virtual else "; or deploy on a virtual device with --runtime reference"))
+        raise Refusal(
+            "no_exported_graph",
+            f"{p.runtime} needs artifacts that are not registered: {what}",
+            device=p.device,
+            strategy=p.strategy,
+            remedy="; ".join(remedies)
+            + ("" if p.virtual else "; or deploy on a virtual device with --runtime reference"),
+        )
 
 
 def _host_cpu_flags() -> list[str]:
@@ -140,15 +172,21 @@ def check_isa(p: ExecutionPlan, facts: Facts, virtual: bool) -> None:
         if isa_supported(e["isa"], flags):
             continue
         proc = next(pr for pr in p.processes if pr.name == e["process"])
-        why = f"missing {', '.join(missing_flags(e['isa'], flags))}" if flags else "the CPU's flags are unknown"
-        proc.unavailable = (f"{e['name']} needs instruction set {e['isa']}, which "
-                            f"{'the lab host' if virtual else p.device} cannot run ({why})")
+        why = (
+            f"missing {', '.join(missing_flags(e['isa'], flags))}" if flags else "the CPU's flags are unknown"
+        )
+        proc.unavailable = (
+            f"{e['name']} needs instruction set {e['isa']}, which "
+            f"{'the lab host' if virtual else p.device} cannot run ({why})"
+        )
 
 
 def _describe(e: dict[str, Any]) -> str:
     if e.get("kind") == "runtime":
         progs = f" with {', '.join(e['programs'])}" if e.get("programs") else ""
-        return f"a {e.get('runtime')} build for {e.get('target')}{progs}" + (f" with a {e['ext']} file" if e.get("ext") else "")
+        return f"a {e.get('runtime')} build for {e.get('target')}{progs}" + (
+            f" with a {e['ext']} file" if e.get("ext") else ""
+        )
     if e.get("kind") in ("model", "weights"):
         return f"a {e.get('ext') or ''} model for {e.get('pipeline')} ({e.get('role')})"
     return str(e.get("role"))

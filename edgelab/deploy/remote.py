@@ -83,7 +83,9 @@ def _sftp_path(path: str) -> str:
     return "/" + path.replace("\\", "/").lstrip("/")
 
 
-def _sftp_read(t: Transport, path: str, offset: int = 0, max_bytes: int | None = None, tail: bool = False) -> bytes:
+def _sftp_read(
+    t: Transport, path: str, offset: int = 0, max_bytes: int | None = None, tail: bool = False
+) -> bytes:
     """Bytes of a Windows file from ``offset`` (or its last ``max_bytes`` with ``tail``); b'' when absent."""
     try:
         sftp = t.sftp()  # type: ignore[attr-defined]
@@ -96,8 +98,10 @@ def _sftp_read(t: Transport, path: str, offset: int = 0, max_bytes: int | None =
     except FileNotFoundError:
         return b""
     except OSError as e:
-        raise TransportError(f"{getattr(t, 'name', 'device')}: cannot read {path} over SFTP: {e}",
-                             remedy="the device's OpenSSH needs the sftp subsystem (default on Windows)") from e
+        raise TransportError(
+            f"{getattr(t, 'name', 'device')}: cannot read {path} over SFTP: {e}",
+            remedy="the device's OpenSSH needs the sftp subsystem (default on Windows)",
+        ) from e
 
 
 def home(t: Transport) -> str:
@@ -123,9 +127,11 @@ def launch(t: Transport, workdir: str, argv: list[str], env: dict[str, str] | No
     res = t.run(_posix(_LAUNCH, workdir, *full), timeout=30)
     m = re.search(r"^(\d+)\s*$", res.stdout, re.M)
     if not res.ok or not m:
-        raise TransportError(f"could not start {argv[0]} in {workdir} (exit {res.exit_code}): "
-                             f"{(res.stderr or res.stdout).strip()[:200]}",
-                             remedy="check the device's disk space and that the command exists there")
+        raise TransportError(
+            f"could not start {argv[0]} in {workdir} (exit {res.exit_code}): "
+            f"{(res.stderr or res.stdout).strip()[:200]}",
+            remedy="check the device's disk space and that the command exists there",
+        )
     return int(m.group(1))
 
 
@@ -173,7 +179,9 @@ def stop(t: Transport, pid: int, grace_s: int = 5) -> int:
         res = _ps(t, winscripts.stop(pid), grace_s + 30)
         m = re.search(r"left\s+(\d+)", res.stdout)
         if not m:
-            raise TransportError(f"could not verify that process tree {pid} is gone: {res.stderr.strip()[:200]}")
+            raise TransportError(
+                f"could not verify that process tree {pid} is gone: {res.stderr.strip()[:200]}"
+            )
         return int(m.group(1))
     res = t.run(_posix(_STOP, str(int(pid)), str(int(grace_s))), timeout=grace_s + 30)
     m = re.search(r"left\s+(\d+)", res.stdout)
@@ -225,6 +233,8 @@ def _launch_windows(t: Transport, workdir: str, argv: list[str], env: dict[str, 
     res = _ps(t, winscripts.launch(workdir, argv, env), 60)
     m = re.search(r"^(\d+)\s*$", res.stdout, re.M)
     if not res.ok or not m:
-        raise TransportError(f"Start-Process failed for {argv[0]}: {(res.stderr or res.stdout).strip()[:200]}",
-                             remedy="check the path of the program on the Windows device")
+        raise TransportError(
+            f"Start-Process failed for {argv[0]}: {(res.stderr or res.stdout).strip()[:200]}",
+            remedy="check the path of the program on the Windows device",
+        )
     return int(m.group(1))

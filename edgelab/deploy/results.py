@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-PERF_LOST = ("no perf lines in its stderr: llama.cpp's logger writes from a thread it never joins at exit, "
-             "so a busy host can lose the last lines (ggml-org/llama.cpp#22142)")
+PERF_LOST = (
+    "no perf lines in its stderr: llama.cpp's logger writes from a thread it never joins at exit, "
+    "so a busy host can lose the last lines (ggml-org/llama.cpp#22142)"
+)
 
 
 def adapter_results(plan: dict[str, Any], logs: dict[str, str]) -> dict[str, Any]:
@@ -22,8 +24,11 @@ def adapter_results(plan: dict[str, Any], logs: dict[str, str]) -> dict[str, Any
             from edgelab.adapters.llama_placement import parse_placement
 
             perf = parse_perf(err)
-            out[pr["name"]] = {"adapter": "llama-completion", "perf": perf.to_dict() if perf else None,
-                               "placement": parse_placement(err).observed or "unobserved"}
+            out[pr["name"]] = {
+                "adapter": "llama-completion",
+                "perf": perf.to_dict() if perf else None,
+                "placement": parse_placement(err).observed or "unobserved",
+            }
             if perf is None:  # said, never guessed: the run finished but its figures are not in the log
                 out[pr["name"]]["perf_missing"] = PERF_LOST
     return out

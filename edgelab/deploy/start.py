@@ -42,7 +42,9 @@ class Started:
     bin_dir: str | None
 
 
-def bound(proc: ProcessSpec, workdir: str, blob_paths: dict[str, str]) -> tuple[list[str], dict[str, str], str]:
+def bound(
+    proc: ProcessSpec, workdir: str, blob_paths: dict[str, str]
+) -> tuple[list[str], dict[str, str], str]:
     """The argv and environment with ``{bin}`` and blob paths filled in for this workdir."""
     sep = "\\" if "\\" in workdir else "/"
     bin_dir = f"{workdir}{sep}bin"
@@ -54,8 +56,13 @@ def bound(proc: ProcessSpec, workdir: str, blob_paths: dict[str, str]) -> tuple[
     return argv, env, bin_dir
 
 
-def layout(t: Transport, bin_dir: str, links: dict[str, str], blob_paths: dict[str, str],
-           executable: set[str] | None = None) -> None:
+def layout(
+    t: Transport,
+    bin_dir: str,
+    links: dict[str, str],
+    blob_paths: dict[str, str],
+    executable: set[str] | None = None,
+) -> None:
     """Make ``bin_dir`` hold one link per runtime file (name -> store blob)."""
     if not links:
         return
@@ -66,13 +73,17 @@ def layout(t: Transport, bin_dir: str, links: dict[str, str], blob_paths: dict[s
     for name, sha in sorted(links.items()):
         path = blob_paths.get(sha)
         if path is None:
-            raise TransportError(f"{name} ({sha[:12]}) was not pushed to the device store",
-                                 remedy="push the runtime build again (`edgelab push`)")
+            raise TransportError(
+                f"{name} ({sha[:12]}) was not pushed to the device store",
+                remedy="push the runtime build again (`edgelab push`)",
+            )
         pairs += [name, path, "1" if name in (executable or set()) else "0"]
     res = t.run(["sh", "-c", _LAYOUT, "edgelab-layout", bin_dir, *pairs], timeout=60)
     if not res.ok:
-        raise TransportError(f"could not lay out {bin_dir} (exit {res.exit_code}): {res.stderr.strip()[:200]}",
-                             remedy="check the device's disk space and the store's permissions")
+        raise TransportError(
+            f"could not lay out {bin_dir} (exit {res.exit_code}): {res.stderr.strip()[:200]}",
+            remedy="check the device's disk space and the store's permissions",
+        )
 
 
 def _layout_windows(t: Transport, bin_dir: str, links: dict[str, str], blob_paths: dict[str, str]) -> None:
@@ -80,14 +91,17 @@ def _layout_windows(t: Transport, bin_dir: str, links: dict[str, str], blob_path
     pairs = []
     for name, sha in sorted(links.items()):
         if sha not in blob_paths:
-            raise TransportError(f"{name} ({sha[:12]}) was not pushed to the device store",
-                                 remedy="push the runtime build again (`edgelab push`)")
+            raise TransportError(
+                f"{name} ({sha[:12]}) was not pushed to the device store",
+                remedy="push the runtime build again (`edgelab push`)",
+            )
         pairs.append((name, blob_paths[sha]))
     res = t.run_ps(winscripts.layout(bin_dir, pairs), timeout=60)
     if not res.ok:
-        raise TransportError(f"could not lay out {bin_dir} (exit {res.exit_code}): "
-                             f"{(res.stderr or res.stdout).strip()[:200]}",
-                             remedy="check the device's disk space and the store's permissions")
+        raise TransportError(
+            f"could not lay out {bin_dir} (exit {res.exit_code}): {(res.stderr or res.stdout).strip()[:200]}",
+            remedy="check the device's disk space and the store's permissions",
+        )
 
 
 def start(t: Transport, proc: ProcessSpec, workdir: str, blob_paths: dict[str, str]) -> Started:

@@ -49,8 +49,15 @@ def sync_run(s: Session, dep: Deployment) -> None:
         set_state(s, run, want, error=dep.error)
 
 
-def transition(engine: Engine, dep_id: int, to: str | None = None, *, phase: str | None = None,
-               edit: Edit | None = None, **phase_info: Any) -> Deployment:
+def transition(
+    engine: Engine,
+    dep_id: int,
+    to: str | None = None,
+    *,
+    phase: str | None = None,
+    edit: Edit | None = None,
+    **phase_info: Any,
+) -> Deployment:
     """Move deployment ``dep_id`` to state ``to`` (None: keep it), apply ``edit``, record ``phase``.
 
     Entering ``running`` stamps ``started_at``; entering a final state stamps ``ended_at``,

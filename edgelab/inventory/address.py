@@ -92,11 +92,13 @@ def parse_adb_server(text: str) -> str:
     (normalised to ``ssh://[user@]host[:port]/adb_port``; a password part is refused)."""
     s = text.strip()
     if s.lower().startswith("ssh://"):
-        rest = s[len("ssh://"):]
+        rest = s[len("ssh://") :]
         addr, sep, adb = rest.partition("/")
         if sep and (not adb.isdigit() or not 0 < int(adb) < 65536):
-            raise ConfigError(f"bad adb port {adb!r} in adb server {parse_ssh_address(addr)}",
-                              remedy="write the adb server's port on that host after a slash: ssh://host/5037")
+            raise ConfigError(
+                f"bad adb port {adb!r} in adb server {parse_ssh_address(addr)}",
+                remedy="write the adb server's port on that host after a slash: ssh://host/5037",
+            )
         return f"ssh://{parse_ssh_address(addr)}/{int(adb) if sep else ADB_DEFAULT_PORT}"
     if "@" in s:
         raise ConfigError(

@@ -76,8 +76,15 @@ def adb_device(
     return validate_device(device)
 
 
-def build_device(transport: str, name: str, address: str, *, jump: str | None = None,
-                 adb_server: str | None = None, **fields: Any) -> Device:
+def build_device(
+    transport: str,
+    name: str,
+    address: str,
+    *,
+    jump: str | None = None,
+    adb_server: str | None = None,
+    **fields: Any,
+) -> Device:
     """``ssh_device`` or ``adb_device`` by the transport a form chose (``address`` in that one's syntax;
     ``jump`` is the SSH route's, ``adb_server`` the ADB route's, the other one is ignored)."""
     builders = {

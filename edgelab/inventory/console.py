@@ -28,8 +28,9 @@ def _open(engine: Engine, name: str, **options) -> tuple[Transport, Shell]:
     return open_transport(endpoint, **options), endpoint.shell
 
 
-def run_command(engine: Engine, name: str, argv: Sequence[str], *, on_stdout: Out, lease_id: str | None = None,
-                **options) -> tuple[int | None, str]:
+def run_command(
+    engine: Engine, name: str, argv: Sequence[str], *, on_stdout: Out, lease_id: str | None = None, **options
+) -> tuple[int | None, str]:
     """Run ``argv`` on the device (quoted for its shell), stdout line by line; returns (exit code, stderr)."""
     from edgelab.lease import held
 
@@ -50,10 +51,14 @@ def run_command(engine: Engine, name: str, argv: Sequence[str], *, on_stdout: Ou
 def _posix_log_script(lines: int, follow: bool) -> str:
     n = int(lines)
     if follow:
-        return (f"if command -v journalctl >/dev/null 2>&1 && journalctl -q -n 0 >/dev/null 2>&1; then "
-                f"exec journalctl --no-pager -n {n} -f; else exec dmesg -w; fi")
-    return (f"if command -v journalctl >/dev/null 2>&1 && journalctl -q -n 0 >/dev/null 2>&1; then "
-            f"exec journalctl --no-pager -n {n}; else dmesg | tail -n {n}; fi")
+        return (
+            f"if command -v journalctl >/dev/null 2>&1 && journalctl -q -n 0 >/dev/null 2>&1; then "
+            f"exec journalctl --no-pager -n {n} -f; else exec dmesg -w; fi"
+        )
+    return (
+        f"if command -v journalctl >/dev/null 2>&1 && journalctl -q -n 0 >/dev/null 2>&1; then "
+        f"exec journalctl --no-pager -n {n}; else dmesg | tail -n {n}; fi"
+    )
 
 
 def log_argv(shell: Shell, *, lines: int = 200, follow: bool = False) -> list[str]:
@@ -67,8 +72,9 @@ def log_argv(shell: Shell, *, lines: int = 200, follow: bool = False) -> list[st
     return ["sh", "-c", _posix_log_script(lines, follow)]
 
 
-def log_lines(engine: Engine, name: str, *, lines: int = 200, follow: bool = False,
-              **options) -> Iterator[str | tuple[int | None, str]]:
+def log_lines(
+    engine: Engine, name: str, *, lines: int = 200, follow: bool = False, **options
+) -> Iterator[str | tuple[int | None, str]]:
     """The log's lines; the last item is (exit code, stderr) of the log command."""
     t, shell = _open(engine, name, **options)
     try:
@@ -97,10 +103,14 @@ def interactive(engine: Engine, name: str, *, lease_id: str | None = None, **opt
         t = open_transport(endpoint, **options)
         try:
             if not t.supports(Capability.INTERACTIVE):
-                raise ConfigError(f"{name}: an interactive shell needs an ssh or adb device",
-                                  remedy=f"run one command: `edgelab shell {name} -- CMD`")
+                raise ConfigError(
+                    f"{name}: an interactive shell needs an ssh or adb device",
+                    remedy=f"run one command: `edgelab shell {name} -- CMD`",
+                )
             size = shutil.get_terminal_size()
-            session = t.interactive(term=os.environ.get("TERM", "xterm"), columns=size.columns, lines=size.lines)
+            session = t.interactive(
+                term=os.environ.get("TERM", "xterm"), columns=size.columns, lines=size.lines
+            )
             try:
                 _bridge(session.fileno(), lambda: session.recv(65536), session.send)
                 return session.exit_code()
@@ -146,9 +156,17 @@ def _bridge(remote_fd: int, recv: Callable[[], bytes], send: Callable[[bytes], N
             termios.tcsetattr(fd_in, termios.TCSADRAIN, saved)
 
 
-def forward(engine: Engine, name: str, remote_port: int, *, local_port: int | None = None,
-            lease_id: str | None = None, on_ready: Callable[[int], None] | None = None,
-            stop: Callable[[], bool] | None = None, **options) -> None:
+def forward(
+    engine: Engine,
+    name: str,
+    remote_port: int,
+    *,
+    local_port: int | None = None,
+    lease_id: str | None = None,
+    on_ready: Callable[[int], None] | None = None,
+    stop: Callable[[], bool] | None = None,
+    **options,
+) -> None:
     """Join a lab-side 127.0.0.1 port to ``remote_port`` on the device's loopback until ``stop()`` or Ctrl-C.
 
     Built on the transport's ``forward()`` (``ssh -L``-style channels, ``adb forward``); ``local_port``
@@ -190,8 +208,10 @@ class _Relay:
             self._sock.bind(("127.0.0.1", port))
         except OSError as e:
             self._sock.close()
-            raise ConfigError(f"cannot listen on 127.0.0.1:{port}: {e.strerror}",
-                              remedy="pick another --local port, or leave it out for a free one") from e
+            raise ConfigError(
+                f"cannot listen on 127.0.0.1:{port}: {e.strerror}",
+                remedy="pick another --local port, or leave it out for a free one",
+            ) from e
         self._sock.listen(16)
         self._target = target
         self._done = threading.Event()

@@ -56,8 +56,10 @@ def strip_match_blocks(text: str, path: Path | str) -> tuple[str, list[str]]:
         word = word.split("=", 1)[0]
         if word == "match":
             skipping = True
-            notes.append(f"{path}:{n}: skipped the Match block ({line.strip()[:80]}): its conditions are "
-                         "evaluated at connect time; add such hosts with `edgelab device add`")
+            notes.append(
+                f"{path}:{n}: skipped the Match block ({line.strip()[:80]}): its conditions are "
+                "evaluated at connect time; add such hosts with `edgelab device add`"
+            )
             continue
         if word == "host":
             skipping = False
@@ -65,8 +67,9 @@ def strip_match_blocks(text: str, path: Path | str) -> tuple[str, list[str]]:
     return "\n".join(out) + "\n", notes
 
 
-def read_ssh_config(path: Path, pattern: str | None = None,
-                    notes: list[str] | None = None) -> list[SshConfigHost]:
+def read_ssh_config(
+    path: Path, pattern: str | None = None, notes: list[str] | None = None
+) -> list[SshConfigHost]:
     """Every concrete ``Host`` alias of an OpenSSH config (wildcards, negations and Match blocks
     skipped, each Match block with a note in ``notes``), resolved."""
     try:
@@ -74,8 +77,10 @@ def read_ssh_config(path: Path, pattern: str | None = None,
     except FileNotFoundError as err:
         raise ConfigError(f"no ssh config at {path}", remedy="give an existing file with --file") from err
     except OSError as err:
-        raise ConfigError(f"cannot read ssh config {path}: {err.strerror or err}",
-                          remedy="fix that file or pass another --file") from err
+        raise ConfigError(
+            f"cannot read ssh config {path}: {err.strerror or err}",
+            remedy="fix that file or pass another --file",
+        ) from err
     if b"\0" in data:
         line = data[: data.index(b"\0")].count(b"\n") + 1
         raise ConfigError(f"{path}:{line}: binary data, not an ssh config", remedy="pass another --file")

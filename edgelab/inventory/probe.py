@@ -151,7 +151,9 @@ def gather(
     except EdgelabError as err:
         out.error = err
     except Exception as err:  # noqa: BLE001 - one device's surprise must not stop the fleet
-        out.error = EdgelabError(f"{endpoint.name}: {type(err).__name__}: {err}", remedy="report this as a bug")
+        out.error = EdgelabError(
+            f"{endpoint.name}: {type(err).__name__}: {err}", remedy="report this as a bug"
+        )
     finally:
         if transport is not None:
             try:
@@ -248,7 +250,9 @@ def probe_devices(
     outcomes: dict[str, ProbeOutcome] = {}
     if not targets:
         return []
-    with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(targets))), thread_name_prefix="probe") as pool:
+    with ThreadPoolExecutor(
+        max_workers=max(1, min(parallel, len(targets))), thread_name_prefix="probe"
+    ) as pool:
         futures = {
             pool.submit(gather, ep, timeout=timeout, ssh_config=ssh_config, catalog_path=catalog_path): name
             for name, ep in targets
@@ -259,7 +263,9 @@ def probe_devices(
             try:
                 with session_scope(engine) as s:
                     snap = _store(s, get_device(s, name), got)
-                outcome = ProbeOutcome(name, snap, snap.error, getattr(got.error, "remedy", None), got.duration_s)
+                outcome = ProbeOutcome(
+                    name, snap, snap.error, getattr(got.error, "remedy", None), got.duration_s
+                )
             except EdgelabError as err:  # e.g. the device was removed meanwhile
                 outcome = ProbeOutcome(name, None, str(err), err.remedy, got.duration_s)
             outcomes[name] = outcome

@@ -37,7 +37,9 @@ def in_use(engine: Engine, name: str) -> InUse:
         out = InUse(runs=[d.run_id for d in list_deployments(s, active_only=True, device_id=device.id)])
         lease = holders_by_device(s, [device]).get(name)
         if lease is not None and name not in covered(s, lease.id):
-            lease = None  # another row of the same physical device is leased: removing this one orphans nothing
+            lease = (
+                None  # another row of the same physical device is leased: removing this one orphans nothing
+            )
         if lease is not None:
             out.leases.append(f"{lease.id} ({lease.owner} until {lease.expires_at:%H:%M:%S} UTC)")
             out.lease_ids.append(lease.id)
@@ -52,12 +54,18 @@ def remove(engine: Engine, name: str, *, force: bool = False, opts=None) -> InUs
 
     busy = in_use(engine, name)
     if busy and not force:
-        what = ([f"deployment(s) {', '.join(busy.runs)} running"] if busy.runs else []) + \
-            ([f"lease {', '.join(busy.leases)}"] if busy.leases else [])
-        raise DeviceInUse(f"{name} is in use: {'; '.join(what)}",
-                          remedy=(f"stop them (`edgelab stop {busy.runs[0]}`)" if busy.runs else
-                                  "release it (`edgelab release`)") +
-                          f", or `edgelab device rm {name} --force` to stop and release first")
+        what = ([f"deployment(s) {', '.join(busy.runs)} running"] if busy.runs else []) + (
+            [f"lease {', '.join(busy.leases)}"] if busy.leases else []
+        )
+        raise DeviceInUse(
+            f"{name} is in use: {'; '.join(what)}",
+            remedy=(
+                f"stop them (`edgelab stop {busy.runs[0]}`)"
+                if busy.runs
+                else "release it (`edgelab release`)"
+            )
+            + f", or `edgelab device rm {name} --force` to stop and release first",
+        )
     for run in busy.runs:
         control.stop(engine, run, opts=opts)
     for lid in busy.lease_ids:

@@ -63,17 +63,31 @@ def fetch_offer(engine: Engine, name: str, timeout: float = 5.0) -> TrustOffer:
     device = _device(engine, name)
     endpoint = device.endpoint()
     if not host_keys_on_the_way(device.transport):
-        raise ConfigError(f"{name} is reached over {device.transport}; only SSH hosts have host keys",
-                          remedy="nothing to trust")
+        raise ConfigError(
+            f"{name} is reached over {device.transport}; only SSH hosts have host keys",
+            remedy="nothing to trust",
+        )
     for gw in jump.gateways(endpoint):
         key = jump.fetch_key(gw, timeout=timeout)
         if not jump.trusted(gw, key):
-            return TrustOffer(name=name, host=gw.host, port=gw.port, key_type=key.key_type,
-                              fingerprint=key.fingerprint, recorded_fingerprint=None, key=key, via=gw.name)
+            return TrustOffer(
+                name=name,
+                host=gw.host,
+                port=gw.port,
+                key_type=key.key_type,
+                fingerprint=key.fingerprint,
+                recorded_fingerprint=None,
+                key=key,
+                via=gw.name,
+            )
     if not has_host_keys(device.transport):
         raise ConfigError(
             f"{name} is reached over {device.transport}; only SSH devices have host keys"
-            + (" (its lab host's key is trusted)" if endpoint.adb_server and "://" in endpoint.adb_server else ""),
+            + (
+                " (its lab host's key is trusted)"
+                if endpoint.adb_server and "://" in endpoint.adb_server
+                else ""
+            ),
             remedy="adb devices are trusted by accepting the RSA prompt on the device",
         )
     from edgelab.transport import ssh

@@ -26,13 +26,40 @@ if TYPE_CHECKING:
     )
     from edgelab.lease.use import Use, begin_use, end_use, held, pin, unpin
 
-_SERVICE = ("AUTO_TTL_S", "acquire", "get_lease", "holders_by_device", "kick",
-            "list_leases", "physical_key", "release", "renew", "sweep")
+_SERVICE = (
+    "AUTO_TTL_S",
+    "acquire",
+    "get_lease",
+    "holders_by_device",
+    "kick",
+    "list_leases",
+    "physical_key",
+    "release",
+    "renew",
+    "sweep",
+)
 _USE = ("Use", "begin_use", "end_use", "held", "pin", "unpin")
 
-__all__ = ["AUTO_TTL_S", "Holder", "Use", "acquire", "begin_use", "end_use",
-           "get_lease", "held", "holders_by_device", "kick", "list_leases", "physical_key", "pin", "release",
-           "renew", "sweep", "unpin", "whoami"]
+__all__ = [
+    "AUTO_TTL_S",
+    "Holder",
+    "Use",
+    "acquire",
+    "begin_use",
+    "end_use",
+    "get_lease",
+    "held",
+    "holders_by_device",
+    "kick",
+    "list_leases",
+    "physical_key",
+    "pin",
+    "release",
+    "renew",
+    "sweep",
+    "unpin",
+    "whoami",
+]
 
 
 def __getattr__(name: str):

@@ -50,7 +50,8 @@ class QuickLease:
                 with self._lock:
                     cur = self.conn.execute(
                         "UPDATE lease SET heartbeat_at = ?, expires_at = ? WHERE id = ? AND released_at IS NULL",
-                        (quickwrite.ts(now), quickwrite.ts(now + timedelta(seconds=self.ttl_s)), self.id))
+                        (quickwrite.ts(now), quickwrite.ts(now + timedelta(seconds=self.ttl_s)), self.id),
+                    )
                 if cur.rowcount == 0:
                     log.info("lease %s ended while in use", self.id)
                     return
@@ -70,18 +71,29 @@ class QuickLease:
         with self._lock:
             self.conn.execute("BEGIN IMMEDIATE")
             try:
-                self.conn.execute("UPDATE lease SET users = MAX(users - 1, 0) WHERE id = ? AND released_at IS NULL",
-                                  (self.id,))
+                self.conn.execute(
+                    "UPDATE lease SET users = MAX(users - 1, 0) WHERE id = ? AND released_at IS NULL",
+                    (self.id,),
+                )
                 idle = self.conn.execute(
                     "SELECT 1 FROM lease WHERE id = ? AND released_at IS NULL AND auto AND users = 0 AND NOT EXISTS "
                     "(SELECT 1 FROM deployment WHERE deployment.lease_id = lease.id AND deployment.state = 'running')",
-                    (self.id,)).fetchone()
+                    (self.id,),
+                ).fetchone()
                 if idle:
-                    self.conn.execute("UPDATE lease SET released_at = ?, end_reason = 'released', ended_by = ? "
-                                      "WHERE id = ?", (now, f"end of {self.purpose}"[:255], self.id))
-                    self.conn.execute("UPDATE lease_device SET held_key = NULL WHERE lease_id = ?", (self.id,))
-                    self.conn.execute("UPDATE reservation SET released_at = ? WHERE lease_id = ? AND "
-                                      "deployment_id IS NULL AND released_at IS NULL", (now, self.id))
+                    self.conn.execute(
+                        "UPDATE lease SET released_at = ?, end_reason = 'released', ended_by = ? "
+                        "WHERE id = ?",
+                        (now, f"end of {self.purpose}"[:255], self.id),
+                    )
+                    self.conn.execute(
+                        "UPDATE lease_device SET held_key = NULL WHERE lease_id = ?", (self.id,)
+                    )
+                    self.conn.execute(
+                        "UPDATE reservation SET released_at = ? WHERE lease_id = ? AND "
+                        "deployment_id IS NULL AND released_at IS NULL",
+                        (now, self.id),
+                    )
                 self.conn.execute("COMMIT")
             except BaseException:
                 self.conn.execute("ROLLBACK")
@@ -106,16 +118,28 @@ def take(conn: sqlite3.Connection, devices: Sequence, purpose: str) -> QuickLeas
         conn.execute(
             "INSERT INTO lease (id, owner, ci_job, purpose, auto, users, ttl_s, acquired_at, heartbeat_at, "
             "expires_at, released_at, end_reason, ended_by) VALUES (?, ?, ?, ?, 1, 1, ?, ?, ?, ?, NULL, NULL, NULL)",
-            (lease_id, holder.owner, holder.ci_job, purpose, ttl, quickwrite.ts(now), quickwrite.ts(now),
-             quickwrite.ts(now + timedelta(seconds=ttl))))
+            (
+                lease_id,
+                holder.owner,
+                holder.ci_job,
+                purpose,
+                ttl,
+                quickwrite.ts(now),
+                quickwrite.ts(now),
+                quickwrite.ts(now + timedelta(seconds=ttl)),
+            ),
+        )
         seen: set[str] = set()
         for d in devices:
             key = physical_key(d)
             if key in seen:
                 continue
             seen.add(key)
-            conn.execute("INSERT INTO lease_device (lease_id, device_id, device_name, physical_key, held_key) "
-                         "VALUES (?, ?, ?, ?, ?)", (lease_id, d.id, d.name, key, key))
+            conn.execute(
+                "INSERT INTO lease_device (lease_id, device_id, device_name, physical_key, held_key) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (lease_id, d.id, d.name, key, key),
+            )
         conn.execute("COMMIT")
     except sqlite3.Error as e:
         conn.execute("ROLLBACK")

@@ -21,8 +21,9 @@ def auto_ttl() -> float:
     try:
         ttl = float(raw)
     except ValueError:
-        raise ConfigError(f"EDGELAB_LEASE_TTL={raw!r} is not a number of seconds",
-                          remedy="set it to e.g. 60") from None
+        raise ConfigError(
+            f"EDGELAB_LEASE_TTL={raw!r} is not a number of seconds", remedy="set it to e.g. 60"
+        ) from None
     if ttl <= 0:
         raise ConfigError("EDGELAB_LEASE_TTL must be positive", remedy="set it to e.g. 60")
     return ttl

@@ -33,8 +33,6 @@ from edgelab.store.models import Device, utcnow
 PG_LOCK_KEY = 7150452  # pg_advisory_xact_lock key of lease writers (7150451 is the migration's)
 
 
-
-
 def _lock(session: Session) -> None:
     if session.get_bind().dialect.name == "postgresql":
         session.execute(text(f"SELECT pg_advisory_xact_lock({PG_LOCK_KEY})"))
@@ -52,9 +50,13 @@ def end(session: Session, lease: Lease, reason: str, by: str) -> Lease:
     for row in session.exec(select(LeaseDevice).where(LeaseDevice.lease_id == lease.id)).all():
         row.held_key = None
         session.add(row)
-    for r in session.exec(select(Reservation).where(Reservation.lease_id == lease.id,  # a dead bench's memory
-                                                    Reservation.deployment_id == None,  # noqa: E711
-                                                    Reservation.released_at == None)).all():  # noqa: E711
+    for r in session.exec(
+        select(Reservation).where(
+            Reservation.lease_id == lease.id,  # a dead bench's memory
+            Reservation.deployment_id == None,  # noqa: E711
+            Reservation.released_at == None,  # noqa: E711
+        )
+    ).all():
         r.released_at = now
         session.add(r)
     session.flush()
@@ -64,22 +66,31 @@ def end(session: Session, lease: Lease, reason: str, by: str) -> Lease:
 def sweep(session: Session, now: datetime | None = None) -> list[Lease]:
     """End every open lease past its expiry that no running deployment keeps; returns them."""
     now = now or utcnow()
-    stale = session.exec(select(Lease).where(Lease.released_at == None, Lease.expires_at < now,  # noqa: E711
-                                             ~_pinned_clause())).all()
+    stale = session.exec(
+        select(Lease).where(
+            Lease.released_at == None,  # noqa: E711
+            Lease.expires_at < now,
+            ~_pinned_clause(),
+        )
+    ).all()
     for lease in stale:
         end(session, lease, "expired", "expiry (its holder stopped renewing)")
     return list(stale)
 
 
 def devices_of(session: Session, lease_id: str) -> list[LeaseDevice]:
-    return list(session.exec(select(LeaseDevice).where(LeaseDevice.lease_id == lease_id)
-                             .order_by(LeaseDevice.id)).all())
+    return list(
+        session.exec(
+            select(LeaseDevice).where(LeaseDevice.lease_id == lease_id).order_by(LeaseDevice.id)
+        ).all()
+    )
 
 
 def open_holds(session: Session) -> dict[str, Lease]:
     """physical key -> the open lease holding it."""
-    rows = session.exec(select(LeaseDevice, Lease).where(LeaseDevice.lease_id == Lease.id,
-                                                         LeaseDevice.held_key != None)).all()  # noqa: E711
+    rows = session.exec(
+        select(LeaseDevice, Lease).where(LeaseDevice.lease_id == Lease.id, LeaseDevice.held_key != None)  # noqa: E711
+    ).all()
     return {ld.held_key: lease for ld, lease in rows}
 
 
@@ -96,8 +107,12 @@ def holders_by_device(session: Session, devices: list[Device] | None = None) -> 
 
 
 def _is_pinned(session: Session, lease: Lease) -> bool:
-    return session.exec(select(Deployment.id).where(Deployment.lease_id == lease.id,
-                                                    Deployment.state == "running")).first() is not None
+    return (
+        session.exec(
+            select(Deployment.id).where(Deployment.lease_id == lease.id, Deployment.state == "running")
+        ).first()
+        is not None
+    )
 
 
 def mine(lease: Lease, holder: Holder) -> bool:
@@ -109,20 +124,35 @@ def held_text(name: str, lease: Lease, runs: list[str] | None = None, alias: str
     if alias and alias != name:
         name = f"{name} (the same device as {alias})"
     what = f" for {lease.purpose!r}" if lease.purpose else ""
-    until = f"until deployment {', '.join(runs)} is stopped" if runs else \
-        f"until {lease.expires_at:%Y-%m-%d %H:%M:%S} UTC"
+    until = (
+        f"until deployment {', '.join(runs)} is stopped"
+        if runs
+        else f"until {lease.expires_at:%Y-%m-%d %H:%M:%S} UTC"
+    )
     return f"{name} is leased to {who}{what} {until} (lease {lease.id})"
 
 
-def held_error(name: str, lease: Lease, *, waited: float | None = None, runs: list[str] | None = None,
-               alias: str | None = None) -> LeaseHeld:
+def held_error(
+    name: str,
+    lease: Lease,
+    *,
+    waited: float | None = None,
+    runs: list[str] | None = None,
+    alias: str | None = None,
+) -> LeaseHeld:
     msg = held_text(name, lease, runs, alias) + (f"; waited {waited:.0f}s" if waited is not None else "")
-    return LeaseHeld(msg, lease=lease, device=name,
-                     remedy=f"wait for it (`edgelab reserve {name} --wait`), ask {lease.owner}, or take it over "
-                            f"with `edgelab reserve --kick {name}` (recorded)")
+    return LeaseHeld(
+        msg,
+        lease=lease,
+        device=name,
+        remedy=f"wait for it (`edgelab reserve {name} --wait`), ask {lease.owner}, or take it over "
+        f"with `edgelab reserve --kick {name}` (recorded)",
+    )
 
 
-def _candidates(session: Session, names: list[str], tag: str | None, device_class: str | None) -> list[Device]:
+def _candidates(
+    session: Session, names: list[str], tag: str | None, device_class: str | None
+) -> list[Device]:
     if names:
         return [get_device(session, n) for n in names]
     rows = list_devices(session, tag=tag, device_class=device_class)
@@ -132,8 +162,18 @@ def _candidates(session: Session, names: list[str], tag: str | None, device_clas
     return rows
 
 
-def _take(session: Session, holder: Holder, names: list[str], tag: str | None, device_class: str | None,
-          count: int | None, ttl_s: float, purpose: str, auto: bool, kicker: bool) -> Lease:
+def _take(
+    session: Session,
+    holder: Holder,
+    names: list[str],
+    tag: str | None,
+    device_class: str | None,
+    count: int | None,
+    ttl_s: float,
+    purpose: str,
+    auto: bool,
+    kicker: bool,
+) -> Lease:
     lease_id = new_id()
     _lock(session)
     sweep(session)
@@ -148,7 +188,9 @@ def _take(session: Session, holder: Holder, names: list[str], tag: str | None, d
                 kick_lease(session, lease, d.name, holder, by_lease=lease_id)
                 purpose = purpose or f"took {d.name} over from {lease.owner} (lease {lease.id})"
             else:
-                raise held_error(d.name, lease, runs=kept_by(session, lease.id), alias=_alias(session, lease, key))
+                raise held_error(
+                    d.name, lease, runs=kept_by(session, lease.id), alias=_alias(session, lease, key)
+                )
         elif lease is not None:
             continue
         picked.setdefault(key, d)
@@ -157,37 +199,66 @@ def _take(session: Session, holder: Holder, names: list[str], tag: str | None, d
         if len(picked) < want:
             busy = [(d.name, holds[physical_key(d)]) for d in cands if physical_key(d) in holds]
             first = f"; {held_text(*busy[0])}" if busy else ""
-            raise LeaseHeld(f"{len(picked)} of {want} wanted device(s) free among {len(cands)} matching"
-                            f"{first}", lease=busy[0][1] if busy else None, device=busy[0][0] if busy else None,
-                            remedy="retry with --wait, ask for --count fewer, or see `edgelab leases`")
+            raise LeaseHeld(
+                f"{len(picked)} of {want} wanted device(s) free among {len(cands)} matching{first}",
+                lease=busy[0][1] if busy else None,
+                device=busy[0][0] if busy else None,
+                remedy="retry with --wait, ask for --count fewer, or see `edgelab leases`",
+            )
         picked = dict(list(picked.items())[:want])
     now = utcnow()
-    lease = Lease(id=lease_id, owner=holder.owner, ci_job=holder.ci_job, purpose=purpose[:255], auto=auto,
-                  ttl_s=ttl_s, acquired_at=now, heartbeat_at=now, expires_at=now + timedelta(seconds=ttl_s))
+    lease = Lease(
+        id=lease_id,
+        owner=holder.owner,
+        ci_job=holder.ci_job,
+        purpose=purpose[:255],
+        auto=auto,
+        ttl_s=ttl_s,
+        acquired_at=now,
+        heartbeat_at=now,
+        expires_at=now + timedelta(seconds=ttl_s),
+    )
     session.add(lease)
     session.flush()
     for key, d in picked.items():
-        session.add(LeaseDevice(lease_id=lease.id, device_id=d.id, device_name=d.name, physical_key=key,
-                                held_key=key))
+        session.add(
+            LeaseDevice(lease_id=lease.id, device_id=d.id, device_name=d.name, physical_key=key, held_key=key)
+        )
     session.flush()  # the unique held_key refuses a second open lease on any of these devices
     return lease
 
 
 def kick_lease(session: Session, lease: Lease, device: str, by: Holder, by_lease: str | None = None) -> None:
     """End someone's lease on the operator's word; refused while a deployment of theirs runs under it."""
-    dep = session.exec(select(Deployment).where(Deployment.lease_id == lease.id,
-                                                Deployment.state == "running")).first()
+    dep = session.exec(
+        select(Deployment).where(Deployment.lease_id == lease.id, Deployment.state == "running")
+    ).first()
     if dep is not None:
-        raise LeaseHeld(f"{device}: deployment {dep.run_id} runs under lease {lease.id} of {lease.owner}",
-                        lease=lease, device=device,
-                        remedy=f"stop it first (`edgelab stop {dep.run_id}`), then kick")
+        raise LeaseHeld(
+            f"{device}: deployment {dep.run_id} runs under lease {lease.id} of {lease.owner}",
+            lease=lease,
+            device=device,
+            remedy=f"stop it first (`edgelab stop {dep.run_id}`), then kick",
+        )
     end(session, lease, "kicked", f"kicked by {by.label()}" + (f" (lease {by_lease})" if by_lease else ""))
 
 
-def acquire(engine: Engine, *, names: list[str] | None = None, tag: str | None = None,
-            device_class: str | None = None, count: int | None = None, ttl_s: float = 1800.0,
-            purpose: str = "", holder: Holder | None = None, auto: bool = False, wait: bool = False,
-            timeout_s: float | None = None, kick: bool = False, poll_s: float = 0.5) -> Lease:
+def acquire(
+    engine: Engine,
+    *,
+    names: list[str] | None = None,
+    tag: str | None = None,
+    device_class: str | None = None,
+    count: int | None = None,
+    ttl_s: float = 1800.0,
+    purpose: str = "",
+    holder: Holder | None = None,
+    auto: bool = False,
+    wait: bool = False,
+    timeout_s: float | None = None,
+    kick: bool = False,
+    poll_s: float = 0.5,
+) -> Lease:
     """One lease on every named device, or on ``count`` free devices of a tag/class; all or nothing.
 
     Refused (LeaseHeld, naming the holder and until when) when a device is taken; ``wait`` retries
@@ -248,19 +319,29 @@ def release(engine: Engine, lease_id: str, *, holder: Holder | None = None, forc
         if lease.released_at is not None:
             return lease
         if not mine(lease, holder) and not force:
-            raise LeaseHeld(f"lease {lease.id} belongs to {lease.owner}" +
-                            (f" ({lease.ci_job})" if lease.ci_job else ""), lease=lease,
-                            remedy=f"ask {lease.owner}, or take its devices over with `edgelab reserve --kick`")
-        dep = s.exec(select(Deployment).where(Deployment.lease_id == lease.id,
-                                              Deployment.state == "running")).first()
+            raise LeaseHeld(
+                f"lease {lease.id} belongs to {lease.owner}" + (f" ({lease.ci_job})" if lease.ci_job else ""),
+                lease=lease,
+                remedy=f"ask {lease.owner}, or take its devices over with `edgelab reserve --kick`",
+            )
+        dep = s.exec(
+            select(Deployment).where(Deployment.lease_id == lease.id, Deployment.state == "running")
+        ).first()
         if dep is not None:
-            raise LeaseHeld(f"deployment {dep.run_id} on {dep.device_name} runs under lease {lease.id}",
-                            lease=lease, remedy=f"stop it first: `edgelab stop {dep.run_id}`")
+            raise LeaseHeld(
+                f"deployment {dep.run_id} on {dep.device_name} runs under lease {lease.id}",
+                lease=lease,
+                remedy=f"stop it first: `edgelab stop {dep.run_id}`",
+            )
         reason = "released" if mine(lease, holder) else "kicked"
-        return end(s, lease, reason, f"{'released' if reason == 'released' else 'kicked'} by {holder.label()}")
+        return end(
+            s, lease, reason, f"{'released' if reason == 'released' else 'kicked'} by {holder.label()}"
+        )
 
 
-def kick(engine: Engine, names: list[str], *, ttl_s: float, purpose: str = "", holder: Holder | None = None) -> Lease:
+def kick(
+    engine: Engine, names: list[str], *, ttl_s: float, purpose: str = "", holder: Holder | None = None
+) -> Lease:
     """Take devices over from their holders (each kick recorded on the ended lease)."""
     return acquire(engine, names=names, ttl_s=ttl_s, purpose=purpose, holder=holder, kick=True)
 
@@ -272,12 +353,16 @@ def _alias(session: Session, lease: Lease, key: str) -> str | None:
 
 def kept_by(session: Session, lease_id: str) -> list[str]:
     """Run ids of the running deployments that keep this lease (it does not expire while they run)."""
-    return list(session.exec(select(Deployment.run_id).where(Deployment.lease_id == lease_id,
-                                                             Deployment.state == "running")).all())
+    return list(
+        session.exec(
+            select(Deployment.run_id).where(Deployment.lease_id == lease_id, Deployment.state == "running")
+        ).all()
+    )
 
 
-def list_leases(session: Session, *, include_ended: bool = False, limit: int = 200
-                ) -> list[tuple[Lease, list[LeaseDevice]]]:
+def list_leases(
+    session: Session, *, include_ended: bool = False, limit: int = 200
+) -> list[tuple[Lease, list[LeaseDevice]]]:
     """Open leases (or the latest ``limit`` including ended ones), newest first, with their devices."""
     query = select(Lease)
     if not include_ended:

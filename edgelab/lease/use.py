@@ -69,8 +69,15 @@ def caller_lease(explicit: str | None = None) -> str | None:
     return explicit or os.environ.get("EDGELAB_LEASE") or None
 
 
-def begin_use(engine: Engine, devices: list[str], purpose: str, *, lease_id: str | None = None,
-              holder: Holder | None = None, ttl_s: float | None = None) -> Use:
+def begin_use(
+    engine: Engine,
+    devices: list[str],
+    purpose: str,
+    *,
+    lease_id: str | None = None,
+    holder: Holder | None = None,
+    ttl_s: float | None = None,
+) -> Use:
     """Join or take leases on every device, in one transaction; LeaseHeld names the first taken one."""
     holder = holder or whoami()
     ttl = ttl_s or auto_ttl()
@@ -82,8 +89,10 @@ def begin_use(engine: Engine, devices: list[str], purpose: str, *, lease_id: str
         holds = open_holds(s)
         given = get_lease(s, lease_id) if lease_id else None
         if given is not None and given.released_at is not None:
-            raise ConfigError(f"lease {given.id} ended ({given.end_reason}: {given.ended_by})",
-                              remedy="take a new one: `edgelab reserve DEVICE --for 30m`")
+            raise ConfigError(
+                f"lease {given.id} ended ({given.end_reason}: {given.ended_by})",
+                remedy="take a new one: `edgelab reserve DEVICE --for 30m`",
+            )
         free = []
         for name in names:
             d = get_device(s, name)
@@ -91,9 +100,11 @@ def begin_use(engine: Engine, devices: list[str], purpose: str, *, lease_id: str
             lease = holds.get(key)
             if given is not None:
                 if lease is None or lease.id != given.id:
-                    raise ConfigError(f"lease {given.id} does not cover {name}" +
-                                      (f"; {held_error(name, lease)}" if lease is not None else ""),
-                                      remedy=f"reserve {name} too, or run without --lease / EDGELAB_LEASE")
+                    raise ConfigError(
+                        f"lease {given.id} does not cover {name}"
+                        + (f"; {held_error(name, lease)}" if lease is not None else ""),
+                        remedy=f"reserve {name} too, or run without --lease / EDGELAB_LEASE",
+                    )
                 use.by_device[name] = given.id
             elif lease is None:
                 free.append((key, d))
@@ -103,8 +114,17 @@ def begin_use(engine: Engine, devices: list[str], purpose: str, *, lease_id: str
                 raise held_error(name, lease, runs=kept_by(s, lease.id), alias=_alias(s, lease, key))
         if free:
             now = utcnow()
-            own = Lease(id=new_id(), owner=holder.owner, ci_job=holder.ci_job, purpose=purpose[:255], auto=True,
-                        ttl_s=ttl, acquired_at=now, heartbeat_at=now, expires_at=now + timedelta(seconds=ttl))
+            own = Lease(
+                id=new_id(),
+                owner=holder.owner,
+                ci_job=holder.ci_job,
+                purpose=purpose[:255],
+                auto=True,
+                ttl_s=ttl,
+                acquired_at=now,
+                heartbeat_at=now,
+                expires_at=now + timedelta(seconds=ttl),
+            )
             s.add(own)
             s.flush()
             seen: set[str] = set()
@@ -112,8 +132,15 @@ def begin_use(engine: Engine, devices: list[str], purpose: str, *, lease_id: str
                 use.by_device[d.name] = own.id
                 if key not in seen:
                     seen.add(key)
-                    s.add(LeaseDevice(lease_id=own.id, device_id=d.id, device_name=d.name, physical_key=key,
-                                      held_key=key))
+                    s.add(
+                        LeaseDevice(
+                            lease_id=own.id,
+                            device_id=d.id,
+                            device_name=d.name,
+                            physical_key=key,
+                            held_key=key,
+                        )
+                    )
             s.flush()
             use.own.add(own.id)
         for lid in use.lease_ids:
@@ -127,8 +154,12 @@ def begin_use(engine: Engine, devices: list[str], purpose: str, *, lease_id: str
 
 
 def _pinned(s: Session, lease_id: str) -> bool:
-    return s.exec(select(Deployment.id).where(Deployment.lease_id == lease_id,
-                                              Deployment.state == "running")).first() is not None
+    return (
+        s.exec(
+            select(Deployment.id).where(Deployment.lease_id == lease_id, Deployment.state == "running")
+        ).first()
+        is not None
+    )
 
 
 def end_use(engine: Engine, use: Use) -> None:
@@ -158,8 +189,11 @@ def unpin(session: Session, deployment: Deployment) -> None:
     lease = session.get(Lease, deployment.lease_id)
     if lease is None or lease.released_at is not None:
         return
-    others = session.exec(select(Deployment.id).where(Deployment.lease_id == lease.id, Deployment.id != deployment.id,
-                                                      Deployment.state == "running")).first()
+    others = session.exec(
+        select(Deployment.id).where(
+            Deployment.lease_id == lease.id, Deployment.id != deployment.id, Deployment.state == "running"
+        )
+    ).first()
     if others is not None:
         return
     if lease.auto and lease.users == 0:
@@ -173,12 +207,15 @@ def unpin(session: Session, deployment: Deployment) -> None:
 class Heartbeat:
     """Renews leases every third of their TTL from a daemon thread; an ended lease sets ``use.lost``."""
 
-    def __init__(self, engine: Engine, use: Use, ttls: dict[str, float],
-                 on_lost: Callable[[str], None] | None = None):
+    def __init__(
+        self, engine: Engine, use: Use, ttls: dict[str, float], on_lost: Callable[[str], None] | None = None
+    ):
         self.engine, self.use, self.on_lost = engine, use, on_lost
         self.period = max(min(ttls.values(), default=60.0) / 3.0, 0.05)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"lease-heartbeat-{use.purpose[:20]}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"lease-heartbeat-{use.purpose[:20]}", daemon=True
+        )
 
     def start(self) -> Heartbeat:
         if self.use.lease_ids:
@@ -195,8 +232,11 @@ class Heartbeat:
                 if not ok and not self.use.lost.is_set():
                     with session_scope(self.engine, write=False) as s:
                         lease = s.get(Lease, lid)
-                        why = f"lease {lid} ended ({lease.end_reason}: {lease.ended_by})" if lease else \
-                            f"lease {lid} is gone"
+                        why = (
+                            f"lease {lid} ended ({lease.end_reason}: {lease.ended_by})"
+                            if lease
+                            else f"lease {lid} is gone"
+                        )
                     self.use.lost_reason = why
                     self.use.lost.set()
                     if self.on_lost:
@@ -214,8 +254,15 @@ def ttls_of(engine: Engine, use: Use) -> dict[str, float]:
 
 
 @contextmanager
-def held(engine: Engine, devices: list[str], purpose: str, *, lease_id: str | None = None,
-         on_lost: Callable[[str], None] | None = None, ttl_s: float | None = None) -> Iterator[Use]:
+def held(
+    engine: Engine,
+    devices: list[str],
+    purpose: str,
+    *,
+    lease_id: str | None = None,
+    on_lost: Callable[[str], None] | None = None,
+    ttl_s: float | None = None,
+) -> Iterator[Use]:
     """Run a block under leases on ``devices``, renewed while it runs, given back after."""
     use = begin_use(engine, devices, purpose, lease_id=caller_lease(lease_id), ttl_s=ttl_s)
     beat = Heartbeat(engine, use, ttls_of(engine, use), on_lost).start()

@@ -34,9 +34,20 @@ def seed_matrix(session: Session) -> int:
             cid = cell_id(r.key, c.key)
             if session.get(MatrixCell, cid) is not None:
                 continue
-            session.add(MatrixCell(id=cid, row=r.index, row_key=r.key, row_label=r.label, col=c.index,
-                                   pipeline=c.key, col_label=c.label, stage="none", updated_by="seed",
-                                   updated_at=utcnow()))
+            session.add(
+                MatrixCell(
+                    id=cid,
+                    row=r.index,
+                    row_key=r.key,
+                    row_label=r.label,
+                    col=c.index,
+                    pipeline=c.key,
+                    col_label=c.label,
+                    stage="none",
+                    updated_by="seed",
+                    updated_at=utcnow(),
+                )
+            )
             added += 1
     session.flush()
     return added
@@ -69,8 +80,10 @@ def resolve_cell(session: Session, ref: str) -> MatrixCell:
         row, col = row_by(m.group(1)), column_by(m.group(2))
     if row and col:
         return get_cell(session, cell_id(row.key, col.key))
-    raise NotFound(f"no matrix cell {ref!r}",
-                   remedy="name a cell as ROW/PIPELINE, e.g. galaxy-s25/qwen3-tts-0.6b or 9/2 (see `edgelab matrix`)")
+    raise NotFound(
+        f"no matrix cell {ref!r}",
+        remedy="name a cell as ROW/PIPELINE, e.g. galaxy-s25/qwen3-tts-0.6b or 9/2 (see `edgelab matrix`)",
+    )
 
 
 def _snapshot(cell: MatrixCell) -> dict[str, Any]:
@@ -98,13 +111,22 @@ def _split_evidence(session: Session, run_ids: list[str]) -> tuple[list[str], li
     return real, virtual, runs
 
 
-def _change(session: Session, cell: MatrixCell, before: dict, source: str, evidence: list[str],
-            note: str | None) -> None:
+def _change(
+    session: Session, cell: MatrixCell, before: dict, source: str, evidence: list[str], note: str | None
+) -> None:
     cell.updated_at = utcnow()
     cell.updated_by = source
     session.add(cell)
-    session.add(MatrixChange(cell_id=cell.id, source=source, before=before, after=_snapshot(cell),
-                             evidence=list(evidence), note=note))
+    session.add(
+        MatrixChange(
+            cell_id=cell.id,
+            source=source,
+            before=before,
+            after=_snapshot(cell),
+            evidence=list(evidence),
+            note=note,
+        )
+    )
     session.flush()
 
 
@@ -132,7 +154,11 @@ def set_cell(
         stage, status = status.lower(), None
     word = ladder.check_word(status)
     perf = ladder.check_word(performance, "performance status")
-    target = ladder.check_stage(stage) if stage else (ladder.stage_for_word(word, cell.stage) if word else cell.stage)
+    target = (
+        ladder.check_stage(stage)
+        if stage
+        else (ladder.stage_for_word(word, cell.stage) if word else cell.stage)
+    )
     if word is None and target == "blocked":
         word = "BLOCKED"
     if word is None and target == "rejected":
@@ -143,18 +169,28 @@ def set_cell(
             rid, dev = virtual[0]
             raise VirtualEvidence(
                 f"refusing to qualify {cell.id}: run {rid} ran on virtual device {dev}; "
-                "a virtual run demonstrates the machinery and never qualifies a cell")
+                "a virtual run demonstrates the machinery and never qualifies a cell"
+            )
         finished = [r for r in runs if r.state == "finished"]
         if not finished and not cell.evidence:
-            raise ConfigError(f"qualifying {cell.id} needs evidence: a finished run on a real device",
-                              remedy="add --evidence RUN (see `edgelab runs ls`)")
+            raise ConfigError(
+                f"qualifying {cell.id} needs evidence: a finished run on a real device",
+                remedy="add --evidence RUN (see `edgelab runs ls`)",
+            )
         if (perf or cell.performance) != "PASS":
-            raise ConfigError(f"qualifying {cell.id} needs performance status PASS",
-                              remedy="add --performance PASS once the profile meets its gates")
+            raise ConfigError(
+                f"qualifying {cell.id} needs performance status PASS",
+                remedy="add --performance PASS once the profile meets its gates",
+            )
     if target in ("profiled", "qualified") and (target != cell.stage or real):
         require(session, cell.id, cell.row_key, cell.pipeline, real or list(cell.evidence), target)
-    ladder.check_transition(cell.stage, target, reason=reason or cell.reason, layer=layer or cell.failing_layer,
-                            next_experiment=next_experiment or cell.next_experiment)
+    ladder.check_transition(
+        cell.stage,
+        target,
+        reason=reason or cell.reason,
+        layer=layer or cell.failing_layer,
+        next_experiment=next_experiment or cell.next_experiment,
+    )
     before = _snapshot(cell)
     cell.stage = target
     if word:
@@ -169,8 +205,10 @@ def set_cell(
     cell.evidence = list(dict.fromkeys([*cell.evidence, *real]))
     if virtual:
         cell.demo_evidence = list(dict.fromkeys([*cell.demo_evidence, *(v for v, _ in virtual)]))
-        notes.append(f"{len(virtual)} virtual run(s) kept as demonstration evidence only "
-                     f"({', '.join(f'{r} on {d}' for r, d in virtual)})")
+        notes.append(
+            f"{len(virtual)} virtual run(s) kept as demonstration evidence only "
+            f"({', '.join(f'{r} on {d}' for r, d in virtual)})"
+        )
     _change(session, cell, before, source, [*real, *(v for v, _ in virtual)], reason)
     return cell, notes
 
@@ -213,7 +251,9 @@ def record_outcome(
             wanted = "qualified" if qualify else "profiled"
             bad = [v for v in judge(session, real, cell.row_key, cell.pipeline) if not v.ok]
             if bad:  # functional PASS stands; the performance claim does not
-                refused = (f"; not {wanted}: " + "; ".join(f"run {v.run}: {', '.join(v.failures)}" for v in bad))
+                refused = f"; not {wanted}: " + "; ".join(
+                    f"run {v.run}: {', '.join(v.failures)}" for v in bad
+                )
                 reason = (reason + " | " if reason else "") + refused[2:]
             else:
                 cell.performance = "PASS"
@@ -229,16 +269,29 @@ def record_outcome(
         cell.failing_layer = failing_layer
         cell.reason = reason
     _change(session, cell, before, source, real, reason)
-    return (f"{cell.id}: {cell.stage} (functional {cell.functional or '-'}, performance {cell.performance or '-'})"
-            f"{refused}")
+    return (
+        f"{cell.id}: {cell.stage} (functional {cell.functional or '-'}, performance {cell.performance or '-'})"
+        f"{refused}"
+    )
 
 
 def cell_dict(cell: MatrixCell) -> dict[str, Any]:
     return {
-        "id": cell.id, "row": cell.row, "row_key": cell.row_key, "row_label": cell.row_label,
-        "col": cell.col, "pipeline": cell.pipeline, "col_label": cell.col_label, "stage": cell.stage,
-        "functional": cell.functional, "performance": cell.performance, "failing_layer": cell.failing_layer,
-        "reason": cell.reason, "next_experiment": cell.next_experiment, "evidence": list(cell.evidence),
+        "id": cell.id,
+        "row": cell.row,
+        "row_key": cell.row_key,
+        "row_label": cell.row_label,
+        "col": cell.col,
+        "pipeline": cell.pipeline,
+        "col_label": cell.col_label,
+        "stage": cell.stage,
+        "functional": cell.functional,
+        "performance": cell.performance,
+        "failing_layer": cell.failing_layer,
+        "reason": cell.reason,
+        "next_experiment": cell.next_experiment,
+        "evidence": list(cell.evidence),
         "demo_evidence": list(cell.demo_evidence),
-        "updated_at": cell.updated_at.isoformat() if cell.updated_at else None, "updated_by": cell.updated_by,
+        "updated_at": cell.updated_at.isoformat() if cell.updated_at else None,
+        "updated_by": cell.updated_by,
     }

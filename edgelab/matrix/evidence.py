@@ -32,8 +32,18 @@ PROTOCOL = "single_request_batch1_v1"
 MIN_WARMUP = 1
 MIN_MEASURED = 20
 # provenance fields a result must state (None or "unknown" = incomplete)
-REQUIRED_PROVENANCE = ("device", "facts_hash", "runtime", "runtime_build", "runtime_sha256", "artifacts",
-                       "weights", "cache", "power", "edgelab_version")
+REQUIRED_PROVENANCE = (
+    "device",
+    "facts_hash",
+    "runtime",
+    "runtime_build",
+    "runtime_sha256",
+    "artifacts",
+    "weights",
+    "cache",
+    "power",
+    "edgelab_version",
+)
 UNKNOWN = "unknown"
 
 
@@ -88,8 +98,9 @@ def _protocol(session: Session, run: Run) -> list[str]:
     if meta.get("protocol") != PROTOCOL:
         return [f"did not follow {PROTOCOL} (protocol {meta.get('protocol') or 'not recorded'})"]
     reqs = session.exec(select(RunRequest).where(RunRequest.run_id == run.id)).all()
-    actions = session.exec(select(RunSample.request).where(RunSample.run_id == run.id, RunSample.kind == "action")
-                           ).all()
+    actions = session.exec(
+        select(RunSample.request).where(RunSample.run_id == run.id, RunSample.kind == "action")
+    ).all()
     counts: dict[str, dict[str, int]] = {}
     if actions:  # VLA: the measured units are control ticks (action chunks)
         phase = {r.request: r.phase for r in reqs}
@@ -109,8 +120,10 @@ def _protocol(session: Session, run: Run) -> list[str]:
     for band, by in sorted(counts.items()):
         w, m = by.get("warmup", 0), by.get("measured", 0) + by.get("sustained", 0)
         if w < MIN_WARMUP or m < MIN_MEASURED:
-            out.append(f"protocol: band {band} has {w} warm-up and {m} measured (needs >= {MIN_WARMUP} and "
-                       f">= {MIN_MEASURED})")
+            out.append(
+                f"protocol: band {band} has {w} warm-up and {m} measured (needs >= {MIN_WARMUP} and "
+                f">= {MIN_MEASURED})"
+            )
     return out
 
 
@@ -132,9 +145,11 @@ def judge_run(session: Session, run: Run, row_key: str, pipeline: str) -> Verdic
         f.append(why)
     elif entry != row_key:
         other = row_by(entry)
-        f.append(f"device {run.device_name} is catalog entry {entry}"
-                 f"{f' (row {other.index})' if other else ' (no matrix row)'}, not row {row.index if row else '?'} "
-                 f"{row_key}")
+        f.append(
+            f"device {run.device_name} is catalog entry {entry}"
+            f"{f' (row {other.index})' if other else ' (no matrix row)'}, not row {row.index if row else '?'} "
+            f"{row_key}"
+        )
     col = column_by(run.pipeline or "")
     if col is None or col.key != pipeline:
         f.append(f"ran pipeline {run.pipeline or 'unknown'}, not this column's {pipeline}")
@@ -160,7 +175,9 @@ def judge(session: Session, run_ids: list[str], row_key: str, pipeline: str) -> 
     return [judge_run(session, get_run(session, rid), row_key, pipeline) for rid in run_ids]
 
 
-def require(session: Session, cell_id: str, row_key: str, pipeline: str, run_ids: list[str], target: str) -> None:
+def require(
+    session: Session, cell_id: str, row_key: str, pipeline: str, run_ids: list[str], target: str
+) -> None:
     """Raise EvidenceRefused unless every run is evidence for the cell; the message names each failure."""
     if not run_ids:
         raise EvidenceRefused(f"refusing to move {cell_id} to {target}: no evidence runs", [])

@@ -37,8 +37,13 @@ def check_word(word: str | None, what: str = "status") -> str | None:
 
 def stage_for_word(word: str, current: str) -> str:
     """The stage a functional status word implies (never lowers a cell that climbed further)."""
-    implied = {"PASS": "executes", "PARTIAL": "correct", "COMPONENT": "correct", "BLOCKED": "blocked",
-               "REJECTED": "rejected"}.get(word)
+    implied = {
+        "PASS": "executes",
+        "PARTIAL": "correct",
+        "COMPONENT": "correct",
+        "BLOCKED": "blocked",
+        "REJECTED": "rejected",
+    }.get(word)
     if implied is None:
         return current
     if implied in ENDS or current in ENDS:
@@ -46,16 +51,23 @@ def stage_for_word(word: str, current: str) -> str:
     return implied if rank(implied) > rank(current) else current
 
 
-def check_transition(before: str, after: str, *, reason: str | None, layer: str | None,
-                     next_experiment: str | None) -> None:
+def check_transition(
+    before: str, after: str, *, reason: str | None, layer: str | None, next_experiment: str | None
+) -> None:
     """Blocked needs layer, reason and next experiment; rejected needs the capacity reason."""
     if after == "blocked":
-        missing = [n for n, v in (("--layer", layer), ("--reason", reason), ("--next", next_experiment)) if not v]
+        missing = [
+            n for n, v in (("--layer", layer), ("--reason", reason), ("--next", next_experiment)) if not v
+        ]
         if missing:
-            raise ConfigError(f"a blocked cell needs {', '.join(missing)}",
-                              remedy="say which layer fails, why, and the next experiment to run")
+            raise ConfigError(
+                f"a blocked cell needs {', '.join(missing)}",
+                remedy="say which layer fails, why, and the next experiment to run",
+            )
         if layer not in LAYERS:
             raise ConfigError(f"unknown failing layer {layer!r}", remedy=f"use one of {', '.join(LAYERS)}")
     if after == "rejected" and not reason:
-        raise ConfigError("a rejected cell needs --reason (the capacity that does not fit)",
-                          remedy="e.g. --reason 'weights 54 GiB > pool 8 GiB'")
+        raise ConfigError(
+            "a rejected cell needs --reason (the capacity that does not fit)",
+            remedy="e.g. --reason 'weights 54 GiB > pool 8 GiB'",
+        )

@@ -41,7 +41,6 @@ COLUMNS: tuple[Axis, ...] = (
 )
 
 
-
 def cell_id(row_key: str, pipeline: str) -> str:
     return f"{row_key}/{pipeline}"
 

@@ -52,8 +52,9 @@ def judge(s: ActionSample, period_s: float, staleness_s: float | None = None) ->
     return ActionVerdict(latency, age, miss, stale, skip)
 
 
-def action_metrics(samples: Iterable[ActionSample], period_s: float,
-                   staleness_s: float | None = None) -> dict[str, Any]:
+def action_metrics(
+    samples: Iterable[ActionSample], period_s: float, staleness_s: float | None = None
+) -> dict[str, Any]:
     """Batch recompute over a run's (or request's) chunks."""
     verdicts = [judge(s, period_s, staleness_s) for s in samples]
     return verdicts_summary(verdicts, period_s)

@@ -140,14 +140,21 @@ def sentence_timings(chunks: Iterable[Chunk]) -> list[SentenceTiming]:
         first = audio[0].t_ms if audio else None
         last = audio[-1].t_ms if audio else None
         gap = None if (prev_last is None or first is None) else first - prev_last
-        out.append(SentenceTiming(i, len(audio), sum(c.samples * 1000.0 / c.sr for c in audio), first, last, gap))
+        out.append(
+            SentenceTiming(i, len(audio), sum(c.samples * 1000.0 / c.sr for c in audio), first, last, gap)
+        )
         prev_last = last if last is not None else prev_last
     return out
 
 
-def schedule_arrivals(schedule: Sequence[int], total_frames: int, frames_per_s: float,
-                      latency_ms: float = 0.0, frame_samples: int = QWEN3_TTS_FRAME_SAMPLES,
-                      sr: int = QWEN3_TTS_SR) -> list[Chunk]:
+def schedule_arrivals(
+    schedule: Sequence[int],
+    total_frames: int,
+    frames_per_s: float,
+    latency_ms: float = 0.0,
+    frame_samples: int = QWEN3_TTS_FRAME_SAMPLES,
+    sr: int = QWEN3_TTS_SR,
+) -> list[Chunk]:
     """Chunks of a producer making ``frames_per_s`` codec frames that emits a chunk when the
     schedule's next size is complete (the last size repeats; the tail is a short chunk).
 

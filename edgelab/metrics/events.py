@@ -180,8 +180,18 @@ class ErrorEvent(Event):
 EVENT_TYPES: dict[str, type[Event]] = {
     c.kind: c
     for c in (
-        RunStart, RunEnd, RequestStart, RequestEnd, AudioChunk, CodecFrames, ActionChunk,
-        TextToken, StageTiming, ResourceSample, LogLine, ErrorEvent,
+        RunStart,
+        RunEnd,
+        RequestStart,
+        RequestEnd,
+        AudioChunk,
+        CodecFrames,
+        ActionChunk,
+        TextToken,
+        StageTiming,
+        ResourceSample,
+        LogLine,
+        ErrorEvent,
     )
 }
 _NAMES: dict[str, tuple[str, ...]] = {k: tuple(f.name for f in fields(c)) for k, c in EVENT_TYPES.items()}
@@ -201,7 +211,9 @@ def from_dict(d: dict[str, Any]) -> Event:
         kind = d["kind"]
         cls = EVENT_TYPES[kind]
     except (KeyError, TypeError):
-        raise EventError(f"not an edgelab event (kind {d.get('kind') if isinstance(d, dict) else d!r})") from None
+        raise EventError(
+            f"not an edgelab event (kind {d.get('kind') if isinstance(d, dict) else d!r})"
+        ) from None
     names = _FIELDS[kind]
     try:
         return cls(**{k: v for k, v in d.items() if k in names})

@@ -42,8 +42,11 @@ _TEL = TelemetrySample.__table__
 _LOG = RunLog.__table__
 _RUN = Run.__table__
 _SUM = RunSummary.__table__
-_REQ_END = (update(_REQ).where(_REQ.c.run_id == bindparam("rid"), _REQ.c.request == bindparam("rq"))
-            .values(finished=bindparam("fin"), ok=bindparam("ok"), error=bindparam("err"), metrics=bindparam("m")))
+_REQ_END = (
+    update(_REQ)
+    .where(_REQ.c.run_id == bindparam("rid"), _REQ.c.request == bindparam("rq"))
+    .values(finished=bindparam("fin"), ok=bindparam("ok"), error=bindparam("err"), metrics=bindparam("m"))
+)
 
 
 def _observed(meta: dict[str, Any]) -> dict[str, Any]:
@@ -61,8 +64,16 @@ def _observed(meta: dict[str, Any]) -> dict[str, Any]:
 class Ingestor:
     """Feed events of one run; call ``close()`` (or use ``with``) to finish it."""
 
-    def __init__(self, engine: Engine, run_id: str, *, batch: int = 5000, flush_s: float = 0.02,
-                 live_every_s: float = 0.1, period_s: float | None = None):
+    def __init__(
+        self,
+        engine: Engine,
+        run_id: str,
+        *,
+        batch: int = 5000,
+        flush_s: float = 0.02,
+        live_every_s: float = 0.1,
+        period_s: float | None = None,
+    ):
         self.engine = engine
         self.run_id = run_id
         self.batch = batch
@@ -113,47 +124,175 @@ class Ingestor:
         rid = self.run_id
         req = getattr(e, "request", None)
         if req and req not in self.agg.requests and type(e) is not ev.RequestStart:
-            self._new_reqs.append({"run_id": rid, "request": req, "phase": "measured", "band": None,
-                                   "submitted": e.t, "finished": None, "ok": None, "error": None,
-                                   "metrics": None})
+            self._new_reqs.append(
+                {
+                    "run_id": rid,
+                    "request": req,
+                    "phase": "measured",
+                    "band": None,
+                    "submitted": e.t,
+                    "finished": None,
+                    "ok": None,
+                    "error": None,
+                    "metrics": None,
+                }
+            )
         self.agg.feed(e)
         k = type(e)
         if k is ev.AudioChunk:
             r = self.agg.requests[req]
-            self._samples.append((rid, req, "audio", e.idx, e.t, (e.t - r.submitted) * 1000.0, e.samples,
-                                  e.sample_rate, e.sha256, e.terminal, None, None, None, None, None))
+            self._samples.append(
+                (
+                    rid,
+                    req,
+                    "audio",
+                    e.idx,
+                    e.t,
+                    (e.t - r.submitted) * 1000.0,
+                    e.samples,
+                    e.sample_rate,
+                    e.sha256,
+                    e.terminal,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                )
+            )
         elif k is ev.ActionChunk:
-            self._samples.append((rid, req or None, "action", e.idx, e.t, None, None, None, None, None,
-                                  e.obs_t, e.infer_start, e.infer_end, e.horizon, e.dims))
+            self._samples.append(
+                (
+                    rid,
+                    req or None,
+                    "action",
+                    e.idx,
+                    e.t,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    e.obs_t,
+                    e.infer_start,
+                    e.infer_end,
+                    e.horizon,
+                    e.dims,
+                )
+            )
         elif k is ev.TextToken:
             r = self.agg.requests[req]
-            self._samples.append((rid, req, "text", None, e.t, (e.t - r.submitted) * 1000.0, e.n,
-                                  None, None, None, None, None, None, None, None))
+            self._samples.append(
+                (
+                    rid,
+                    req,
+                    "text",
+                    None,
+                    e.t,
+                    (e.t - r.submitted) * 1000.0,
+                    e.n,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                )
+            )
         elif k is ev.CodecFrames:
             r = self.agg.requests[req]
-            self._samples.append((rid, req, "codec", e.seq, e.t, (e.t - r.submitted) * 1000.0, e.n_frames, None, None,
-                                  bool(e.flags & 0x1), None, None, None, None, None))
+            self._samples.append(
+                (
+                    rid,
+                    req,
+                    "codec",
+                    e.seq,
+                    e.t,
+                    (e.t - r.submitted) * 1000.0,
+                    e.n_frames,
+                    None,
+                    None,
+                    bool(e.flags & 0x1),
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                )
+            )
         elif k is ev.RequestStart:
-            self._new_reqs.append({"run_id": rid, "request": e.request, "phase": e.phase, "band": e.band,
-                                   "submitted": e.t, "finished": None, "ok": None, "error": None,
-                                   "metrics": None})
+            self._new_reqs.append(
+                {
+                    "run_id": rid,
+                    "request": e.request,
+                    "phase": e.phase,
+                    "band": e.band,
+                    "submitted": e.t,
+                    "finished": None,
+                    "ok": None,
+                    "error": None,
+                    "metrics": None,
+                }
+            )
         elif k is ev.RequestEnd:
             self._ended.append(e)
         elif k is ev.ResourceSample:
-            self._tel.append({"run_id": rid, "device_name": e.device, "t": e.t, "source": e.source,
-                              "cpu_pct": e.cpu_pct, "rss_bytes": e.rss_bytes,
-                              "mem_available_bytes": e.mem_available_bytes, "gpu_util_pct": e.gpu_util_pct,
-                              "throttled": e.throttled, "temps_c": e.temps_c, "clocks_mhz": e.clocks_mhz,
-                              "power_w": e.power_w, "virtual": e.virtual, "raw": e.raw or None})
+            self._tel.append(
+                {
+                    "run_id": rid,
+                    "device_name": e.device,
+                    "t": e.t,
+                    "source": e.source,
+                    "cpu_pct": e.cpu_pct,
+                    "rss_bytes": e.rss_bytes,
+                    "mem_available_bytes": e.mem_available_bytes,
+                    "gpu_util_pct": e.gpu_util_pct,
+                    "throttled": e.throttled,
+                    "temps_c": e.temps_c,
+                    "clocks_mhz": e.clocks_mhz,
+                    "power_w": e.power_w,
+                    "virtual": e.virtual,
+                    "raw": e.raw or None,
+                }
+            )
         elif k is ev.LogLine:
-            self._logs.append({"run_id": rid, "t": e.t, "kind": "log", "level": e.level, "request": None,
-                               "message": e.line, "data": {"stream": e.stream}})
+            self._logs.append(
+                {
+                    "run_id": rid,
+                    "t": e.t,
+                    "kind": "log",
+                    "level": e.level,
+                    "request": None,
+                    "message": e.line,
+                    "data": {"stream": e.stream},
+                }
+            )
         elif k is ev.ErrorEvent:
-            self._logs.append({"run_id": rid, "t": e.t, "kind": "error", "level": e.cls, "request": e.request,
-                               "message": e.message, "data": None})
+            self._logs.append(
+                {
+                    "run_id": rid,
+                    "t": e.t,
+                    "kind": "error",
+                    "level": e.cls,
+                    "request": e.request,
+                    "message": e.message,
+                    "data": None,
+                }
+            )
         elif k is ev.StageTiming:
-            self._logs.append({"run_id": rid, "t": e.t, "kind": "stage", "level": None, "request": e.request,
-                               "message": e.stage, "data": {"start": e.start, "end": e.end}})
+            self._logs.append(
+                {
+                    "run_id": rid,
+                    "t": e.t,
+                    "kind": "stage",
+                    "level": None,
+                    "request": e.request,
+                    "message": e.stage,
+                    "data": {"start": e.start, "end": e.end},
+                }
+            )
         elif k is ev.RunStart:
             self._run_update.update(state="running", started_at=utcnow())
             observed = _observed(e.meta or {})
@@ -185,24 +324,41 @@ class Ingestor:
             if self._logs:
                 conn.execute(insert(_LOG), self._logs)
             if self._ended:
-                conn.execute(_REQ_END, [{"rid": self.run_id, "rq": e.request, "fin": e.t, "ok": e.ok,
-                                         "err": e.error, "m": request_metrics(self.agg.request_view(e.request))}
-                                        for e in self._ended])
+                conn.execute(
+                    _REQ_END,
+                    [
+                        {
+                            "rid": self.run_id,
+                            "rq": e.request,
+                            "fin": e.t,
+                            "ok": e.ok,
+                            "err": e.error,
+                            "m": request_metrics(self.agg.request_view(e.request)),
+                        }
+                        for e in self._ended
+                    ],
+                )
             upd = dict(self._run_update, heartbeat_at=utcnow())
             if upd.get("state") == "running":  # a late run.start never reopens a run stopped meanwhile
                 start = {k: upd.pop(k) for k in ("state", "started_at") if k in upd}
-                conn.execute(update(_RUN).where(_RUN.c.id == self.run_id, _RUN.c.state.notin_(FINAL_STATES))
-                             .values(**start))
+                conn.execute(
+                    update(_RUN)
+                    .where(_RUN.c.id == self.run_id, _RUN.c.state.notin_(FINAL_STATES))
+                    .values(**start)
+                )
             conn.execute(update(_RUN).where(_RUN.c.id == self.run_id).values(**upd))
             if write_live:  # same transaction: one write lock per flush
                 t_sum = time.perf_counter()
                 values = {"metrics": self.agg.summary(), "computed_at": utcnow()}
                 # a big run's summary costs more: keep it under ~10 % of the ingest time
                 self._live_gap = max(self.live_every_s, 10 * (time.perf_counter() - t_sum))
-                res = conn.execute(update(_SUM).where(_SUM.c.run_id == self.run_id, _SUM.c.kind == "live")
-                                   .values(**values))
+                res = conn.execute(
+                    update(_SUM).where(_SUM.c.run_id == self.run_id, _SUM.c.kind == "live").values(**values)
+                )
                 if res.rowcount == 0:
-                    conn.execute(insert(_SUM).values(run_id=self.run_id, kind="live", provenance={}, **values))
+                    conn.execute(
+                        insert(_SUM).values(run_id=self.run_id, kind="live", provenance={}, **values)
+                    )
         self._new_reqs, self._samples, self._tel, self._logs, self._ended = [], [], [], [], []
         self._run_update = {}
         self._pending = 0
@@ -235,23 +391,41 @@ class Ingestor:
             self.close(state="failed" if exc is not None else None, error=str(exc) if exc else None)
 
 
-SAMPLE_COLS = ("run_id", "request", "kind", "idx", "t", "t_ms", "n", "sample_rate", "sha256", "terminal",
-               "obs_t", "infer_start", "infer_end", "horizon", "dims")
+SAMPLE_COLS = (
+    "run_id",
+    "request",
+    "kind",
+    "idx",
+    "t",
+    "t_ms",
+    "n",
+    "sample_rate",
+    "sha256",
+    "terminal",
+    "obs_t",
+    "infer_start",
+    "infer_end",
+    "horizon",
+    "dims",
+)
 # Raw samples go straight to the DB-API executemany (tuples, no per-row SQLAlchemy work): the hot path.
 SampleRow = namedtuple("SampleRow", SAMPLE_COLS)  # plain tuples: cheaper than ORM objects for 10^5 rows
 
 
 def _sample_sql(paramstyle: str) -> str:
     mark = "?" if paramstyle == "qmark" else "%s"
-    return f"INSERT INTO run_sample ({', '.join(SAMPLE_COLS)}) VALUES ({', '.join([mark] * len(SAMPLE_COLS))})"
+    return (
+        f"INSERT INTO run_sample ({', '.join(SAMPLE_COLS)}) VALUES ({', '.join([mark] * len(SAMPLE_COLS))})"
+    )
 
 
 def _strip(summary: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in summary.items() if k != "live_equals_final"}
 
 
-def finalize(engine: Engine, run_id: str, *, period_s: float | None = None,
-             errors: dict[str, int] | None = None) -> dict[str, Any]:
+def finalize(
+    engine: Engine, run_id: str, *, period_s: float | None = None, errors: dict[str, int] | None = None
+) -> dict[str, Any]:
     """The run's summary recomputed from what is stored: requests, raw samples, error and stage
     lines, telemetry. ``errors`` is accepted for older callers and ignored: the stored error lines count."""
     del errors
@@ -262,31 +436,51 @@ def finalize(engine: Engine, run_id: str, *, period_s: float | None = None,
         reqs = requests_of(s, run_id)
         conn = s.connection()
         rows = conn.execute(
-            select(*[_SAMPLE.c[c] for c in SAMPLE_COLS]).where(_SAMPLE.c.run_id == run_id).order_by(_SAMPLE.c.id)
+            select(*[_SAMPLE.c[c] for c in SAMPLE_COLS])
+            .where(_SAMPLE.c.run_id == run_id)
+            .order_by(_SAMPLE.c.id)
         ).all()
         samples = [SampleRow._make(r) for r in rows]
         stored_errors: dict[str, int] = {}
         stages = []
         for kind, level, message, data in conn.execute(
             select(_LOG.c.kind, _LOG.c.level, _LOG.c.message, _LOG.c.data)
-            .where(_LOG.c.run_id == run_id, _LOG.c.kind.in_(("error", "stage"))).order_by(_LOG.c.id)
+            .where(_LOG.c.run_id == run_id, _LOG.c.kind.in_(("error", "stage")))
+            .order_by(_LOG.c.id)
         ):
             if kind == "error":
                 stored_errors[level] = stored_errors.get(level, 0) + 1
             else:
                 stages.append((message, (data or {}).get("start"), (data or {}).get("end")))
-        telemetry = s.exec(sm_select(TelemetrySample).where(TelemetrySample.run_id == run_id)
-                           .order_by(TelemetrySample.id)).all()
+        telemetry = s.exec(
+            sm_select(TelemetrySample).where(TelemetrySample.run_id == run_id).order_by(TelemetrySample.id)
+        ).all()
     return recompute(reqs, samples, period_s, errors=stored_errors, stages=stages, telemetry=telemetry)
 
 
-def store_telemetry(engine: Engine, samples: Iterable[ev.ResourceSample], *, run_id: str | None = None) -> int:
+def store_telemetry(
+    engine: Engine, samples: Iterable[ev.ResourceSample], *, run_id: str | None = None
+) -> int:
     """Device telemetry outside (or beside) a run, e.g. a sampler left running on a device."""
-    rows = [{"run_id": run_id or e.run, "device_name": e.device, "t": e.t, "source": e.source, "cpu_pct": e.cpu_pct,
-             "rss_bytes": e.rss_bytes, "mem_available_bytes": e.mem_available_bytes, "gpu_util_pct": e.gpu_util_pct,
-             "throttled": e.throttled, "temps_c": e.temps_c, "clocks_mhz": e.clocks_mhz, "power_w": e.power_w,
-             "virtual": e.virtual, "raw": e.raw or None}
-            for e in samples]
+    rows = [
+        {
+            "run_id": run_id or e.run,
+            "device_name": e.device,
+            "t": e.t,
+            "source": e.source,
+            "cpu_pct": e.cpu_pct,
+            "rss_bytes": e.rss_bytes,
+            "mem_available_bytes": e.mem_available_bytes,
+            "gpu_util_pct": e.gpu_util_pct,
+            "throttled": e.throttled,
+            "temps_c": e.temps_c,
+            "clocks_mhz": e.clocks_mhz,
+            "power_w": e.power_w,
+            "virtual": e.virtual,
+            "raw": e.raw or None,
+        }
+        for e in samples
+    ]
     if rows:
         with engine.begin() as conn:
             conn.execute(insert(_TEL), rows)

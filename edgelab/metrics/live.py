@@ -80,8 +80,11 @@ def codec_metrics(frames: list[tuple[float, int]]) -> dict[str, Any] | None:
     total = sum(n for _, n in got)
     span_ms = got[-1][0] - got[0][0]
     after = total - got[0][1]
-    return {"frames": total, "first_frame_ms": got[0][0],
-            "frames_per_s": after / (span_ms / 1000.0) if span_ms > 0 and after > 0 else None}
+    return {
+        "frames": total,
+        "first_frame_ms": got[0][0],
+        "frames_per_s": after / (span_ms / 1000.0) if span_ms > 0 and after > 0 else None,
+    }
 
 
 @dataclass
@@ -113,7 +116,17 @@ def request_metrics(view: RequestView) -> dict[str, Any]:
 class ResourceAgg:
     """Peaks and troughs of a run's telemetry: what the figures were measured under."""
 
-    __slots__ = ("n", "peak_rss", "min_avail", "max_cpu", "max_gpu", "temps", "power", "clocks_min", "throttled")
+    __slots__ = (
+        "n",
+        "peak_rss",
+        "min_avail",
+        "max_cpu",
+        "max_gpu",
+        "temps",
+        "power",
+        "clocks_min",
+        "throttled",
+    )
 
     def __init__(self) -> None:
         self.n = 0
@@ -126,9 +139,17 @@ class ResourceAgg:
         self.clocks_min: dict[str, float] = {}
         self.throttled: bool | None = None
 
-    def add(self, rss: int | None, avail: int | None, cpu: float | None, gpu: float | None,
-            temps: dict[str, float] | None, power: dict[str, float] | None, clocks: dict[str, float] | None,
-            throttled: bool | None) -> None:
+    def add(
+        self,
+        rss: int | None,
+        avail: int | None,
+        cpu: float | None,
+        gpu: float | None,
+        temps: dict[str, float] | None,
+        power: dict[str, float] | None,
+        clocks: dict[str, float] | None,
+        throttled: bool | None,
+    ) -> None:
         self.n += 1
         if rss is not None and (self.peak_rss is None or rss > self.peak_rss):
             self.peak_rss = rss
@@ -153,15 +174,27 @@ class ResourceAgg:
     def summary(self) -> dict[str, Any] | None:
         if not self.n:
             return None
-        return {"samples": self.n, "peak_rss_bytes": self.peak_rss, "min_mem_available_bytes": self.min_avail,
-                "max_cpu_pct": self.max_cpu, "max_gpu_util_pct": self.max_gpu,
-                "max_temp_c": dict(sorted(self.temps.items())), "max_power_w": dict(sorted(self.power.items())),
-                "min_clock_mhz": dict(sorted(self.clocks_min.items())), "throttled": self.throttled}
+        return {
+            "samples": self.n,
+            "peak_rss_bytes": self.peak_rss,
+            "min_mem_available_bytes": self.min_avail,
+            "max_cpu_pct": self.max_cpu,
+            "max_gpu_util_pct": self.max_gpu,
+            "max_temp_c": dict(sorted(self.temps.items())),
+            "max_power_w": dict(sorted(self.power.items())),
+            "min_clock_mhz": dict(sorted(self.clocks_min.items())),
+            "throttled": self.throttled,
+        }
 
 
-def run_summary(requests: list[RequestView], verdicts: list[ActionVerdict], period_s: float | None,
-                errors: dict[str, int], stages: dict[str, list[float]] | None = None,
-                resources: ResourceAgg | None = None) -> dict[str, Any]:
+def run_summary(
+    requests: list[RequestView],
+    verdicts: list[ActionVerdict],
+    period_s: float | None,
+    errors: dict[str, int],
+    stages: dict[str, list[float]] | None = None,
+    resources: ResourceAgg | None = None,
+) -> dict[str, Any]:
     """The run's figures. Headline figures use measured requests (all, if none is marked measured)."""
     phases: dict[str, int] = {}
     for r in requests:
@@ -171,9 +204,12 @@ def run_summary(requests: list[RequestView], verdicts: list[ActionVerdict], peri
     texts = [r.text for r in head if r.text is not None and r.text["tokens"]]
     codecs = [r.codec for r in head if r.codec is not None]
     out: dict[str, Any] = {
-        "requests": {"total": len(requests), "by_phase": phases,
-                     "failed": sum(1 for r in requests if r.ok is False),
-                     "open": sum(1 for r in requests if r.ok is None)},
+        "requests": {
+            "total": len(requests),
+            "by_phase": phases,
+            "failed": sum(1 for r in requests if r.ok is False),
+            "open": sum(1 for r in requests if r.ok is None),
+        },
         "errors": dict(errors),
         "audio": None,
         "action": None,
@@ -199,20 +235,31 @@ def run_summary(requests: list[RequestView], verdicts: list[ActionVerdict], peri
             "rtf_total": summarize(a.rtf_total for a in audio),
             "chunk_gaps_ms": summarize(gaps),
             "audio_s": sum(a.audio_ms for a in audio) / 1000.0,
-            "by_band": {b: {"requests": len(xs), "ttfa_ms": summarize(a.ttfa_ms for a in xs),
-                            "playback_start_ms": summarize(a.playback_start_ms for a in xs),
-                            "underruns_at_ttfa": sum(a.underruns_at_ttfa for a in xs),
-                            "rtf_streamed": summarize(a.rtf_streamed for a in xs)}
-                        for b, xs in sorted(bands.items())} or None,
+            "by_band": {
+                b: {
+                    "requests": len(xs),
+                    "ttfa_ms": summarize(a.ttfa_ms for a in xs),
+                    "playback_start_ms": summarize(a.playback_start_ms for a in xs),
+                    "underruns_at_ttfa": sum(a.underruns_at_ttfa for a in xs),
+                    "rtf_streamed": summarize(a.rtf_streamed for a in xs),
+                }
+                for b, xs in sorted(bands.items())
+            }
+            or None,
         }
     if verdicts:
         if period_s:
             out["action"] = verdicts_summary(verdicts, period_s)
         else:
-            out["action"] = {"chunks": len(verdicts), "control_period_ms": None,
-                             "latency_ms": summarize(v.latency_ms for v in verdicts),
-                             "age_ms": summarize(v.age_ms for v in verdicts),
-                             "deadline_misses": None, "stale_aligned": None, "stale_dropped": None}
+            out["action"] = {
+                "chunks": len(verdicts),
+                "control_period_ms": None,
+                "latency_ms": summarize(v.latency_ms for v in verdicts),
+                "age_ms": summarize(v.age_ms for v in verdicts),
+                "deadline_misses": None,
+                "stale_aligned": None,
+                "stale_dropped": None,
+            }
     if codecs:
         out["codec"] = {
             "requests": len(codecs),
@@ -257,10 +304,17 @@ class RunAggregator:
         self.state = "pending"
         self.events = 0
         self._dispatch = {
-            ev.AudioChunk: self._audio, ev.RequestStart: self._req_start, ev.RequestEnd: self._req_end,
-            ev.ActionChunk: self._action, ev.TextToken: self._token, ev.ResourceSample: self._resource,
-            ev.ErrorEvent: self._error, ev.RunStart: self._run_start, ev.RunEnd: self._run_end,
-            ev.StageTiming: self._stage, ev.CodecFrames: self._codec,
+            ev.AudioChunk: self._audio,
+            ev.RequestStart: self._req_start,
+            ev.RequestEnd: self._req_end,
+            ev.ActionChunk: self._action,
+            ev.TextToken: self._token,
+            ev.ResourceSample: self._resource,
+            ev.ErrorEvent: self._error,
+            ev.RunStart: self._run_start,
+            ev.RunEnd: self._run_end,
+            ev.StageTiming: self._stage,
+            ev.CodecFrames: self._codec,
         }
 
     def feed(self, e: ev.Event) -> None:
@@ -320,13 +374,24 @@ class RunAggregator:
         if r is not None and r.phase == "warmup":
             return
         s = ActionSample(e.t, e.obs_t, e.infer_start, e.infer_end, e.horizon)
-        self.verdicts.append(judge(s, self.period_s or 0.0, self.staleness_s) if self.period_s
-                             else ActionVerdict(_lat(s), _age(s), None, None, None))
+        self.verdicts.append(
+            judge(s, self.period_s or 0.0, self.staleness_s)
+            if self.period_s
+            else ActionVerdict(_lat(s), _age(s), None, None, None)
+        )
 
     def _resource(self, e: ev.ResourceSample) -> None:
         self.last_resource[e.device] = e
-        self.resources.add(e.rss_bytes, e.mem_available_bytes, e.cpu_pct, e.gpu_util_pct, e.temps_c, e.power_w,
-                           e.clocks_mhz, e.throttled)
+        self.resources.add(
+            e.rss_bytes,
+            e.mem_available_bytes,
+            e.cpu_pct,
+            e.gpu_util_pct,
+            e.temps_c,
+            e.power_w,
+            e.clocks_mhz,
+            e.throttled,
+        )
 
     def _stage(self, e: ev.StageTiming) -> None:
         if e.start is not None and e.end is not None:
@@ -338,8 +403,15 @@ class RunAggregator:
     def request_view(self, name: str) -> RequestView:
         r = self.requests[name]
         if r.view is None:
-            r.view = RequestView(name, r.phase, r.band, r.ok, r.audio.metrics(wall_ms(r.submitted, r.finished)),
-                                 text_metrics(r.tokens, r.submitted) if r.tokens else None, codec_metrics(r.codec))
+            r.view = RequestView(
+                name,
+                r.phase,
+                r.band,
+                r.ok,
+                r.audio.metrics(wall_ms(r.submitted, r.finished)),
+                text_metrics(r.tokens, r.submitted) if r.tokens else None,
+                codec_metrics(r.codec),
+            )
         return r.view
 
     def summary(self) -> dict[str, Any]:
@@ -355,10 +427,15 @@ def _age(s: ActionSample) -> float | None:
     return None if s.obs_t is None else (s.t - s.obs_t) * 1000.0
 
 
-def recompute(requests: Iterable[Any], samples: Iterable[Any], period_s: float | None,
-              staleness_s: float | None = None, errors: dict[str, int] | None = None,
-              stages: Iterable[tuple[str, float | None, float | None]] = (),
-              telemetry: Iterable[Any] = ()) -> dict[str, Any]:
+def recompute(
+    requests: Iterable[Any],
+    samples: Iterable[Any],
+    period_s: float | None,
+    staleness_s: float | None = None,
+    errors: dict[str, int] | None = None,
+    stages: Iterable[tuple[str, float | None, float | None]] = (),
+    telemetry: Iterable[Any] = (),
+) -> dict[str, Any]:
     """The batch path: the run's figures from stored rows (RunRequest-like and RunSample-like
     objects with the same attribute names; stage (name, start, end) triples; TelemetrySample-like
     rows), using the plain definitions, not the live state."""
@@ -379,21 +456,39 @@ def recompute(requests: Iterable[Any], samples: Iterable[Any], period_s: float |
             if s.request and phase.get(s.request) == "warmup":
                 continue
             a = ActionSample(s.t, s.obs_t, s.infer_start, s.infer_end, s.horizon)
-            verdicts.append(judge(a, period_s, staleness_s) if period_s
-                            else ActionVerdict(_lat(a), _age(a), None, None, None))
+            verdicts.append(
+                judge(a, period_s, staleness_s)
+                if period_s
+                else ActionVerdict(_lat(a), _age(a), None, None, None)
+            )
     views = []
     for r in reqs:
         toks = tokens.get(r.request) or []
-        views.append(RequestView(r.request, r.phase, r.band, r.ok,
-                                 audio_metrics(chunks.get(r.request, []), wall_ms(r.submitted, r.finished)),
-                                 text_metrics(toks, r.submitted) if toks else None,
-                                 codec_metrics(codec.get(r.request, []))))
+        views.append(
+            RequestView(
+                r.request,
+                r.phase,
+                r.band,
+                r.ok,
+                audio_metrics(chunks.get(r.request, []), wall_ms(r.submitted, r.finished)),
+                text_metrics(toks, r.submitted) if toks else None,
+                codec_metrics(codec.get(r.request, [])),
+            )
+        )
     durations: dict[str, list[float]] = {}
     for name, start, end in stages:
         if start is not None and end is not None:
             durations.setdefault(name, []).append((end - start) * 1000.0)
     res = ResourceAgg()
     for r in telemetry:
-        res.add(r.rss_bytes, r.mem_available_bytes, r.cpu_pct, r.gpu_util_pct, r.temps_c, r.power_w, r.clocks_mhz,
-                r.throttled)
+        res.add(
+            r.rss_bytes,
+            r.mem_available_bytes,
+            r.cpu_pct,
+            r.gpu_util_pct,
+            r.temps_c,
+            r.power_w,
+            r.clocks_mhz,
+            r.throttled,
+        )
     return run_summary(views, verdicts, period_s, errors or {}, durations, res)

@@ -37,8 +37,22 @@ from edgelab.transport.quoting import Shell, join
 UNKNOWN = "unknown"
 
 PROVENANCE_KEYS = (
-    "device", "device_class", "facts_hash", "virtual", "runtime", "runtime_build", "runtime_sha256",
-    "artifacts", "strategy", "profile", "command", "edgelab_version", "git", "cache", "power", "source",
+    "device",
+    "device_class",
+    "facts_hash",
+    "virtual",
+    "runtime",
+    "runtime_build",
+    "runtime_sha256",
+    "artifacts",
+    "strategy",
+    "profile",
+    "command",
+    "edgelab_version",
+    "git",
+    "cache",
+    "power",
+    "source",
 )
 
 
@@ -46,22 +60,41 @@ def git_state(path: Path | None = None) -> dict[str, Any] | None:
     """The commit and dirtiness of the edgelab checkout (None when not a git work tree)."""
     where = path or Path(edgelab.__file__).resolve().parent
     try:
-        head = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=10)
+        head = subprocess.run(
+            ["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        )
         if head.returncode != 0:
             return None
-        dirty = subprocess.run(["git", "-C", str(where), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(
+            ["git", "-C", str(where), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return {"commit": head.stdout.strip(), "dirty": bool(dirty.stdout.strip()) if dirty.returncode == 0 else None}
+    return {
+        "commit": head.stdout.strip(),
+        "dirty": bool(dirty.stdout.strip()) if dirty.returncode == 0 else None,
+    }
 
 
-def provenance(session: Session | None = None, *, device: str | None = None, virtual: bool | None = None,
-               runtime: str | None = None, runtime_build: str | None = None, runtime_sha256: str | None = None,
-               artifacts: dict[str, str] | None = None, strategy: str | None = None, profile: str | None = None,
-               command: Sequence[str] | str | None = None, cache: str | None = None, power: str | None = None,
-               source: str | None = None) -> dict[str, Any]:
+def provenance(
+    session: Session | None = None,
+    *,
+    device: str | None = None,
+    virtual: bool | None = None,
+    runtime: str | None = None,
+    runtime_build: str | None = None,
+    runtime_sha256: str | None = None,
+    artifacts: dict[str, str] | None = None,
+    strategy: str | None = None,
+    profile: str | None = None,
+    command: Sequence[str] | str | None = None,
+    cache: str | None = None,
+    power: str | None = None,
+    source: str | None = None,
+) -> dict[str, Any]:
     """The provenance block. With a session and a device name, the device's latest probe gives
     its facts hash, class and virtual flag."""
     facts_hash = device_class = None
@@ -79,11 +112,22 @@ def provenance(session: Session | None = None, *, device: str | None = None, vir
         raise ConfigError(f"cache condition {cache!r} is neither cold nor warm", remedy="pass cold or warm")
     cmd = command if command is None or isinstance(command, str) else join(list(command), Shell.POSIX)
     return {
-        "device": device, "device_class": device_class, "facts_hash": facts_hash, "virtual": virtual,
-        "runtime": runtime, "runtime_build": runtime_build, "runtime_sha256": runtime_sha256,
+        "device": device,
+        "device_class": device_class,
+        "facts_hash": facts_hash,
+        "virtual": virtual,
+        "runtime": runtime,
+        "runtime_build": runtime_build,
+        "runtime_sha256": runtime_sha256,
         "artifacts": dict(artifacts) if artifacts is not None else None,
-        "strategy": strategy, "profile": profile, "command": cmd,
-        "edgelab_version": __version__, "git": git_state(), "cache": cache, "power": power, "source": source,
+        "strategy": strategy,
+        "profile": profile,
+        "command": cmd,
+        "edgelab_version": __version__,
+        "git": git_state(),
+        "cache": cache,
+        "power": power,
+        "source": source,
     }
 
 
@@ -120,12 +164,20 @@ def power_condition(facts: dict[str, Any] | None) -> dict[str, Any] | str:
             if b.get(src) is not None:
                 out[dst] = b[src]
         if "charger" in out:
-            out["on"] = "battery" if str(out["charger"]).lower() in ("none", "unplugged", "0", "") else "charger"
+            out["on"] = (
+                "battery" if str(out["charger"]).lower() in ("none", "unplugged", "0", "") else "charger"
+            )
     return out or UNKNOWN
 
 
-def observe_cache(session: Session, *, device: str, runtime: str | None, artifact_digests: list[str],
-                  exclude_run: str | None = None) -> tuple[str, str]:
+def observe_cache(
+    session: Session,
+    *,
+    device: str,
+    runtime: str | None,
+    artifact_digests: list[str],
+    exclude_run: str | None = None,
+) -> tuple[str, str]:
     """(cold|warm, why): warm only when an earlier run of the same runtime and artifacts ran on the
     device after those artifacts' last push."""
     from edgelab.store.devices import get_device
@@ -137,20 +189,29 @@ def observe_cache(session: Session, *, device: str, runtime: str | None, artifac
 
         dev = get_device(session, device)
         # a digest is an artifact's (its files are the blobs) or already a blob's own SHA-256
-        shas = session.exec(select(ArtifactFile.sha256).join(Artifact, Artifact.id == ArtifactFile.artifact_id)
-                            .where(Artifact.digest.in_(artifact_digests))).all()
-        stamps = session.exec(select(DeviceStoreEntry.verified_at).where(
-            DeviceStoreEntry.device_id == dev.id,
-            DeviceStoreEntry.sha256.in_([*shas, *artifact_digests]))).all()
+        shas = session.exec(
+            select(ArtifactFile.sha256)
+            .join(Artifact, Artifact.id == ArtifactFile.artifact_id)
+            .where(Artifact.digest.in_(artifact_digests))
+        ).all()
+        stamps = session.exec(
+            select(DeviceStoreEntry.verified_at).where(
+                DeviceStoreEntry.device_id == dev.id, DeviceStoreEntry.sha256.in_([*shas, *artifact_digests])
+            )
+        ).all()
         pushed = max(stamps) if stamps else None
-    q = select(Run).where(Run.device_name == device, Run.runtime == runtime,
-                          Run.state.in_(("finished", "running", "stopped")))
+    q = select(Run).where(
+        Run.device_name == device, Run.runtime == runtime, Run.state.in_(("finished", "running", "stopped"))
+    )
     for run in session.exec(q.order_by(Run.created_at.desc())).all():
         if run.id == exclude_run:
             continue
         prov = run.provenance or {}
-        digests = sorted(v for v in (prov.get("artifacts") or {}).values()) if isinstance(
-            prov.get("artifacts"), dict) else []
+        digests = (
+            sorted(v for v in (prov.get("artifacts") or {}).values())
+            if isinstance(prov.get("artifacts"), dict)
+            else []
+        )
         if digests != sorted(artifact_digests):
             continue
         if pushed is None or run.created_at >= pushed:
@@ -160,9 +221,16 @@ def observe_cache(session: Session, *, device: str, runtime: str | None, artifac
     return "cold", "first run of this runtime and artifact set on this device"
 
 
-def complete(session: Session, prov: dict[str, Any], *, device: str | None, runtime: str | None,
-             plan: dict[str, Any] | None = None, facts: dict[str, Any] | None = None,
-             run_id: str | None = None) -> dict[str, Any]:
+def complete(
+    session: Session,
+    prov: dict[str, Any],
+    *,
+    device: str | None,
+    runtime: str | None,
+    plan: dict[str, Any] | None = None,
+    facts: dict[str, Any] | None = None,
+    run_id: str | None = None,
+) -> dict[str, Any]:
     """``prov`` with runtime build, artifacts, weights, cache and power filled (``unknown`` if not known)."""
     out = dict(prov)
     arts: dict[str, str] = {}
@@ -193,8 +261,9 @@ def complete(session: Session, prov: dict[str, Any], *, device: str | None, runt
     out["weights"] = out.get("weights") or weights or UNKNOWN
     if out.get("cache") in (None, UNKNOWN) and device:
         digests = [d for d in arts.values() if d != UNKNOWN]
-        out["cache"], out["cache_basis"] = observe_cache(session, device=device, runtime=runtime,
-                                                         artifact_digests=digests, exclude_run=run_id)
+        out["cache"], out["cache_basis"] = observe_cache(
+            session, device=device, runtime=runtime, artifact_digests=digests, exclude_run=run_id
+        )
     out["cache"] = out.get("cache") or UNKNOWN
     if out.get("power") in (None, UNKNOWN):
         out["power"] = power_condition(facts)
@@ -204,25 +273,51 @@ def complete(session: Session, prov: dict[str, Any], *, device: str | None, runt
     return out
 
 
-def for_plan(session: Session, *, device: str, virtual: bool, plan: dict[str, Any], facts_hash: str | None,
-             profile: str | None, command: str | None, source: str, run_id: str | None = None) -> dict[str, Any]:
+def for_plan(
+    session: Session,
+    *,
+    device: str,
+    virtual: bool,
+    plan: dict[str, Any],
+    facts_hash: str | None,
+    profile: str | None,
+    command: str | None,
+    source: str,
+    run_id: str | None = None,
+) -> dict[str, Any]:
     """The whole provenance block of a planned workload (a deployment or a bench run) on a device."""
     from edgelab.errors import NotFound
     from edgelab.store.snapshots import latest_snapshot
 
-    prov = provenance(session, device=device, virtual=virtual, runtime=plan.get("runtime"),
-                      strategy=plan.get("strategy"), profile=profile, command=command, source=source)
+    prov = provenance(
+        session,
+        device=device,
+        virtual=virtual,
+        runtime=plan.get("runtime"),
+        strategy=plan.get("strategy"),
+        profile=profile,
+        command=command,
+        source=source,
+    )
     prov["facts_hash"] = prov["facts_hash"] or facts_hash
     try:
         facts = latest_snapshot(session, device).facts or {}
     except NotFound:
         facts = {}
-    return complete(session, prov, device=device, runtime=plan.get("runtime"), plan=plan, facts=facts,
-                    run_id=run_id)
+    return complete(
+        session, prov, device=device, runtime=plan.get("runtime"), plan=plan, facts=facts, run_id=run_id
+    )
 
 
-def complete_on_device(session: Session, prov: dict[str, Any], *, device: str, runtime: str | None,
-                       plan: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
+def complete_on_device(
+    session: Session,
+    prov: dict[str, Any],
+    *,
+    device: str,
+    runtime: str | None,
+    plan: dict[str, Any] | None = None,
+    run_id: str | None = None,
+) -> dict[str, Any]:
     """:func:`complete` with the device's latest probe facts (its power word)."""
     from edgelab.errors import NotFound
     from edgelab.store.snapshots import latest_snapshot

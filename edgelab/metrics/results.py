@@ -23,21 +23,55 @@ from edgelab.store.db import session_scope
 from edgelab.store.runs import Run, create_run
 
 
-def start_run(engine: Engine, *, pipeline: str | None, device: str | None, runtime: str | None = None,
-              strategy: str | None = None, profile: str | None = None, kind: str = "bench",
-              command: Sequence[str] | str | None = None, virtual: bool | None = None,
-              runtime_build: str | None = None, runtime_sha256: str | None = None,
-              artifacts: dict[str, str] | None = None, cache: str | None = None, power: str | None = None,
-              meta: dict[str, Any] | None = None) -> str:
+def start_run(
+    engine: Engine,
+    *,
+    pipeline: str | None,
+    device: str | None,
+    runtime: str | None = None,
+    strategy: str | None = None,
+    profile: str | None = None,
+    kind: str = "bench",
+    command: Sequence[str] | str | None = None,
+    virtual: bool | None = None,
+    runtime_build: str | None = None,
+    runtime_sha256: str | None = None,
+    artifacts: dict[str, str] | None = None,
+    cache: str | None = None,
+    power: str | None = None,
+    meta: dict[str, Any] | None = None,
+) -> str:
     """Create a pending run with its provenance block filled from the device's latest probe;
     returns the run id to stamp on events and hand to ``Ingestor``."""
     with session_scope(engine) as s:
-        prov = provenance(s, device=device, virtual=virtual, runtime=runtime, runtime_build=runtime_build,
-                          runtime_sha256=runtime_sha256, artifacts=artifacts, strategy=strategy, profile=profile,
-                          command=command, cache=cache, power=power, source=kind)
-        run = create_run(s, pipeline=pipeline, device_name=device, runtime=runtime, strategy=strategy,
-                         profile=profile, kind=kind, virtual=bool(prov["virtual"]), command=prov["command"],
-                         provenance=prov, meta=dict(meta or {}))
+        prov = provenance(
+            s,
+            device=device,
+            virtual=virtual,
+            runtime=runtime,
+            runtime_build=runtime_build,
+            runtime_sha256=runtime_sha256,
+            artifacts=artifacts,
+            strategy=strategy,
+            profile=profile,
+            command=command,
+            cache=cache,
+            power=power,
+            source=kind,
+        )
+        run = create_run(
+            s,
+            pipeline=pipeline,
+            device_name=device,
+            runtime=runtime,
+            strategy=strategy,
+            profile=profile,
+            kind=kind,
+            virtual=bool(prov["virtual"]),
+            command=prov["command"],
+            provenance=prov,
+            meta=dict(meta or {}),
+        )
         return run.id
 
 
@@ -48,7 +82,9 @@ def verify_recompute(engine: Engine, run_id: str) -> bool:
     with session_scope(engine, write=False) as s:
         row = get_summary(s, run_id, "final")
         if row is None:
-            raise NotFound(f"run {run_id} has no final summary", remedy="finish the run (Ingestor.close) first")
+            raise NotFound(
+                f"run {run_id} has no final summary", remedy="finish the run (Ingestor.close) first"
+            )
         stored = {k: v for k, v in row.metrics.items() if k != "live_equals_final"}
     fresh = json.loads(json.dumps(finalize(engine, run_id)))  # as the JSON column stores it
     return fresh == stored
@@ -64,13 +100,21 @@ def read_requests(path: Path) -> list[dict[str, Any]]:
     return [r.model_dump() for r in read_records(Path(path))]
 
 
-def import_study(engine: Engine, path: str | Path, *, device: str | None = None, pipeline: str | None = None,
-                 virtual: bool | None = None) -> str:
+def import_study(
+    engine: Engine,
+    path: str | Path,
+    *,
+    device: str | None = None,
+    pipeline: str | None = None,
+    virtual: bool | None = None,
+) -> str:
     """Store a study run (``requests.jsonl`` + optional ``report.json``) as an imported run and
     recompute every metric from its raw chunks; returns the run id. All or nothing."""
     from edgelab.metrics.study import load_input, write_inputs
 
-    return write_inputs(engine, [load_input(Path(path))], device=device, pipeline=pipeline, virtual=virtual)[0]
+    return write_inputs(engine, [load_input(Path(path))], device=device, pipeline=pipeline, virtual=virtual)[
+        0
+    ]
 
 
 def import_tree(engine: Engine, path: str | Path, **kwargs: Any) -> list[str]:
@@ -89,16 +133,37 @@ def run_record(session: Session, run: Run) -> dict[str, Any]:
     final = get_summary(session, run.id, "final")
     live = get_summary(session, run.id, "live")
     return {
-        "id": run.id, "pipeline": run.pipeline, "device": run.device_name, "runtime": run.runtime,
-        "strategy": run.strategy, "profile": run.profile, "kind": run.kind, "state": run.state,
-        "virtual": run.virtual, "command": run.command, "error": run.error,
-        "created_at": run.created_at, "started_at": run.started_at, "finished_at": run.finished_at,
-        "provenance": run.provenance, "meta": run.meta,
+        "id": run.id,
+        "pipeline": run.pipeline,
+        "device": run.device_name,
+        "runtime": run.runtime,
+        "strategy": run.strategy,
+        "profile": run.profile,
+        "kind": run.kind,
+        "state": run.state,
+        "virtual": run.virtual,
+        "command": run.command,
+        "error": run.error,
+        "created_at": run.created_at,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+        "provenance": run.provenance,
+        "meta": run.meta,
         "summary": final.metrics if final else None,
         "live": live.metrics if live and not final else None,
-        "requests": [{"request": r.request, "phase": r.phase, "band": r.band, "submitted": r.submitted,
-                      "finished": r.finished, "ok": r.ok, "error": r.error, "metrics": r.metrics}
-                     for r in requests_of(session, run.id)],
+        "requests": [
+            {
+                "request": r.request,
+                "phase": r.phase,
+                "band": r.band,
+                "submitted": r.submitted,
+                "finished": r.finished,
+                "ok": r.ok,
+                "error": r.error,
+                "metrics": r.metrics,
+            }
+            for r in requests_of(session, run.id)
+        ],
         "telemetry": telemetry_record(session, run),
     }
 
@@ -110,11 +175,28 @@ def telemetry_record(session: Session, run: Run, last: int = 20) -> dict[str, An
 
     from edgelab.store.runs import TelemetrySample, telemetry_of
 
-    count = session.exec(select(func.count()).select_from(TelemetrySample)
-                         .where(TelemetrySample.run_id == run.id)).one()
+    count = session.exec(
+        select(func.count()).select_from(TelemetrySample).where(TelemetrySample.run_id == run.id)
+    ).one()
     rows = telemetry_of(session, run_id=run.id, limit=last)
-    return {"samples": int(count), "sampler": (run.meta or {}).get("telemetry"),
-            "latest": [{"t": r.t, "source": r.source, "virtual": r.virtual, "cpu_pct": r.cpu_pct,
-                        "mem_available_bytes": r.mem_available_bytes, "rss_bytes": r.rss_bytes,
-                        "gpu_util_pct": r.gpu_util_pct, "throttled": r.throttled, "temps_c": r.temps_c,
-                        "clocks_mhz": r.clocks_mhz, "power_w": r.power_w, "raw": r.raw} for r in rows]}
+    return {
+        "samples": int(count),
+        "sampler": (run.meta or {}).get("telemetry"),
+        "latest": [
+            {
+                "t": r.t,
+                "source": r.source,
+                "virtual": r.virtual,
+                "cpu_pct": r.cpu_pct,
+                "mem_available_bytes": r.mem_available_bytes,
+                "rss_bytes": r.rss_bytes,
+                "gpu_util_pct": r.gpu_util_pct,
+                "throttled": r.throttled,
+                "temps_c": r.temps_c,
+                "clocks_mhz": r.clocks_mhz,
+                "power_w": r.power_w,
+                "raw": r.raw,
+            }
+            for r in rows
+        ],
+    }

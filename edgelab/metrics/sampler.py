@@ -49,7 +49,9 @@ class SamplerPlan:
     argv: list[str]
     mode: str  # line | block
     parse: Parse
-    ps_script: str | None = None  # Windows: the PowerShell script (streamed with stream_ps where the transport has it)
+    ps_script: str | None = (
+        None  # Windows: the PowerShell script (streamed with stream_ps where the transport has it)
+    )
 
 
 # extra samplers by OS family (the Windows CIM sampler registers here)
@@ -116,8 +118,12 @@ PROC_BODY = "head -1 /proc/stat; grep MemAvailable /proc/meminfo;"
 
 def is_jetson(facts: dict[str, Any]) -> bool:
     os_, ident = facts.get("os") or {}, facts.get("identity") or {}
-    return bool(os_.get("l4t_version") or os_.get("jetpack") or ident.get("module_pnumber")
-                or "tegra" in str(ident.get("soc_part") or "").lower())
+    return bool(
+        os_.get("l4t_version")
+        or os_.get("jetpack")
+        or ident.get("module_pnumber")
+        or "tegra" in str(ident.get("soc_part") or "").lower()
+    )
 
 
 def _windows_plan(facts: dict[str, Any], interval_s: float) -> SamplerPlan | None:
@@ -143,24 +149,35 @@ def plan_for(facts: dict[str, Any], *, interval_s: float = 1.0) -> SamplerPlan |
     if family == "windows":
         return _windows_plan(facts, interval_s)
     if family == "android":
-        body = ('for z in /sys/class/thermal/thermal_zone*; do grep . "$z/type" "$z/temp" 2>/dev/null; done; '
-                "dumpsys battery 2>/dev/null; grep MemAvailable /proc/meminfo;")
+        body = (
+            'for z in /sys/class/thermal/thermal_zone*; do grep . "$z/type" "$z/temp" 2>/dev/null; done; '
+            "dumpsys battery 2>/dev/null; grep MemAvailable /proc/meminfo;"
+        )
         return SamplerPlan("android", _loop(body, interval_s), "block", _android)
     if family != "linux":
         return None
     if is_jetson(facts):
-        return SamplerPlan("tegrastats", ["tegrastats", "--interval", str(int(interval_s * 1000))], "line",
-                           _tegrastats)
+        return SamplerPlan(
+            "tegrastats", ["tegrastats", "--interval", str(int(interval_s * 1000))], "line", _tegrastats
+        )
     if any(str(a.get("vendor") or "").lower() == "nvidia" for a in facts.get("accelerators") or []):
         full, short = ",".join(NVSMI_FULL), ",".join(NVSMI_MIN)
-        body = (f"nvidia-smi --query-gpu={full} --format=csv,noheader,nounits 2>/dev/null || "
-                f"nvidia-smi --query-gpu={short} --format=csv,noheader,nounits; {PROC_BODY}")
+        body = (
+            f"nvidia-smi --query-gpu={full} --format=csv,noheader,nounits 2>/dev/null || "
+            f"nvidia-smi --query-gpu={short} --format=csv,noheader,nounits; {PROC_BODY}"
+        )
         return SamplerPlan("nvidia-smi", _loop(body, interval_s), "block", _with_state(_nvidia))
     return SamplerPlan("proc", _loop(PROC_BODY, interval_s), "block", _with_state(_proc))
 
 
-def read_samples(lines: Iterator[str], plan: SamplerPlan, *, device: str | None, virtual: bool | None,
-                 clock: Callable[[], float] = time.time) -> Iterator[ResourceSample]:
+def read_samples(
+    lines: Iterator[str],
+    plan: SamplerPlan,
+    *,
+    device: str | None,
+    virtual: bool | None,
+    clock: Callable[[], float] = time.time,
+) -> Iterator[ResourceSample]:
     """Samples from the sampler's output lines (stamped on the lab clock at arrival)."""
     block: list[str] = []
     for line in lines:
@@ -180,8 +197,16 @@ def read_samples(lines: Iterator[str], plan: SamplerPlan, *, device: str | None,
 class TelemetrySampler(threading.Thread):
     """Runs a sampler plan over its own transport and offers each sample to a sink until stopped."""
 
-    def __init__(self, connect: Callable[[], Transport], plan: SamplerPlan, *, device: str | None,
-                 virtual: bool | None, sink: Callable[[ResourceSample], None], run: str | None = None):
+    def __init__(
+        self,
+        connect: Callable[[], Transport],
+        plan: SamplerPlan,
+        *,
+        device: str | None,
+        virtual: bool | None,
+        sink: Callable[[ResourceSample], None],
+        run: str | None = None,
+    ):
         super().__init__(name=f"telemetry-{device}", daemon=True)
         self.connect, self.plan, self.device, self.virtual = connect, plan, device, virtual
         self.sink, self.run_id = sink, run
@@ -241,11 +266,23 @@ class TelemetrySampler(threading.Thread):
             self.join(timeout)
 
     def report(self) -> dict[str, Any]:
-        return {"source": self.plan.source, "samples": self.samples, "error": self.error, "virtual": self.virtual}
+        return {
+            "source": self.plan.source,
+            "samples": self.samples,
+            "error": self.error,
+            "virtual": self.virtual,
+        }
 
 
-def start_beside(engine: Any, run_id: str, device: str, ingestor: Any, *,
-                 transport: dict[str, Any] | None = None, interval_s: float = 1.0) -> TelemetrySampler | None:
+def start_beside(
+    engine: Any,
+    run_id: str,
+    device: str,
+    ingestor: Any,
+    *,
+    transport: dict[str, Any] | None = None,
+    interval_s: float = 1.0,
+) -> TelemetrySampler | None:
     """Start the device's sampler for a run, its samples offered to ``ingestor``; None (with the
     reason stored in the run's meta ``telemetry``) when the device has no sampler or no probe."""
     from edgelab.errors import NotFound
@@ -270,13 +307,26 @@ def start_beside(engine: Any, run_id: str, device: str, ingestor: Any, *,
             why = f"no telemetry sampler for {(facts.get('os') or {}).get('family') or 'this'} devices yet"
     with session_scope(engine) as s:
         run = get_run(s, run_id)
-        run.meta = {**run.meta, "telemetry": {"source": plan.source if plan else None, "virtual": virtual,
-                                              "interval_s": interval_s, "why_none": why}}
+        run.meta = {
+            **run.meta,
+            "telemetry": {
+                "source": plan.source if plan else None,
+                "virtual": virtual,
+                "interval_s": interval_s,
+                "why_none": why,
+            },
+        }
         s.add(run)
     if plan is None:
         return None
     opts = dict(transport or {})
-    sampler = TelemetrySampler(lambda: open_transport(endpoint, **opts), plan, device=device, virtual=virtual,
-                               sink=ingestor.offer, run=run_id)
+    sampler = TelemetrySampler(
+        lambda: open_transport(endpoint, **opts),
+        plan,
+        device=device,
+        virtual=virtual,
+        sink=ingestor.offer,
+        run=run_id,
+    )
     sampler.start()
     return sampler

@@ -80,7 +80,9 @@ class StudyRecord(BaseModel):
     @model_validator(mode="after")
     def _ordered(self) -> StudyRecord:
         if self.finished_unix is not None and self.finished_unix < self.submitted_unix:
-            raise ValueError(f"finished_unix {self.finished_unix} is before submitted_unix {self.submitted_unix}")
+            raise ValueError(
+                f"finished_unix {self.finished_unix} is before submitted_unix {self.submitted_unix}"
+            )
         last = -1.0
         seen: set[int] = set()
         for i, ch in enumerate(self.chunks_all):
@@ -124,7 +126,9 @@ def _read_text(path: Path) -> str:
             raise InvalidInput([f"{path}: {size} bytes is larger than the {MAX_INPUT_BYTES >> 20} MiB limit"])
         data = path.read_bytes()
     except OSError as err:
-        raise ConfigError(f"{path}: cannot read ({err.strerror or err})", remedy="check the path and its permissions") from None
+        raise ConfigError(
+            f"{path}: cannot read ({err.strerror or err})", remedy="check the path and its permissions"
+        ) from None
     if b"\0" in data:
         line = data[: data.index(b"\0")].count(b"\n") + 1
         raise InvalidInput([f"{path}:{line}: binary data (a NUL byte), not JSON lines"])
@@ -132,7 +136,9 @@ def _read_text(path: Path) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
         line = data[: err.start].count(b"\n") + 1
-        raise InvalidInput([f"{path}:{line}: not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start})"]) from None
+        raise InvalidInput(
+            [f"{path}:{line}: not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start})"]
+        ) from None
 
 
 def read_records(path: Path) -> list[StudyRecord]:
@@ -175,8 +181,9 @@ def read_records(path: Path) -> list[StudyRecord]:
     if problems:
         raise InvalidInput(problems)
     if not records:
-        raise InvalidInput([f"{path}: holds no records"],
-                           remedy="import a requests.jsonl with at least one request")
+        raise InvalidInput(
+            [f"{path}: holds no records"], remedy="import a requests.jsonl with at least one request"
+        )
     return records
 
 
@@ -198,11 +205,15 @@ def find_files(path: Path) -> tuple[Path, Path | None]:
     if path.is_dir():
         req = path / "requests.jsonl"
         if not req.is_file():
-            raise ConfigError(f"{path} holds no requests.jsonl", remedy="point at the study's run directory or file")
+            raise ConfigError(
+                f"{path} holds no requests.jsonl", remedy="point at the study's run directory or file"
+            )
     elif path.is_file():
         req = path
     else:
-        raise ConfigError(f"{path} does not exist", remedy="give the path of a requests.jsonl or its directory")
+        raise ConfigError(
+            f"{path} does not exist", remedy="give the path of a requests.jsonl or its directory"
+        )
     report = req.parent / "report.json"
     return req, report if report.is_file() else None
 
@@ -224,16 +235,24 @@ def load_input(path: Path) -> StudyInput:
             problems += err.problems
     if problems:
         raise InvalidInput(problems)
-    return StudyInput(req_path, report_path, records, report,
-                      hashlib.sha256(req_path.read_bytes()).hexdigest(),
-                      hashlib.sha256(report_path.read_bytes()).hexdigest() if report_path else None)
+    return StudyInput(
+        req_path,
+        report_path,
+        records,
+        report,
+        hashlib.sha256(req_path.read_bytes()).hexdigest(),
+        hashlib.sha256(report_path.read_bytes()).hexdigest() if report_path else None,
+    )
 
 
 def records_sha256(inp: StudyInput) -> str:
     """The measurement's own hash: the rows it becomes (requests and chunks), not the file's bytes,
     so a re-formatted or exported copy of the same records is the same input."""
     reqs, samples = _rows(inp, "")
-    canon = [[{k: v for k, v in r.items() if k not in ("run_id", "metrics")} for r in reqs], [x[1:] for x in samples]]
+    canon = [
+        [{k: v for k, v in r.items() if k not in ("run_id", "metrics")} for r in reqs],
+        [x[1:] for x in samples],
+    ]
     return hashlib.sha256(json.dumps(canon, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
@@ -254,21 +273,52 @@ def _rows(inp: StudyInput, rid: str) -> tuple[list[dict[str, Any]], list[tuple]]
     for rec in inp.records:
         rq, sub, fin = str(rec.request_id), float(rec.submitted_unix), rec.finished_unix
         has_error = "error" in (rec.model_fields_set or set())
-        reqs.append({"run_id": rid, "request": rq, "phase": rec.phase or "measured", "band": rec.length_band,
-                     "submitted": sub, "finished": float(fin) if fin is not None else None,
-                     "ok": rec.error in (None, "") if has_error else (fin is not None),
-                     "error": rec.error or None, "metrics": None})
+        reqs.append(
+            {
+                "run_id": rid,
+                "request": rq,
+                "phase": rec.phase or "measured",
+                "band": rec.length_band,
+                "submitted": sub,
+                "finished": float(fin) if fin is not None else None,
+                "ok": rec.error in (None, "") if has_error else (fin is not None),
+                "error": rec.error or None,
+                "metrics": None,
+            }
+        )
         default_sr = rec.sr or 24000
         for i, ch in enumerate(rec.chunks_all):
             t_ms = float(ch.t_ms)
-            samples.append((rid, rq, "audio", ch.idx if ch.idx is not None else i, sub + t_ms / 1000.0, t_ms,
-                            int(ch.samples or 0), int(ch.sr or default_sr), ch.sha256, bool(ch.terminal),
-                            None, None, None, None, None))
+            samples.append(
+                (
+                    rid,
+                    rq,
+                    "audio",
+                    ch.idx if ch.idx is not None else i,
+                    sub + t_ms / 1000.0,
+                    t_ms,
+                    int(ch.samples or 0),
+                    int(ch.sr or default_sr),
+                    ch.sha256,
+                    bool(ch.terminal),
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                )
+            )
     return reqs, samples
 
 
-def write_inputs(engine: Engine, inputs: Iterable[StudyInput], *, device: str | None, pipeline: str | None,
-                 virtual: bool | None) -> list[str]:
+def write_inputs(
+    engine: Engine,
+    inputs: Iterable[StudyInput],
+    *,
+    device: str | None,
+    pipeline: str | None,
+    virtual: bool | None,
+) -> list[str]:
     """Write validated inputs, all of them in one transaction; returns the new run ids."""
     from edgelab.metrics.audio import Chunk, audio_metrics
     from edgelab.metrics.ingest import SampleRow, _sample_sql
@@ -283,20 +333,33 @@ def write_inputs(engine: Engine, inputs: Iterable[StudyInput], *, device: str | 
         for inp in inputs:
             holder = find_imported(s, inp)
             if holder is not None:
-                raise AlreadyImported(f"{inp.requests_path} is already imported as run {holder} "
-                                      "(the same records: same content hash)",
-                                      remedy=f"see it with `edgelab runs show {holder}`; `edgelab runs rm {holder}` "
-                                             "first to import it again")
+                raise AlreadyImported(
+                    f"{inp.requests_path} is already imported as run {holder} "
+                    "(the same records: same content hash)",
+                    remedy=f"see it with `edgelab runs show {holder}`; `edgelab runs rm {holder}` "
+                    "first to import it again",
+                )
             dev, pipe = device, pipeline
             if inp.report is not None:
                 pipe = pipe or _text(inp.report.get("model")) or _text(inp.report.get("pipeline"))
                 dev = dev or _text(inp.report.get("device")) or _text(inp.report.get("host"))
             prov = provenance(device=dev, virtual=virtual, source="imported")
-            prov["imported"] = {"requests_sha256": inp.requests_sha256, "report_sha256": inp.report_sha256,
-                                "records_sha256": records_sha256(inp)}
+            prov["imported"] = {
+                "requests_sha256": inp.requests_sha256,
+                "report_sha256": inp.report_sha256,
+                "records_sha256": records_sha256(inp),
+            }
             meta = {"imported_from": str(inp.requests_path.resolve()), "report": inp.report}
-            run = create_run(s, pipeline=pipe, device_name=dev, kind="imported", state="running",
-                             virtual=bool(virtual), provenance=prov, meta=meta)
+            run = create_run(
+                s,
+                pipeline=pipe,
+                device_name=dev,
+                kind="imported",
+                state="running",
+                virtual=bool(virtual),
+                provenance=prov,
+                meta=meta,
+            )
             reqs, samples = _rows(inp, run.id)
             conn = s.connection()
             conn.execute(insert(RunRequest.__table__), reqs)
@@ -325,15 +388,23 @@ def _text(v: Any) -> str | None:
     return v if isinstance(v, str) and v else None
 
 
-def import_paths(engine: Engine, path: str | Path, *, device: str | None = None, pipeline: str | None = None,
-                 virtual: bool | None = None) -> list[str]:
+def import_paths(
+    engine: Engine,
+    path: str | Path,
+    *,
+    device: str | None = None,
+    pipeline: str | None = None,
+    virtual: bool | None = None,
+) -> list[str]:
     """Import ``path`` (a requests.jsonl, its directory, or a tree of study runs): validate every
     input first, then write all runs in one transaction; returns the run ids in path order."""
     root = Path(path)
     if root.is_dir() and not (root / "requests.jsonl").is_file():
         found = sorted(root.rglob("requests.jsonl"))
         if not found:
-            raise ConfigError(f"no requests.jsonl under {root}", remedy="point at the study's results directory")
+            raise ConfigError(
+                f"no requests.jsonl under {root}", remedy="point at the study's results directory"
+            )
     else:
         found = [root]
     problems: list[str] = []
@@ -367,27 +438,45 @@ def study_records(session: Session, run_id: str) -> tuple[list[dict[str, Any]], 
     run = get_run(session, run_id)
     kinds = set(session.exec(select(RunSample.kind).where(RunSample.run_id == run.id).distinct()).all())
     if kinds - {"audio"}:
-        raise ConfigError(f"run {run.id} holds {', '.join(sorted(kinds - {'audio'}))} samples; the study format "
-                          "carries audio chunks only", remedy=f"use `edgelab runs export {run.id} --json` instead")
+        raise ConfigError(
+            f"run {run.id} holds {', '.join(sorted(kinds - {'audio'}))} samples; the study format "
+            "carries audio chunks only",
+            remedy=f"use `edgelab runs export {run.id} --json` instead",
+        )
     chunks: dict[str, list[RunSample]] = {}
     for x in session.exec(select(RunSample).where(RunSample.run_id == run.id).order_by(RunSample.id)).all():
         chunks.setdefault(x.request, []).append(x)
     out = []
     for r in requests_of(session, run.id):
-        rec: dict[str, Any] = {"request_id": r.request, "phase": r.phase, "length_band": r.band,
-                               "submitted_unix": r.submitted, "finished_unix": r.finished}
+        rec: dict[str, Any] = {
+            "request_id": r.request,
+            "phase": r.phase,
+            "length_band": r.band,
+            "submitted_unix": r.submitted,
+            "finished_unix": r.finished,
+        }
         if r.error:
             rec["error"] = r.error
         elif r.ok is False and r.finished is not None:
             rec["error"] = "failed"
         elif r.ok is True and r.finished is None:
             rec["error"] = ""  # ok without a finish time: the import reads "no error" as ok
-        rec["chunks_all"] = [{"idx": c.idx, "t_ms": c.t_ms if c.t_ms is not None else (c.t - r.submitted) * 1000.0,
-                              "samples": c.n or 0, "sr": c.sample_rate or 24000, "terminal": bool(c.terminal),
-                              "sha256": c.sha256} for c in chunks.get(r.request, [])]
+        rec["chunks_all"] = [
+            {
+                "idx": c.idx,
+                "t_ms": c.t_ms if c.t_ms is not None else (c.t - r.submitted) * 1000.0,
+                "samples": c.n or 0,
+                "sr": c.sample_rate or 24000,
+                "terminal": bool(c.terminal),
+                "sha256": c.sha256,
+            }
+            for c in chunks.get(r.request, [])
+        ]
         out.append(rec)
     if not out:
-        raise ConfigError(f"run {run.id} has no requests to export", remedy="export a run that measured something")
+        raise ConfigError(
+            f"run {run.id} has no requests to export", remedy="export a run that measured something"
+        )
     report = dict(run.meta.get("report") or {}) if isinstance(run.meta.get("report"), dict) else {}
     report.setdefault("pipeline", run.pipeline)
     report.setdefault("device", run.device_name)
@@ -405,9 +494,8 @@ def export_study(session: Session, run_id: str, out_dir: Path) -> Path:
         raise ConfigError(f"{req} already exists", remedy="export into an empty directory")
     tmp = out_dir / ".requests.jsonl.part"
     tmp.write_text("".join(json.dumps(r, allow_nan=False) + "\n" for r in records), encoding="utf-8")
-    (out_dir / "report.json").write_text(json.dumps(report, indent=2, default=str, allow_nan=False) + "\n",
-                                         encoding="utf-8")
+    (out_dir / "report.json").write_text(
+        json.dumps(report, indent=2, default=str, allow_nan=False) + "\n", encoding="utf-8"
+    )
     tmp.replace(req)
     return req
-
-

@@ -51,7 +51,7 @@ def parse_line(line: str) -> dict[str, Any] | None:
 
     def take(m: re.Match[str]) -> None:
         nonlocal rest
-        rest = rest[: m.start()] + " " * (m.end() - m.start()) + rest[m.end():]
+        rest = rest[: m.start()] + " " * (m.end() - m.start()) + rest[m.end() :]
 
     for kind, pat in _PATTERNS:
         for m in list(pat.finditer(rest)):
@@ -76,8 +76,9 @@ def parse_line(line: str) -> dict[str, Any] | None:
                     if c.lower() == "off":
                         cores.append({"online": False, "load_pct": None, "mhz": None})
                     elif cm:
-                        cores.append({"online": True, "load_pct": float(cm[1]),
-                                      "mhz": float(cm[2]) if cm[2] else None})
+                        cores.append(
+                            {"online": True, "load_pct": float(cm[1]), "mhz": float(cm[2]) if cm[2] else None}
+                        )
                     else:
                         cores.append({"online": None, "raw": c})
                 out["cpus"] = cores

@@ -47,7 +47,9 @@ def from_tegrastats(line: str, *, t: float, device: str | None = None) -> Resour
         clocks["emc"] = float(max(emc["mhz"]))
     raw = {k: val for k, val in v.items() if k not in ("temps_c", "rails_mw")}
     return ResourceSample(
-        t=t, device=device, source="tegrastats",
+        t=t,
+        device=device,
+        source="tegrastats",
         cpu_pct=sum(loads) / len(loads) if loads else None,
         mem_available_bytes=int((v["ram_total_mb"] - v["ram_used_mb"]) * mib),
         temps_c=dict(v["temps_c"]),
@@ -77,13 +79,46 @@ def from_dumpsys_battery(text: str, *, t: float, device: str | None = None) -> R
     return ResourceSample(t=t, device=device, source="dumpsys-battery", temps_c=temps, power_w=power)
 
 
-NVSMI_FIELDS = ("index", "utilization.gpu", "temperature.gpu", "power.draw", "clocks.sm", "clocks.mem",
-                "memory.used", "memory.total")
+NVSMI_FIELDS = (
+    "index",
+    "utilization.gpu",
+    "temperature.gpu",
+    "power.draw",
+    "clocks.sm",
+    "clocks.mem",
+    "memory.used",
+    "memory.total",
+)
 # what a sampler asks for (nvidia-smi --help-query-gpu); an older driver refusing a field falls back
-NVSMI_FULL = ("index", "name", "uuid", "pstate", "utilization.gpu", "utilization.memory", "temperature.gpu",
-              "temperature.memory", "power.draw", "power.limit", "clocks.sm", "clocks.mem", "clocks.gr",
-              "memory.used", "memory.total", "memory.free", "fan.speed", "clocks_throttle_reasons.active")
-NVSMI_MIN = ("index", "utilization.gpu", "temperature.gpu", "power.draw", "clocks.sm", "memory.used", "memory.total")
+NVSMI_FULL = (
+    "index",
+    "name",
+    "uuid",
+    "pstate",
+    "utilization.gpu",
+    "utilization.memory",
+    "temperature.gpu",
+    "temperature.memory",
+    "power.draw",
+    "power.limit",
+    "clocks.sm",
+    "clocks.mem",
+    "clocks.gr",
+    "memory.used",
+    "memory.total",
+    "memory.free",
+    "fan.speed",
+    "clocks_throttle_reasons.active",
+)
+NVSMI_MIN = (
+    "index",
+    "utilization.gpu",
+    "temperature.gpu",
+    "power.draw",
+    "clocks.sm",
+    "memory.used",
+    "memory.total",
+)
 NVSMI_ARGV = ["nvidia-smi", f"--query-gpu={','.join(NVSMI_FIELDS)}", "--format=csv,noheader,nounits"]
 # clocks_throttle_reasons bits that mean the GPU was slowed (not idle 0x1 or app clocks 0x2):
 # SW power cap 0x4, HW slowdown 0x8, SW thermal 0x20, HW thermal 0x40, HW power brake 0x80
@@ -107,8 +142,9 @@ def _throttled(raw: str | None) -> bool | None:
         return None
 
 
-def from_nvidia_smi_csv(text: str, *, t: float, device: str | None = None,
-                        fields: tuple[str, ...] = NVSMI_FIELDS) -> list[ResourceSample]:
+def from_nvidia_smi_csv(
+    text: str, *, t: float, device: str | None = None, fields: tuple[str, ...] = NVSMI_FIELDS
+) -> list[ResourceSample]:
     """``nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits``: one sample per GPU.
 
     Utilization, temperature, power and clocks go to the sample's fields; every queried field,
@@ -120,21 +156,32 @@ def from_nvidia_smi_csv(text: str, *, t: float, device: str | None = None,
         rec = {k: v.strip() for k, v in zip(fields, row, strict=True)}
         i = rec.get("index", "0")
         temp, power = _num(rec.get("temperature.gpu", "")), _num(rec.get("power.draw", ""))
-        clocks = {k: v for k, v in (("sm", _num(rec.get("clocks.sm", ""))), ("mem", _num(rec.get("clocks.mem", ""))),
-                                    ("gr", _num(rec.get("clocks.gr", "")))) if v is not None}
+        clocks = {
+            k: v
+            for k, v in (
+                ("sm", _num(rec.get("clocks.sm", ""))),
+                ("mem", _num(rec.get("clocks.mem", ""))),
+                ("gr", _num(rec.get("clocks.gr", ""))),
+            )
+            if v is not None
+        }
         temps = {f"gpu{i}": temp} if temp is not None else {}
         if (tm := _num(rec.get("temperature.memory", ""))) is not None:
             temps[f"gpu{i}_mem"] = tm
         reasons = rec.get("clocks_throttle_reasons.active") or rec.get("clocks_event_reasons.active")
-        out.append(ResourceSample(
-            t=t, device=device, source=f"nvidia-smi:gpu{i}",
-            gpu_util_pct=_num(rec.get("utilization.gpu", "")),
-            temps_c=temps,
-            power_w={f"gpu{i}": power} if power is not None else {},
-            clocks_mhz={f"gpu{i}_{k}": v for k, v in clocks.items()},
-            throttled=_throttled(reasons),
-            raw=rec,
-        ))
+        out.append(
+            ResourceSample(
+                t=t,
+                device=device,
+                source=f"nvidia-smi:gpu{i}",
+                gpu_util_pct=_num(rec.get("utilization.gpu", "")),
+                temps_c=temps,
+                power_w={f"gpu{i}": power} if power is not None else {},
+                clocks_mhz={f"gpu{i}_{k}": v for k, v in clocks.items()},
+                throttled=_throttled(reasons),
+                raw=rec,
+            )
+        )
     return out
 
 
@@ -168,13 +215,21 @@ def parse_proc_block(text: str) -> ProcCounters | None:
     return ProcCounters(total, idle, avail, rss)
 
 
-def proc_sample(prev: ProcCounters | None, now: ProcCounters, *, t: float, device: str | None = None) -> ResourceSample:
+def proc_sample(
+    prev: ProcCounters | None, now: ProcCounters, *, t: float, device: str | None = None
+) -> ResourceSample:
     """CPU % needs two readings: busy share of the jiffies between them (None for the first)."""
     cpu = None
     if prev is not None and now.total > prev.total:
         cpu = 100.0 * (1.0 - (now.idle - prev.idle) / (now.total - prev.total))
-    return ResourceSample(t=t, device=device, source="proc", cpu_pct=cpu,
-                          mem_available_bytes=now.mem_available_bytes, rss_bytes=now.rss_bytes)
+    return ResourceSample(
+        t=t,
+        device=device,
+        source="proc",
+        cpu_pct=cpu,
+        mem_available_bytes=now.mem_available_bytes,
+        rss_bytes=now.rss_bytes,
+    )
 
 
 BLOCK_MARK = "@@edgelab-sample"
@@ -184,7 +239,7 @@ def proc_sampler_argv(interval_s: float = 1.0, pid: int | None = None, count: in
     """A POSIX shell loop printing one marked block of /proc readings per interval."""
     rss = f"grep VmRSS /proc/{int(pid)}/status 2>/dev/null; " if pid is not None else ""
     body = f"echo {BLOCK_MARK}; head -1 /proc/stat; grep MemAvailable /proc/meminfo; {rss}sleep {float(interval_s)}"
-    loop = f"i=0; while [ -z \"$1\" ] || [ $i -lt \"$1\" ]; do {body}; i=$((i+1)); done; echo {BLOCK_MARK}"
+    loop = f'i=0; while [ -z "$1" ] || [ $i -lt "$1" ]; do {body}; i=$((i+1)); done; echo {BLOCK_MARK}'
     return ["sh", "-c", loop, "edgelab-proc", "" if count is None else str(int(count))]
 
 
@@ -192,8 +247,15 @@ def tegrastats_argv(interval_ms: int = 1000) -> list[str]:
     return ["tegrastats", "--interval", str(int(interval_ms))]
 
 
-def sample_proc(transport: Transport, *, interval_s: float = 1.0, pid: int | None = None,
-                count: int | None = None, device: str | None = None, clock: Clock = time.time) -> Iterator[ResourceSample]:
+def sample_proc(
+    transport: Transport,
+    *,
+    interval_s: float = 1.0,
+    pid: int | None = None,
+    count: int | None = None,
+    device: str | None = None,
+    clock: Clock = time.time,
+) -> Iterator[ResourceSample]:
     """Run the /proc loop over ``transport`` and yield a sample per block (stamped at arrival)."""
     prev = None
     block: list[str] = []
@@ -210,8 +272,9 @@ def sample_proc(transport: Transport, *, interval_s: float = 1.0, pid: int | Non
                     prev = now
 
 
-def sample_tegrastats(transport: Transport, *, interval_ms: int = 1000, device: str | None = None,
-                      clock: Clock = time.time) -> Iterator[ResourceSample]:
+def sample_tegrastats(
+    transport: Transport, *, interval_ms: int = 1000, device: str | None = None, clock: Clock = time.time
+) -> Iterator[ResourceSample]:
     with transport.stream(tegrastats_argv(interval_ms)) as proc:
         for line in proc.lines():
             s = from_tegrastats(line, t=clock(), device=device)

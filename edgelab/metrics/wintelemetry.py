@@ -64,16 +64,24 @@ def parse_cpu_counters(text: str) -> dict[str, Any]:
     row = next((r for r in rows if r.get("Name") == "_Total"), rows[0] if rows else None)
     if row is None:
         return {"cpu_pct": None, "raw": {}}
-    return {"cpu_pct": float(row["PercentProcessorTime"]) if _int(row.get("PercentProcessorTime")) is not None
-            else None, "raw": row}
+    return {
+        "cpu_pct": float(row["PercentProcessorTime"])
+        if _int(row.get("PercentProcessorTime")) is not None
+        else None,
+        "raw": row,
+    }
 
 
 def parse_memory_counters(text: str) -> dict[str, Any]:
     """Win32_PerfFormattedData_PerfOS_Memory: available bytes, commit charge and commit limit."""
     rows = _json_rows(text)
     row = rows[0] if rows else {}
-    return {"available_bytes": _int(row.get("AvailableBytes")), "committed_bytes": _int(row.get("CommittedBytes")),
-            "commit_limit_bytes": _int(row.get("CommitLimit")), "raw": row}
+    return {
+        "available_bytes": _int(row.get("AvailableBytes")),
+        "committed_bytes": _int(row.get("CommittedBytes")),
+        "commit_limit_bytes": _int(row.get("CommitLimit")),
+        "raw": row,
+    }
 
 
 def parse_os_memory(text: str) -> dict[str, Any]:
@@ -85,9 +93,13 @@ def parse_os_memory(text: str) -> dict[str, Any]:
         v = _int(row.get(key))
         return None if v is None else v * 1024
 
-    return {"physical_total_bytes": kib("TotalVisibleMemorySize"), "physical_free_bytes": kib("FreePhysicalMemory"),
-            "virtual_total_bytes": kib("TotalVirtualMemorySize"), "virtual_free_bytes": kib("FreeVirtualMemory"),
-            "raw": row}
+    return {
+        "physical_total_bytes": kib("TotalVisibleMemorySize"),
+        "physical_free_bytes": kib("FreePhysicalMemory"),
+        "virtual_total_bytes": kib("TotalVirtualMemorySize"),
+        "virtual_free_bytes": kib("FreeVirtualMemory"),
+        "raw": row,
+    }
 
 
 def parse_adapters(text: str) -> list[dict[str, Any]]:
@@ -96,17 +108,33 @@ def parse_adapters(text: str) -> list[dict[str, Any]]:
     out = []
     for r in _json_rows(text):
         ram = _int(r.get("AdapterRAM"))
-        out.append({"name": r.get("Name"), "vendor": r.get("AdapterCompatibility"), "driver": r.get("DriverVersion"),
-                    "pnp_id": r.get("PNPDeviceID"), "status": r.get("Status"),
-                    "adapter_ram_lower_bound_bytes": ram, "adapter_ram_capped": ram is not None and ram >= 0xFFF00000,
-                    "raw": r})
+        out.append(
+            {
+                "name": r.get("Name"),
+                "vendor": r.get("AdapterCompatibility"),
+                "driver": r.get("DriverVersion"),
+                "pnp_id": r.get("PNPDeviceID"),
+                "status": r.get("Status"),
+                "adapter_ram_lower_bound_bytes": ram,
+                "adapter_ram_capped": ram is not None and ram >= 0xFFF00000,
+                "raw": r,
+            }
+        )
     return out
 
 
 def parse_npus(text: str) -> list[dict[str, Any]]:
     """Get-PnpDevice -Class ComputeAccelerator (Device Manager's Neural processors)."""
-    return [{"name": r.get("FriendlyName"), "vendor": r.get("Manufacturer"), "instance_id": r.get("InstanceId"),
-             "status": r.get("Status"), "raw": r} for r in _json_rows(text)]
+    return [
+        {
+            "name": r.get("FriendlyName"),
+            "vendor": r.get("Manufacturer"),
+            "instance_id": r.get("InstanceId"),
+            "status": r.get("Status"),
+            "raw": r,
+        }
+        for r in _json_rows(text)
+    ]
 
 
 def _num(s: str) -> float | None:
@@ -147,8 +175,11 @@ class WindowsSample:
 
     def placement_evidence(self) -> dict[str, Any]:
         """Accelerators seen (names, not claims of use) and GPU activity at this instant."""
-        return {"adapters": [a["name"] for a in self.adapters], "npus": [n["name"] for n in self.npus],
-                "gpu_util_pct": {g.source: g.gpu_util_pct for g in self.gpus}}
+        return {
+            "adapters": [a["name"] for a in self.adapters],
+            "npus": [n["name"] for n in self.npus],
+            "gpu_util_pct": {g.source: g.gpu_util_pct for g in self.gpus},
+        }
 
 
 def parse_sample(text: str, *, t: float, device: str | None = None) -> WindowsSample:
@@ -158,24 +189,46 @@ def parse_sample(text: str, *, t: float, device: str | None = None) -> WindowsSa
     mem = parse_memory_counters(sec.get("memory", ""))
     osm = parse_os_memory(sec.get("os", ""))
     avail = mem["available_bytes"] if mem["available_bytes"] is not None else osm["physical_free_bytes"]
-    host = ResourceSample(t=t, device=device, source="windows-cim", cpu_pct=cpu["cpu_pct"],
-                          mem_available_bytes=avail)
+    host = ResourceSample(
+        t=t, device=device, source="windows-cim", cpu_pct=cpu["cpu_pct"], mem_available_bytes=avail
+    )
     gpus = []
     for g in parse_nvidia_query(sec.get("nvidia", "")):
         idx = int(g["index"]) if g.get("index") is not None else len(gpus)
-        clocks = {k: v for k, v in (("sm", g.get("clocks.sm")), ("mem", g.get("clocks.mem"))) if v is not None}
-        gpus.append(ResourceSample(
-            t=t, device=device, source=f"nvidia-smi:gpu{idx}", gpu_util_pct=g.get("utilization.gpu"),
-            mem_available_bytes=(int((g["memory.total"] - g["memory.used"]) * 1024 * 1024)
-                                 if g.get("memory.total") is not None and g.get("memory.used") is not None else None),
-            temps_c={"gpu": g["temperature.gpu"]} if g.get("temperature.gpu") is not None else {},
-            clocks_mhz=clocks, power_w={"gpu": g["power.draw"]} if g.get("power.draw") is not None else {}))
-    memory = {"available_bytes": avail, "committed_bytes": mem["committed_bytes"],
-              "commit_limit_bytes": mem["commit_limit_bytes"], "physical_total_bytes": osm["physical_total_bytes"]}
-    raw = {"cpu": cpu["raw"], "memory": mem["raw"], "os": osm["raw"],
-           "nvidia": parse_nvidia_query(sec.get("nvidia", ""))}
-    return WindowsSample(host, gpus, memory, parse_adapters(sec.get("adapters", "")),
-                         parse_npus(sec.get("npu", "")), raw)
+        clocks = {
+            k: v for k, v in (("sm", g.get("clocks.sm")), ("mem", g.get("clocks.mem"))) if v is not None
+        }
+        gpus.append(
+            ResourceSample(
+                t=t,
+                device=device,
+                source=f"nvidia-smi:gpu{idx}",
+                gpu_util_pct=g.get("utilization.gpu"),
+                mem_available_bytes=(
+                    int((g["memory.total"] - g["memory.used"]) * 1024 * 1024)
+                    if g.get("memory.total") is not None and g.get("memory.used") is not None
+                    else None
+                ),
+                temps_c={"gpu": g["temperature.gpu"]} if g.get("temperature.gpu") is not None else {},
+                clocks_mhz=clocks,
+                power_w={"gpu": g["power.draw"]} if g.get("power.draw") is not None else {},
+            )
+        )
+    memory = {
+        "available_bytes": avail,
+        "committed_bytes": mem["committed_bytes"],
+        "commit_limit_bytes": mem["commit_limit_bytes"],
+        "physical_total_bytes": osm["physical_total_bytes"],
+    }
+    raw = {
+        "cpu": cpu["raw"],
+        "memory": mem["raw"],
+        "os": osm["raw"],
+        "nvidia": parse_nvidia_query(sec.get("nvidia", "")),
+    }
+    return WindowsSample(
+        host, gpus, memory, parse_adapters(sec.get("adapters", "")), parse_npus(sec.get("npu", "")), raw
+    )
 
 
 def windows_sampler(interval_s: float = 1.0, count: int | None = None) -> str:
@@ -184,15 +237,23 @@ def windows_sampler(interval_s: float = 1.0, count: int | None = None) -> str:
     return winscripts.sampler(interval_s, count)
 
 
-def sample_windows(transport: Transport, *, interval_s: float = 1.0, count: int | None = None,
-                   device: str | None = None, clock: Clock = time.time) -> Iterator[WindowsSample]:
+def sample_windows(
+    transport: Transport,
+    *,
+    interval_s: float = 1.0,
+    count: int | None = None,
+    device: str | None = None,
+    clock: Clock = time.time,
+) -> Iterator[WindowsSample]:
     """Stream the sampler over an SSH transport to a Windows device; a WindowsSample per block, stamped
     on the lab clock when the block is complete. Cancel by closing the generator."""
     from edgelab.transport.quoting import encode_powershell
 
-    proc = (transport.stream_ps(windows_sampler(interval_s, count))
-            if transport.supports(Capability.WINDOWS_SHELL)
-            else transport.stream(encode_powershell(windows_sampler(interval_s, count))))
+    proc = (
+        transport.stream_ps(windows_sampler(interval_s, count))
+        if transport.supports(Capability.WINDOWS_SHELL)
+        else transport.stream(encode_powershell(windows_sampler(interval_s, count)))
+    )
     block: list[str] | None = None
     with proc:
         for line in proc.lines():

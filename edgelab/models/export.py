@@ -49,10 +49,19 @@ def recipe(stage: str, fmt: str, seed: int) -> dict[str, Any]:
     from edgelab.models.stages import IR_VERSION, OPSET, STAGES
 
     spec = STAGES[stage]
-    r: dict[str, Any] = {"stage": stage, "pipeline": spec.pipeline, "pipeline_stage": spec.stage, "seed": seed,
-                         "format": fmt, "weights": "random", "builder": "edgelab.models.stages",
-                         "params": dict(spec.params), "opset": OPSET, "ir_version": IR_VERSION,
-                         "onnx": md.version("onnx")}
+    r: dict[str, Any] = {
+        "stage": stage,
+        "pipeline": spec.pipeline,
+        "pipeline_stage": spec.stage,
+        "seed": seed,
+        "format": fmt,
+        "weights": "random",
+        "builder": "edgelab.models.stages",
+        "params": dict(spec.params),
+        "opset": OPSET,
+        "ir_version": IR_VERSION,
+        "onnx": md.version("onnx"),
+    }
     if fmt == "mnn":
         r["converter"] = f"MNN {md.version('MNN')} _tools.mnnconvert -f ONNX (edgelab.models.mnn_convert)"
     return r
@@ -111,11 +120,29 @@ def register(session, ex: Exported, pipeline: str | None = None) -> Any:
     gets its own artifact name over the same file."""
     from edgelab.artifacts.registry import add_artifact
 
-    prov = {"recipe": json.dumps(ex.recipe, sort_keys=True), "precision": "fp32",
-            "exporter_version": ex.recipe.get("converter") or f"onnx {ex.recipe['onnx']}"}
-    meta = {"weights": "random", "stage": ex.recipe["pipeline_stage"], "role": ex.recipe["pipeline_stage"],
-            "pipeline": pipeline or ex.recipe["pipeline"],
-            "format": ex.format, "seed": ex.recipe["seed"], "sha256": ex.sha256}
+    prov = {
+        "recipe": json.dumps(ex.recipe, sort_keys=True),
+        "precision": "fp32",
+        "exporter_version": ex.recipe.get("converter") or f"onnx {ex.recipe['onnx']}",
+    }
+    meta = {
+        "weights": "random",
+        "stage": ex.recipe["pipeline_stage"],
+        "role": ex.recipe["pipeline_stage"],
+        "pipeline": pipeline or ex.recipe["pipeline"],
+        "format": ex.format,
+        "seed": ex.recipe["seed"],
+        "sha256": ex.sha256,
+    }
     name = ex.artifact if pipeline in (None, ex.recipe["pipeline"]) else f"{pipeline}.{ex.artifact}"
-    return add_artifact(session, name, [ex.path], kind="model", target="any", component=ex.stage,
-                        provenance=prov, meta=meta, replace=True)
+    return add_artifact(
+        session,
+        name,
+        [ex.path],
+        kind="model",
+        target="any",
+        component=ex.stage,
+        provenance=prov,
+        meta=meta,
+        replace=True,
+    )

@@ -84,7 +84,9 @@ def config_for(params: int, *, vocab: int | None = None, n_ctx: int = 2048) -> S
     (about one layer per 64 channels, as small real models have)."""
     vocab = vocab or (32000 if params >= 50_000_000 else 8192 if params >= 10_000_000 else 2048)
     if vocab < 300:
-        raise ConfigError(f"vocabulary of {vocab} is too small", remedy="at least 300 (3 specials + 256 bytes)")
+        raise ConfigError(
+            f"vocabulary of {vocab} is too small", remedy="at least 300 (3 specials + 256 bytes)"
+        )
     best: tuple[float, SynthConfig] | None = None
     for d in _WIDTHS:
         heads, kv, ff = _shape(d)
@@ -100,7 +102,8 @@ def config_for(params: int, *, vocab: int | None = None, n_ctx: int = 2048) -> S
             best = (score, cfg)
     if best is None:
         raise ConfigError(
-            f"{params} parameters cannot hold a {vocab}-token embedding", remedy="ask for more parameters or --vocab"
+            f"{params} parameters cannot hold a {vocab}-token embedding",
+            remedy="ask for more parameters or --vocab",
         )
     return best[1]
 
@@ -117,6 +120,7 @@ def vocabulary(size: int) -> tuple[list[str], list[float], list[int]]:
     pieces: list[str] = []
     alphabet = string.ascii_lowercase
     singles = list(alphabet) + list(string.digits) + list(".,!?;:'\"-()")
+
     def gen():
         yield "▁"
         for c in singles:
@@ -127,6 +131,7 @@ def vocabulary(size: int) -> tuple[list[str], list[float], list[int]]:
                 w = "".join(combo)
                 yield "▁" + w
                 yield w
+
     need = size - len(tokens)
     for piece in gen():
         if len(pieces) >= need:

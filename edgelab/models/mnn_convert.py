@@ -62,8 +62,13 @@ def convert(src: Path, dst: Path, *, biz_code: str = "edgelab", timeout: float =
     dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = dst.with_name(dst.name + ".part")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("http_", "https_", "HTTP_", "HTTPS_"))}
-    p = subprocess.run([sys.executable, "-m", "edgelab.models.mnn_convert", str(src), str(tmp),
-                        "--biz-code", biz_code], capture_output=True, text=True, timeout=timeout, env=env)
+    p = subprocess.run(
+        [sys.executable, "-m", "edgelab.models.mnn_convert", str(src), str(tmp), "--biz-code", biz_code],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
     out = (p.stdout + p.stderr).strip()
     if p.returncode != 0 or not tmp.is_file() or tmp.stat().st_size == 0:
         tmp.unlink(missing_ok=True)
@@ -87,8 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     logs.setup(a.log_level)
     import _tools  # MNN's converter extension; deliberately not MNN.tools
 
-    _tools.mnnconvert(["mnnconvert", "-f", "ONNX", "--modelFile", a.src, "--MNNModel", a.dst,
-                       "--bizCode", a.biz_code])
+    _tools.mnnconvert(
+        ["mnnconvert", "-f", "ONNX", "--modelFile", a.src, "--MNNModel", a.dst, "--bizCode", a.biz_code]
+    )
     return 0 if Path(a.dst).is_file() else 1
 
 

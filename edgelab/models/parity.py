@@ -39,14 +39,22 @@ class OnnxReference:
 def compare(got: np.ndarray, ref: np.ndarray) -> dict[str, Any]:
     err = got.astype(np.float64) - ref.astype(np.float64)
     rms = np.sqrt(np.mean(err**2, axis=0))  # per action dimension, over the horizon
-    out = {"max_abs": float(np.abs(err).max()), "rms_per_dim_max": float(rms.max()),
-           "rms_per_dim": [float(x) for x in rms]}
+    out = {
+        "max_abs": float(np.abs(err).max()),
+        "rms_per_dim_max": float(rms.max()),
+        "rms_per_dim": [float(x) for x in rms],
+    }
     out["ok"] = out["max_abs"] <= TOL_MAX_ABS and out["rms_per_dim_max"] <= TOL_RMS
     return out
 
 
-def parity_report(stage: str = "action-head", *, seed: int = 0, chunks: int = CHUNKS,
-                  runtimes: tuple[str, ...] = ("mnn", "onnxruntime")) -> dict[str, Any]:
+def parity_report(
+    stage: str = "action-head",
+    *,
+    seed: int = 0,
+    chunks: int = CHUNKS,
+    runtimes: tuple[str, ...] = ("mnn", "onnxruntime"),
+) -> dict[str, Any]:
     """Chunks from each runtime vs the numpy oracle; ``ok`` only when every runtime is within tolerance."""
     from edgelab.controller.engine import FORMATS
     from edgelab.controller.engines import open_engine
@@ -61,10 +69,15 @@ def parity_report(stage: str = "action-head", *, seed: int = 0, chunks: int = CH
     noises = [noise_for(seed, i) for i in range(chunks)]
     oracle = FlowSampler(OnnxReference(onnx_file.path))
     ref = [oracle.sample(cond, n) for n in noises]
-    report: dict[str, Any] = {"stage": stage, "oracle": "onnx.reference (numpy) on " + onnx_file.artifact,
-                              "oracle_sha256": onnx_file.sha256, "noise": f"seeded: seed {seed}, chunks 0..{chunks - 1}",
-                              "tolerance": {"max_abs": TOL_MAX_ABS, "rms_per_dim": TOL_RMS},
-                              "where": "lab host CPU", "runtimes": {}}
+    report: dict[str, Any] = {
+        "stage": stage,
+        "oracle": "onnx.reference (numpy) on " + onnx_file.artifact,
+        "oracle_sha256": onnx_file.sha256,
+        "noise": f"seeded: seed {seed}, chunks 0..{chunks - 1}",
+        "tolerance": {"max_abs": TOL_MAX_ABS, "rms_per_dim": TOL_RMS},
+        "where": "lab host CPU",
+        "runtimes": {},
+    }
     for rt in runtimes:
         ex = export(stage, FORMATS[rt], seed=seed)
         eng = open_engine(rt, ex.path, backend="cpu", threads=1)
@@ -74,10 +87,14 @@ def parity_report(stage: str = "action-head", *, seed: int = 0, chunks: int = CH
         finally:
             eng.close()
         worst = max(per, key=lambda c: c["max_abs"])
-        report["runtimes"][rt] = {"artifact": ex.artifact, "sha256": ex.sha256,
-                                  "placement": eng.placement.as_dict(), "max_abs": worst["max_abs"],
-                                  "rms_per_dim_max": max(c["rms_per_dim_max"] for c in per),
-                                  "ok": all(c["ok"] for c in per)}
+        report["runtimes"][rt] = {
+            "artifact": ex.artifact,
+            "sha256": ex.sha256,
+            "placement": eng.placement.as_dict(),
+            "max_abs": worst["max_abs"],
+            "rms_per_dim_max": max(c["rms_per_dim_max"] for c in per),
+            "ok": all(c["ok"] for c in per),
+        }
     report["ok"] = all(r["ok"] for r in report["runtimes"].values())
     return report
 
@@ -89,10 +106,18 @@ def run_isolated(stage: str = "action-head", *, seed: int = 0, timeout: float = 
     import subprocess
     import sys
 
-    p = subprocess.run([sys.executable, "-m", "edgelab.models.parity", stage, "--seed", str(seed)],
-                       capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run(
+        [sys.executable, "-m", "edgelab.models.parity", stage, "--seed", str(seed)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if p.returncode != 0:
-        return {"stage": stage, "ok": False, "error": f"parity check exited {p.returncode}: {p.stderr.strip()[-400:]}"}
+        return {
+            "stage": stage,
+            "ok": False,
+            "error": f"parity check exited {p.returncode}: {p.stderr.strip()[-400:]}",
+        }
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 

@@ -50,19 +50,40 @@ class StageSpec:
 
 
 ACTION_HEAD = StageSpec(
-    "action-head", "internvla-a1", "action_head",
-    inputs={"cond": ("float32", (1, COND_DIM)), "x": ("float32", (HORIZON, ACTION_DIMS)),
-            "tau": ("float32", (1,))},
+    "action-head",
+    "internvla-a1",
+    "action_head",
+    inputs={
+        "cond": ("float32", (1, COND_DIM)),
+        "x": ("float32", (HORIZON, ACTION_DIMS)),
+        "tau": ("float32", (1,)),
+    },
     outputs={"v": ("float32", (HORIZON, ACTION_DIMS))},
-    params={"horizon": HORIZON, "dims": ACTION_DIMS, "cond_dim": COND_DIM, "hidden": 384, "ffn": 768,
-            "blocks": 2, "flow_steps": FLOW_STEPS},
+    params={
+        "horizon": HORIZON,
+        "dims": ACTION_DIMS,
+        "cond_dim": COND_DIM,
+        "hidden": 384,
+        "ffn": 768,
+        "blocks": 2,
+        "flow_steps": FLOW_STEPS,
+    },
 )
 CODEC_DECODER = StageSpec(
-    "codec-decoder", "qwen3-tts-0.6b", "code2wav",
+    "codec-decoder",
+    "qwen3-tts-0.6b",
+    "code2wav",
     inputs={"codes": ("int32", (CODEBOOKS, "frames"))},
     outputs={"pcm": ("float32", ("frames", SAMPLES_PER_FRAME))},
-    params={"codebooks": CODEBOOKS, "codebook_size": CODEBOOK_SIZE, "samples_per_frame": SAMPLES_PER_FRAME,
-            "left_context": LEFT_CONTEXT, "sample_rate": SAMPLE_RATE, "dim": 64, "kernel": 3},
+    params={
+        "codebooks": CODEBOOKS,
+        "codebook_size": CODEBOOK_SIZE,
+        "samples_per_frame": SAMPLES_PER_FRAME,
+        "left_context": LEFT_CONTEXT,
+        "sample_rate": SAMPLE_RATE,
+        "dim": 64,
+        "kernel": 3,
+    },
 )
 STAGES = {s.name: s for s in (ACTION_HEAD, CODEC_DECODER)}
 
@@ -91,7 +112,9 @@ class _Graph:
 
         self._n += 1
         out = f"{op_type.lower()}_{self._n}"
-        self.nodes.append(helper.make_node(op_type, list(inputs), [out], name=f"n{self._n}_{op_type}", **attrs))
+        self.nodes.append(
+            helper.make_node(op_type, list(inputs), [out], name=f"n{self._n}_{op_type}", **attrs)
+        )
         return out
 
     def gelu(self, x: str, c: dict[str, str]) -> str:
@@ -107,23 +130,41 @@ class _Graph:
         types = {"float32": TensorProto.FLOAT, "int32": TensorProto.INT32}
         self.nodes.append(helper.make_node("Identity", [out], list(spec.outputs), name="output"))
         graph = helper.make_graph(
-            self.nodes, spec.name.replace("-", "_"),
+            self.nodes,
+            spec.name.replace("-", "_"),
             [helper.make_tensor_value_info(n, types[t], list(s)) for n, (t, s) in spec.inputs.items()],
             [helper.make_tensor_value_info(n, types[t], list(s)) for n, (t, s) in spec.outputs.items()],
             self.inits,
         )
-        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name=PRODUCER,
-                              producer_version="1", ir_version=IR_VERSION)
+        m = helper.make_model(
+            graph,
+            opset_imports=[helper.make_opsetid("", OPSET)],
+            producer_name=PRODUCER,
+            producer_version="1",
+            ir_version=IR_VERSION,
+        )
         m.doc_string = f"edgelab random-weight {spec.name} ({spec.pipeline}:{spec.stage}), seed {seed}"
-        helper.set_model_props(m, {"weights": "random", "seed": str(seed), "pipeline": spec.pipeline,
-                                   "stage": spec.stage, **{k: str(v) for k, v in spec.params.items()}})
+        helper.set_model_props(
+            m,
+            {
+                "weights": "random",
+                "seed": str(seed),
+                "pipeline": spec.pipeline,
+                "stage": spec.stage,
+                **{k: str(v) for k, v in spec.params.items()},
+            },
+        )
         return m
 
 
 def _scalars(g: _Graph) -> dict[str, str]:
     f = np.float32
-    return {"k": g.const("c_gelu_k", np.array(0.044715, f)), "s": g.const("c_gelu_s", np.array(0.7978845608, f)),
-            "half": g.const("c_half", np.array(0.5, f)), "one": g.const("c_one", np.array(1.0, f))}
+    return {
+        "k": g.const("c_gelu_k", np.array(0.044715, f)),
+        "s": g.const("c_gelu_s", np.array(0.7978845608, f)),
+        "half": g.const("c_half", np.array(0.5, f)),
+        "one": g.const("c_one", np.array(1.0, f)),
+    }
 
 
 def action_head(seed: int = 0) -> Any:
@@ -137,14 +178,25 @@ def action_head(seed: int = 0) -> Any:
 
     g = _Graph()
     c = _scalars(g)
-    h = g.op("Add", g.op("MatMul", "x", g.const("w_in", w(D, H, fan_in=D))),
-             g.op("MatMul", "cond", g.const("w_cond", w(C, H, fan_in=C))))
+    h = g.op(
+        "Add",
+        g.op("MatMul", "x", g.const("w_in", w(D, H, fan_in=D))),
+        g.op("MatMul", "cond", g.const("w_cond", w(C, H, fan_in=C))),
+    )
     h = g.op("Add", h, g.op("Mul", "tau", g.const("w_tau", w(H, fan_in=1))))
     h = g.gelu(g.op("Add", h, g.const("pos", w(T, H, fan_in=16))), c)
-    h = g.op("Add", h, g.op("Tanh", g.op("MatMul", g.const("mix", w(T, T, fan_in=T)), h)))  # across the horizon
+    h = g.op(
+        "Add", h, g.op("Tanh", g.op("MatMul", g.const("mix", w(T, T, fan_in=T)), h))
+    )  # across the horizon
     for b in range(p["blocks"]):
-        up = g.gelu(g.op("Add", g.op("MatMul", h, g.const(f"b{b}_w1", w(H, F, fan_in=H))),
-                         g.const(f"b{b}_b1", w(F, fan_in=F * 4))), c)
+        up = g.gelu(
+            g.op(
+                "Add",
+                g.op("MatMul", h, g.const(f"b{b}_w1", w(H, F, fan_in=H))),
+                g.const(f"b{b}_b1", w(F, fan_in=F * 4)),
+            ),
+            c,
+        )
         h = g.op("Add", h, g.op("MatMul", up, g.const(f"b{b}_w2", w(F, H, fan_in=F * 2))))
     v = g.op("MatMul", g.op("Tanh", h), g.const("w_out", w(H, D, fan_in=H)))
     return g.model(ACTION_HEAD, v, seed)
@@ -166,7 +218,11 @@ def codec_decoder(seed: int = 0) -> Any:
     y = g.op("Tanh", g.op("Conv", s, g.const("conv_w", conv_w), kernel_shape=[k], pads=[k - 1, 0]))  # causal
     y = g.op("Transpose", g.op("Squeeze", y, "axes0"), perm=[1, 0])  # [frames, E]
     up = (rng.standard_normal((E, S), dtype=np.float32) / np.sqrt(E)).astype(np.float32)
-    pcm = g.op("Mul", g.op("Tanh", g.op("MatMul", y, g.const("w_up", up))), g.const("gain", np.array(0.5, np.float32)))
+    pcm = g.op(
+        "Mul",
+        g.op("Tanh", g.op("MatMul", y, g.const("w_up", up))),
+        g.const("gain", np.array(0.5, np.float32)),
+    )
     return g.model(CODEC_DECODER, pcm, seed)
 
 

@@ -43,7 +43,9 @@ def find_product(session: Session, product: str, target: str | None = None) -> P
     """The file of the registered llama.cpp runtime artifact ``product`` for ``target`` (this
     host's by default): what ``edgelab runtime build llama.cpp`` registered."""
     target = target or host_target()
-    for art in session.exec(select(Artifact).where(Artifact.kind == "runtime", Artifact.target == target)).all():
+    for art in session.exec(
+        select(Artifact).where(Artifact.kind == "runtime", Artifact.target == target)
+    ).all():
         if (art.meta or {}).get("product") == product:
             files = artifact_files(session, art)
             if files and files[0].source and Path(files[0].source).is_file():
@@ -59,21 +61,37 @@ def quantize(binary: Path, src: Path, dst: Path, quant: str, *, threads: int = 1
     tmp = dst.with_name(dst.name + ".partial")
     argv = [str(binary), str(src), str(tmp), quant.upper(), str(threads)]
     try:
-        res = subprocess.run(argv, capture_output=True, text=True, timeout=3600,
-                             env={**os.environ, "OMP_WAIT_POLICY": "passive"})
+        res = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=3600,
+            env={**os.environ, "OMP_WAIT_POLICY": "passive"},
+        )
     except OSError as err:
         raise QuantizeError(f"cannot run {binary}: {err}", remedy="rebuild llama.cpp for this host") from err
     if res.returncode != 0 or not tmp.is_file():
         tail = " / ".join((res.stderr or res.stdout).strip().splitlines()[-3:])
         tmp.unlink(missing_ok=True)
-        raise QuantizeError(f"llama-quantize {quant} exited {res.returncode}: {tail}",
-                            remedy=f"run it by hand: {' '.join(argv)}")
+        raise QuantizeError(
+            f"llama-quantize {quant} exited {res.returncode}: {tail}",
+            remedy=f"run it by hand: {' '.join(argv)}",
+        )
     os.replace(tmp, dst)
     return dst
 
 
-def synth_files(name: str, params: str | int, *, quant: str | None = None, seed: int = 0, vocab: int | None = None,
-                out_dir: Path | None = None, quantizer: Path | None = None, progress=None) -> SynthResult:
+def synth_files(
+    name: str,
+    params: str | int,
+    *,
+    quant: str | None = None,
+    seed: int = 0,
+    vocab: int | None = None,
+    out_dir: Path | None = None,
+    quantizer: Path | None = None,
+    progress=None,
+) -> SynthResult:
     """Write (or reuse) the GGUF files; ``quantizer`` is needed only for a quantized model."""
     quant = (quant or "f16").lower()
     if quant not in QUANTS:
@@ -86,7 +104,9 @@ def synth_files(name: str, params: str | int, *, quant: str | None = None, seed:
     with locked(folder / f".{stem}.lock"):
         if not f16.is_file():
             if progress:
-                progress(f"writing {f16.name}: {cfg.params:,} parameters ({cfg.n_layer} layers x {cfg.n_embd})")
+                progress(
+                    f"writing {f16.name}: {cfg.params:,} parameters ({cfg.n_layer} layers x {cfg.n_embd})"
+                )
             tmp = f16.with_name(f16.name + ".partial")
             write_gguf(tmp, cfg, seed=seed, name=name)
             os.replace(tmp, f16)
@@ -95,8 +115,10 @@ def synth_files(name: str, params: str | int, *, quant: str | None = None, seed:
             out = folder / f"{stem}-{quant}.gguf"
             if not out.is_file():
                 if quantizer is None:
-                    raise NotFound(f"quantizing to {quant} needs llama-quantize",
-                                   remedy="edgelab runtime build llama.cpp --target linux-x86_64 --source PATH")
+                    raise NotFound(
+                        f"quantizing to {quant} needs llama-quantize",
+                        remedy="edgelab runtime build llama.cpp --target linux-x86_64 --source PATH",
+                    )
                 if progress:
                     progress(f"quantizing to {quant.upper()} with {quantizer}")
                 quantize(quantizer, f16, out, quant)
@@ -113,21 +135,58 @@ def synth_files(name: str, params: str | int, *, quant: str | None = None, seed:
     return SynthResult(out, f16, quant, meta)
 
 
-def synth_model(session: Session, name: str, params: str | int, *, quant: str | None = None, seed: int = 0,
-                vocab: int | None = None, out_dir: Path | None = None, quantizer: Path | None = None,
-                progress=None) -> Artifact:
+def synth_model(
+    session: Session,
+    name: str,
+    params: str | int,
+    *,
+    quant: str | None = None,
+    seed: int = 0,
+    vocab: int | None = None,
+    out_dir: Path | None = None,
+    quantizer: Path | None = None,
+    progress=None,
+) -> Artifact:
     """Make the files and register them as ``kind: model`` (target ``any``: GGUF is portable)."""
     if quant and quant.lower() != "f16" and quantizer is None:
         quantizer = find_product(session, "llama-quantize")
-    res = synth_files(name, params, quant=quant, seed=seed, vocab=vocab, out_dir=out_dir, quantizer=quantizer,
-                      progress=progress)
-    provenance = {"quantization": res.quant, "recipe": "edgelab model synth (random weights)",
-                  "precision": "f16" if res.quant == "f16" else res.quant}
+    res = synth_files(
+        name,
+        params,
+        quant=quant,
+        seed=seed,
+        vocab=vocab,
+        out_dir=out_dir,
+        quantizer=quantizer,
+        progress=progress,
+    )
+    provenance = {
+        "quantization": res.quant,
+        "recipe": "edgelab model synth (random weights)",
+        "precision": "f16" if res.quant == "f16" else res.quant,
+    }
     if quantizer is not None and res.quant != "f16":
         provenance["toolchain"] = f"llama-quantize {quantizer}"
-    return add_artifact(session, name, [res.path], kind="model", target="any", component=name,
-                        provenance=provenance, meta=res.meta, replace=True)
+    return add_artifact(
+        session,
+        name,
+        [res.path],
+        kind="model",
+        target="any",
+        component=name,
+        provenance=provenance,
+        meta=res.meta,
+        replace=True,
+    )
 
 
-__all__ = ["QUANTS", "QuantizeError", "SynthResult", "find_product", "host_target", "quantize", "synth_files",
-           "synth_model"]
+__all__ = [
+    "QUANTS",
+    "QuantizeError",
+    "SynthResult",
+    "find_product",
+    "host_target",
+    "quantize",
+    "synth_files",
+    "synth_model",
+]

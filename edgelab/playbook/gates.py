@@ -14,8 +14,14 @@ from typing import Any
 
 from edgelab.errors import ConfigError
 
-_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
-        "!=": operator.ne}
+_OPS = {
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "==": operator.eq,
+    "!=": operator.ne,
+}
 _EXPR = re.compile(
     r"^\s*(?P<metric>[a-z_][a-z0-9_]*)(?:\.(?P<stat>[a-z0-9_]+))?\s*(?P<op><=|>=|==|!=|<|>)\s*"
     r"(?P<num>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(?P<unit>ms|s|%)?\s*$"
@@ -72,15 +78,21 @@ def parse_gate(text: str) -> Gate:
         raise ConfigError(f"a gate must be a string like 'rtf_total.p95 < 1.0', got {text!r}")
     m = _EXPR.match(text)
     if not m:
-        raise ConfigError(f"cannot parse gate {text!r}: expected METRIC[.STAT] OP NUMBER[ms|s]",
-                          remedy="e.g. 'rtf_total.p95 < 1.0', 'underruns == 0', 'ttfa.p95 < 500ms'")
+        raise ConfigError(
+            f"cannot parse gate {text!r}: expected METRIC[.STAT] OP NUMBER[ms|s]",
+            remedy="e.g. 'rtf_total.p95 < 1.0', 'underruns == 0', 'ttfa.p95 < 500ms'",
+        )
     metric, stat, unit = m["metric"], m["stat"], m["unit"]
     if metric not in METRICS and metric not in DERIVED:
-        raise ConfigError(f"unknown metric {metric!r} in gate {text!r}",
-                          remedy=f"known metrics: {', '.join([*METRICS, *DERIVED])}")
+        raise ConfigError(
+            f"unknown metric {metric!r} in gate {text!r}",
+            remedy=f"known metrics: {', '.join([*METRICS, *DERIVED])}",
+        )
     stored_unit = METRICS[metric][1] if metric in METRICS else None
     if stat is not None and stat not in STATS:
-        raise ConfigError(f"unknown statistic {stat!r} in gate {text!r}", remedy=f"use one of {', '.join(STATS)}")
+        raise ConfigError(
+            f"unknown statistic {stat!r} in gate {text!r}", remedy=f"use one of {', '.join(STATS)}"
+        )
     value = float(m["num"])
     if unit in ("ms", "s"):
         if stored_unit != "ms" or stat == "count":
@@ -120,7 +132,9 @@ def metric_value(summary: dict[str, Any], gate: Gate) -> float | None:
 def evaluate(gate: Gate, summary: dict[str, Any] | None) -> GateResult:
     actual = metric_value(summary or {}, gate)
     if actual is None:
-        return GateResult(gate, False, None, f"{gate.describe()}: no value (the run did not produce {gate.metric})")
+        return GateResult(
+            gate, False, None, f"{gate.describe()}: no value (the run did not produce {gate.metric})"
+        )
     ok = bool(_OPS[gate.op](float(actual), gate.value))
     unit = " ms" if METRICS.get(gate.metric, ((), None))[1] == "ms" and gate.stat != "count" else ""
     word = "ok" if ok else "FAILED"

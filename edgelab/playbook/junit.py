@@ -16,37 +16,74 @@ from edgelab.playbook.results import PlayResult
 
 
 def to_junit(result: PlayResult) -> str:
-    root = ET.Element("testsuites", name=result.playbook, tests="0", failures="0", errors="0",
-                      time=f"{result.duration_s:.3f}")
+    root = ET.Element(
+        "testsuites",
+        name=result.playbook,
+        tests="0",
+        failures="0",
+        errors="0",
+        time=f"{result.duration_s:.3f}",
+    )
     total = failures = errors = skipped_total = 0
     stamp = datetime.now(UTC).replace(microsecond=0).isoformat()
     for job in result.jobs:
         tests = len(job.steps)
         fails = sum(1 for s in job.steps if s.status == "failed" and s.category == "test")
-        errs = sum(1 for s in job.steps if (s.status == "failed" and s.category != "test") or s.status == "interrupted")
+        errs = sum(
+            1
+            for s in job.steps
+            if (s.status == "failed" and s.category != "test") or s.status == "interrupted"
+        )
         skips = sum(1 for s in job.steps if s.status == "skipped")
-        suite = ET.SubElement(root, "testsuite", name=f"{result.playbook}.{job.label}", tests=str(tests),
-                              failures=str(fails), errors=str(errs), skipped=str(skips),
-                              time=f"{job.duration_s:.3f}", timestamp=stamp, hostname=socket.gethostname())
+        suite = ET.SubElement(
+            root,
+            "testsuite",
+            name=f"{result.playbook}.{job.label}",
+            tests=str(tests),
+            failures=str(fails),
+            errors=str(errs),
+            skipped=str(skips),
+            time=f"{job.duration_s:.3f}",
+            timestamp=stamp,
+            hostname=socket.gethostname(),
+        )
         props = ET.SubElement(suite, "properties")
-        pairs = [("device", job.device), ("pipeline", job.pipeline or ""), ("virtual", str(job.virtual).lower()),
-                 ("device_class", job.device_class or ""), ("catalog_entry", job.catalog_entry or ""),
-                 ("facts_hash", job.facts_hash or ""), ("edgelab_version", result.edgelab_version),
-                 ("playbook_file", result.file), ("runs", ",".join(job.run_ids))]
+        pairs = [
+            ("device", job.device),
+            ("pipeline", job.pipeline or ""),
+            ("virtual", str(job.virtual).lower()),
+            ("device_class", job.device_class or ""),
+            ("catalog_entry", job.catalog_entry or ""),
+            ("facts_hash", job.facts_hash or ""),
+            ("edgelab_version", result.edgelab_version),
+            ("playbook_file", result.file),
+            ("runs", ",".join(job.run_ids)),
+        ]
         pairs += [(f"artifact_sha256:{name}", sha) for name, sha in sorted(job.artifacts.items())]
         for name, value in pairs:
             ET.SubElement(props, "property", name=name, value=value)
         for step in job.steps:
-            case = ET.SubElement(suite, "testcase", classname=f"{result.playbook}.{job.label}",
-                                 name=("cleanup: " if step.cleanup else "") + step.name, time=f"{step.duration_s:.3f}")
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                classname=f"{result.playbook}.{job.label}",
+                name=("cleanup: " if step.cleanup else "") + step.name,
+                time=f"{step.duration_s:.3f}",
+            )
             if step.status == "failed":
                 # a test failure is <failure>; lab or device trouble is <error>, both typed by class
                 tag = "failure" if step.category == "test" else "error"
-                el = ET.SubElement(case, tag, type=step.category or "infra",
-                                   message=f"[{step.category or 'infra'}] {step.message}"[:1000])
+                el = ET.SubElement(
+                    case,
+                    tag,
+                    type=step.category or "infra",
+                    message=f"[{step.category or 'infra'}] {step.message}"[:1000],
+                )
                 el.text = step.message
             elif step.status == "interrupted":  # stopped by Ctrl-C while it ran: neither passed nor failed
-                el = ET.SubElement(case, "error", type="interrupted", message=f"[interrupted] {step.message}"[:1000])
+                el = ET.SubElement(
+                    case, "error", type="interrupted", message=f"[interrupted] {step.message}"[:1000]
+                )
                 el.text = step.message
             elif step.status == "skipped":
                 ET.SubElement(case, "skipped", message=step.message)

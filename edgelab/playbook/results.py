@@ -27,9 +27,17 @@ class StepResult:
     cleanup: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "status": self.status, "category": self.category,
-                "message": self.message, "duration_s": round(self.duration_s, 3), "run_id": self.run_id,
-                "details": self.details, "cleanup": self.cleanup}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "status": self.status,
+            "category": self.category,
+            "message": self.message,
+            "duration_s": round(self.duration_s, 3),
+            "run_id": self.run_id,
+            "details": self.details,
+            "cleanup": self.cleanup,
+        }
 
 
 @dataclass
@@ -58,11 +66,20 @@ class JobResult:
         return list(dict.fromkeys(s.run_id for s in self.steps if s.run_id))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"device": self.device, "pipeline": self.pipeline, "ok": self.ok, "virtual": self.virtual,
-                "device_class": self.device_class, "facts_hash": self.facts_hash,
-                "catalog_entry": self.catalog_entry, "artifacts": dict(self.artifacts),
-                "runs": self.run_ids, "matrix": list(self.matrix), "duration_s": round(self.duration_s, 3),
-                "steps": [s.to_dict() for s in self.steps]}
+        return {
+            "device": self.device,
+            "pipeline": self.pipeline,
+            "ok": self.ok,
+            "virtual": self.virtual,
+            "device_class": self.device_class,
+            "facts_hash": self.facts_hash,
+            "catalog_entry": self.catalog_entry,
+            "artifacts": dict(self.artifacts),
+            "runs": self.run_ids,
+            "matrix": list(self.matrix),
+            "duration_s": round(self.duration_s, 3),
+            "steps": [s.to_dict() for s in self.steps],
+        }
 
 
 @dataclass
@@ -89,8 +106,15 @@ class PlayResult:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {"playbook": self.playbook, "file": self.file, "ok": self.ok,
-                "edgelab_version": self.edgelab_version, "variables": self.variables,
-                "failures": self.failures(), "duration_s": round(self.duration_s, 3),
-                "interrupted": self.interrupted, "cleanup_left": list(self.cleanup_left),
-                "jobs": [j.to_dict() for j in self.jobs]}
+        return {
+            "playbook": self.playbook,
+            "file": self.file,
+            "ok": self.ok,
+            "edgelab_version": self.edgelab_version,
+            "variables": self.variables,
+            "failures": self.failures(),
+            "duration_s": round(self.duration_s, 3),
+            "interrupted": self.interrupted,
+            "cleanup_left": list(self.cleanup_left),
+            "jobs": [j.to_dict() for j in self.jobs],
+        }

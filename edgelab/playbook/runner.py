@@ -54,8 +54,10 @@ def select_devices(engine: Engine, selectors: list[str], limit: list[str] | None
         wanted = [n.strip() for n in limit if n.strip()]
         unknown = [n for n in wanted if n not in picked]
         if unknown:
-            raise ConfigError(f"--limit names device(s) the playbook does not select: {', '.join(unknown)}",
-                              remedy=f"selected: {', '.join(sorted(picked)) or 'none'}")
+            raise ConfigError(
+                f"--limit names device(s) the playbook does not select: {', '.join(unknown)}",
+                remedy=f"selected: {', '.join(sorted(picked)) or 'none'}",
+            )
         picked = {n: picked[n] for n in wanted}
     return sorted(picked.values(), key=lambda d: d.name)
 
@@ -64,11 +66,16 @@ def plan_jobs(engine: Engine, pb: Playbook, limit: list[str] | None = None) -> l
     """The jobs this playbook would run (device x pipeline), nothing touched."""
     devices = select_devices(engine, pb.devices, limit)
     if not devices:
-        raise ConfigError(f"playbook {pb.name!r} selects no device",
-                          remedy="check devices: (names, class:X, tag:Y, all) against `edgelab device ls`")
+        raise ConfigError(
+            f"playbook {pb.name!r} selects no device",
+            remedy="check devices: (names, class:X, tag:Y, all) against `edgelab device ls`",
+        )
     pipelines: list[str | None] = list(pb.pipelines) or [None]
-    return [JobResult(device=d.name, pipeline=p, virtual=bool(d.virtual), device_class=d.device_class)
-            for d in devices for p in pipelines]
+    return [
+        JobResult(device=d.name, pipeline=p, virtual=bool(d.virtual), device_class=d.device_class)
+        for d in devices
+        for p in pipelines
+    ]
 
 
 def run_playbook(
@@ -100,9 +107,16 @@ def run_playbook(
         return _run_jobs(engine, pb, jobs, variables, out_dir, on_step, stop_event, on_stop)
 
 
-def _run_jobs(engine: Engine, pb: Playbook, jobs: list[JobResult], variables: dict[str, Any] | None,
-              out_dir: Path | None, on_step: OnStep | None, stop_event: threading.Event | None,
-              on_stop: Callable[[], None] | None = None) -> PlayResult:
+def _run_jobs(
+    engine: Engine,
+    pb: Playbook,
+    jobs: list[JobResult],
+    variables: dict[str, Any] | None,
+    out_dir: Path | None,
+    on_step: OnStep | None,
+    stop_event: threading.Event | None,
+    on_stop: Callable[[], None] | None = None,
+) -> PlayResult:
     """Jobs in threads; this (main) thread waits and takes the Ctrl-Cs.
 
     The first Ctrl-C sets ``stop_event``: each job's current step ends now (a soak stops, a push
@@ -124,10 +138,22 @@ def _run_jobs(engine: Engine, pb: Playbook, jobs: list[JobResult], variables: di
                 on_step(job, step)
 
     def one(job: JobResult) -> JobResult:
-        ctx = JobContext(engine=engine, device=job.device, pipeline=job.pipeline, result=job, playbook=pb.name,
-                         out_dir=out_dir, stop_event=stop_event,
-                         variables={**merged, "device": job.device, "device_class": job.device_class or "",
-                                    "pipeline": job.pipeline or "", "playbook": pb.name})
+        ctx = JobContext(
+            engine=engine,
+            device=job.device,
+            pipeline=job.pipeline,
+            result=job,
+            playbook=pb.name,
+            out_dir=out_dir,
+            stop_event=stop_event,
+            variables={
+                **merged,
+                "device": job.device,
+                "device_class": job.device_class or "",
+                "pipeline": job.pipeline or "",
+                "playbook": pb.name,
+            },
+        )
         with lock:
             contexts.append(ctx)
         t0 = time.monotonic()
@@ -135,9 +161,14 @@ def _run_jobs(engine: Engine, pb: Playbook, jobs: list[JobResult], variables: di
             failed = False
             for step in pb.steps:
                 if failed or stop_event.is_set():
-                    res = StepResult(step.name, step.kind, status="skipped",
-                                     message="skipped: an earlier step failed" if failed else
-                                     "skipped: the play was stopped")
+                    res = StepResult(
+                        step.name,
+                        step.kind,
+                        status="skipped",
+                        message="skipped: an earlier step failed"
+                        if failed
+                        else "skipped: the play was stopped",
+                    )
                     job.steps.append(res)
                     report(job, res)
                     continue
@@ -152,8 +183,12 @@ def _run_jobs(engine: Engine, pb: Playbook, jobs: list[JobResult], variables: di
             ctx.stop_event = cleanup_cut  # cleanup runs after a Ctrl-C too; only a second one ends it
             for step in pb.cleanup:
                 if cleanup_cut.is_set():
-                    res = StepResult(step.name, step.kind, status="skipped",
-                                     message="skipped: cleanup cut short by a second Ctrl-C")
+                    res = StepResult(
+                        step.name,
+                        step.kind,
+                        status="skipped",
+                        message="skipped: cleanup cut short by a second Ctrl-C",
+                    )
                 else:
                     res = _run_step(ctx, step)
                 res.cleanup = True
@@ -167,8 +202,15 @@ def _run_jobs(engine: Engine, pb: Playbook, jobs: list[JobResult], variables: di
         return job
 
     def result(**extra: Any) -> PlayResult:
-        return PlayResult(playbook=pb.name, file=pb.file, jobs=jobs, edgelab_version=__version__, variables=merged,
-                          duration_s=time.monotonic() - start, **extra)
+        return PlayResult(
+            playbook=pb.name,
+            file=pb.file,
+            jobs=jobs,
+            edgelab_version=__version__,
+            variables=merged,
+            duration_s=time.monotonic() - start,
+            **extra,
+        )
 
     pool = ThreadPoolExecutor(max_workers=max(1, min(pb.parallel, len(jobs))), thread_name_prefix="play")
     futures = [pool.submit(one, job) for job in jobs]
@@ -191,9 +233,16 @@ def _run_jobs(engine: Engine, pb: Playbook, jobs: list[JobResult], variables: di
         left = _leave_for_later(engine, contexts)
         for job, f in zip(jobs, futures, strict=True):
             if not f.done():
-                job.steps.append(StepResult("cleanup", "cleanup", status="interrupted", cleanup=True,
-                                            message="a second Ctrl-C cut the job short; left for the next "
-                                                    "command: " + ("; ".join(left) or "nothing recorded")))
+                job.steps.append(
+                    StepResult(
+                        "cleanup",
+                        "cleanup",
+                        status="interrupted",
+                        cleanup=True,
+                        message="a second Ctrl-C cut the job short; left for the next "
+                        "command: " + ("; ".join(left) or "nothing recorded"),
+                    )
+                )
         pool.shutdown(wait=False, cancel_futures=True)
         raise PlayInterrupted(result(interrupted=True, cleanup_left=left)) from None
     pool.shutdown(wait=True)
@@ -209,7 +258,9 @@ def _leave_for_later(engine: Engine, contexts: list[JobContext]) -> list[str]:
     for ctx in contexts:
         for dep_id in list(ctx.deployments):
             try:
-                dep = transition(engine, dep_id, edit=lambda s, d: setattr(d, "to_stop", d.state in ACTIVE_STATES))
+                dep = transition(
+                    engine, dep_id, edit=lambda s, d: setattr(d, "to_stop", d.state in ACTIVE_STATES)
+                )
             except Exception:  # noqa: BLE001 - recording what is left must not stop the others
                 continue
             if isinstance(dep, Deployment) and dep.to_stop:
@@ -274,9 +325,17 @@ def _update_matrix(engine: Engine, pb: Playbook, ctx: JobContext) -> None:
         failed = [s for s in [*benches, *gates] if s.status == "failed"]
         with session_scope(engine) as s:
             note = record_outcome(
-                s, row_key=row_key, pipeline=pipeline, run_ids=[b.run_id for b in benches], passed=not failed,
-                gated=bool(gates), source=f"play:{pb.name}"[:64], qualify=pb.matrix_qualify,
-                failing_layer=("performance" if failed and failed[0].kind == "gate" else
-                               "runtime" if failed else None),
-                reason=failed[0].message[:500] if failed else None)
+                s,
+                row_key=row_key,
+                pipeline=pipeline,
+                run_ids=[b.run_id for b in benches],
+                passed=not failed,
+                gated=bool(gates),
+                source=f"play:{pb.name}"[:64],
+                qualify=pb.matrix_qualify,
+                failing_layer=(
+                    "performance" if failed and failed[0].kind == "gate" else "runtime" if failed else None
+                ),
+                reason=failed[0].message[:500] if failed else None,
+            )
         job.matrix.append(note)

@@ -33,8 +33,12 @@ TOP_SPEC = {
     "cleanup": Field(list, items=dict),
 }
 MATRIX_SPEC = {"update": Field(bool), "qualify": Field(bool)}
-COMMON_SPEC = {"name": Field(str), "id": Field(str), "timeout": Field((int, float, str), minimum=0),
-               "continue_on_error": Field(bool)}
+COMMON_SPEC = {
+    "name": Field(str),
+    "id": Field(str),
+    "timeout": Field((int, float, str), minimum=0),
+    "continue_on_error": Field(bool),
+}
 OPTION_SPECS: dict[str, dict[str, Field]] = {
     "probe": {},
     "push": {"artifact": Field(str, required=True), "verify": Field(bool)},
@@ -113,9 +117,13 @@ def _step(raw: Any, where: str, known_vars: set[str], errors: list[str], index: 
     if len(kinds) != 1:
         unknown = [k for k in raw if k not in STEP_KINDS and k not in COMMON_SPEC]
         if unknown:
-            errors.append(f"{loc(unknown[0])}: unknown step kind {unknown[0]!r} (known: {', '.join(STEP_KINDS)})")
+            errors.append(
+                f"{loc(unknown[0])}: unknown step kind {unknown[0]!r} (known: {', '.join(STEP_KINDS)})"
+            )
         else:
-            errors.append(f"{loc()}: a step needs exactly one of {', '.join(STEP_KINDS)}, got {kinds or 'none'}")
+            errors.append(
+                f"{loc()}: a step needs exactly one of {', '.join(STEP_KINDS)}, got {kinds or 'none'}"
+            )
         return None
     kind = kinds[0]
     common = SrcDict({k: v for k, v in raw.items() if k != kind})
@@ -152,10 +160,19 @@ def _step(raw: Any, where: str, known_vars: set[str], errors: list[str], index: 
         timeout = parse_duration(raw["timeout"], loc("timeout"), "timeout", errors)
     if kind == "soak":
         parse_duration(_minutes_probe(opts["minutes"]), loc(kind), "minutes", errors)
-    default_name = kind if kind != "bench" else f"bench {opts.get('workload') or opts.get('pipeline') or ''}".strip()
-    return Step(kind=kind, name=str(raw.get("name") or default_name), options=dict(opts), timeout_s=timeout,
-                continue_on_error=bool(raw.get("continue_on_error", False)), id=raw.get("id"), where=loc(),
-                gates=gates)
+    default_name = (
+        kind if kind != "bench" else f"bench {opts.get('workload') or opts.get('pipeline') or ''}".strip()
+    )
+    return Step(
+        kind=kind,
+        name=str(raw.get("name") or default_name),
+        options=dict(opts),
+        timeout_s=timeout,
+        continue_on_error=bool(raw.get("continue_on_error", False)),
+        id=raw.get("id"),
+        where=loc(),
+        gates=gates,
+    )
 
 
 def _minutes_probe(value: Any) -> Any:
@@ -171,7 +188,9 @@ def parse_playbook(data: Any, file: str) -> Playbook:
     known = set(variables) | set(BUILTIN_VARS)
     matrix = data.get("matrix") or {}
     if isinstance(matrix, dict):
-        check(matrix, MATRIX_SPEC, "matrix", data.where("matrix") if isinstance(data, SrcDict) else file, errors)
+        check(
+            matrix, MATRIX_SPEC, "matrix", data.where("matrix") if isinstance(data, SrcDict) else file, errors
+        )
     steps: list[Step] = []
     cleanup: list[Step] = []
     for section, out in (("steps", steps), ("cleanup", cleanup)):
@@ -196,9 +215,16 @@ def parse_playbook(data: Any, file: str) -> Playbook:
         err.problems = errors  # type: ignore[attr-defined]
         raise err
     return Playbook(
-        name=data["name"], file=file, devices=list(data["devices"]), steps=steps, cleanup=cleanup,
-        pipelines=list(data.get("pipelines") or []), vars=variables, description=str(data.get("description", "")),
-        parallel=int(data.get("parallel", 8)), matrix_update=bool(matrix.get("update", False)),
+        name=data["name"],
+        file=file,
+        devices=list(data["devices"]),
+        steps=steps,
+        cleanup=cleanup,
+        pipelines=list(data.get("pipelines") or []),
+        vars=variables,
+        description=str(data.get("description", "")),
+        parallel=int(data.get("parallel", 8)),
+        matrix_update=bool(matrix.get("update", False)),
         matrix_qualify=bool(matrix.get("qualify", False)),
     )
 

@@ -85,7 +85,9 @@ def _left(deadline: float | None, default: float) -> float:
 # ---------------------------------------------------------------- probe
 
 
-def do_probe(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult) -> None:
+def do_probe(
+    ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult
+) -> None:
     from edgelab.inventory.probe import probe_device
 
     snap = probe_device(ctx.engine, ctx.device, timeout=_left(deadline, 60.0))
@@ -94,16 +96,22 @@ def do_probe(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float 
     ctx.result.catalog_entry = snap.catalog_entry or ctx.result.catalog_entry
     if not snap.ok:
         text = snap.error or "probe failed"
-        category = "device" if any(w in text.lower() for w in ("unauthorized", "offline", "absent")) else "infra"
+        category = (
+            "device" if any(w in text.lower() for w in ("unauthorized", "offline", "absent")) else "infra"
+        )
         raise StepFailure(f"probe failed: {text}", category)
-    out.message = f"{snap.catalog_entry or 'unclassified'} ({snap.device_class or '?'}), facts {snap.facts_hash[:12]}"
+    out.message = (
+        f"{snap.catalog_entry or 'unclassified'} ({snap.device_class or '?'}), facts {snap.facts_hash[:12]}"
+    )
     out.details = {"snapshot": snap.id, "facts_hash": snap.facts_hash, "catalog_entry": snap.catalog_entry}
 
 
 # ---------------------------------------------------------------- push
 
 
-def do_push(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult) -> None:
+def do_push(
+    ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult
+) -> None:
     from edgelab.artifacts.push import BlobSpec, push_to_device
     from edgelab.artifacts.registry import artifact_files, get_artifact
     from edgelab.artifacts.stamps import DbStamps
@@ -115,12 +123,20 @@ def do_push(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float |
         device_id = get_device(s, ctx.device).id
     missing = [f.path for f in files if not f.source]
     if missing:
-        raise StepFailure(f"artifact {art.name}: no local copy of {', '.join(missing)} on the lab host", "infra")
+        raise StepFailure(
+            f"artifact {art.name}: no local copy of {', '.join(missing)} on the lab host", "infra"
+        )
     blobs = [BlobSpec(path=Path(f.source), sha256=f.sha256, size=f.size) for f in files]
     for f in files:
         ctx.result.artifacts[f"{art.name}:{f.path}"] = f.sha256
-    res = push_to_device(_factory(ctx), ctx.device, blobs, stamps=DbStamps(ctx.engine, device_id),
-                         verify=bool(opts.get("verify", False)), cancel=ctx.stop_event)
+    res = push_to_device(
+        _factory(ctx),
+        ctx.device,
+        blobs,
+        stamps=DbStamps(ctx.engine, device_id),
+        verify=bool(opts.get("verify", False)),
+        cancel=ctx.stop_event,
+    )
     if not res.ok:
         raise StepFailure(f"push of {art.name} failed: {res.error}", "infra")
     out.message = f"{art.name}: {len(blobs)} file(s) present on {ctx.device}"
@@ -141,7 +157,9 @@ def _factory(ctx: JobContext):
 # ---------------------------------------------------------------- deploy / stop
 
 
-def do_deploy(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult) -> None:
+def do_deploy(
+    ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult
+) -> None:
     from edgelab.deploy.launch import deploy
     from edgelab.deploy.options import Options
     from edgelab.deploy.planning import DeployRequest
@@ -149,17 +167,23 @@ def do_deploy(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float
     pipeline = opts.get("pipeline") or ctx.pipeline
     if not pipeline:
         raise StepFailure("deploy needs a pipeline (step option or the playbook's pipelines:)", "infra")
-    req = DeployRequest(device=ctx.device, pipeline=str(pipeline), strategy=opts.get("strategy"),
-                        runtime=opts.get("runtime"))
+    req = DeployRequest(
+        device=ctx.device, pipeline=str(pipeline), strategy=opts.get("strategy"), runtime=opts.get("runtime")
+    )
     # the play's stop (Ctrl-C) aborts a deploy that is starting: what it started is stopped
-    dep = deploy(ctx.engine, req, opts=Options(ready_timeout_s=_left(deadline, 300.0), cancel=ctx.stop_event,
-                                               ephemeral=True))  # a killed play's deployment is reaped
+    dep = deploy(
+        ctx.engine,
+        req,
+        opts=Options(ready_timeout_s=_left(deadline, 300.0), cancel=ctx.stop_event, ephemeral=True),
+    )  # a killed play's deployment is reaped
     ctx.deployments.append(dep.id)
     out.run_id = dep.run_id
     out.message = f"deployment {dep.id} {dep.state} ({dep.strategy}, {dep.runtime})"
 
 
-def do_stop(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult) -> None:
+def do_stop(
+    ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult
+) -> None:
     if not ctx.deployments:
         out.message = "nothing of this job is running"
         return
@@ -184,18 +208,30 @@ def bench_request(ctx: JobContext, opts: dict[str, Any]) -> Any:
     pipeline = opts.get("pipeline") or ctx.pipeline
     workload = opts.get("workload")
     if workload is None and pipeline is None:
-        raise StepFailure("bench needs a workload (tts|vla) or a pipeline (step option or the playbook's "
-                          "pipelines:)", "infra")
+        raise StepFailure(
+            "bench needs a workload (tts|vla) or a pipeline (step option or the playbook's pipelines:)",
+            "infra",
+        )
     pipeline = str(pipeline or WORKLOAD_PIPELINE[str(workload)])
     runtime = opts.get("runtime") or ("reference" if workload else None)
     req = BenchRequest(device=ctx.device, pipeline=pipeline, runtime=runtime, strategy=opts.get("strategy"))
-    for key, cast in (("requests", int), ("warmup", int), ("band", str), ("control_hz", float),
-                      ("frames_per_s", float), ("frames", int), ("slow_every", int), ("slow_ms", float)):
+    for key, cast in (
+        ("requests", int),
+        ("warmup", int),
+        ("band", str),
+        ("control_hz", float),
+        ("frames_per_s", float),
+        ("frames", int),
+        ("slow_every", int),
+        ("slow_ms", float),
+    ):
         if opts.get(key) is not None:
             try:
                 setattr(req, key, cast(opts[key]))
             except (TypeError, ValueError) as err:
-                raise StepFailure(f"bench option {key}: {opts[key]!r} is not a {cast.__name__}", "infra") from err
+                raise StepFailure(
+                    f"bench option {key}: {opts[key]!r} is not a {cast.__name__}", "infra"
+                ) from err
     return req
 
 
@@ -208,8 +244,10 @@ def _failed_text(err: Any, device: str) -> str:
     lines = [ln.strip() for ln in (err.stderr or "").splitlines() if ln.strip()]
     if err.workload_exit == 127 or any(m in (err.stderr or "") for m in _NOT_STARTED):
         first = next((ln for ln in lines if any(m in ln for m in _NOT_STARTED)), lines[0] if lines else "")
-        return (f"the workload could not start on {device} (exit {err.workload_exit}): {first[:240]} - the reference "
-                f"runtime needs its Python interpreter with edgelab on the device (run {err.run_id} failed)")
+        return (
+            f"the workload could not start on {device} (exit {err.workload_exit}): {first[:240]} - the reference "
+            f"runtime needs its Python interpreter with edgelab on the device (run {err.run_id} failed)"
+        )
     tail = " | ".join(lines[-3:])[:400]
     return f"workload of run {err.run_id} exited {err.workload_exit} on {device}: {tail}"
 
@@ -219,7 +257,9 @@ def _refusal_category(code: str) -> str:
     return "infra" if code == "device_unreachable" else "device"
 
 
-def do_bench(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult) -> None:
+def do_bench(
+    ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult
+) -> None:
     from edgelab.bench import run_bench
     from edgelab.deploy.options import Options
     from edgelab.store.snapshots import latest_snapshot
@@ -230,8 +270,11 @@ def do_bench(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float 
             with session_scope(ctx.engine, write=False) as s:
                 latest_snapshot(s, ctx.device)
         except NotFound as err:
-            raise StepFailure(f"{ctx.device} has no probe snapshot: bench plans from the device's facts "
-                              "(put a `probe: {}` step before it)", "infra") from err
+            raise StepFailure(
+                f"{ctx.device} has no probe snapshot: bench plans from the device's facts "
+                "(put a `probe: {}` step before it)",
+                "infra",
+            ) from err
     cancel = threading.Event()
     timed_out = threading.Event()
 
@@ -239,7 +282,9 @@ def do_bench(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float 
         timed_out.set()
         cancel.set()
 
-    watchdog = threading.Timer(max(0.0, deadline - time.monotonic()), expire) if deadline is not None else None
+    watchdog = (
+        threading.Timer(max(0.0, deadline - time.monotonic()), expire) if deadline is not None else None
+    )
 
     def relay_stop() -> None:  # the play's Ctrl-C stops this run too; ends once the run is over
         while not cancel.wait(0.2):
@@ -255,15 +300,29 @@ def do_bench(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float 
         if opts.get("endpoint"):  # a running server: measured from the lab, nothing launched
             from edgelab.bench.endpoint import EndpointBenchRequest, run_endpoint_bench
 
-            res = run_endpoint_bench(ctx.engine, EndpointBenchRequest(
-                req.pipeline, str(opts["endpoint"]), ctx.device, req.warmup, req.requests, req.band,
-                req.control_hz, dict(opts.get("endpoint_options") or {})), cancel=cancel)
+            res = run_endpoint_bench(
+                ctx.engine,
+                EndpointBenchRequest(
+                    req.pipeline,
+                    str(opts["endpoint"]),
+                    ctx.device,
+                    req.warmup,
+                    req.requests,
+                    req.band,
+                    req.control_hz,
+                    dict(opts.get("endpoint_options") or {}),
+                ),
+                cancel=cancel,
+            )
         else:
             res = run_bench(ctx.engine, req, opts=Options(transport={"timeout": 15}), cancel=cancel)
     except Refusal as r:
         out.details = {"refusal": r.to_dict(), "pipeline": req.pipeline}
-        raise StepFailure(f"refused: {r}" + (f" (-> {r.remedy})" if r.remedy else ""),
-                          _refusal_category(r.code), out.details) from r
+        raise StepFailure(
+            f"refused: {r}" + (f" (-> {r.remedy})" if r.remedy else ""),
+            _refusal_category(r.code),
+            out.details,
+        ) from r
     except BenchFailed as err:
         out.run_id = err.run_id
         raise StepFailure(_failed_text(err, ctx.device), "device", {"pipeline": req.pipeline}) from err
@@ -278,9 +337,15 @@ def do_bench(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float 
     ctx.runs["last"] = {"run_id": res.run_id, "summary": summary, "pipeline": req.pipeline}
     if step.id:
         ctx.runs[step.id] = ctx.runs["last"]
-    out.details = {"summary": summary, "pipeline": req.pipeline, "kind": res.kind, "virtual": prov.get("virtual"),
-                   "provenance": prov, "protocol": res.meta.get("protocol"),
-                   "live_equals_final": res.live_equals_final}
+    out.details = {
+        "summary": summary,
+        "pipeline": req.pipeline,
+        "kind": res.kind,
+        "virtual": prov.get("virtual"),
+        "provenance": prov,
+        "protocol": res.meta.get("protocol"),
+        "live_equals_final": res.live_equals_final,
+    }
     if res.state != "finished":
         why = "passed its step timeout" if timed_out.is_set() else "was stopped"
         raise StepFailure(f"{res.kind} run {res.run_id} {why} and was stopped", "infra", out.details)
@@ -293,8 +358,10 @@ def do_bench(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float 
 def _headline(summary: dict[str, Any]) -> str:
     audio, action = summary.get("audio"), summary.get("action")
     if audio:
-        return (f"ttfa p95 {audio['ttfa_ms']['p95']:.0f} ms, rtf_total p95 {audio['rtf_total']['p95']:.3f}, "
-                f"underruns {audio['underruns_at_ttfa']}")
+        return (
+            f"ttfa p95 {audio['ttfa_ms']['p95']:.0f} ms, rtf_total p95 {audio['rtf_total']['p95']:.3f}, "
+            f"underruns {audio['underruns_at_ttfa']}"
+        )
     if action:
         misses = action.get("deadline_misses")
         return f"{action['chunks']} chunks, latency p95 {action['latency_ms']['p95']:.1f} ms, misses {misses}"
@@ -304,12 +371,15 @@ def _headline(summary: dict[str, Any]) -> str:
 # ---------------------------------------------------------------- gate
 
 
-def do_gate(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult) -> None:
+def do_gate(
+    ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult
+) -> None:
     ref = opts.get("run") or "last"
     got = ctx.runs.get(ref)
     if got is None:
-        raise StepFailure(f"gate has no run to judge ({'no bench step ran before it' if ref == 'last' else ref})",
-                          "infra")
+        raise StepFailure(
+            f"gate has no run to judge ({'no bench step ran before it' if ref == 'last' else ref})", "infra"
+        )
     results = [evaluate(g, got["summary"]) for g in step.gates]
     out.run_id = got["run_id"]
     out.details = {"gates": [{"check": r.gate.text, "ok": r.ok, "actual": r.actual} for r in results]}
@@ -327,7 +397,9 @@ def do_gate(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float |
 _SAMPLE_POSIX = ["sh", "-c", "grep -E '^(MemAvailable|MemTotal):' /proc/meminfo; cat /proc/loadavg"]
 
 
-def do_soak(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult) -> None:
+def do_soak(
+    ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult
+) -> None:
     """Hold the device for ``minutes`` and sample telemetry (memory, load) every ``interval_s``."""
     from edgelab.store.runs import TelemetrySample
 
@@ -335,8 +407,12 @@ def do_soak(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float |
     interval = float(opts.get("interval_s") or 5.0)
     t = ctx.transport()
     if t.shell.value == "powershell":
-        argv = ["powershell", "-NoProfile", "-Command",
-                "(Get-CimInstance Win32_OperatingSystem).FreePhysicalMemory"]
+        argv = [
+            "powershell",
+            "-NoProfile",
+            "-Command",
+            "(Get-CimInstance Win32_OperatingSystem).FreePhysicalMemory",
+        ]
     else:
         argv = _SAMPLE_POSIX
     end = time.monotonic() + seconds
@@ -351,8 +427,15 @@ def do_soak(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float |
             raise StepFailure(f"device stopped answering during the soak: {err}", classify(err)) from err
         avail = _mem_available(res.stdout)
         with session_scope(ctx.engine) as s:
-            s.add(TelemetrySample(run_id=run_id, device_name=ctx.device, t=time.time(), source="playbook-soak",
-                                  mem_available_bytes=avail))
+            s.add(
+                TelemetrySample(
+                    run_id=run_id,
+                    device_name=ctx.device,
+                    t=time.time(),
+                    source="playbook-soak",
+                    mem_available_bytes=avail,
+                )
+            )
         samples += 1
         if time.monotonic() + interval > end or ctx.stop_event.wait(interval):
             break  # the soak's time is up, or the play was stopped (Ctrl-C): it ends now
@@ -372,7 +455,9 @@ def _mem_available(text: str) -> int | None:
 # ---------------------------------------------------------------- collect
 
 
-def do_collect(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult) -> None:
+def do_collect(
+    ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult
+) -> None:
     """Copy named device files (and the job's run logs) into ``<out>/<device>/``."""
     if ctx.out_dir is None:
         out.status = "skipped"
@@ -404,5 +489,13 @@ def do_collect(ctx: JobContext, step: Step, opts: dict[str, Any], deadline: floa
     out.details = {"files": got}
 
 
-STEPS = {"probe": do_probe, "push": do_push, "deploy": do_deploy, "bench": do_bench, "gate": do_gate,
-         "soak": do_soak, "collect": do_collect, "stop": do_stop}
+STEPS = {
+    "probe": do_probe,
+    "push": do_push,
+    "deploy": do_deploy,
+    "bench": do_bench,
+    "gate": do_gate,
+    "soak": do_soak,
+    "collect": do_collect,
+    "stop": do_stop,
+}

@@ -21,8 +21,10 @@ def _line_at(data: bytes, offset: int) -> int:
 def read_capture(path: str, data: bytes) -> str | bytes:
     """The capture's text (decoded UTF-16, or the UTF-8 bytes as they are), or BadCapture."""
     if len(data) > MAX_CAPTURE_BYTES:
-        raise BadCapture(f"{path}:1: {len(data)} bytes is larger than any command output "
-                         f"({MAX_CAPTURE_BYTES >> 20} MiB limit)")
+        raise BadCapture(
+            f"{path}:1: {len(data)} bytes is larger than any command output "
+            f"({MAX_CAPTURE_BYTES >> 20} MiB limit)"
+        )
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
         try:
             return data.decode("utf-16")
@@ -34,8 +36,10 @@ def read_capture(path: str, data: bytes) -> str | bytes:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise BadCapture(f"{path}:{_line_at(data, err.start)}: not UTF-8 text (byte 0x{data[err.start]:02x})",
-                         remedy="save the capture as UTF-8 (iconv -f latin1 -t utf-8)") from None
+        raise BadCapture(
+            f"{path}:{_line_at(data, err.start)}: not UTF-8 text (byte 0x{data[err.start]:02x})",
+            remedy="save the capture as UTF-8 (iconv -f latin1 -t utf-8)",
+        ) from None
     head = text.lstrip("\ufeff \t\r\n")[:1]
     if head in ("[", "{"):
         from edgelab.strictjson import too_deep

@@ -65,7 +65,9 @@ class CPU:
     sockets: int | None = None
     clusters: list[CpuCluster] = field(default_factory=list)  # big first
     core_names: list[str] = field(default_factory=list)
-    features: list[str] = field(default_factory=list)  # normalized: neon, fp16, dotprod, i8mm, bf16, sve, avx2 ...
+    features: list[str] = field(
+        default_factory=list
+    )  # normalized: neon, fp16, dotprod, i8mm, bf16, sve, avx2 ...
     raw_flags: list[str] = field(default_factory=list)
 
 
@@ -89,7 +91,9 @@ class Accelerator:
     kind: str = "gpu"  # cpu | gpu | npu
     vendor: str | None = None
     name: str | None = None
-    apis: list[str] = field(default_factory=list)  # "CUDA sm_87", "Vulkan", "OpenCL", "QNN HTP v79", "DirectML"
+    apis: list[str] = field(
+        default_factory=list
+    )  # "CUDA sm_87", "Vulkan", "OpenCL", "QNN HTP v79", "DirectML"
     cuda_arch: str | None = None
     driver_version: str | None = None
     memory_bytes: int | None = None
@@ -218,8 +222,13 @@ def merge(fragments: list[tuple[str, Facts]]) -> Facts:
     for source, frag in fragments:
         frag_accels = frag.accelerators
         frag_pools = frag.memory.pools
-        shallow = dataclasses.replace(frag, accelerators=[], memory=dataclasses.replace(frag.memory, pools=[]),
-                                      provenance={}, warnings=[])
+        shallow = dataclasses.replace(
+            frag,
+            accelerators=[],
+            memory=dataclasses.replace(frag.memory, pools=[]),
+            provenance={},
+            warnings=[],
+        )
         _merge_into(out, shallow, "", source, out)
         for acc in frag_accels:
             twin = next((a for a in out.accelerators if _same_accelerator(a, acc)), None)
@@ -233,7 +242,9 @@ def merge(fragments: list[tuple[str, Facts]]) -> Facts:
         for pool in frag_pools:
             if not any(p.kind == pool.kind and p.device == pool.device for p in out.memory.pools):
                 out.memory.pools.append(dataclasses.replace(pool))
-                out.provenance.setdefault(f"memory.{pool.kind}" + (f"[{pool.device}]" if pool.device else ""), source)
+                out.provenance.setdefault(
+                    f"memory.{pool.kind}" + (f"[{pool.device}]" if pool.device else ""), source
+                )
         out.warnings.extend(f"{source}: {w}" for w in frag.warnings)
         for k, v in frag.provenance.items():
             out.provenance.setdefault(k, v)

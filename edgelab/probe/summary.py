@@ -49,7 +49,9 @@ def summarize(facts: dict[str, Any] | None) -> dict[str, Any]:
     return {
         "soc_model": soc_model,
         "os": os_text,
-        "ram": _gib(ram_bytes) + (" quota" if ram and ram.get("kind") == "wsl_quota" else "") if ram_bytes else None,
+        "ram": _gib(ram_bytes) + (" quota" if ram and ram.get("kind") == "wsl_quota" else "")
+        if ram_bytes
+        else None,
         "ram_bytes": ram_bytes,
         "accelerators": accels,
     }

@@ -73,7 +73,7 @@ def qualcomm_part(part: str | None) -> dict[str, Any] | None:
     want = _norm_part(part)
     for key, row in parts.items():
         nk = _norm_part(key)
-        if want == nk or (want.startswith(nk) and len(want) - len(nk) <= 2 and not want[len(nk):].isdigit()):
+        if want == nk or (want.startswith(nk) and len(want) - len(nk) <= 2 and not want[len(nk) :].isdigit()):
             return {**row, "part": key}
     return None
 

@@ -50,8 +50,15 @@ def activation_bytes(weights: int) -> int:
     return max(int(ACTIVATION_FRACTION * weights), ACTIVATION_FLOOR)
 
 
-def compute_budget(pool: Pool, quantization: str, weights: int, headroom: int, kv_per_token: int,
-                   max_seqs: int, min_tokens_per_seq: int) -> Budget:
+def compute_budget(
+    pool: Pool,
+    quantization: str,
+    weights: int,
+    headroom: int,
+    kv_per_token: int,
+    max_seqs: int,
+    min_tokens_per_seq: int,
+) -> Budget:
     """The budget rule, and whether ``min_tokens_per_seq`` of KV fits for every one of ``max_seqs``."""
     act = activation_bytes(weights)
     kv_budget = pool.total_bytes - weights - act - headroom
@@ -62,5 +69,17 @@ def compute_budget(pool: Pool, quantization: str, weights: int, headroom: int, k
     else:
         max_tokens = per_seq = None
         fits = kv_budget > 0
-    return Budget(pool.name, pool.total_bytes, quantization, weights, act, headroom, kv_budget, kv_per_token,
-                  max_tokens, per_seq, max_seqs, fits)
+    return Budget(
+        pool.name,
+        pool.total_bytes,
+        quantization,
+        weights,
+        act,
+        headroom,
+        kv_budget,
+        kv_per_token,
+        max_tokens,
+        per_seq,
+        max_seqs,
+        fits,
+    )

@@ -45,21 +45,42 @@ class Classification:
         return self.entry.id if self.entry else "unknown"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"entry": self.entry_id, "entry_name": self.entry.name if self.entry else None,
-                "matrix_row": self.entry.matrix_row if self.entry else None, "class": self.device_class,
-                "generic_class": self.generic_class, "score": self.score, "reasons": list(self.reasons),
-                "raw_ids": dict(self.raw_ids), "also_serves": list(self.also_serves), "closest": self.closest}
+        return {
+            "entry": self.entry_id,
+            "entry_name": self.entry.name if self.entry else None,
+            "matrix_row": self.entry.matrix_row if self.entry else None,
+            "class": self.device_class,
+            "generic_class": self.generic_class,
+            "score": self.score,
+            "reasons": list(self.reasons),
+            "raw_ids": dict(self.raw_ids),
+            "also_serves": list(self.also_serves),
+            "closest": self.closest,
+        }
 
 
 def raw_ids(facts: Facts) -> dict[str, Any]:
     """The identifying facts an operator needs to add a catalog entry for an unknown device."""
     i, o = facts.identity, facts.os
-    ids = {"vendor": i.vendor, "model": i.model, "board": i.board, "soc_part": i.soc_part, "soc_name": i.soc_name,
-           "board_platform": i.board_platform, "module_pnumber": i.module_pnumber, "module_name": i.module_name,
-           "l4t_version": o.l4t_version, "jetpack": o.jetpack, "os_family": o.family, "arch": o.arch or facts.cpu.arch,
-           "is_wsl": o.is_wsl, "cpu_model": facts.cpu.model, "android_sdk": o.android_sdk,
-           "windows_build": o.windows_build,
-           "accelerators": [a.name for a in facts.accelerators if a.name] or None}
+    ids = {
+        "vendor": i.vendor,
+        "model": i.model,
+        "board": i.board,
+        "soc_part": i.soc_part,
+        "soc_name": i.soc_name,
+        "board_platform": i.board_platform,
+        "module_pnumber": i.module_pnumber,
+        "module_name": i.module_name,
+        "l4t_version": o.l4t_version,
+        "jetpack": o.jetpack,
+        "os_family": o.family,
+        "arch": o.arch or facts.cpu.arch,
+        "is_wsl": o.is_wsl,
+        "cpu_model": facts.cpu.model,
+        "android_sdk": o.android_sdk,
+        "windows_build": o.windows_build,
+        "accelerators": [a.name for a in facts.accelerators if a.name] or None,
+    }
     ram = ram_bytes(facts)
     if ram:
         ids["ram_gib"] = round(ram / 1024**3, 1)
@@ -78,7 +99,10 @@ def generic_class(facts: Facts) -> tuple[str, str]:
     """Class from facts alone (no catalog entry): (class, why)."""
     soc = (facts.identity.soc_part or "").lower()
     if facts.os.l4t_version or soc.startswith("tegra"):
-        return "jetson", f"L4T {facts.os.l4t_version or '?'} / SoC {facts.identity.soc_part or '?'}: an NVIDIA Jetson"
+        return (
+            "jetson",
+            f"L4T {facts.os.l4t_version or '?'} / SoC {facts.identity.soc_part or '?'}: an NVIDIA Jetson",
+        )
     if _has_nvidia_discrete(facts):
         gpu = next(a.name for a in facts.accelerators if (a.vendor or "").upper() == "NVIDIA")
         return "cuda_discrete", f"discrete NVIDIA GPU {gpu} with its own VRAM"
@@ -133,8 +157,10 @@ def classify(facts: Facts, catalog: DeviceCatalog) -> Classification:
         return Classification(None, gclass, 0, reasons, ids, gclass, [], closest)
     pool.sort(key=lambda c: (c.score, c.entry.priority), reverse=True)
     win = pool[0]
-    reasons = [f"entry {win.entry.id} ({win.entry.source}) matched {win.score} rule(s): "
-               + "; ".join(r.describe() for r in win.results)]
+    reasons = [
+        f"entry {win.entry.id} ({win.entry.source}) matched {win.score} rule(s): "
+        + "; ".join(r.describe() for r in win.results)
+    ]
     ties = [c.entry.id for c in pool[1:] if (c.score, c.entry.priority) == (win.score, win.entry.priority)]
     if ties:
         reasons.append(f"tie with {', '.join(ties)}: kept the first in catalog order")
@@ -143,6 +169,9 @@ def classify(facts: Facts, catalog: DeviceCatalog) -> Classification:
     reasons.append(f"class {win.entry.device_class} from the catalog entry")
     if gclass != win.entry.device_class:
         reasons.append(f"generic rules alone would say {gclass} ({gwhy})")
-    also = [c.entry.id + (f" (matrix row {c.entry.matrix_row})" if c.entry.matrix_row else "")
-            for c in holding if c is not win]
+    also = [
+        c.entry.id + (f" (matrix row {c.entry.matrix_row})" if c.entry.matrix_row else "")
+        for c in holding
+        if c is not win
+    ]
     return Classification(win.entry, win.entry.device_class, win.score, reasons, ids, gclass, also, None)

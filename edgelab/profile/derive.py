@@ -43,9 +43,14 @@ class PipelineProfile:
         return [s.strategy for s in self.strategies if s.eligible]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"pipeline": self.pipeline, "kind": self.kind, "provisional": self.provisional,
-                **self.fit.to_dict(), "strategies": [s.to_dict() for s in self.strategies],
-                "eligible": self.eligible}
+        return {
+            "pipeline": self.pipeline,
+            "kind": self.kind,
+            "provisional": self.provisional,
+            **self.fit.to_dict(),
+            "strategies": [s.to_dict() for s in self.strategies],
+            "eligible": self.eligible,
+        }
 
 
 @dataclass
@@ -69,33 +74,55 @@ class DeployProfile:
         return next(p for p in self.pipelines if p.pipeline == pipeline_id)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"class": self.device_class, "entry": self.classification.entry_id,
-                "classification": self.classification.to_dict(), "defaults": self.defaults.to_dict(),
-                "pools": [p.to_dict() for p in self.pools],
-                "budget_pool": self.budget_pool.to_dict() if self.budget_pool else None,
-                "threads": self.threads, "thread_cpus": self.thread_cpus, "dtype": self.dtype,
-                "backends": self.backends, "runtime_target": self.runtime_target,
-                "runtime_targets": self.runtime_targets, "endpoint_configured": self.endpoint_configured,
-                "pipelines": [p.to_dict() for p in self.pipelines], "rules": [r.to_dict() for r in self.rules]}
+        return {
+            "class": self.device_class,
+            "entry": self.classification.entry_id,
+            "classification": self.classification.to_dict(),
+            "defaults": self.defaults.to_dict(),
+            "pools": [p.to_dict() for p in self.pools],
+            "budget_pool": self.budget_pool.to_dict() if self.budget_pool else None,
+            "threads": self.threads,
+            "thread_cpus": self.thread_cpus,
+            "dtype": self.dtype,
+            "backends": self.backends,
+            "runtime_target": self.runtime_target,
+            "runtime_targets": self.runtime_targets,
+            "endpoint_configured": self.endpoint_configured,
+            "pipelines": [p.to_dict() for p in self.pipelines],
+            "rules": [r.to_dict() for r in self.rules],
+        }
 
     def explain(self) -> list[str]:
         """One line per rule, in the order they fired: what ``edgelab profile --explain`` prints."""
         return [f"{r.name}: {r.result!r} <- {r.why}" for r in self.rules]
 
 
-def derive_profile(facts: Facts, catalog: DeviceCatalog, pipeline: str | PipelineSpec | None = None, *,
-                   endpoint_configured: bool = False,
-                   pipelines: dict[str, PipelineSpec] | None = None) -> DeployProfile:
+def derive_profile(
+    facts: Facts,
+    catalog: DeviceCatalog,
+    pipeline: str | PipelineSpec | None = None,
+    *,
+    endpoint_configured: bool = False,
+    pipelines: dict[str, PipelineSpec] | None = None,
+) -> DeployProfile:
     """The deploy profile for one device; ``pipeline=None`` profiles every packaged pipeline."""
     rules = Rules()
     cls = classify(facts, catalog)
     for reason in cls.reasons:
         rules.fire("classify", {"raw_ids": cls.raw_ids}, cls.entry_id, reason)
-    rules.fire("device_class", {"entry": cls.entry_id, "generic": cls.generic_class}, cls.device_class,
-               "from the catalog entry" if cls.entry else "from the generic rules (no catalog entry)")
+    rules.fire(
+        "device_class",
+        {"entry": cls.entry_id, "generic": cls.generic_class},
+        cls.device_class,
+        "from the catalog entry" if cls.entry else "from the generic rules (no catalog entry)",
+    )
     defaults = CLASS_DEFAULTS[cls.device_class]
-    rules.fire("class_defaults", {"class": cls.device_class}, defaults.to_dict(),
-               "the study's per-class defaults table (DESIGN §2a)")
+    rules.fire(
+        "class_defaults",
+        {"class": cls.device_class},
+        defaults.to_dict(),
+        "the study's per-class defaults table (DESIGN §2a)",
+    )
     pools, budget_pool = dev.memory_pools(facts, cls.device_class, cls.entry, rules)
     n_threads, cpus = dev.threads(facts, rules)
     dtype = dev.dtype(facts, cls.device_class, cls.entry, rules)
@@ -105,7 +132,9 @@ def derive_profile(facts: Facts, catalog: DeviceCatalog, pipeline: str | Pipelin
     if isinstance(pipeline, PipelineSpec):
         specs = [pipeline]
     elif isinstance(pipeline, str):
-        specs = [pipelines[resolve_pipeline_id(pipeline, pipelines)] if pipelines else load_pipeline(pipeline)]
+        specs = [
+            pipelines[resolve_pipeline_id(pipeline, pipelines)] if pipelines else load_pipeline(pipeline)
+        ]
     else:
         specs = list((pipelines or load_pipelines()).values())
     ram = budget_pool.total_bytes if budget_pool and budget_pool.kind != "vram" else ram_bytes(facts)
@@ -115,15 +144,42 @@ def derive_profile(facts: Facts, catalog: DeviceCatalog, pipeline: str | Pipelin
         fit.chunk_schedule = chunk_schedule(spec, defaults, rules)
         device_fit = None
         if endpoint_configured and spec.device_stages_s4:
-            device_fit = fit_pipeline(spec, budget_pool, dtype, defaults, rules, stages=spec.device_stages_s4,
-                                      label=f"{spec.id}.s4_device_side")
-        decisions = decide(spec, cls.device_class, cls.entry, fit, device_fit, target, ram, endpoint_configured)
+            device_fit = fit_pipeline(
+                spec,
+                budget_pool,
+                dtype,
+                defaults,
+                rules,
+                stages=spec.device_stages_s4,
+                label=f"{spec.id}.s4_device_side",
+            )
+        decisions = decide(
+            spec, cls.device_class, cls.entry, fit, device_fit, target, ram, endpoint_configured
+        )
         for d in decisions:
-            rules.fire(f"{spec.id}.{d.strategy}", {"class": cls.device_class, "endpoint": endpoint_configured},
-                       "eligible" if d.eligible else "refused", d.reason)
+            rules.fire(
+                f"{spec.id}.{d.strategy}",
+                {"class": cls.device_class, "endpoint": endpoint_configured},
+                "eligible" if d.eligible else "refused",
+                d.reason,
+            )
         profiles.append(PipelineProfile(spec.id, spec.kind, fit, decisions, spec.provisional))
-    return DeployProfile(cls.device_class, cls, defaults, pools, budget_pool, n_threads, cpus, dtype, backends,
-                         target, targets, profiles, rules.items, endpoint_configured)
+    return DeployProfile(
+        cls.device_class,
+        cls,
+        defaults,
+        pools,
+        budget_pool,
+        n_threads,
+        cpus,
+        dtype,
+        backends,
+        target,
+        targets,
+        profiles,
+        rules.items,
+        endpoint_configured,
+    )
 
 
 __all__ = ["DeployProfile", "PipelineProfile", "derive_profile", "GIB"]

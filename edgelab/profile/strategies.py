@@ -31,63 +31,118 @@ class StrategyDecision:
         return asdict(self)
 
 
-def decide(spec: PipelineSpec, device_class: str, entry: DeviceEntry | None, fit: Fit, device_fit: Fit | None,
-           runtime_target: str | None, ram_bytes: int | None, endpoint_configured: bool) -> list[StrategyDecision]:
+def decide(
+    spec: PipelineSpec,
+    device_class: str,
+    entry: DeviceEntry | None,
+    fit: Fit,
+    device_fit: Fit | None,
+    runtime_target: str | None,
+    ram_bytes: int | None,
+    endpoint_configured: bool,
+) -> list[StrategyDecision]:
     out = [_s1(spec, device_class, entry, fit, ram_bytes)]
-    out.append(StrategyDecision("S2", False, "S2 backend substitution is never chosen automatically: the study "
-                                "does not recommend a foreign worker inside vLLM's process model", "not_recommended"))
+    out.append(
+        StrategyDecision(
+            "S2",
+            False,
+            "S2 backend substitution is never chosen automatically: the study "
+            "does not recommend a foreign worker inside vLLM's process model",
+            "not_recommended",
+        )
+    )
     out.append(_local("S3", spec, fit, runtime_target, "light orchestration over llama.cpp/MNN/ExecuTorch"))
     out.append(_s4(spec, device_fit, endpoint_configured))
-    out.append(_local("S5", spec, fit, runtime_target, "edge-native baseline, reported beside every strategy"))
+    out.append(
+        _local("S5", spec, fit, runtime_target, "edge-native baseline, reported beside every strategy")
+    )
     return out
 
 
-def _s1(spec: PipelineSpec, device_class: str, entry: DeviceEntry | None, fit: Fit,
-        ram_bytes: int | None) -> StrategyDecision:
+def _s1(
+    spec: PipelineSpec, device_class: str, entry: DeviceEntry | None, fit: Fit, ram_bytes: int | None
+) -> StrategyDecision:
     if device_class != "jetson":
-        return StrategyDecision("S1", False, f"class {device_class}: S1 needs a Jetson-class CUDA server (vLLM-Omni)",
-                                "class_not_supported")
+        return StrategyDecision(
+            "S1",
+            False,
+            f"class {device_class}: S1 needs a Jetson-class CUDA server (vLLM-Omni)",
+            "class_not_supported",
+        )
     if not spec.vllm_omni:
-        return StrategyDecision("S1", False, f"pipeline {spec.id} has no vLLM-Omni serving path", "not_served")
+        return StrategyDecision(
+            "S1", False, f"pipeline {spec.id} has no vLLM-Omni serving path", "not_served"
+        )
     if entry is not None and not entry.capabilities.get("vllm_omni"):
-        return StrategyDecision("S1", False, f"{entry.id}: S1 needs AGX Orin 32/64 GB or Thor-class memory "
-                                "for the vLLM-Omni server", "class_not_supported")
+        return StrategyDecision(
+            "S1",
+            False,
+            f"{entry.id}: S1 needs AGX Orin 32/64 GB or Thor-class memory for the vLLM-Omni server",
+            "class_not_supported",
+        )
     if entry is None and (ram_bytes is None or ram_bytes < S1_MIN_RAM_GIB * GIB):
         have = f"{ram_bytes / GIB:.1f} GiB" if ram_bytes else "unknown RAM"
-        return StrategyDecision("S1", False, f"unknown Jetson with {have}: S1 needs at least {S1_MIN_RAM_GIB} GiB",
-                                "budget_exceeds_device")
+        return StrategyDecision(
+            "S1",
+            False,
+            f"unknown Jetson with {have}: S1 needs at least {S1_MIN_RAM_GIB} GiB",
+            "budget_exceeds_device",
+        )
     first = fit.tried[0] if fit.tried else None
     if first is None or not first.fits:
-        why = (f"{first.pool}: {first.quantization} weights leave {first.kv_budget_bytes / GIB:.2f} GiB for KV"
-               if first else "memory pool unknown")
-        return StrategyDecision("S1", False, f"budget_exceeds_device: vLLM-Omni serves 16-bit weights; {why}",
-                                "budget_exceeds_device")
-    return StrategyDecision("S1", True, f"Jetson-class CUDA with {first.pool_bytes / GIB:.1f} GiB; {first.quantization} "
-                            f"weights fit with {first.kv_budget_bytes / GIB:.1f} GiB KV budget (expect 95-355 s cold start)")
+        why = (
+            f"{first.pool}: {first.quantization} weights leave {first.kv_budget_bytes / GIB:.2f} GiB for KV"
+            if first
+            else "memory pool unknown"
+        )
+        return StrategyDecision(
+            "S1",
+            False,
+            f"budget_exceeds_device: vLLM-Omni serves 16-bit weights; {why}",
+            "budget_exceeds_device",
+        )
+    return StrategyDecision(
+        "S1",
+        True,
+        f"Jetson-class CUDA with {first.pool_bytes / GIB:.1f} GiB; {first.quantization} "
+        f"weights fit with {first.kv_budget_bytes / GIB:.1f} GiB KV budget (expect 95-355 s cold start)",
+    )
 
 
 def _local(sid: str, spec: PipelineSpec, fit: Fit, runtime_target: str | None, what: str) -> StrategyDecision:
     if not runtime_target:
-        return StrategyDecision(sid, False, "no runtime target for this device (OS/architecture unknown)",
-                                "no_runtime_target")
+        return StrategyDecision(
+            sid, False, "no runtime target for this device (OS/architecture unknown)", "no_runtime_target"
+        )
     if not fit.fits:
         b = fit.budget
-        why = (f"{b.pool}: even {b.quantization} weights {b.weights_bytes / GIB:.2f} GiB leave "
-               f"{b.kv_budget_bytes / GIB:.2f} GiB for KV" if b else "memory pool unknown")
+        why = (
+            f"{b.pool}: even {b.quantization} weights {b.weights_bytes / GIB:.2f} GiB leave "
+            f"{b.kv_budget_bytes / GIB:.2f} GiB for KV"
+            if b
+            else "memory pool unknown"
+        )
         return StrategyDecision(sid, False, f"budget_exceeds_device: {why}", "budget_exceeds_device")
     return StrategyDecision(sid, True, f"{what} on {runtime_target} with {fit.quantization} weights")
 
 
 def _s4(spec: PipelineSpec, device_fit: Fit | None, endpoint_configured: bool) -> StrategyDecision:
     if not endpoint_configured:
-        return StrategyDecision("S4", False, "no S4 server endpoint configured (a reachable vLLM-Omni server)",
-                                "no_endpoint")
+        return StrategyDecision(
+            "S4", False, "no S4 server endpoint configured (a reachable vLLM-Omni server)", "no_endpoint"
+        )
     if not spec.device_stages_s4:
-        return StrategyDecision("S4", False, f"pipeline {spec.id} has no stage to run on the device side",
-                                "no_device_stage")
+        return StrategyDecision(
+            "S4", False, f"pipeline {spec.id} has no stage to run on the device side", "no_device_stage"
+        )
     if device_fit is not None and not device_fit.fits:
-        return StrategyDecision("S4", False, f"budget_exceeds_device: device-side stages "
-                                f"{', '.join(spec.device_stages_s4)} do not fit", "budget_exceeds_device")
+        return StrategyDecision(
+            "S4",
+            False,
+            f"budget_exceeds_device: device-side stages {', '.join(spec.device_stages_s4)} do not fit",
+            "budget_exceeds_device",
+        )
     tier = " as a re-planning tier only, never in the control loop" if spec.kind == "vla" else ""
-    return StrategyDecision("S4", True, f"device runs {', '.join(spec.device_stages_s4)}; the rest on the "
-                            f"configured server{tier}")
+    return StrategyDecision(
+        "S4", True, f"device runs {', '.join(spec.device_stages_s4)}; the rest on the configured server{tier}"
+    )

@@ -257,8 +257,9 @@ class CodecStreamClient:
 # ---------------------------------------------------------------- server side (used by SpeechServer)
 
 
-async def codec_session(ws: ServerConnection, inbox: Any, cfg: dict[str, Any], opts: Any,
-                        pending: list | None = None) -> None:
+async def codec_session(
+    ws: ServerConnection, inbox: Any, cfg: dict[str, Any], opts: Any, pending: list | None = None
+) -> None:
     """Serve one codec-token session: segments in, frames out on the schedule, cancellable.
     ``pending`` holds messages the speech session already read after the config."""
     from edgelab.protocols.serving import iterate_in_thread

@@ -55,8 +55,14 @@ def _free_port(host: str) -> int:
 class OpenPIServer:
     """``openpi_server.WebsocketPolicyServer`` on a loopback port in a background thread."""
 
-    def __init__(self, policy: BasePolicy | None = None, *, host: str = "127.0.0.1", port: int | None = None,
-                 metadata: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        policy: BasePolicy | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        metadata: dict[str, Any] | None = None,
+    ):
         check_loopback(host)
         self.policy = policy or ReferencePolicy()
         if metadata is None:  # the reference policy describes itself (runtime reference, weights random)
@@ -139,8 +145,12 @@ class OpenPIServer:
         self.stop()
 
 
-def observation_for(schema: str, rng: np.random.Generator, prompt: str = "pick up the red cube",
-                    metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+def observation_for(
+    schema: str,
+    rng: np.random.Generator,
+    prompt: str = "pick up the red cube",
+    metadata: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """A synthetic observation in the key layout an OpenPI policy of that robot expects
     (openpi's examples: DROID, ALOHA, LIBERO), or the reference VLA's own layout.
 
@@ -154,18 +164,27 @@ def observation_for(schema: str, rng: np.random.Generator, prompt: str = "pick u
         return rng.integers(0, 256, shape, dtype=np.uint8)
 
     if schema == "droid":  # two exterior cameras and a wrist camera, 7 joints + gripper
-        obs = {"observation/exterior_image_1_left": img((*hw, 3)),
-               "observation/exterior_image_2_left": img((*hw, 3)),
-               "observation/wrist_image_left": img((*hw, 3)),
-               "observation/joint_position": rng.standard_normal(7).astype(np.float32),
-               "observation/gripper_position": rng.random(1).astype(np.float32), "prompt": prompt}
+        obs = {
+            "observation/exterior_image_1_left": img((*hw, 3)),
+            "observation/exterior_image_2_left": img((*hw, 3)),
+            "observation/wrist_image_left": img((*hw, 3)),
+            "observation/joint_position": rng.standard_normal(7).astype(np.float32),
+            "observation/gripper_position": rng.random(1).astype(np.float32),
+            "prompt": prompt,
+        }
     elif schema == "aloha":
-        obs = {"state": rng.standard_normal(14).astype(np.float32),
-               "images": {cam: img((3, *hw)) for cam in ("cam_high", "cam_left_wrist", "cam_right_wrist")},
-               "prompt": prompt}
+        obs = {
+            "state": rng.standard_normal(14).astype(np.float32),
+            "images": {cam: img((3, *hw)) for cam in ("cam_high", "cam_left_wrist", "cam_right_wrist")},
+            "prompt": prompt,
+        }
     elif schema == "libero":
-        obs = {"observation/image": img((*hw, 3)), "observation/wrist_image": img((*hw, 3)),
-               "observation/state": rng.standard_normal(8).astype(np.float32), "prompt": prompt}
+        obs = {
+            "observation/image": img((*hw, 3)),
+            "observation/wrist_image": img((*hw, 3)),
+            "observation/state": rng.standard_normal(8).astype(np.float32),
+            "prompt": prompt,
+        }
     elif schema == "reference":
         obs = synthetic_observation(rng, prompt)
     else:
@@ -209,8 +228,10 @@ class OpenPIClient:
         ws.send(self._policy._packer.pack({"endpoint": "reset"}))
         reply = ws.recv()
         if isinstance(reply, str) and "reset successful" not in reply:
-            raise TransportError(f"the OpenPI endpoint refused the reset: {reply[:300]}",
-                                 remedy="check the server's log; this server may not support reset")
+            raise TransportError(
+                f"the OpenPI endpoint refused the reset: {reply[:300]}",
+                remedy="check the server's log; this server may not support reset",
+            )
 
     def close(self) -> None:
         ws = getattr(self._policy, "_ws", None)  # the package exposes no close()

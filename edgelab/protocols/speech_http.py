@@ -97,7 +97,7 @@ class SpeechHTTPClient:
                     return  # wait for the rest of the header
                 if info is not None:
                     res.sample_rate = info.sample_rate
-                    data, head = head[info.data_offset:], b""
+                    data, head = head[info.data_offset :], b""
                 else:
                     data, head = head, b""
                 if not data:
@@ -222,7 +222,9 @@ class _Handler(BaseHTTPRequestHandler):
         )
         sse = req.get("stream_format") == "sse"
         self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream" if sse else ("audio/wav" if fmt == "wav" else "audio/pcm"))
+        self.send_header(
+            "Content-Type", "text/event-stream" if sse else ("audio/wav" if fmt == "wav" else "audio/pcm")
+        )
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("X-Sample-Rate", str(SAMPLE_RATE))
         self.send_header("X-Edgelab-Runtime", f"{PROVENANCE['runtime']}; weights={PROVENANCE['weights']}")

@@ -93,8 +93,9 @@ class SpeechResult:
 
     def chunks(self) -> list[AudioSample]:
         return [
-            AudioSample(t_ms=(e.t - self.submit_t) * 1000.0, samples=e.samples, sr=e.sample_rate,
-                        sentence=e.sentence)
+            AudioSample(
+                t_ms=(e.t - self.submit_t) * 1000.0, samples=e.samples, sr=e.sample_rate, sentence=e.sentence
+            )
             for e in self.events
             if isinstance(e, AudioChunk)
         ]
@@ -109,8 +110,9 @@ class SpeechResult:
         return sentence_timings(self.chunks())
 
 
-def pcm_chunk(res: SpeechResult, rid: str, idx: int, data: bytes, now: float,
-              sentence: int | None = None) -> AudioChunk:
+def pcm_chunk(
+    res: SpeechResult, rid: str, idx: int, data: bytes, now: float, sentence: int | None = None
+) -> AudioChunk:
     """Keep a piece of s16le PCM on the result and describe it as an audio-chunk event."""
     res.pcm += data
     return AudioChunk(
@@ -135,8 +137,16 @@ class SpeechSession:
     session config between utterances; ``close()`` sends ``session.close``.
     """
 
-    def __init__(self, url: str, *, config: dict[str, Any] | None = None, run: str | None = None,
-                 on_event: EventSink | None = None, timeout: float = 120.0, name: str | None = None):
+    def __init__(
+        self,
+        url: str,
+        *,
+        config: dict[str, Any] | None = None,
+        run: str | None = None,
+        on_event: EventSink | None = None,
+        timeout: float = 120.0,
+        name: str | None = None,
+    ):
         self.url = stream_url(url)
         self.config = {**DEFAULT_CLIENT_CONFIG, **(config or {})}
         self.run, self.on_event, self.timeout = run, on_event, timeout
@@ -184,8 +194,14 @@ class SpeechSession:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def utterance(self, text: str | Sequence[str], *, request: str | None = None, phase: str = "measured",
-                  band: str | None = None) -> SpeechResult:
+    def utterance(
+        self,
+        text: str | Sequence[str],
+        *,
+        request: str | None = None,
+        phase: str = "measured",
+        band: str | None = None,
+    ) -> SpeechResult:
         if self._ws is None:
             self.open()
         pieces = [text] if isinstance(text, str) else list(text)
@@ -195,8 +211,15 @@ class SpeechSession:
         rec = Recorder(res, self.run, self.on_event)
         if self._connect is not None:
             # the session's, not a request's (a request row made by it would clash with RequestStart's)
-            rec(StageTiming(t=self._connect[1], request=None, stage="connect", start=self._connect[0],
-                            end=self._connect[1]))
+            rec(
+                StageTiming(
+                    t=self._connect[1],
+                    request=None,
+                    stage="connect",
+                    start=self._connect[0],
+                    end=self._connect[1],
+                )
+            )
             self._connect = None
             res.submit_t = time.time()
         rec(RequestStart(t=res.submit_t, request=rid, phase=phase, band=band, input="".join(pieces)))
@@ -230,7 +253,7 @@ class SpeechSession:
                         info = parse_wav_header(msg)
                         if info is not None:
                             res.sample_rate = info.sample_rate
-                            data = msg[info.data_offset:]
+                            data = msg[info.data_offset :]
                     cur.first_audio_t = cur.first_audio_t or now
                     cur.last_audio_t = now
                     rec(pcm_chunk(res, rid, idx, data, now, sentence=cur.index))
@@ -239,9 +262,13 @@ class SpeechSession:
                 d = json.loads(msg)
                 kind = d.get("type")
                 if kind == "audio.start":
-                    cur = SentenceResult(index=int(d.get("sentence_index", len(res.sentences))),
-                                         text=d.get("sentence_text"), format=d.get("format"),
-                                         start_t=now, start_info=d)
+                    cur = SentenceResult(
+                        index=int(d.get("sentence_index", len(res.sentences))),
+                        text=d.get("sentence_text"),
+                        format=d.get("format"),
+                        start_t=now,
+                        start_info=d,
+                    )
                     res.sentences.append(cur)
                     if not res.start_info:
                         res.start_info = d
@@ -255,13 +282,23 @@ class SpeechSession:
                         cur.server_bytes = d.get("total_bytes")
                         cur.failed = bool(d.get("error"))
                         if cur.start_t is not None:
-                            rec(StageTiming(t=now, request=rid, stage=f"sentence{cur.index}",
-                                            start=cur.start_t, end=now))
+                            rec(
+                                StageTiming(
+                                    t=now,
+                                    request=rid,
+                                    stage=f"sentence{cur.index}",
+                                    start=cur.start_t,
+                                    end=now,
+                                )
+                            )
                     if d.get("total_bytes") is not None:
                         res.total_bytes = (res.total_bytes or 0) + int(d["total_bytes"])
                     if d.get("error") and res.error is None:
-                        res.error = d["error"] if isinstance(d["error"], str) else (
-                            f"sentence {d.get('sentence_index')} failed on the server")
+                        res.error = (
+                            d["error"]
+                            if isinstance(d["error"], str)
+                            else (f"sentence {d.get('sentence_index')} failed on the server")
+                        )
                     cur = None
                 elif kind == "error":
                     message = str(d.get("message") or d)
@@ -274,8 +311,11 @@ class SpeechSession:
                     res.total_sentences = d.get("total_sentences")
                     if res.utterance is None and d.get("utterance_index") is not None:
                         res.utterance = int(d["utterance_index"])
-                    rec(AudioChunk(t=now, request=rid, idx=idx, samples=0, sample_rate=res.sample_rate,
-                                   terminal=True))
+                    rec(
+                        AudioChunk(
+                            t=now, request=rid, idx=idx, samples=0, sample_rate=res.sample_rate, terminal=True
+                        )
+                    )
                     return
         except TimeoutError:
             res.error = f"no message from the server within {self.timeout:g} s"
@@ -294,8 +334,15 @@ class SpeechSession:
         prev = None
         for sen in res.sentences:
             if prev is not None and prev.last_audio_t is not None and sen.first_audio_t is not None:
-                rec(StageTiming(t=sen.first_audio_t, request=res.request, stage="sentence_gap",
-                                start=prev.last_audio_t, end=sen.first_audio_t))
+                rec(
+                    StageTiming(
+                        t=sen.first_audio_t,
+                        request=res.request,
+                        stage="sentence_gap",
+                        start=prev.last_audio_t,
+                        end=sen.first_audio_t,
+                    )
+                )
             prev = sen if sen.last_audio_t is not None else prev
 
     @staticmethod
@@ -304,8 +351,14 @@ class SpeechSession:
             return
         for s in res.sentences:
             if s.server_bytes is not None and s.server_bytes != s.bytes:
-                res.error = f"sentence {s.index}: server sent {s.server_bytes} bytes by its count, {s.bytes} arrived"
-        if res.error is None and res.total_sentences is not None and res.total_sentences != len(res.sentences):
+                res.error = (
+                    f"sentence {s.index}: server sent {s.server_bytes} bytes by its count, {s.bytes} arrived"
+                )
+        if (
+            res.error is None
+            and res.total_sentences is not None
+            and res.total_sentences != len(res.sentences)
+        ):
             res.error = f"server counted {res.total_sentences} sentences, {len(res.sentences)} arrived"
         if res.error is not None:
             rec(ErrorEvent(t=time.time(), request=res.request, cls="infra", message=res.error))
@@ -334,12 +387,21 @@ class SpeechStreamClient:
         self._n = 0
 
     def session(self, config: dict[str, Any] | None = None) -> SpeechSession:
-        return SpeechSession(self.url, config={**self.config, **(config or {})}, run=self.run,
-                             on_event=self.on_event, timeout=self.timeout)
+        return SpeechSession(
+            self.url,
+            config={**self.config, **(config or {})},
+            run=self.run,
+            on_event=self.on_event,
+            timeout=self.timeout,
+        )
 
     def synthesize(
-        self, text: str | Sequence[str], *, request: str | None = None, phase: str = "measured",
-        band: str | None = None
+        self,
+        text: str | Sequence[str],
+        *,
+        request: str | None = None,
+        phase: str = "measured",
+        band: str | None = None,
     ) -> SpeechResult:
         self._n += 1
         rid = request or f"{self.run or 'speech'}-r{self._n:03d}"
@@ -374,11 +436,16 @@ def session_config(msg: dict[str, Any]) -> tuple[dict[str, Any] | None, str | No
     if cfg.get("output_mode") == "codec_tokens":
         return cfg, None
     if cfg["response_format"] not in RESPONSE_FORMATS:
-        return None, (f"Invalid session config: response_format {cfg['response_format']!r} is not served "
-                      f"here (use {' or '.join(RESPONSE_FORMATS)})")
+        return None, (
+            f"Invalid session config: response_format {cfg['response_format']!r} is not served "
+            f"here (use {' or '.join(RESPONSE_FORMATS)})"
+        )
     gran = cfg.get("split_granularity") or "none"
     if gran not in GRANULARITIES:
-        return None, f"Invalid session config: split_granularity {gran!r} is not one of {', '.join(GRANULARITIES)}"
+        return (
+            None,
+            f"Invalid session config: split_granularity {gran!r} is not one of {', '.join(GRANULARITIES)}",
+        )
     cfg["split_granularity"] = gran
     if not isinstance(cfg.get("stream_audio", False), bool):
         return None, "Invalid session config: stream_audio must be a boolean"
@@ -390,8 +457,14 @@ def session_config(msg: dict[str, Any]) -> tuple[dict[str, Any] | None, str | No
 
 
 async def _sentence_response(
-    ws: ServerConnection, inbox: Inbox, cfg: dict, text: str, opts: ServerOptions, *,
-    utterance: int, sentence: int,
+    ws: ServerConnection,
+    inbox: Inbox,
+    cfg: dict,
+    text: str,
+    opts: ServerOptions,
+    *,
+    utterance: int,
+    sentence: int,
 ) -> list:
     """Synthesize one sentence: audio.start, binary audio, audio.done. Returns the messages
     that arrived meanwhile (the session loop handles them next, in order)."""
@@ -404,8 +477,13 @@ async def _sentence_response(
         frames_per_s=opts.frames_per_s, schedule=sched, seed=seed, talker=talker, decoder=decoder
     )
     fmt, streamed = cfg["response_format"], bool(cfg.get("stream_audio", False))
-    start = {"utterance_index": utterance, "sentence_index": sentence, "sentence_text": text, "format": fmt,
-             **PROVENANCE}
+    start = {
+        "utterance_index": utterance,
+        "sentence_index": sentence,
+        "sentence_text": text,
+        "format": fmt,
+        **PROVENANCE,
+    }
     describe_pcm = streamed and fmt == "pcm"  # sent with the first audio, stating its rate and channels
     if not describe_pcm:
         await ws.send(json_message("audio.start", **start))
@@ -436,14 +514,27 @@ async def _sentence_response(
         if not started:
             await ws.send(json_message("audio.start", **start))
             started = True
-        await ws.send(json_message("error", message=f"Generation failed for utterance {utterance}, sentence "
-                                             f"{sentence}: {type(err).__name__}: {err}"))
+        await ws.send(
+            json_message(
+                "error",
+                message=f"Generation failed for utterance {utterance}, sentence "
+                f"{sentence}: {type(err).__name__}: {err}",
+            )
+        )
     finally:
         watcher.cancel()
     if not started:
         await ws.send(json_message("audio.start", **start))  # keep start/done paired when no audio came
-    await ws.send(json_message("audio.done", utterance_index=utterance, sentence_index=sentence, total_bytes=total,
-                        error=failed, cancelled=stop.is_set()))
+    await ws.send(
+        json_message(
+            "audio.done",
+            utterance_index=utterance,
+            sentence_index=sentence,
+            total_bytes=total,
+            error=failed,
+            cancelled=stop.is_set(),
+        )
+    )
     return deferred
 
 
@@ -463,8 +554,13 @@ async def speech_session(ws: ServerConnection, opts: ServerOptions) -> None:
             kind = msg.get("type") if isinstance(msg, dict) else None
             if kind == "session.config":
                 if open_utterance:
-                    await ws.send(json_message("error", message="session.config cannot be applied while an utterance "
-                                                         "is in progress; send input.done first"))
+                    await ws.send(
+                        json_message(
+                            "error",
+                            message="session.config cannot be applied while an utterance "
+                            "is in progress; send input.done first",
+                        )
+                    )
                     continue
                 new, why = session_config(msg)
                 if new is None:
@@ -480,7 +576,11 @@ async def speech_session(ws: ServerConnection, opts: ServerOptions) -> None:
                     return
                 splitter = TextSplitter(cfg["split_granularity"])
             elif cfg is None:
-                await ws.send(json_message("error", message=f"Expected session.config, got: {kind or type(msg).__name__}"))
+                await ws.send(
+                    json_message(
+                        "error", message=f"Expected session.config, got: {kind or type(msg).__name__}"
+                    )
+                )
                 return
             elif kind == "input.text":
                 text = msg.get("text", "")
@@ -489,26 +589,39 @@ async def speech_session(ws: ServerConnection, opts: ServerOptions) -> None:
                     continue
                 open_utterance = open_utterance or bool(text)
                 for unit in splitter.feed(text):
-                    pending.extend(await _sentence_response(ws, inbox, cfg, unit, opts, utterance=utterance,
-                                                            sentence=sentence))
+                    pending.extend(
+                        await _sentence_response(
+                            ws, inbox, cfg, unit, opts, utterance=utterance, sentence=sentence
+                        )
+                    )
                     sentence += 1
             elif kind == "input.done":
                 for unit in splitter.flush():
-                    pending.extend(await _sentence_response(ws, inbox, cfg, unit, opts, utterance=utterance,
-                                                            sentence=sentence))
+                    pending.extend(
+                        await _sentence_response(
+                            ws, inbox, cfg, unit, opts, utterance=utterance, sentence=sentence
+                        )
+                    )
                     sentence += 1
-                await ws.send(json_message("session.done", utterance_index=utterance, total_sentences=sentence))
+                await ws.send(
+                    json_message("session.done", utterance_index=utterance, total_sentences=sentence)
+                )
                 utterance, sentence, open_utterance = utterance + 1, 0, False
             elif kind == "session.close":
                 # vLLM-Omni just closes; a session.done first keeps older edgelab clients working
-                await ws.send(json_message("session.done", utterance_index=utterance, total_sentences=sentence,
-                                    closed=True))
+                await ws.send(
+                    json_message(
+                        "session.done", utterance_index=utterance, total_sentences=sentence, closed=True
+                    )
+                )
                 await ws.close()
                 return
             elif kind == "input.cancel":
                 continue  # nothing is streaming (an edgelab extension; vLLM-Omni has no cancel here)
             else:
-                await ws.send(json_message("error", message=f"Unknown message type: {kind or type(msg).__name__}"))
+                await ws.send(
+                    json_message("error", message=f"Unknown message type: {kind or type(msg).__name__}")
+                )
     except ConnectionClosed:
         return
     finally:

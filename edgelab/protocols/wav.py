@@ -11,7 +11,9 @@ import struct
 from dataclasses import dataclass
 
 STREAMING_SIZE = 0xFFFFFFFF
-_FMT = struct.Struct("<4sI4s4sIHHIIHH4sI")  # RIFF, size, WAVE, "fmt ", 16, PCM, ch, sr, byte rate, align, bits, data, size
+_FMT = struct.Struct(
+    "<4sI4s4sIHHIIHH4sI"
+)  # RIFF, size, WAVE, "fmt ", 16, PCM, ch, sr, byte rate, align, bits, data, size
 HEADER_BYTES = _FMT.size  # 44
 
 
@@ -19,8 +21,21 @@ def wav_header(sample_rate: int, *, channels: int = 1, data_bytes: int | None = 
     """A 44-byte PCM16 header; ``data_bytes=None`` writes the streaming placeholder sizes."""
     data = STREAMING_SIZE if data_bytes is None else data_bytes
     riff = STREAMING_SIZE if data_bytes is None else 36 + data_bytes
-    return _FMT.pack(b"RIFF", riff, b"WAVE", b"fmt ", 16, 1, channels, sample_rate,
-                     sample_rate * channels * 2, channels * 2, 16, b"data", data)
+    return _FMT.pack(
+        b"RIFF",
+        riff,
+        b"WAVE",
+        b"fmt ",
+        16,
+        1,
+        channels,
+        sample_rate,
+        sample_rate * channels * 2,
+        channels * 2,
+        16,
+        b"data",
+        data,
+    )
 
 
 def wav_file(pcm: bytes, sample_rate: int, *, channels: int = 1) -> bytes:

@@ -42,7 +42,9 @@ def open_ws(url: str, timeout: float):
     try:
         return connect(url, open_timeout=timeout, max_size=None, compression=None)
     except (OSError, WebSocketException) as err:
-        raise TransportError(f"cannot open {url}: {err}", remedy="check the server is running and the URL/port") from err
+        raise TransportError(
+            f"cannot open {url}: {err}", remedy="check the server is running and the URL/port"
+        ) from err
 
 
 class Recorder:
@@ -72,8 +74,12 @@ def json_message(kind: str, **kw: Any) -> str:
     return json.dumps({"type": kind, **kw})
 
 
-async def watch_for_stop(inbox: Inbox, stop: threading.Event, deferred: list,
-                         stop_on: tuple[str, ...] = ("input.cancel", "session.close")) -> None:
+async def watch_for_stop(
+    inbox: Inbox,
+    stop: threading.Event,
+    deferred: list,
+    stop_on: tuple[str, ...] = ("input.cancel", "session.close"),
+) -> None:
     """While a response streams: a message of a ``stop_on`` type or a hang-up stops it; every
     message read meanwhile is kept (in order) for the session loop."""
     while True:

@@ -43,8 +43,11 @@ def _parser() -> argparse.ArgumentParser:
         "--frames", type=int, default=None, help="codec frames per request (default: from the text)"
     )
 
-    t.add_argument("--server", default=None,
-                   help="S4: the talker's server (ws://HOST:PORT); this process runs only the device stages")
+    t.add_argument(
+        "--server",
+        default=None,
+        help="S4: the talker's server (ws://HOST:PORT); this process runs only the device stages",
+    )
     t.add_argument("--stages", default="code2wav", help="S4: the stages this device runs (comma-separated)")
 
     v = sub.add_parser("vla", help="internvla-a1: flow-matching action head in a fixed-rate control loop")
@@ -58,7 +61,9 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--dims", type=int, default=32)
     v.add_argument("--flow-steps", type=int, default=10)
 
-    v.add_argument("--server", default=None, help="S4: the re-planning server (recorded; never in the control loop)")
+    v.add_argument(
+        "--server", default=None, help="S4: the re-planning server (recorded; never in the control loop)"
+    )
     v.add_argument("--stages", default=None, help="S4: the stages this device runs")
 
     for sp in (t, v):
@@ -76,9 +81,21 @@ def main(argv: list[str] | None = None) -> int:
         if args.workload == "tts" and args.server:
             from edgelab.reference.tts_run import run_tts_device_stage
 
-            return 1 if run_tts_device_stage(em, server=args.server, texts=args.text, band=args.band,
-                                             requests=args.requests, warmup=args.warmup, seed=args.seed,
-                                             device=args.device, stages=args.stages.split(",")) else 0
+            return (
+                1
+                if run_tts_device_stage(
+                    em,
+                    server=args.server,
+                    texts=args.text,
+                    band=args.band,
+                    requests=args.requests,
+                    warmup=args.warmup,
+                    seed=args.seed,
+                    device=args.device,
+                    stages=args.stages.split(","),
+                )
+                else 0
+            )
         if args.workload == "tts":
             from edgelab.reference.tts_run import run_tts
 

@@ -18,8 +18,9 @@ from edgelab.reference import PROVENANCE
 class Emitter:
     """Writes events for one run; thread-safe so a stage thread may emit too."""
 
-    def __init__(self, stream: TextIO | None = None, run: str | None = None,
-                 stamp: dict[str, str] | None = None):
+    def __init__(
+        self, stream: TextIO | None = None, run: str | None = None, stamp: dict[str, str] | None = None
+    ):
         self._stream = stream if stream is not None else sys.stdout
         self.run = run
         self.stamp = dict(PROVENANCE if stamp is None else stamp)  # runtime + weights on every line

@@ -115,20 +115,37 @@ def run_tts_device_stage(
     except ImportError as err:
         from edgelab.errors import ConfigError
 
-        raise ConfigError(f"the S4 device stage needs edgelab's codec-token client and websockets here ({err})",
-                          remedy="install edgelab with its dependencies on the device (pip install edgelab), "
-                                 "or run S4 on a virtual device") from err
+        raise ConfigError(
+            f"the S4 device stage needs edgelab's codec-token client and websockets here ({err})",
+            remedy="install edgelab with its dependencies on the device (pip install edgelab), "
+            "or run S4 on a virtual device",
+        ) from err
 
     texts = list(texts) if texts else [BAND_TEXTS[band]]
-    em.emit(RunStart(t=time.time(), pipeline="qwen3-tts", device=device, runtime=PROVENANCE["runtime"],
-                     strategy="S4", meta={**PROVENANCE, "server": server, "device_stages": list(stages),
-                                          "seed": seed, "band": band, "sample_rate": SAMPLE_RATE}))
+    em.emit(
+        RunStart(
+            t=time.time(),
+            pipeline="qwen3-tts",
+            device=device,
+            runtime=PROVENANCE["runtime"],
+            strategy="S4",
+            meta={
+                **PROVENANCE,
+                "server": server,
+                "device_stages": list(stages),
+                "seed": seed,
+                "band": band,
+                "sample_rate": SAMPLE_RATE,
+            },
+        )
+    )
     client = CodecStreamClient(server, run=em.run, on_event=em.emit, config={"seed": seed})
     failed = 0
     for i in range(warmup + requests):
         rid = f"{em.run or 'run'}-r{i:03d}"
-        res = client.stream(texts[i % len(texts)], request=rid, phase="warmup" if i < warmup else "measured",
-                            band=band)
+        res = client.stream(
+            texts[i % len(texts)], request=rid, phase="warmup" if i < warmup else "measured", band=band
+        )
         failed += 0 if res.ok else 1
     em.emit(RunEnd(t=time.time(), state="finished" if not failed else "failed"))
     return failed

@@ -171,7 +171,9 @@ def _label(step: tuple[str, ...] | list[str]) -> str:
     return Path(step[0]).name if step else "step"
 
 
-def _expand(step: tuple[str, ...], recipe: TargetRecipe, values: dict[str, str], launcher: list[str]) -> list[str]:
+def _expand(
+    step: tuple[str, ...], recipe: TargetRecipe, values: dict[str, str], launcher: list[str]
+) -> list[str]:
     expanded: list[str] = []
     for raw in step:  # "{flags}" / "{launcher}" alone expand to several arguments (or none)
         if raw == "{flags}":
@@ -197,8 +199,16 @@ _NINJA = re.compile(r"^\[(\d+)/(\d+)\]")
 def _run_step(argv: list[str], label: str, cwd: Path, env: dict[str, str], logf, progress) -> int:
     """Run one step with its output in the log; ninja's ``[n/m]`` lines become progress lines
     (every 10 % or 20 s), so a long build shows it is alive."""
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, errors="replace", bufsize=1)
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        bufsize=1,
+    )
     last_t, last_pct = time.monotonic(), -10
     assert proc.stdout is not None
     try:
@@ -221,8 +231,16 @@ def _run_step(argv: list[str], label: str, cwd: Path, env: dict[str, str], logf,
     return proc.wait()
 
 
-def _run_steps(recipe: TargetRecipe, spec: RuntimeSpec, values: dict[str, str], cwd: Path, logfile: Path,
-               env: dict[str, str], launcher: list[str], progress=None) -> None:
+def _run_steps(
+    recipe: TargetRecipe,
+    spec: RuntimeSpec,
+    values: dict[str, str],
+    cwd: Path,
+    logfile: Path,
+    env: dict[str, str],
+    launcher: list[str],
+    progress=None,
+) -> None:
     n = len(recipe.steps)
     with open(logfile, "w") as logf:
         for i, step in enumerate(recipe.steps, 1):
@@ -236,8 +254,10 @@ def _run_steps(recipe: TargetRecipe, spec: RuntimeSpec, values: dict[str, str], 
             try:
                 rc = _run_step(argv, label, cwd, env, logf, progress)
             except OSError as err:
-                raise BuildError(f"{spec.name} {recipe.target}: step {i}/{n} {label} could not start: {err}",
-                                 remedy=f"see {logfile}") from err
+                raise BuildError(
+                    f"{spec.name} {recipe.target}: step {i}/{n} {label} could not start: {err}",
+                    remedy=f"see {logfile}",
+                ) from err
             if rc != 0:
                 raise BuildError(
                     f"{spec.name} {recipe.target}: step {i}/{n} {label} exited {rc}; "
@@ -327,8 +347,9 @@ def build_runtime(
     )
 
 
-def _products(spec: RuntimeSpec, recipe: TargetRecipe, out: Path, values: dict[str, str],
-              logfile: Path) -> dict[str, Path]:
+def _products(
+    spec: RuntimeSpec, recipe: TargetRecipe, out: Path, values: dict[str, str], logfile: Path
+) -> dict[str, Path]:
     produced = {}
     for rel in recipe.produces:
         p = out / rel.format(**values)
@@ -356,8 +377,14 @@ class CachedBuild:
         return self.folder / "out"
 
 
-def ensure_build(spec: RuntimeSpec, target: str, *, source: str | Path | None = None,
-                 root: Path | None = None, progress=None) -> CachedBuild:
+def ensure_build(
+    spec: RuntimeSpec,
+    target: str,
+    *,
+    source: str | Path | None = None,
+    root: Path | None = None,
+    progress=None,
+) -> CachedBuild:
     """Build ``spec`` for ``target`` from ``source`` (see edgelab.runtimes.source.resolve_source)
     once per (source hash, target, flags) into the cache, or return the build already there."""
     recipe = _recipe(spec, target)
@@ -375,14 +402,18 @@ def ensure_build(spec: RuntimeSpec, target: str, *, source: str | Path | None = 
         if manifest is not None:
             if progress:
                 progress(f"reusing the cached build {key} ({folder})")
-            return CachedBuild(key, folder, {n: folder / r for n, r in manifest["products"].items()}, manifest, True)
+            return CachedBuild(
+                key, folder, {n: folder / r for n, r in manifest["products"].items()}, manifest, True
+            )
         build, out = folder / "build", folder / "out"
         build.mkdir(parents=True, exist_ok=True)  # kept from an interrupted build: ninja resumes
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
         if progress:
-            progress(f"building {spec.name} for {target} from {src.origin} (commit {src.commit or 'unknown'}) "
-                     f"into {folder}")
+            progress(
+                f"building {spec.name} for {target} from {src.origin} (commit {src.commit or 'unknown'}) "
+                f"into {folder}"
+            )
         values = _values(spec, recipe, src.tree, build, out)
         launcher = compiler_launcher()
         env = ccache_env(root)
@@ -408,8 +439,9 @@ def ensure_build(spec: RuntimeSpec, target: str, *, source: str | Path | None = 
         return CachedBuild(key, folder, produced, manifest, False)
 
 
-def register_build(session: Session, spec: RuntimeSpec, build: CachedBuild, *,
-                   prefix: str | None = None) -> list[Artifact]:
+def register_build(
+    session: Session, spec: RuntimeSpec, build: CachedBuild, *, prefix: str | None = None
+) -> list[Artifact]:
     """One ``kind: runtime`` artifact per product (``llama.cpp-linux-x86_64-llama-server``), with the
     build's key, source commit and hash, flags and instruction-set level in its metadata."""
     m = build.manifest
@@ -436,8 +468,19 @@ def register_build(session: Session, spec: RuntimeSpec, build: CachedBuild, *,
             "flags": list(m.get("flags") or []),
             "isa": m.get("isa"),
         }
-        arts.append(add_artifact(session, f"{prefix}-{product}", [path], kind="runtime", target=m["target"],
-                                 component=spec.name, provenance=provenance, meta=meta, replace=True))
+        arts.append(
+            add_artifact(
+                session,
+                f"{prefix}-{product}",
+                [path],
+                kind="runtime",
+                target=m["target"],
+                component=spec.name,
+                provenance=provenance,
+                meta=meta,
+                replace=True,
+            )
+        )
     return arts
 
 
@@ -447,4 +490,12 @@ def _pythonpath() -> str:
     return root + (os.pathsep + old if old else "")
 
 
-__all__ = ["BuildError", "CachedBuild", "Missing", "build_runtime", "check_toolchain", "ensure_build", "register_build"]
+__all__ = [
+    "BuildError",
+    "CachedBuild",
+    "Missing",
+    "build_runtime",
+    "check_toolchain",
+    "ensure_build",
+    "register_build",
+]

@@ -21,7 +21,20 @@ LEVELS: dict[str, frozenset[str]] = {
     # what ggml's GGML_NATIVE=OFF x86 baseline compiles with: -msse4.2 -mf16c -mfma -mbmi2 -mavx -mavx2
     "x86-64-v3": frozenset({"lm", "sse2", "ssse3", "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "bmi2"}),
     "x86-64-v4": frozenset(
-        {"lm", "sse4_2", "avx", "avx2", "fma", "f16c", "bmi2", "avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
+        {
+            "lm",
+            "sse4_2",
+            "avx",
+            "avx2",
+            "fma",
+            "f16c",
+            "bmi2",
+            "avx512f",
+            "avx512bw",
+            "avx512cd",
+            "avx512dq",
+            "avx512vl",
+        }
     ),
     "armv8-a": frozenset({"asimd"}),
     "armv8.2-a": frozenset({"asimd", "asimdhp"}),
@@ -42,7 +55,9 @@ def required_flags(required: str) -> frozenset[str]:
         return LEVELS[req]
     parts = [p for p in req.split("+") if p]
     if not parts:
-        raise ConfigError(f"empty instruction-set requirement {required!r}", remedy=f"use one of {', '.join(LEVELS)}")
+        raise ConfigError(
+            f"empty instruction-set requirement {required!r}", remedy=f"use one of {', '.join(LEVELS)}"
+        )
     # "armv8.2-a+dotprod"-style: a known level plus extra flags
     if parts[0] in LEVELS:
         return LEVELS[parts[0]] | {_NORMALIZED.get(p, p) for p in parts[1:]}

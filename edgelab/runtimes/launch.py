@@ -107,8 +107,10 @@ def render(tpl: LaunchTemplate, values: dict[str, object | None]) -> Rendered:
         got = _fill(arg, have, tpl)
         if got is None:
             names = [n for n in _PH.findall(arg) if n not in have and n != "bin" and n not in tpl.artifacts]
-            raise TemplateError(f"{tpl.where}: launch {tpl.ref} needs a value for {{{names[0]}}}",
-                                remedy=f"give {names[0]} (or a default under defaults:) for this template")
+            raise TemplateError(
+                f"{tpl.where}: launch {tpl.ref} needs a value for {{{names[0]}}}",
+                remedy=f"give {names[0]} (or a default under defaults:) for this template",
+            )
         argv.append(got)
     env = {k: v for k, raw in tpl.env.items() if (v := _fill(raw, have, tpl)) is not None}
     libs = [v for raw in tpl.library_path if (v := _fill(raw, have, tpl)) is not None]
@@ -120,13 +122,24 @@ def render(tpl: LaunchTemplate, values: dict[str, object | None]) -> Rendered:
     if tpl.ready.port:
         port_s = _fill(tpl.ready.port, have, tpl)
         if port_s is None or not port_s.isdigit():
-            raise TemplateError(f"{tpl.where}: launch {tpl.ref} readiness needs a port, got {tpl.ready.port!r}")
+            raise TemplateError(
+                f"{tpl.where}: launch {tpl.ref} readiness needs a port, got {tpl.ready.port!r}"
+            )
         ready["port"] = int(port_s)
     port = int(have["port"]) if have.get("port", "").isdigit() else None
     serves = _fill(tpl.serves, have, tpl) if tpl.serves else None
-    used = {n for w in tpl.words() for n in _PH.findall(w)} | {n for v in tpl.env.values() for n in _PH.findall(v)}
-    return Rendered(argv=argv, env=env, library_path=libs, ready=ready, port=port, serves=serves,
-                    values={k: v for k, v in have.items() if k in used})
+    used = {n for w in tpl.words() for n in _PH.findall(w)} | {
+        n for v in tpl.env.values() for n in _PH.findall(v)
+    }
+    return Rendered(
+        argv=argv,
+        env=env,
+        library_path=libs,
+        ready=ready,
+        port=port,
+        serves=serves,
+        values={k: v for k, v in have.items() if k in used},
+    )
 
 
 def artifact_tokens(words: list[str]) -> set[str]:
@@ -144,5 +157,15 @@ def bind_artifacts(words: list[str], blobs: dict[str, str]) -> list[str]:
     return out
 
 
-__all__ = ["BIN", "Rendered", "TemplateError", "artifact_tokens", "bind_artifacts", "find", "host_target",
-           "pick_target", "render", "runtimes"]
+__all__ = [
+    "BIN",
+    "Rendered",
+    "TemplateError",
+    "artifact_tokens",
+    "bind_artifacts",
+    "find",
+    "host_target",
+    "pick_target",
+    "render",
+    "runtimes",
+]

@@ -41,8 +41,13 @@ class Source:
     kind: str  # git | dir | archive
 
     def provenance(self) -> dict[str, str | None]:
-        return {"source": self.origin, "source_kind": self.kind, "source_sha256": self.sha256,
-                "source_tree_sha256": self.tree_sha256, "source_commit": self.commit}
+        return {
+            "source": self.origin,
+            "source_kind": self.kind,
+            "source_sha256": self.sha256,
+            "source_tree_sha256": self.tree_sha256,
+            "source_commit": self.commit,
+        }
 
 
 def tree_sha256(tree: Path) -> str:
@@ -131,7 +136,9 @@ def find_tree(folder: Path, runtime: str) -> Path:
     """The folder holding the runtime's top CMakeLists.txt: ``folder`` itself, its single
     top-level directory (an unpacked archive), or a Python sdist's ``vendor/<runtime>``."""
     bases = [folder]
-    subdirs = [d for d in folder.iterdir() if d.is_dir() and not d.name.startswith(".")] if folder.is_dir() else []
+    subdirs = (
+        [d for d in folder.iterdir() if d.is_dir() and not d.name.startswith(".")] if folder.is_dir() else []
+    )
     if len(subdirs) == 1:
         bases.append(subdirs[0])
     for base in bases:  # the vendored tree wins over an sdist's own CMakeLists.txt
@@ -191,7 +198,9 @@ def from_git(repo: str, ref: str, runtime: str, root: Path | None = None) -> Sou
             dest.parent.mkdir(parents=True, exist_ok=True)
             res = subprocess.run(
                 ["git", "clone", "--quiet", "--depth", "1", "--branch", ref, repo, str(dest)],
-                capture_output=True, text=True, timeout=1800,
+                capture_output=True,
+                text=True,
+                timeout=1800,
             )
             if res.returncode != 0:
                 shutil.rmtree(dest, ignore_errors=True)
@@ -213,9 +222,22 @@ def fetch_sdist(requirement: str, dest: Path | None = None) -> Path:
         if have:
             return have[-1]
         res = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
-             requirement, "-d", str(dest)],
-            capture_output=True, text=True, timeout=1800,
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                requirement,
+                "-d",
+                str(dest),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=1800,
         )
         have = sorted(dest.glob(f"{stem}-{version or '*'}.tar.gz"))
         if res.returncode != 0 or not have:
@@ -224,8 +246,14 @@ def fetch_sdist(requirement: str, dest: Path | None = None) -> Path:
         return have[-1]
 
 
-def resolve_source(runtime: str, source: str | Path | None, *, repo: str | None = None,
-                   ref: str | None = None, root: Path | None = None) -> Source:
+def resolve_source(
+    runtime: str,
+    source: str | Path | None,
+    *,
+    repo: str | None = None,
+    ref: str | None = None,
+    root: Path | None = None,
+) -> Source:
     """``source``: a folder, an archive, ``pypi:REQUIREMENT`` (an sdist that vendors the
     runtime), or None for the recipe's ``repo``@``ref``."""
     if source is None:
@@ -234,7 +262,7 @@ def resolve_source(runtime: str, source: str | Path | None, *, repo: str | None 
         return from_git(repo, ref, runtime, root)
     text = str(source)
     if text.startswith(PYPI_PREFIX):
-        archive = fetch_sdist(text[len(PYPI_PREFIX):], (root or cache_root()) / "downloads")
+        archive = fetch_sdist(text[len(PYPI_PREFIX) :], (root or cache_root()) / "downloads")
         return from_archive(archive, runtime, root)
     path = Path(text).expanduser()
     if path.is_dir():

@@ -51,12 +51,54 @@ _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 BUILD_PLACEHOLDERS = {"src", "build", "out", "ndk", "python", "repo", "ref", "flags", "launcher"}
 # What a launch template may ask for; launch.py fills them from the plan (see its module doc).
 LAUNCH_PLACEHOLDERS = {
-    "bin", "python", "run", "device", "model", "port", "host", "bind", "threads", "gpu_layers", "ctx",
-    "prompt", "n_predict", "max_tokens", "seed", "band", "requests", "warmup", "schedule", "frames_per_s",
-    "frames", "steps", "control_hz", "slow_every", "slow_ms", "server", "stages", "vocoder", "text", "output",
-    "mmproj", "image", "prompt_file", "loops", "gpu_device", "max_seqs", "gpu_mem_util", "dtype", "max_model_len",
-    "stage_configs", "model_id", "pyz", "reps", "n_prompt", "n_gen", "batch",
-    "backend", "hog",  # edgelab's S3 controller: the planned backend, fault injection (busy CPU processes)
+    "bin",
+    "python",
+    "run",
+    "device",
+    "model",
+    "port",
+    "host",
+    "bind",
+    "threads",
+    "gpu_layers",
+    "ctx",
+    "prompt",
+    "n_predict",
+    "max_tokens",
+    "seed",
+    "band",
+    "requests",
+    "warmup",
+    "schedule",
+    "frames_per_s",
+    "frames",
+    "steps",
+    "control_hz",
+    "slow_every",
+    "slow_ms",
+    "server",
+    "stages",
+    "vocoder",
+    "text",
+    "output",
+    "mmproj",
+    "image",
+    "prompt_file",
+    "loops",
+    "gpu_device",
+    "max_seqs",
+    "gpu_mem_util",
+    "dtype",
+    "max_model_len",
+    "stage_configs",
+    "model_id",
+    "pyz",
+    "reps",
+    "n_prompt",
+    "n_gen",
+    "batch",
+    "backend",
+    "hog",  # edgelab's S3 controller: the planned backend, fault injection (busy CPU processes)
 }
 READY_KINDS = ("log", "http", "port", "alive")
 ADAPTERS = ("edgelab-events", "llama-server", "llama-completion", "llama-bench", "none")
@@ -182,7 +224,9 @@ def _isa(raw: SrcDict, errors: list[str]) -> str | None:
 
     level = str(value).split("+")[0].lower()
     if level not in LEVELS:
-        errors.append(f"{raw.where('isa')}: unknown instruction-set level {value!r} (known: {', '.join(LEVELS)})")
+        errors.append(
+            f"{raw.where('isa')}: unknown instruction-set level {value!r} (known: {', '.join(LEVELS)})"
+        )
     return str(value)
 
 
@@ -267,8 +311,10 @@ def _placeholders(words: list[str], where: str, what: str, errors: list[str]) ->
     for w in words:
         for ph in _PLACEHOLDER.findall(w):
             if ph not in LAUNCH_PLACEHOLDERS:
-                errors.append(f"{where}: {what} uses unknown placeholder {{{ph}}} "
-                              f"(known: {', '.join(sorted(LAUNCH_PLACEHOLDERS))})")
+                errors.append(
+                    f"{where}: {what} uses unknown placeholder {{{ph}}} "
+                    f"(known: {', '.join(sorted(LAUNCH_PLACEHOLDERS))})"
+                )
 
 
 def _launch_argv(value: Any, where: str, what: str, errors: list[str]) -> tuple:
@@ -297,8 +343,10 @@ def _readiness(value: Any, where: str, what: str, errors: list[str]) -> Readines
     if value in (None, "alive"):
         return Readiness("alive")
     if not isinstance(value, dict):
-        errors.append(f"{where}: {what} ready is alive or a mapping: {{log: REGEX}}, {{http: PATH, port: P}}, "
-                      "{port: P}")
+        errors.append(
+            f"{where}: {what} ready is alive or a mapping: {{log: REGEX}}, {{http: PATH, port: P}}, "
+            "{port: P}"
+        )
         return Readiness("alive")
     if "log" in value:
         try:
@@ -316,8 +364,9 @@ def _readiness(value: Any, where: str, what: str, errors: list[str]) -> Readines
     return Readiness("alive")
 
 
-def _template(runtime: str, key: str, strat: str, raw: Any, where: str, targets: list[str],
-              errors: list[str]) -> LaunchTemplate | None:
+def _template(
+    runtime: str, key: str, strat: str, raw: Any, where: str, targets: list[str], errors: list[str]
+) -> LaunchTemplate | None:
     what = f"launch {key} {strat}"
     if isinstance(raw, list):  # the short form: just the argv
         raw = SrcDict(argv=raw)
@@ -325,8 +374,21 @@ def _template(runtime: str, key: str, strat: str, raw: Any, where: str, targets:
     if not isinstance(raw, SrcDict):
         errors.append(f"{where}: {what} is an argv list or a mapping with argv")
         return None
-    known = ("argv", "targets", "env", "workdir", "library_path", "ready", "adapter", "placement", "port",
-             "artifacts", "defaults", "serves", "bench")
+    known = (
+        "argv",
+        "targets",
+        "env",
+        "workdir",
+        "library_path",
+        "ready",
+        "adapter",
+        "placement",
+        "port",
+        "artifacts",
+        "defaults",
+        "serves",
+        "bench",
+    )
     for k in raw:
         if k not in known:
             errors.append(f"{raw.where(k)}: unknown key {k!r} in {what} (known: {', '.join(known)})")
@@ -334,7 +396,9 @@ def _template(runtime: str, key: str, strat: str, raw: Any, where: str, targets:
     tgts = _strs(raw.get("targets"), raw.where("targets"), f"{what} targets", errors) or tuple(targets)
     for t in tgts:
         if t not in targets:
-            errors.append(f"{raw.where('targets')}: {what} lists target {t!r} that has no recipe under targets:")
+            errors.append(
+                f"{raw.where('targets')}: {what} lists target {t!r} that has no recipe under targets:"
+            )
     env_raw = raw.get("env") or {}
     env: dict[str, str] = {}
     if not isinstance(env_raw, dict):
@@ -349,11 +413,15 @@ def _template(runtime: str, key: str, strat: str, raw: Any, where: str, targets:
     _placeholders(list(libpath), raw.where("library_path"), what, errors)
     adapter = str(raw.get("adapter") or "none")
     if adapter not in ADAPTERS:
-        errors.append(f"{raw.where('adapter')}: {what} adapter {adapter!r} is not one of {', '.join(ADAPTERS)}")
+        errors.append(
+            f"{raw.where('adapter')}: {what} adapter {adapter!r} is not one of {', '.join(ADAPTERS)}"
+        )
     placement = str(raw.get("placement") or "none")
     if placement not in PLACEMENT_EVIDENCE:
-        errors.append(f"{raw.where('placement')}: {what} placement {placement!r} is not one of "
-                      f"{', '.join(PLACEMENT_EVIDENCE)}")
+        errors.append(
+            f"{raw.where('placement')}: {what} placement {placement!r} is not one of "
+            f"{', '.join(PLACEMENT_EVIDENCE)}"
+        )
     port = raw.get("port")
     if port is not None and not (isinstance(port, int) and 0 < port < 65536):
         errors.append(f"{raw.where('port')}: {what} port is a TCP port number")
@@ -385,17 +453,33 @@ def _template(runtime: str, key: str, strat: str, raw: Any, where: str, targets:
         if key.endswith("+bench"):
             errors.append(f"{raw.where('bench')}: {what}: a bench variant has no bench variant of its own")
         else:
-            bench = _template(runtime, f"{key}+bench", strat, raw.get("bench"), raw.where("bench"), targets, errors)
+            bench = _template(
+                runtime, f"{key}+bench", strat, raw.get("bench"), raw.where("bench"), targets, errors
+            )
     return LaunchTemplate(
-        runtime=runtime, key=key, strategy=strat, argv=argv, targets=tgts, where=where, env=env,
-        workdir=workdir, library_path=libpath, ready=_readiness(raw.get("ready"), raw.where("ready"), what, errors),
-        adapter=adapter, placement=placement, port=port, artifacts=needs,
-        defaults={str(k): str(v) for k, v in defaults.items()}, serves=None if serves is None else str(serves),
-        bench=bench)
+        runtime=runtime,
+        key=key,
+        strategy=strat,
+        argv=argv,
+        targets=tgts,
+        where=where,
+        env=env,
+        workdir=workdir,
+        library_path=libpath,
+        ready=_readiness(raw.get("ready"), raw.where("ready"), what, errors),
+        adapter=adapter,
+        placement=placement,
+        port=port,
+        artifacts=needs,
+        defaults={str(k): str(v) for k, v in defaults.items()},
+        serves=None if serves is None else str(serves),
+        bench=bench,
+    )
 
 
-def _parse_launch(data: SrcDict, runtime: str, targets: list[str],
-                  errors: list[str]) -> dict[str, dict[str, LaunchTemplate]]:
+def _parse_launch(
+    data: SrcDict, runtime: str, targets: list[str], errors: list[str]
+) -> dict[str, dict[str, LaunchTemplate]]:
     launch: dict[str, dict[str, LaunchTemplate]] = {}
     raw_launch = data.get("launch") or SrcDict()
     if not isinstance(raw_launch, SrcDict):
@@ -403,7 +487,9 @@ def _parse_launch(data: SrcDict, runtime: str, targets: list[str],
         return launch
     for key, strategies in raw_launch.items():
         if not isinstance(strategies, SrcDict):
-            errors.append(f"{raw_launch.where(key)}: launch.{key} maps strategies (S1, S3, S4, S5) to templates")
+            errors.append(
+                f"{raw_launch.where(key)}: launch.{key} maps strategies (S1, S3, S4, S5) to templates"
+            )
             continue
         launch[str(key)] = {}
         for strat, raw in strategies.items():

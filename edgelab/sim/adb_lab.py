@@ -150,7 +150,9 @@ def _wait_for(predicate, timeout: float, what: str, log: Path | None = None) -> 
     tail = ""
     if log is not None and log.is_file():
         tail = " | " + " / ".join(log.read_text(errors="replace").splitlines()[-5:])
-    raise TransportError(f"{what} did not come up within {timeout:g}s{tail}", remedy="see the log in the lab state dir")
+    raise TransportError(
+        f"{what} did not come up within {timeout:g}s{tail}", remedy="see the log in the lab state dir"
+    )
 
 
 def _server_env(lab: Path, port: int, adb_path: str) -> dict[str, str]:
@@ -208,7 +210,9 @@ def _info(lab: Path, state: dict, states: dict[str, str] | None = None) -> AdbLa
         AdbLabDevice(d["name"], d["serial"], states.get(d["serial"], "absent"), d.get("device_class"))
         for d in state["devices"]
     ]
-    return AdbLabInfo(server, state["server_pid"], state["emulator_pid"], state["adb_path"], devices, lab.parent)
+    return AdbLabInfo(
+        server, state["server_pid"], state["emulator_pid"], state["adb_path"], devices, lab.parent
+    )
 
 
 # -- the three calls ------------------------------------------------------------
@@ -231,7 +235,9 @@ def _start_emulator(lab: Path, devices: list[dict]) -> subprocess.Popen:
     (lab / "emulator.pid").unlink(missing_ok=True)
     log = lab / "emulator.log"
     with open(log, "ab") as out:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True
+        )
 
     def ready() -> bool:
         if proc.poll() is not None:
@@ -251,8 +257,12 @@ def _start_server(lab: Path, port: int, adb_path: str, listen_all: bool = False)
     with open(log, "ab") as out:
         proc = subprocess.Popen(
             [adb_path, *(["-a"] if listen_all else []), "-P", str(port), "server", "nodaemon"],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-            env=_server_env(lab, port, adb_path), start_new_session=True, cwd=str(lab),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            env=_server_env(lab, port, adb_path),
+            start_new_session=True,
+            cwd=str(lab),
         )
     server = f"127.0.0.1:{port}"
 
@@ -298,7 +308,9 @@ def _connect_all(server: str, devices: list[dict], timeout: float = 30.0) -> Non
         time.sleep(0.1)
     now = _states(server)
     bad = {d["name"]: now.get(d["serial"], "absent") for d in devices if now.get(d["serial"]) != want(d)}
-    raise TransportError(f"virtual ADB devices not ready: {bad}", remedy="see adb-server.log and emulator.log")
+    raise TransportError(
+        f"virtual ADB devices not ready: {bad}", remedy="see adb-server.log and emulator.log"
+    )
 
 
 def start_adb_lab(
@@ -344,14 +356,26 @@ def start_adb_lab(
     for name, persona, is_locked in wanted:
         port = free_port(port, taken)
         taken.add(port)
-        devices.append({
-            "name": name, "persona": persona, "port": port, "serial": f"127.0.0.1:{port}",
-            "locked": is_locked, "device_class": persona_class(persona),
-        })
+        devices.append(
+            {
+                "name": name,
+                "persona": persona,
+                "port": port,
+                "serial": f"127.0.0.1:{port}",
+                "locked": is_locked,
+                "device_class": persona_class(persona),
+            }
+        )
     sport = server_port or free_port(None, taken)
     if not _port_free(sport):
         raise TransportError(f"port {sport} for the adb server is in use", remedy="pick another --adb-port")
-    state = {"server_port": sport, "server_pid": None, "emulator_pid": None, "adb_path": adb_path, "devices": devices}
+    state = {
+        "server_port": sport,
+        "server_pid": None,
+        "emulator_pid": None,
+        "adb_path": adb_path,
+        "devices": devices,
+    }
     _write_state(lab, state)
     try:
         state["emulator_pid"] = _start_emulator(lab, devices).pid

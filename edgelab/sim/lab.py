@@ -303,8 +303,9 @@ def status_json(status: LabStatus) -> dict:
     }
 
 
-def stop_lab_deployments(db_url: str | None, names: list[str], ssh_config: Path | None = None,
-                         progress: Progress | None = None) -> list[str]:
+def stop_lab_deployments(
+    db_url: str | None, names: list[str], ssh_config: Path | None = None, progress: Progress | None = None
+) -> list[str]:
     """Stop every deployment on the lab's virtual devices through the normal stop path (kill the
     process groups, verify them gone on the device, release memory), then check the lab host too:
     virtual devices run their processes here, so a recorded pid still alive is a leak. Raises when
@@ -320,9 +321,15 @@ def stop_lab_deployments(db_url: str | None, names: list[str], ssh_config: Path 
     say = progress or (lambda _msg: None)
     engine = get_engine(db_url)
     with session_scope(engine, write=False) as s:
-        deps = [d for d in s.exec(select(Deployment).where(Deployment.device_name.in_(names))).all()
-                if d.state in ACTIVE_STATES or (d.state == "device-lost" and any(
-                    p.pid and p.state not in transition.GONE_PROCESS_STATES for p in processes(s, d.id)))]
+        deps = [
+            d
+            for d in s.exec(select(Deployment).where(Deployment.device_name.in_(names))).all()
+            if d.state in ACTIVE_STATES
+            or (
+                d.state == "device-lost"
+                and any(p.pid and p.state not in transition.GONE_PROCESS_STATES for p in processes(s, d.id))
+            )
+        ]
         virtual = {n for n in names if _is_virtual(s, get_device, n)}
         deps = [d for d in deps if d.device_name in virtual]  # a real device of the same name: not ours
         pids = {d.run_id: [p.pid for p in processes(s, d.id) if p.pid] for d in deps}
@@ -342,8 +349,10 @@ def stop_lab_deployments(db_url: str | None, names: list[str], ssh_config: Path 
         if left and run_id in stopped:
             problems.append(f"{run_id}: process group(s) {left} still alive on the lab host")
     if problems:
-        raise EdgelabError("the lab still runs deployments; not stopping it: " + "; ".join(problems),
-                           remedy="stop them with `edgelab stop RUN` (see `edgelab ps`), then `edgelab sim down`")
+        raise EdgelabError(
+            "the lab still runs deployments; not stopping it: " + "; ".join(problems),
+            remedy="stop them with `edgelab stop RUN` (see `edgelab ps`), then `edgelab sim down`",
+        )
     say(f"stopped {', '.join(stopped)}; nothing of theirs remains")
     return stopped
 

@@ -103,7 +103,10 @@ def _make_netns(name: str, host_if: str) -> tuple[str, str]:
         _ip("link", "set", host_if, "up")
         _ip("-n", name, "link", "set", "eth0", "up")
         return f"{prefix}.2", f"{prefix}.1"
-    raise TransportError("no free 198.18.0.0/15 /24 for the second lab host", remedy="remove stale labhost2-* namespaces (ip netns list)")
+    raise TransportError(
+        "no free 198.18.0.0/15 /24 for the second lab host",
+        remedy="remove stale labhost2-* namespaces (ip netns list)",
+    )
 
 
 def _gateway_config(state: Path, address: str, user: str, authorized: Path) -> Path:
@@ -113,8 +116,11 @@ def _gateway_config(state: Path, address: str, user: str, authorized: Path) -> P
     d.mkdir(parents=True, exist_ok=True)
     key = d / "ssh_host_ed25519_key"
     if not key.exists():
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "edgelab-labhost2", "-f", str(key)],
-                       check=True, stdin=subprocess.DEVNULL)
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "edgelab-labhost2", "-f", str(key)],
+            check=True,
+            stdin=subprocess.DEVNULL,
+        )
     lines = [
         "# written by edgelab.sim.labhost: the second lab host's gateway (inside its namespace only)",
         f"ListenAddress {address}:{GATEWAY_PORT}",
@@ -122,9 +128,17 @@ def _gateway_config(state: Path, address: str, user: str, authorized: Path) -> P
         f"PidFile {conf_path(d / 'sshd.pid')}",
         f"AuthorizedKeysFile {conf_path(authorized)}",
         f"AllowUsers {user}",
-        "StrictModes no", "UsePAM no", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
-        "PermitRootLogin prohibit-password", "AllowTcpForwarding yes", "X11Forwarding no", "PrintMotd no",
-        "MaxSessions 50", "MaxStartups 100:30:200", "LogLevel VERBOSE",
+        "StrictModes no",
+        "UsePAM no",
+        "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no",
+        "PermitRootLogin prohibit-password",
+        "AllowTcpForwarding yes",
+        "X11Forwarding no",
+        "PrintMotd no",
+        "MaxSessions 50",
+        "MaxStartups 100:30:200",
+        "LogLevel VERBOSE",
         "ForceCommand echo 'labhost2: a jump host; it forwards TCP and runs no command'",
         f"Subsystem sftp {SFTP_SERVER}",
     ]
@@ -144,19 +158,31 @@ def _inside_start(state: Path, address: str) -> dict:
     conf = _gateway_config(state, address, ssh.user, authorized)
     pid_file = conf.parent / "sshd.pid"
     pid_file.unlink(missing_ok=True)
-    subprocess.run(["/usr/sbin/sshd", "-f", str(conf), "-E", str(conf.parent / "sshd.log")], check=True,
-                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                   start_new_session=True)
+    subprocess.run(
+        ["/usr/sbin/sshd", "-f", str(conf), "-E", str(conf.parent / "sshd.log")],
+        check=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     end = time.monotonic() + 10
     while not pid_file.is_file() and time.monotonic() < end:
         time.sleep(0.05)
     if not pid_file.is_file():
-        raise TransportError("labhost2's gateway sshd did not start", remedy=f"see {conf.parent / 'sshd.log'}")
+        raise TransportError(
+            "labhost2's gateway sshd did not start", remedy=f"see {conf.parent / 'sshd.log'}"
+        )
     pub = (conf.parent / "ssh_host_ed25519_key.pub").read_text().strip()
     _type, fp = fingerprint_of(pub)
-    return {"ssh_state": str(ssh.state_dir), "adb_state": str(state / "adb-lab"), "gateway_fingerprint": fp,
-            "gateway_key_line": " ".join(pub.split()[:2]), "user": ssh.user,
-            "client_key_path": str(ssh.client_key_path)}
+    return {
+        "ssh_state": str(ssh.state_dir),
+        "adb_state": str(state / "adb-lab"),
+        "gateway_fingerprint": fp,
+        "gateway_key_line": " ".join(pub.split()[:2]),
+        "user": ssh.user,
+        "client_key_path": str(ssh.client_key_path),
+    }
 
 
 def start(state_dir: Path, name: str | None = None) -> LabHost:
@@ -173,18 +199,48 @@ def start(state_dir: Path, name: str | None = None) -> LabHost:
     (state_dir / "netns").write_text(netns)
     try:
         address, peer = _make_netns(netns, host_if)
-        proc = subprocess.run(["ip", "netns", "exec", netns, sys.executable, "-m", "edgelab.sim.labhost", "inside",
-                               str(state_dir), address], capture_output=True, text=True, timeout=180)
+        proc = subprocess.run(
+            [
+                "ip",
+                "netns",
+                "exec",
+                netns,
+                sys.executable,
+                "-m",
+                "edgelab.sim.labhost",
+                "inside",
+                str(state_dir),
+                address,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         if proc.returncode != 0:
-            raise TransportError(f"labhost2 did not start: {proc.stderr.strip()[-800:]}", remedy="see its logs in "
-                                 f"{state_dir}")
+            raise TransportError(
+                f"labhost2 did not start: {proc.stderr.strip()[-800:]}", remedy=f"see its logs in {state_dir}"
+            )
         data = json.loads(proc.stdout.strip().splitlines()[-1])
         ssh = sshd._load_info(Path(data["ssh_state"]))
         adb_state = adb_lab._read_state(adb_lab._lab_dir(Path(data["adb_state"])))
-        adb = adb_lab._info(adb_lab._lab_dir(Path(data["adb_state"])), adb_state,
-                            states={d["serial"]: "device" for d in adb_state["devices"]})
-        return LabHost(netns, address, peer, state_dir, GATEWAY_PORT, data["gateway_fingerprint"],
-                       data["gateway_key_line"], data["user"], Path(data["client_key_path"]), ssh, adb)
+        adb = adb_lab._info(
+            adb_lab._lab_dir(Path(data["adb_state"])),
+            adb_state,
+            states={d["serial"]: "device" for d in adb_state["devices"]},
+        )
+        return LabHost(
+            netns,
+            address,
+            peer,
+            state_dir,
+            GATEWAY_PORT,
+            data["gateway_fingerprint"],
+            data["gateway_key_line"],
+            data["user"],
+            Path(data["client_key_path"]),
+            ssh,
+            adb,
+        )
     except BaseException:
         stop(state_dir)
         raise
@@ -225,8 +281,10 @@ def main(argv: list[str]) -> int:
     if len(argv) == 3 and argv[0] == "inside":
         print(json.dumps(_inside_start(Path(argv[1]), argv[2])))
         return 0
-    print("usage: python -m edgelab.sim.labhost inside STATE_DIR ADDRESS (run by start, inside the namespace)",
-          file=sys.stderr)
+    print(
+        "usage: python -m edgelab.sim.labhost inside STATE_DIR ADDRESS (run by start, inside the namespace)",
+        file=sys.stderr,
+    )
     return 2
 
 

@@ -97,8 +97,10 @@ def _windows_session(persona: Persona) -> tuple[str, str]:
     """(OpenSSH DefaultShell: cmd | powershell, the profile dir as a namespace path) of a Windows persona."""
     default = str(persona.raw.get("ssh_default_shell", "powershell"))
     if default not in ("cmd", "powershell"):
-        raise ConfigError(f"persona {persona.name}: ssh_default_shell {default!r} is not cmd or powershell",
-                          remedy="set ssh_default_shell: cmd (OpenSSH's default) or powershell in persona.yaml")
+        raise ConfigError(
+            f"persona {persona.name}: ssh_default_shell {default!r} is not cmd or powershell",
+            remedy="set ssh_default_shell: cmd (OpenSSH's default) or powershell in persona.yaml",
+        )
     env_file = persona.path / "data" / "env.json"
     env = json.loads(env_file.read_text()) if env_file.is_file() else {}
     profile = str(env.get("USERPROFILE", "C:\\Users\\edgelab"))

@@ -93,14 +93,20 @@ class DeviceStoreEntry(SQLModel, table=True):
 def device_blobs(session: Session, device_id: int) -> list[tuple[DeviceStoreEntry, list[str]]]:
     """The blobs verified in one device's store, newest first, each with the ``artifact/path``
     names of the registered files that hold it (empty for a blob no artifact names), in two queries."""
-    entries = list(session.exec(select(DeviceStoreEntry).where(DeviceStoreEntry.device_id == device_id)
-                                .order_by(col(DeviceStoreEntry.verified_at).desc())).all())
+    entries = list(
+        session.exec(
+            select(DeviceStoreEntry)
+            .where(DeviceStoreEntry.device_id == device_id)
+            .order_by(col(DeviceStoreEntry.verified_at).desc())
+        ).all()
+    )
     names: dict[str, list[str]] = {}
     shas = [e.sha256 for e in entries]
     if shas:
         for sha, a_name, path in session.exec(
             select(ArtifactFile.sha256, Artifact.name, ArtifactFile.path)
-            .join(Artifact, col(Artifact.id) == col(ArtifactFile.artifact_id)).where(col(ArtifactFile.sha256).in_(shas))
+            .join(Artifact, col(Artifact.id) == col(ArtifactFile.artifact_id))
+            .where(col(ArtifactFile.sha256).in_(shas))
         ).all():
             names.setdefault(sha, []).append(f"{a_name}/{path}")
     return [(e, sorted(names.get(e.sha256, []))) for e in entries]

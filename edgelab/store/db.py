@@ -45,8 +45,7 @@ def get_engine(url: str | None = None) -> Engine:
             except (OperationalError, InterfaceError) as err:
                 engine.dispose()
                 raise ConfigError(
-                    f"cannot open database {_shown(resolved)}: "
-                    f"{err.orig or err}".splitlines()[0],
+                    f"cannot open database {_shown(resolved)}: {err.orig or err}".splitlines()[0],
                     remedy="check --db / EDGELAB_DB: the file's directory must be writable, a server reachable",
                 ) from err
             _engines[resolved] = engine

@@ -44,17 +44,25 @@ class Deployment(SQLModel, table=True):
     """One deployment of a pipeline on a device; its ``run_id`` names the run everywhere else."""
 
     __tablename__ = "deployment"
-    __table_args__ = (UniqueConstraint("run_id", name="uq_deployment_run_id"),
-                      Index("ix_deployment_device_state", "device_id", "state"))
+    __table_args__ = (
+        UniqueConstraint("run_id", name="uq_deployment_run_id"),
+        Index("ix_deployment_device_state", "device_id", "state"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
-    run_id: str = Field(sa_column=Column(String(32), ForeignKey("run.id", ondelete="CASCADE"), nullable=False))
-    device_id: int = Field(sa_column=Column(Integer, ForeignKey("device.id", ondelete="CASCADE"), nullable=False))
+    run_id: str = Field(
+        sa_column=Column(String(32), ForeignKey("run.id", ondelete="CASCADE"), nullable=False)
+    )
+    device_id: int = Field(
+        sa_column=Column(Integer, ForeignKey("device.id", ondelete="CASCADE"), nullable=False)
+    )
     device_name: str = Field(max_length=64)
     pipeline: str = Field(max_length=64)
     strategy: str = Field(max_length=8)
     runtime: str = Field(max_length=32)
-    state: str = Field(default="pending", max_length=16)  # pending starting running finished failed stopped device-lost
+    state: str = Field(
+        default="pending", max_length=16
+    )  # pending starting running finished failed stopped device-lost
     error: str | None = None
     plan: dict = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     admission: dict = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
@@ -88,7 +96,8 @@ class DeploymentProcess(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     deployment_id: int = Field(
-        sa_column=Column(Integer, ForeignKey("deployment.id", ondelete="CASCADE"), nullable=False, index=True))
+        sa_column=Column(Integer, ForeignKey("deployment.id", ondelete="CASCADE"), nullable=False, index=True)
+    )
     name: str = Field(max_length=64)
     argv: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     workdir: str = Field(default="", max_length=512)
@@ -113,10 +122,13 @@ class Reservation(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     deployment_id: int | None = Field(
         default=None,
-        sa_column=Column(Integer, ForeignKey("deployment.id", ondelete="CASCADE"), nullable=True, index=True))
+        sa_column=Column(Integer, ForeignKey("deployment.id", ondelete="CASCADE"), nullable=True, index=True),
+    )
     run_id: str | None = Field(default=None, max_length=32)  # a bench run's (no deployment)
     lease_id: str | None = Field(default=None, max_length=24)
-    device_id: int = Field(sa_column=Column(Integer, ForeignKey("device.id", ondelete="CASCADE"), nullable=False))
+    device_id: int = Field(
+        sa_column=Column(Integer, ForeignKey("device.id", ondelete="CASCADE"), nullable=False)
+    )
     pool: str = Field(max_length=64)
     bytes: int = Field(sa_column=Column(BigInteger, nullable=False))
     capacity: int = Field(sa_column=Column(BigInteger, nullable=False))
@@ -142,7 +154,9 @@ class DeployAttempt(SQLModel, table=True):
     remedy: str | None = None
     numbers: dict = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     deployment_id: int | None = Field(
-        default=None, sa_column=Column(Integer, ForeignKey("deployment.id", ondelete="SET NULL"), nullable=True))
+        default=None,
+        sa_column=Column(Integer, ForeignKey("deployment.id", ondelete="SET NULL"), nullable=True),
+    )
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts(nullable=False))
 
 
@@ -152,27 +166,41 @@ def get_deployment(session: Session, ref: str | int) -> Deployment:
     if isinstance(ref, int):
         dep = session.get(Deployment, ref)
     else:
-        query = select(Deployment).where(Deployment.id == int(ref_s)) if ref_s.isdigit() else \
-            select(Deployment).where(Deployment.run_id == ref_s)
+        query = (
+            select(Deployment).where(Deployment.id == int(ref_s))
+            if ref_s.isdigit()
+            else select(Deployment).where(Deployment.run_id == ref_s)
+        )
         dep = session.exec(query).first()
     if dep is None:
         raise NotFound(f"no deployment {ref_s!r}", remedy="see `edgelab ps --all` for run ids")
     return dep
 
 
-def list_deployments(session: Session, *, active_only: bool = True, device_id: int | None = None) -> list[Deployment]:
+def list_deployments(
+    session: Session, *, active_only: bool = True, device_id: int | None = None
+) -> list[Deployment]:
     """Newest first; ``active_only``: those that run or may still run (marked ``to_stop``)."""
     query = select(Deployment)
     if active_only:
-        query = query.where(col(Deployment.state).in_(sorted(ACTIVE_STATES)) | (col(Deployment.to_stop) == True))  # noqa: E712
+        query = query.where(
+            col(Deployment.state).in_(sorted(ACTIVE_STATES)) | (col(Deployment.to_stop) == True)  # noqa: E712
+        )
     if device_id is not None:
         query = query.where(Deployment.device_id == device_id)
-    return list(session.exec(query.order_by(col(Deployment.created_at).desc(), col(Deployment.id).desc())).all())
+    return list(
+        session.exec(query.order_by(col(Deployment.created_at).desc(), col(Deployment.id).desc())).all()
+    )
 
 
 def processes(session: Session, deployment_id: int) -> list[DeploymentProcess]:
-    return list(session.exec(select(DeploymentProcess).where(DeploymentProcess.deployment_id == deployment_id)
-                             .order_by(col(DeploymentProcess.id))).all())
+    return list(
+        session.exec(
+            select(DeploymentProcess)
+            .where(DeploymentProcess.deployment_id == deployment_id)
+            .order_by(col(DeploymentProcess.id))
+        ).all()
+    )
 
 
 def open_reservations(session: Session, device_id: int) -> list[Reservation]:
@@ -180,8 +208,9 @@ def open_reservations(session: Session, device_id: int) -> list[Reservation]:
     from edgelab.store.leases import Lease
 
     now = utcnow()
-    rows = session.exec(select(Reservation).where(Reservation.device_id == device_id,
-                                                  Reservation.released_at == None)).all()  # noqa: E711
+    rows = session.exec(
+        select(Reservation).where(Reservation.device_id == device_id, Reservation.released_at == None)  # noqa: E711
+    ).all()
     out = []
     for r in rows:
         if r.lease_id:
@@ -197,8 +226,7 @@ def open_reservations(session: Session, device_id: int) -> list[Reservation]:
 def _release_open(session: Session, owner_clause: Any) -> int:
     """Mark the open reservations matching ``owner_clause`` released; returns how many were open."""
     now = utcnow()
-    rows = session.exec(select(Reservation).where(owner_clause,
-                                                  Reservation.released_at == None)).all()  # noqa: E711
+    rows = session.exec(select(Reservation).where(owner_clause, Reservation.released_at == None)).all()  # noqa: E711
     for r in rows:
         r.released_at = now
         session.add(r)

@@ -45,7 +45,7 @@ def validate_name(name: str) -> str:
 def _refuse_secret(field: str, value: str | None) -> None:
     """A ``user:password`` in an address would land in the database: refuse it."""
     if value and value.lower().startswith("ssh://"):  # an adb server reached through SSH
-        value = value[len("ssh://"):]
+        value = value[len("ssh://") :]
     if value and ":" in value.split("@", 1)[0] and "@" in value:
         raise ConfigError(
             f"{field} {value.split(':', 1)[0]}:***@{value.rpartition('@')[2]} holds a password; "
@@ -200,5 +200,8 @@ def virtual_names(session: Session, names: set[str] | list[str]) -> set[str]:
     """Those of ``names`` that are virtual devices (unknown names are not)."""
     if not names:
         return set()
-    return set(session.exec(select(Device.name).where(col(Device.name).in_(sorted(names)),
-                                                      Device.virtual == True)).all())  # noqa: E712 - SQL
+    return set(
+        session.exec(
+            select(Device.name).where(col(Device.name).in_(sorted(names)), Device.virtual == True)  # noqa: E712
+        ).all()
+    )

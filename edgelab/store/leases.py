@@ -45,10 +45,12 @@ class LeaseDevice(SQLModel, table=True):
     __table_args__ = (UniqueConstraint("held_key", name="uq_lease_device_held_key"),)
 
     id: int | None = Field(default=None, primary_key=True)
-    lease_id: str = Field(sa_column=Column(String(24), ForeignKey("lease.id", ondelete="CASCADE"),
-                                           nullable=False, index=True))
-    device_id: int | None = Field(default=None, sa_column=Column(
-        Integer, ForeignKey("device.id", ondelete="SET NULL"), nullable=True))
+    lease_id: str = Field(
+        sa_column=Column(String(24), ForeignKey("lease.id", ondelete="CASCADE"), nullable=False, index=True)
+    )
+    device_id: int | None = Field(
+        default=None, sa_column=Column(Integer, ForeignKey("device.id", ondelete="SET NULL"), nullable=True)
+    )
     device_name: str = Field(max_length=64)  # as it was named then
     physical_key: str = Field(max_length=300)
     held_key: str | None = Field(default=None, max_length=300)

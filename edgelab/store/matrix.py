@@ -29,14 +29,22 @@ class MatrixCell(SQLModel, table=True):
     col: int = Field(sa_column=Column(Integer, nullable=False))  # 1-5
     pipeline: str = Field(max_length=64)  # pipeline spec id of the column
     col_label: str = Field(max_length=128)
-    stage: str = Field(default="none", max_length=24)  # none|artifact_ready|correct|executes|profiled|qualified|blocked|rejected
-    functional: str | None = Field(default=None, max_length=16)  # PASS|PARTIAL|COMPONENT|PROFILE_ONLY|FAILED|REJECTED|BLOCKED
+    stage: str = Field(
+        default="none", max_length=24
+    )  # none|artifact_ready|correct|executes|profiled|qualified|blocked|rejected
+    functional: str | None = Field(
+        default=None, max_length=16
+    )  # PASS|PARTIAL|COMPONENT|PROFILE_ONLY|FAILED|REJECTED|BLOCKED
     performance: str | None = Field(default=None, max_length=16)
     failing_layer: str | None = Field(default=None, max_length=32)
     reason: str | None = None
     next_experiment: str | None = None
-    evidence: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))  # run ids (real)
-    demo_evidence: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))  # virtual runs
+    evidence: list[str] = Field(
+        default_factory=list, sa_column=Column(JSON, nullable=False)
+    )  # run ids (real)
+    demo_evidence: list[str] = Field(
+        default_factory=list, sa_column=Column(JSON, nullable=False)
+    )  # virtual runs
     updated_at: datetime = Field(default_factory=utcnow, sa_column=_ts(nullable=False))
     updated_by: str | None = Field(default=None, max_length=64)  # "seed" | "manual" | "play:<name>"
 

@@ -85,7 +85,9 @@ class ProbeSnapshot(SQLModel, table=True):
     __table_args__ = (Index("ix_probe_snapshot_device_taken", "device_id", "taken_at"),)
 
     id: int | None = Field(default=None, primary_key=True)
-    device_id: int = Field(sa_column=Column(Integer, ForeignKey("device.id", ondelete="CASCADE"), nullable=False))
+    device_id: int = Field(
+        sa_column=Column(Integer, ForeignKey("device.id", ondelete="CASCADE"), nullable=False)
+    )
     device_name: str = Field(max_length=64)  # as it was named then
     taken_at: datetime = Field(default_factory=utcnow, sa_column=_ts(nullable=False))
     duration_s: float = 0.0

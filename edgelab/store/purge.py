@@ -42,8 +42,10 @@ def delete_runs(session: Session, refs: list[str], *, force: bool = False) -> li
     deps = list(session.exec(select(Deployment).where(col(Deployment.run_id).in_(ids))).all())
     for d in deps:
         if d.state in ACTIVE_STATES:
-            raise ConfigError(f"run {d.run_id} is deployed and {d.state} on {d.device_name}",
-                              remedy=f"stop it first: edgelab stop {d.run_id}")
+            raise ConfigError(
+                f"run {d.run_id} is deployed and {d.state} on {d.device_name}",
+                remedy=f"stop it first: edgelab stop {d.run_id}",
+            )
     for run in runs:
         if run.state not in FINAL_STATES and not force:
             raise ConfigError(f"run {run.id} is {run.state}", remedy="wait for it to end, or pass --force")
@@ -54,19 +56,37 @@ def delete_runs(session: Session, refs: list[str], *, force: bool = False) -> li
                 cited.setdefault(rid, cell.id)
     if cited and not force:
         rid, cell_id = next(iter(cited.items()))
-        raise ConfigError(f"run {rid} is evidence of matrix cell {cell_id}",
-                          remedy="keep it, or pass --force (the cell then cites a run that is gone)")
+        raise ConfigError(
+            f"run {rid} is evidence of matrix cell {cell_id}",
+            remedy="keep it, or pass --force (the cell then cites a run that is gone)",
+        )
     out = []
     for run in runs:
-        n_req = session.exec(select(func.count()).select_from(RunRequest).where(RunRequest.run_id == run.id)).one()
-        n_smp = session.exec(select(func.count()).select_from(RunSample).where(RunSample.run_id == run.id)).one()
-        out.append({"id": run.id, "state": run.state, "kind": run.kind, "requests": int(n_req), "samples": int(n_smp)})
+        n_req = session.exec(
+            select(func.count()).select_from(RunRequest).where(RunRequest.run_id == run.id)
+        ).one()
+        n_smp = session.exec(
+            select(func.count()).select_from(RunSample).where(RunSample.run_id == run.id)
+        ).one()
+        out.append(
+            {
+                "id": run.id,
+                "state": run.state,
+                "kind": run.kind,
+                "requests": int(n_req),
+                "samples": int(n_smp),
+            }
+        )
     dep_ids = [d.id for d in deps]
     if dep_ids:
         session.execute(delete(DeploymentProcess).where(col(DeploymentProcess.deployment_id).in_(dep_ids)))
         session.execute(delete(Reservation).where(col(Reservation.deployment_id).in_(dep_ids)))
         # the admission history stays (its deployment link goes, as the schema's SET NULL says)
-        session.execute(update(DeployAttempt).where(col(DeployAttempt.deployment_id).in_(dep_ids)).values(deployment_id=None))
+        session.execute(
+            update(DeployAttempt)
+            .where(col(DeployAttempt.deployment_id).in_(dep_ids))
+            .values(deployment_id=None)
+        )
         session.execute(delete(Deployment).where(col(Deployment.id).in_(dep_ids)))
     for table in (RunSample, RunRequest, RunSummary, TelemetrySample, RunLog):
         session.execute(delete(table).where(col(table.run_id).in_(ids)))

@@ -28,7 +28,7 @@ def _sqlite_path(url: str) -> Path | None:
     prefix = "sqlite:///"
     if not url.startswith(prefix) or "?" in url:
         return None
-    path = unquote(url[len(prefix):])
+    path = unquote(url[len(prefix) :])
     if path in ("", ":memory:") or path.startswith("file:"):
         return None
     return Path(path).expanduser()
@@ -52,8 +52,9 @@ def _utc(value):
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
-def read_table(table: str, *, url: str | None = None, order_by: str = "name",
-               unless: str | None = None) -> tuple[list[str], list[SimpleNamespace]] | None:
+def read_table(
+    table: str, *, url: str | None = None, order_by: str = "name", unless: str | None = None
+) -> tuple[list[str], list[SimpleNamespace]] | None:
     """Every row of ``table`` as attribute objects, with the column names in table order; ``None`` = use the ORM.
 
     ``unless``: a SELECT; when it returns a row, the answer is ``None`` too (a case for the domain code).
@@ -84,8 +85,10 @@ def read_table(table: str, *, url: str | None = None, order_by: str = "name",
     finally:
         conn.close()
     try:
-        objects = [SimpleNamespace(**{c: dec(v) for c, dec, v in zip(columns, decoders, row, strict=True)})
-                   for row in rows]
+        objects = [
+            SimpleNamespace(**{c: dec(v) for c, dec, v in zip(columns, decoders, row, strict=True)})
+            for row in rows
+        ]
     except (ValueError, TypeError):
         return None
     return columns, objects
@@ -95,8 +98,9 @@ def read_table(table: str, *, url: str | None = None, order_by: str = "name",
 ANY_LEASE_HELD = "SELECT 1 FROM lease_device WHERE held_key IS NOT NULL LIMIT 1"
 
 
-def list_devices(*, url: str | None = None, tag: str | None = None, device_class: str | None = None,
-                 unleased: bool = False) -> tuple[list[str], list[SimpleNamespace]] | None:
+def list_devices(
+    *, url: str | None = None, tag: str | None = None, device_class: str | None = None, unleased: bool = False
+) -> tuple[list[str], list[SimpleNamespace]] | None:
     """``edgelab.store.devices.list_devices`` without the ORM: same filter, same order (by name).
 
     ``unleased``: only when no device is under an open lease (else ``None``: the caller asks the ORM).

@@ -44,14 +44,17 @@ def connect(url: str | None = None) -> sqlite3.Connection | None:
     return conn
 
 
-def put_store_entries(conn: sqlite3.Connection, device_id: int,
-                      puts: list[tuple[str, int, str | None]], drops: list[str]) -> None:
+def put_store_entries(
+    conn: sqlite3.Connection, device_id: int, puts: list[tuple[str, int, str | None]], drops: list[str]
+) -> None:
     """Record verified device blobs (``DbStamps.put``/``drop``) in one transaction."""
     now = ts(datetime.now(UTC))
     conn.execute("BEGIN IMMEDIATE")
     try:
         for sha in drops:
-            conn.execute("DELETE FROM device_store_entry WHERE device_id = ? AND sha256 = ?", (device_id, sha))
+            conn.execute(
+                "DELETE FROM device_store_entry WHERE device_id = ? AND sha256 = ?", (device_id, sha)
+            )
         for sha, size, stamp in puts:
             conn.execute(
                 "INSERT INTO device_store_entry (device_id, sha256, size, stamp, verified_at) VALUES (?, ?, ?, ?, ?) "

@@ -193,8 +193,14 @@ def get_run(session: Session, ref: str) -> Run:
     raise NotFound(f"no run {ref!r}", remedy="list runs with: edgelab runs ls")
 
 
-def list_runs(session: Session, *, limit: int = 50, device: str | None = None,
-              pipeline: str | None = None, state: str | None = None) -> list[Run]:
+def list_runs(
+    session: Session,
+    *,
+    limit: int = 50,
+    device: str | None = None,
+    pipeline: str | None = None,
+    state: str | None = None,
+) -> list[Run]:
     q = select(Run).order_by(col(Run.created_at).desc(), Run.id)
     if device:
         q = q.where(Run.device_name == device)
@@ -214,7 +220,9 @@ def runs_by_id(session: Session, ids: set[str] | list[str]) -> dict[str, Run]:
 
 def busy_device_names(session: Session) -> set[str]:
     """Names of devices with an active (pending or running) run."""
-    names = session.exec(select(Run.device_name).where(col(Run.state).in_(sorted(ACTIVE_STATES))).distinct()).all()
+    names = session.exec(
+        select(Run.device_name).where(col(Run.state).in_(sorted(ACTIVE_STATES))).distinct()
+    ).all()
     return {n for n in names if n}
 
 
@@ -246,16 +254,22 @@ def mark_stale(session: Session, *, max_silence_s: float = 120.0) -> list[str]:
     for run in stale:
         beat = run.heartbeat_at or run.started_at or run.created_at
         if beat < cutoff:
-            set_state(session, run, "failed", error=f"no heartbeat for over {max_silence_s:.0f} s (ingest died?)")
+            set_state(
+                session, run, "failed", error=f"no heartbeat for over {max_silence_s:.0f} s (ingest died?)"
+            )
             out.append(run.id)
     return out
 
 
 def get_summary(session: Session, run_id: str, kind: str = "final") -> RunSummary | None:
-    return session.exec(select(RunSummary).where(RunSummary.run_id == run_id, RunSummary.kind == kind)).first()
+    return session.exec(
+        select(RunSummary).where(RunSummary.run_id == run_id, RunSummary.kind == kind)
+    ).first()
 
 
-def put_summary(session: Session, run_id: str, kind: str, metrics: dict, provenance: dict | None = None) -> RunSummary:
+def put_summary(
+    session: Session, run_id: str, kind: str, metrics: dict, provenance: dict | None = None
+) -> RunSummary:
     row = get_summary(session, run_id, kind) or RunSummary(run_id=run_id, kind=kind)
     row.metrics = metrics
     row.provenance = provenance or {}
@@ -266,10 +280,14 @@ def put_summary(session: Session, run_id: str, kind: str, metrics: dict, provena
 
 
 def requests_of(session: Session, run_id: str) -> list[RunRequest]:
-    return list(session.exec(select(RunRequest).where(RunRequest.run_id == run_id).order_by(col(RunRequest.id))).all())
+    return list(
+        session.exec(select(RunRequest).where(RunRequest.run_id == run_id).order_by(col(RunRequest.id))).all()
+    )
 
 
-def samples_of(session: Session, run_id: str, *, kind: str | None = None, after_id: int = 0) -> list[RunSample]:
+def samples_of(
+    session: Session, run_id: str, *, kind: str | None = None, after_id: int = 0
+) -> list[RunSample]:
     q = select(RunSample).where(RunSample.run_id == run_id, col(RunSample.id) > after_id)
     if kind:
         q = q.where(RunSample.kind == kind)
@@ -282,8 +300,9 @@ def logs_of(session: Session, run_id: str, *, after_id: int = 0) -> list[RunLog]
     return list(session.exec(q.order_by(col(RunLog.id))).all())
 
 
-def telemetry_of(session: Session, *, run_id: str | None = None, device: str | None = None,
-                 limit: int = 100) -> list[TelemetrySample]:
+def telemetry_of(
+    session: Session, *, run_id: str | None = None, device: str | None = None, limit: int = 100
+) -> list[TelemetrySample]:
     q = select(TelemetrySample)
     if run_id:
         q = q.where(TelemetrySample.run_id == run_id)

@@ -17,8 +17,15 @@ from edgelab.errors import NotFound
 from edgelab.store.devices import get_device
 from edgelab.store.models import ProbeSnapshot
 
-__all__ = ["ProbeSnapshot", "add_snapshot", "canonical_json", "facts_hash", "latest_per_device", "latest_snapshot",
-           "list_snapshots"]
+__all__ = [
+    "ProbeSnapshot",
+    "add_snapshot",
+    "canonical_json",
+    "facts_hash",
+    "latest_per_device",
+    "latest_snapshot",
+    "list_snapshots",
+]
 
 
 def canonical_json(data: Any) -> str:
@@ -44,7 +51,9 @@ def latest_snapshot(session: Session, name: str, *, ok_only: bool = True) -> Pro
     query = select(ProbeSnapshot).where(ProbeSnapshot.device_id == device.id)
     if ok_only:
         query = query.where(ProbeSnapshot.ok == True)  # noqa: E712 - SQL expression
-    snap = session.exec(query.order_by(col(ProbeSnapshot.taken_at).desc(), col(ProbeSnapshot.id).desc())).first()
+    snap = session.exec(
+        query.order_by(col(ProbeSnapshot.taken_at).desc(), col(ProbeSnapshot.id).desc())
+    ).first()
     if snap is None:
         raise NotFound(
             f"{name} has no {'successful ' if ok_only else ''}probe snapshot yet",
@@ -83,7 +92,11 @@ def latest_per_device(session: Session, device_ids: list[int] | None = None) -> 
 
 def snapshot_history(session: Session, device_id: int, *, limit: int = 30) -> list[ProbeSnapshot]:
     """A device's snapshots, newest first (successful or not): its probe history."""
-    return list(session.exec(
-        select(ProbeSnapshot).where(ProbeSnapshot.device_id == device_id)
-        .order_by(col(ProbeSnapshot.taken_at).desc(), col(ProbeSnapshot.id).desc()).limit(limit)
-    ).all())
+    return list(
+        session.exec(
+            select(ProbeSnapshot)
+            .where(ProbeSnapshot.device_id == device_id)
+            .order_by(col(ProbeSnapshot.taken_at).desc(), col(ProbeSnapshot.id).desc())
+            .limit(limit)
+        ).all()
+    )

@@ -223,11 +223,15 @@ class _ShellSession(Interactive):
 class ADBTransport(Transport):
     kind = "adb"
     shell = Shell.TOYBOX
-    capabilities = Capability.FORWARD | Capability.PROCESS_GROUPS | Capability.INTERACTIVE | Capability.RESUMABLE_PUT
+    capabilities = (
+        Capability.FORWARD | Capability.PROCESS_GROUPS | Capability.INTERACTIVE | Capability.RESUMABLE_PUT
+    )
 
     def __init__(self, endpoint: Endpoint, features: set[str], timeout: float = 10.0):
         if not endpoint.adb_serial:
-            raise TransportError(f"{endpoint.name} has no adb serial", remedy="set one with `edgelab device add --adb`")
+            raise TransportError(
+                f"{endpoint.name} has no adb serial", remedy="set one with `edgelab device add --adb`"
+            )
         self.endpoint = endpoint
         self.name = endpoint.name
         self.serial = endpoint.adb_serial
@@ -287,7 +291,9 @@ class ADBTransport(Transport):
             except TransportError as e:
                 return "offline", str(e)
         if state in ("unauthorized", "offline", "absent"):
-            return state, _state_error(endpoint.name, endpoint.adb_serial or "?", state, endpoint.adb_server).remedy
+            return state, _state_error(
+                endpoint.name, endpoint.adb_serial or "?", state, endpoint.adb_server
+            ).remedy
         return "offline", f"adb reports {state}"
 
     @property
@@ -314,7 +320,9 @@ class ADBTransport(Transport):
             return self._run_v1(argv, timeout, input)
         start = time.monotonic()
         deadline = Deadline(timeout)
-        chan = _ShellChannel(self._open("shell,v2,raw:" + join(posix_stream_argv(argv), Shell.TOYBOX), timeout))
+        chan = _ShellChannel(
+            self._open("shell,v2,raw:" + join(posix_stream_argv(argv), Shell.TOYBOX), timeout)
+        )
         out, err = bytearray(), bytearray()
         code: int | None = None
         try:
@@ -350,12 +358,17 @@ class ADBTransport(Transport):
         finally:
             chan.close()
         if code is None:
-            raise TransportError(f"{self.name}: the shell ended without an exit status", remedy="check the device with `adb devices`")
+            raise TransportError(
+                f"{self.name}: the shell ended without an exit status",
+                remedy="check the device with `adb devices`",
+            )
         text = bytes(out).decode("utf-8", "replace")
         first, sep, rest = text.partition("\n")
         if parse_pid_line(first) is not None:
             text = rest
-        return RunResult(tuple(argv), code, text, bytes(err).decode("utf-8", "replace"), time.monotonic() - start)
+        return RunResult(
+            tuple(argv), code, text, bytes(err).decode("utf-8", "replace"), time.monotonic() - start
+        )
 
     def _run_v1(self, argv: list[str], timeout: float, input: bytes | None) -> RunResult:
         """Old devices: stdout and stderr arrive mixed; the exit code comes from a marker line."""
@@ -376,7 +389,9 @@ class ADBTransport(Transport):
         except TimeoutError:
             if not data:
                 raise self._frozen(argv[0], timeout) from None
-            raise RemoteTimeout(f"{argv[0]} ran past {timeout:g}s on {self.name}", remedy="raise the timeout") from None
+            raise RemoteTimeout(
+                f"{argv[0]} ran past {timeout:g}s on {self.name}", remedy="raise the timeout"
+            ) from None
         except OSError as e:
             raise TransportError(f"{self.name}: adb shell failed: {e}") from None
         finally:
@@ -430,22 +445,48 @@ class ADBTransport(Transport):
     def _put_whole(self, local: Path, remote: str, progress: Progress | None) -> str:
         """One sync SEND, adbd's own atomic write (the file appears at DONE); the SHA-256 sent."""
         h = hashlib.sha256()
-        self._files(lambda: adb_push.sync_send(self._open_service, local, remote, progress=progress, digest=h,
-                                               name=self.name, idle_s=_IO_IDLE_S), remote)
+        self._files(
+            lambda: adb_push.sync_send(
+                self._open_service,
+                local,
+                remote,
+                progress=progress,
+                digest=h,
+                name=self.name,
+                idle_s=_IO_IDLE_S,
+            ),
+            remote,
+        )
         return h.hexdigest()
 
     def _put_from(self, local: Path, remote: str, offset: int, progress: Progress | None) -> None:
         """Appended through shell v2 stdin (``adb_push.append``): a cut keeps what arrived, and the
         file grows while the bytes arrive. Without shell_v2 only a whole SEND (offset 0) is possible."""
         if self.shell_v2:
-            self._files(lambda: adb_push.append(self._open_service, local, remote, offset, progress=progress,
-                                                name=self.name, idle_s=_IO_IDLE_S), remote)
+            self._files(
+                lambda: adb_push.append(
+                    self._open_service,
+                    local,
+                    remote,
+                    offset,
+                    progress=progress,
+                    name=self.name,
+                    idle_s=_IO_IDLE_S,
+                ),
+                remote,
+            )
         elif offset == 0:
-            self._files(lambda: adb_push.sync_send(self._open_service, local, remote, progress=progress,
-                                                   name=self.name, idle_s=_IO_IDLE_S), remote)
+            self._files(
+                lambda: adb_push.sync_send(
+                    self._open_service, local, remote, progress=progress, name=self.name, idle_s=_IO_IDLE_S
+                ),
+                remote,
+            )
         else:
-            raise TransportError(f"{self.name} has no shell_v2: cannot resume {remote} at {offset}",
-                                 remedy="upload from offset 0")
+            raise TransportError(
+                f"{self.name} has no shell_v2: cannot resume {remote} at {offset}",
+                remedy="upload from offset 0",
+            )
 
     def _files(self, transfer, remote: str) -> None:
         where = f"push to {self.name}:{remote}"
@@ -488,7 +529,9 @@ class ADBTransport(Transport):
                     elif ident == b"DONE":
                         break
                     elif ident == b"FAIL":
-                        raise TransportError(f"pull {self.name}:{remote} failed: {self._sync_fail(sock, length)}")
+                        raise TransportError(
+                            f"pull {self.name}:{remote} failed: {self._sync_fail(sock, length)}"
+                        )
                     else:
                         raise TransportError(f"pull {self.name}:{remote}: unexpected sync reply {ident!r}")
             sock.sendall(_SYNC.pack(b"QUIT", 0))
@@ -528,8 +571,10 @@ class ADBTransport(Transport):
             send_request(sock, f"host-serial:{serial}:forward:tcp:0;tcp:{int(remote_port)}")
             status = recv_exact(sock, 4)  # the forward itself: OKAY + the port it bound
             if status == b"FAIL":
-                raise TransportError(f"adb forward to {self.name} port {remote_port}: {read_block(sock)}",
-                                     remedy="check the device with `edgelab device check`")
+                raise TransportError(
+                    f"adb forward to {self.name} port {remote_port}: {read_block(sock)}",
+                    remedy="check the device with `edgelab device check`",
+                )
             if status != b"OKAY":
                 raise TransportError(f"adb server answered {status!r} to forward")
             local = int(read_block(sock).strip())

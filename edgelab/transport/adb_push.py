@@ -59,8 +59,16 @@ def _check_size(local: Path, remote: str, offset: int, name: str) -> int:
     return total
 
 
-def sync_send(open_service: Open, local: Path, remote: str, *, progress: Progress | None = None,
-              digest=None, name: str = "device", idle_s: float = 60.0) -> None:
+def sync_send(
+    open_service: Open,
+    local: Path,
+    remote: str,
+    *,
+    progress: Progress | None = None,
+    digest=None,
+    name: str = "device",
+    idle_s: float = 60.0,
+) -> None:
     """The whole of ``local`` as ``remote`` in one sync SEND, with the file's mode bits.
 
     ``digest``: a hashlib object fed every byte sent (the caller's record of what went out).
@@ -104,8 +112,16 @@ def sync_send(open_service: Open, local: Path, remote: str, *, progress: Progres
         sock.close()
 
 
-def append(open_service: Open, local: Path, remote: str, offset: int, *, progress: Progress | None = None,
-           name: str = "device", idle_s: float = 60.0) -> None:
+def append(
+    open_service: Open,
+    local: Path,
+    remote: str,
+    offset: int,
+    *,
+    progress: Progress | None = None,
+    name: str = "device",
+    idle_s: float = 60.0,
+) -> None:
     """Bytes ``[offset, size)`` of ``local`` appended to ``remote``, which must hold ``offset`` bytes
     at least (``remote`` is created at 0 and cut back to ``offset`` beyond it).
 
@@ -140,11 +156,15 @@ def append(open_service: Open, local: Path, remote: str, offset: int, *, progres
     if code == 0 and done < total:  # pragma: no cover - cat ends only at the end of its stdin
         raise TransportError(f"{name}: append to {remote} ended after {done} of {total} bytes")
     if code == WRONG_SIZE_EXIT:
-        raise TransportError(f"{name}: cannot resume: {err.strip()[:200]}",
-                             remedy="push again: the partial upload is checked and restarted")
+        raise TransportError(
+            f"{name}: cannot resume: {err.strip()[:200]}",
+            remedy="push again: the partial upload is checked and restarted",
+        )
     if code != 0:
-        raise TransportError(f"{name}: append to {remote} failed (exit {code}): {err.strip()[:200]}",
-                             remedy="check free space and permissions on the device")
+        raise TransportError(
+            f"{name}: append to {remote} failed (exit {code}): {err.strip()[:200]}",
+            remedy="check free space and permissions on the device",
+        )
     if progress and total == offset:
         progress(total, total)
 

@@ -20,7 +20,9 @@ def parse_server(adb_server: str | None) -> tuple[str, int]:
     text = adb_server or DEFAULT_SERVER
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit():
-        raise TransportError(f"bad adb server address {text!r}", remedy="give it as host:port, e.g. 127.0.0.1:5037")
+        raise TransportError(
+            f"bad adb server address {text!r}", remedy="give it as host:port, e.g. 127.0.0.1:5037"
+        )
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
@@ -114,16 +116,19 @@ def open_transport(adb_server: str | None, serial: str, service: str, timeout: f
         raise not_answering(serial, adb_server, timeout) from None
     except (OSError, EOFError, ValueError) as e:
         sock.close()
-        raise TransportError(f"adb device {serial}: opening {service.split(':', 1)[0]} failed: {e}",
-                             remedy="check the device with `adb devices`; reconnect it if it is offline") from None
+        raise TransportError(
+            f"adb device {serial}: opening {service.split(':', 1)[0]} failed: {e}",
+            remedy="check the device with `adb devices`; reconnect it if it is offline",
+        ) from None
     except BaseException:
         sock.close()
         raise
     return sock
 
 
-def not_answering(serial: str, adb_server: str | None, timeout: float | None, name: str | None = None,
-                  doing: str = "") -> DeviceNotAnswering:
+def not_answering(
+    serial: str, adb_server: str | None, timeout: float | None, name: str | None = None, doing: str = ""
+) -> DeviceNotAnswering:
     """The error for a device the adb server lists but that never answered (frozen, hung)."""
     who = f"{name}: adb device {serial}" if name and name != serial else f"adb device {serial}"
     where = f" on adb server {adb_server}" if adb_server else ""
@@ -132,7 +137,7 @@ def not_answering(serial: str, adb_server: str | None, timeout: float | None, na
     return DeviceNotAnswering(
         f"{who}{where} is listed but did not answer{after}{what}: frozen or hung",
         remedy=f"check it with `adb -s {serial} shell true`; if that hangs too, reconnect "
-               f"(`adb disconnect {serial} && adb connect {serial}`) or reboot the device, then retry",
+        f"(`adb disconnect {serial} && adb connect {serial}`) or reboot the device, then retry",
     )
 
 

@@ -55,18 +55,24 @@ def parse(text: str) -> TunnelSpec:
     """``ssh://[user@]host[:port][/adb_port]``; the adb port defaults to 5037 on that host's loopback."""
     s = text.strip()
     if not s.lower().startswith(SCHEME):
-        raise ConfigError(f"{text!r} is not an ssh:// adb server", remedy="use ssh://[user@]host[:port][/adb_port]")
-    rest = s[len(SCHEME):]
+        raise ConfigError(
+            f"{text!r} is not an ssh:// adb server", remedy="use ssh://[user@]host[:port][/adb_port]"
+        )
+    rest = s[len(SCHEME) :]
     addr, sep, adb = rest.partition("/")
     adb_port = DEFAULT_ADB_PORT
     if sep:
         if not adb.isdigit() or not 0 < int(adb) < 65536:
-            raise ConfigError(f"bad adb port {adb!r} in {text!r}",
-                              remedy="write the adb server's port on that host after a slash: ssh://host/5037")
+            raise ConfigError(
+                f"bad adb port {adb!r} in {text!r}",
+                remedy="write the adb server's port on that host after a slash: ssh://host/5037",
+            )
         adb_port = int(adb)
     from edgelab.transport.ssh_config import parse_jump_spec  # noqa: PLC0415 - loads paramiko
 
-    user, host, port = parse_jump_spec(addr)  # validated (no password part) by inventory.address on the way in
+    user, host, port = parse_jump_spec(
+        addr
+    )  # validated (no password part) by inventory.address on the way in
     return TunnelSpec(user, host, port, adb_port)
 
 
@@ -82,9 +88,15 @@ class _Tunnel:
         from edgelab.transport import hostkeys
 
         hop = self.transport.hop
-        hostkeys.verify(hop.name, hop.host, hop.port, self.transport.paramiko_transport.get_remote_server_key(),
-                        known_hosts=hop.known_hosts, expected_fingerprint=hop.expected_fingerprint,
-                        alias=hop.host_key_alias)
+        hostkeys.verify(
+            hop.name,
+            hop.host,
+            hop.port,
+            self.transport.paramiko_transport.get_remote_server_key(),
+            known_hosts=hop.known_hosts,
+            expected_fingerprint=hop.expected_fingerprint,
+            alias=hop.host_key_alias,
+        )
 
     def close(self) -> None:
         self.forward.close()
@@ -108,7 +120,9 @@ def local_address(adb_server: str, timeout: float = 10.0) -> str:
         err = on_the_way(e, spec.ssh, None)  # the device is named by whoever asked (ADBTransport)
         raise HostKeyError(f"adb server {key}: {err}", remedy=err.remedy) from None
     except TransportError as e:  # the same kind (SSHAuthError, SSHUnreachable...), saying which server
-        raise type(e)(f"adb server {key}: {e}", remedy=e.remedy or "check the SSH access to that host") from None
+        raise type(e)(
+            f"adb server {key}: {e}", remedy=e.remedy or "check the SSH access to that host"
+        ) from None
 
 
 def _tunnel(spec: TunnelSpec, timeout: float) -> _Tunnel:
@@ -130,8 +144,10 @@ def _tunnel(spec: TunnelSpec, timeout: float) -> _Tunnel:
 def for_device(err: HostKeyError, name: str) -> HostKeyError:
     """The tunnel host's key error, naming the device whose trust command reaches that host."""
     fix = f"edgelab device trust {name}"
-    return HostKeyError(str(err).replace("edgelab device trust DEVICE", fix),
-                        remedy=(err.remedy or fix).replace("edgelab device trust DEVICE", fix))
+    return HostKeyError(
+        str(err).replace("edgelab device trust DEVICE", fix),
+        remedy=(err.remedy or fix).replace("edgelab device trust DEVICE", fix),
+    )
 
 
 def auth_failed(err: BaseException) -> bool:

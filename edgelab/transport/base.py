@@ -53,6 +53,7 @@ class Capability(enum.Flag):
     INTERACTIVE = enum.auto()
     """``interactive()``: a terminal session (pty) for ``edgelab shell``."""
 
+
 PID_MARKER = "@@edgelab-pid "
 _PID_LINE = re.compile(r"^@@edgelab-pid (\d+)$")
 

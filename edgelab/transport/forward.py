@@ -66,7 +66,9 @@ def _pump(src: Any, dst: Any, done: threading.Event) -> None:
 class ListenerForward(Forward):
     """A listening socket whose every connection is joined to ``open_remote()`` (a socket-like channel)."""
 
-    def __init__(self, remote_port: int, open_remote: Callable[[tuple[str, int]], Any], name: str = "forward"):
+    def __init__(
+        self, remote_port: int, open_remote: Callable[[tuple[str, int]], Any], name: str = "forward"
+    ):
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", 0))

@@ -78,6 +78,7 @@ def trusted(gateway: Gateway, key) -> bool:
     entries = hostkeys.lookup(files, gateway.host, gateway.port)
     if not entries:
         return False  # unknown: offer it
-    hostkeys.verify(gateway.name, hop.host, hop.port, key.pkey(), known_hosts=hop.known_hosts,
-                    alias=hop.host_key_alias)
+    hostkeys.verify(
+        gateway.name, hop.host, hop.port, key.pkey(), known_hosts=hop.known_hosts, alias=hop.host_key_alias
+    )
     return True

@@ -175,11 +175,15 @@ class LocalTransport(Transport):
         dst = Path(remote).expanduser()
         total = local.stat().st_size
         if offset > total:
-            raise TransportError(f"{self.name}: cannot resume {remote} at {offset}: {local} has only {total} bytes")
+            raise TransportError(
+                f"{self.name}: cannot resume {remote} at {offset}: {local} has only {total} bytes"
+            )
         if offset == 0:
             dst.parent.mkdir(parents=True, exist_ok=True)
         elif not dst.is_file():
-            raise TransportError(f"{self.name}: cannot resume {remote}: it is not there", remedy="upload from offset 0")
+            raise TransportError(
+                f"{self.name}: cannot resume {remote}: it is not there", remedy="upload from offset 0"
+            )
         done = offset
         with open(local, "rb") as fin, open(dst, "r+b" if offset else "wb") as fout:
             fout.truncate(offset)

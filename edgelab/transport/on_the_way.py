@@ -21,6 +21,10 @@ def on_the_way(err: HostKeyError, gateway: str, device: str | None) -> HostKeyEr
     host_remedy = (first.host_remedy if first else None) or err.remedy
     cmd, fixed = f"edgelab device trust {host}", f"edgelab device trust {device or 'DEVICE'}"
     where = f"on the way to {device}: " if device else ""
-    return LabHostKeyError(f"{where}lab host {text.replace(cmd, fixed)}",
-                           remedy=(host_remedy or fixed).replace(cmd, fixed),
-                           host_text=text, host_name=host, host_remedy=host_remedy)
+    return LabHostKeyError(
+        f"{where}lab host {text.replace(cmd, fixed)}",
+        remedy=(host_remedy or fixed).replace(cmd, fixed),
+        host_text=text,
+        host_name=host,
+        host_remedy=host_remedy,
+    )

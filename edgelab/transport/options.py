@@ -50,7 +50,9 @@ def options_for(endpoint: Endpoint, **knobs: Any) -> TransportOptions:
     try:
         cls = OPTIONS[endpoint.kind]
     except KeyError:
-        raise ConfigError(f"unknown transport kind {endpoint.kind!r}", remedy="use ssh, adb or local") from None
+        raise ConfigError(
+            f"unknown transport kind {endpoint.kind!r}", remedy="use ssh, adb or local"
+        ) from None
     known = {f.name for opt in OPTIONS.values() for f in fields(opt)}
     unknown = sorted(set(knobs) - known)
     if unknown:

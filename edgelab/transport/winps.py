@@ -22,8 +22,16 @@ CMDLETS: dict[str, tuple[str, ...]] = {
     "Get-Content": ("LiteralPath", "Wait"),
     "Set-Content": ("LiteralPath", "Value"),
     "Join-Path": (),
-    "Start-Process": ("FilePath", "ArgumentList", "WorkingDirectory", "RedirectStandardOutput",
-                      "RedirectStandardError", "NoNewWindow", "PassThru", "Wait"),
+    "Start-Process": (
+        "FilePath",
+        "ArgumentList",
+        "WorkingDirectory",
+        "RedirectStandardOutput",
+        "RedirectStandardError",
+        "NoNewWindow",
+        "PassThru",
+        "Wait",
+    ),
     "Invoke-CimMethod": ("ClassName", "MethodName", "Arguments"),  # Win32_Process.Create: outside the SSH job
     "Get-Process": ("Id", "ErrorAction"),
     "Get-CimInstance": ("ClassName", "Filter"),  # the probe names the class positionally
@@ -53,20 +61,68 @@ STATIC: tuple[str, ...] = (
 
 # instance members used on objects the listed cmdlets return
 MEMBERS: tuple[str, ...] = (
-    "Length", "LastWriteTimeUtc", "Ticks", "Name", "Hash", "Id", "Count", "ProcessId", "ParentProcessId",
-    "ReturnValue", "ExitCode", "WorkingSetSize", "PeakWorkingSetSize",
-    "ToUnixTimeMilliseconds", "Read", "Close", "TransformBlock", "TransformFinalBlock", "ToString",
-    "RecordId", "TimeCreated", "LevelDisplayName", "ProviderName", "Message",  # Get-WinEvent's records
+    "Length",
+    "LastWriteTimeUtc",
+    "Ticks",
+    "Name",
+    "Hash",
+    "Id",
+    "Count",
+    "ProcessId",
+    "ParentProcessId",
+    "ReturnValue",
+    "ExitCode",
+    "WorkingSetSize",
+    "PeakWorkingSetSize",
+    "ToUnixTimeMilliseconds",
+    "Read",
+    "Close",
+    "TransformBlock",
+    "TransformFinalBlock",
+    "ToString",
+    "RecordId",
+    "TimeCreated",
+    "LevelDisplayName",
+    "ProviderName",
+    "Message",  # Get-WinEvent's records
 )
 TYPES: tuple[str, ...] = ("byte[]", "void")  # New-Object byte[] N; [void] casts
 
 # automatic and preference variables ($env:NAME is any environment variable)
-VARIABLES: tuple[str, ...] = ("env:*", "PID", "LASTEXITCODE", "?", "ErrorActionPreference", "null", "true", "_")
+VARIABLES: tuple[str, ...] = (
+    "env:*",
+    "PID",
+    "LASTEXITCODE",
+    "?",
+    "ErrorActionPreference",
+    "null",
+    "true",
+    "_",
+)
 
 # statement keywords and operators the builders use
 KEYWORDS: tuple[str, ...] = ("if", "else", "foreach", "while", "exit", "break")
-OPERATORS: tuple[str, ...] = ("-eq", "-ne", "-lt", "-gt", "-le", "-not", "-and", "-join", "-replace", "+", "-", "+=", "-=",
-                              "++", "=", ",", "|", "2>&1", "[void]")
+OPERATORS: tuple[str, ...] = (
+    "-eq",
+    "-ne",
+    "-lt",
+    "-gt",
+    "-le",
+    "-not",
+    "-and",
+    "-join",
+    "-replace",
+    "+",
+    "-",
+    "+=",
+    "-=",
+    "++",
+    "=",
+    ",",
+    "|",
+    "2>&1",
+    "[void]",
+)
 
 # what each shell that OpenSSH for Windows may run answers to the detection line
 DETECT_LINE = "echo %OS%"

@@ -20,7 +20,10 @@ def probe(engine: Engine, name: str, *, timeout: float = 60.0) -> tuple[bool, st
     except EdgelabError as err:
         return False, f"{name}: {err}" + (f" -> {err.remedy}" if err.remedy else "")
     if snap.ok:
-        return True, f"{name}: probed, class {snap.device_class or '?'} ({snap.catalog_entry or 'no catalog entry'})"
+        return (
+            True,
+            f"{name}: probed, class {snap.device_class or '?'} ({snap.catalog_entry or 'no catalog entry'})",
+        )
     return False, f"{name}: probe failed: {snap.error}"
 
 

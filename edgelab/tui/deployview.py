@@ -11,23 +11,45 @@ from typing import Any
 from sqlalchemy import Engine
 
 
-def dry_run(engine: Engine, device: str, pipeline: str, strategy: str | None = None,
-            runtime: str | None = None, endpoint: str | None = None) -> dict[str, Any]:
+def dry_run(
+    engine: Engine,
+    device: str,
+    pipeline: str,
+    strategy: str | None = None,
+    runtime: str | None = None,
+    endpoint: str | None = None,
+) -> dict[str, Any]:
     """The plan and its admission without reserving or touching anything (``edgelab deploy --dry-run``)."""
     from edgelab.deploy.planning import DeployRequest, plan
 
-    return plan(engine, DeployRequest(device=device, pipeline=pipeline, strategy=strategy, runtime=runtime,
-                                      endpoint=endpoint)).to_dict()
+    return plan(
+        engine,
+        DeployRequest(
+            device=device, pipeline=pipeline, strategy=strategy, runtime=runtime, endpoint=endpoint
+        ),
+    ).to_dict()
 
 
-def launch(engine: Engine, device: str, pipeline: str, strategy: str | None = None,
-           runtime: str | None = None, endpoint: str | None = None) -> str:
+def launch(
+    engine: Engine,
+    device: str,
+    pipeline: str,
+    strategy: str | None = None,
+    runtime: str | None = None,
+    endpoint: str | None = None,
+) -> str:
     """Plan, admit, push, launch and wait until ready; returns the run id (Refusal before anything runs)."""
     from edgelab.deploy.launch import deploy
     from edgelab.deploy.planning import DeployRequest
 
-    return str(deploy(engine, DeployRequest(device=device, pipeline=pipeline, strategy=strategy, runtime=runtime,
-                                            endpoint=endpoint)).run_id)
+    return str(
+        deploy(
+            engine,
+            DeployRequest(
+                device=device, pipeline=pipeline, strategy=strategy, runtime=runtime, endpoint=endpoint
+            ),
+        ).run_id
+    )
 
 
 def stop(engine: Engine, run_id: str) -> str:

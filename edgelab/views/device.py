@@ -80,7 +80,11 @@ def group_facts(facts: dict[str, Any] | None) -> dict[str, list[tuple[str, str]]
     accels = []
     for a in facts.get("accelerators") or []:
         label = a.get("name") or a.get("kind") or "?"
-        extra = [x for x in (a.get("kind"), a.get("compute_capability"), _gib(a.get("memory_bytes"))) if x and x != "-"]
+        extra = [
+            x
+            for x in (a.get("kind"), a.get("compute_capability"), _gib(a.get("memory_bytes")))
+            if x and x != "-"
+        ]
         accels.append((label, " ".join(str(x) for x in extra) or "-"))
     if accels:
         out["accelerators"] = accels
@@ -147,11 +151,17 @@ def load_device(engine: Engine, name: str, *, pipeline: str | None = None) -> De
             "notes": d.notes,
         }
         virtual = bool(d.virtual)
-        artifacts = Section([
-            {"name": ", ".join(names) or "(unregistered blob)", "sha256": e.sha256[:16], "size": human_bytes(e.size),
-             "pushed": e.verified_at.strftime("%Y-%m-%d %H:%M")}
-            for e, names in device_blobs(s, d.id)
-        ])
+        artifacts = Section(
+            [
+                {
+                    "name": ", ".join(names) or "(unregistered blob)",
+                    "sha256": e.sha256[:16],
+                    "size": human_bytes(e.size),
+                    "pushed": e.verified_at.strftime("%Y-%m-%d %H:%M"),
+                }
+                for e, names in device_blobs(s, d.id)
+            ]
+        )
         runs = Section([run_row(r) for r in list_runs(s, device=name, limit=10)])
     ok = next((x for x in snaps if x.ok), None)
     snapshot = None
@@ -160,8 +170,14 @@ def load_device(engine: Engine, name: str, *, pipeline: str | None = None) -> De
     if ok is None:
         note = f"no successful probe yet: press p (or run `edgelab probe {name}`)"
     else:
-        snapshot = {"id": ok.id, "taken_at": ok.taken_at, "facts_hash": ok.facts_hash,
-                    "entry": ok.catalog_entry, "class": ok.device_class, "virtual": ok.virtual}
+        snapshot = {
+            "id": ok.id,
+            "taken_at": ok.taken_at,
+            "facts_hash": ok.facts_hash,
+            "entry": ok.catalog_entry,
+            "class": ok.device_class,
+            "virtual": ok.virtual,
+        }
         try:
             profile = profile_from_facts(ok.facts or {}, pipeline)
         except EdgelabError as err:

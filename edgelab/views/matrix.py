@@ -59,9 +59,18 @@ def _evidence_runs(session, ids: set[str]) -> dict[str, EvidenceRun]:
 
     runs = runs_by_id(session, ids)
     virtual_devices = virtual_names(session, {r.device_name for r in runs.values() if r.device_name})
-    return {r.id: EvidenceRun(id=r.id, device=r.device_name, pipeline=r.pipeline, state=r.state,
-                              virtual=bool(r.virtual) or r.device_name in virtual_devices,
-                              created_at=r.created_at, demo=False) for r in runs.values()}
+    return {
+        r.id: EvidenceRun(
+            id=r.id,
+            device=r.device_name,
+            pipeline=r.pipeline,
+            state=r.state,
+            virtual=bool(r.virtual) or r.device_name in virtual_devices,
+            created_at=r.created_at,
+            demo=False,
+        )
+        for r in runs.values()
+    }
 
 
 def load_matrix(engine: Engine) -> list[MatrixCellView]:
@@ -86,17 +95,39 @@ def load_matrix(engine: Engine) -> list[MatrixCellView]:
         for rid, demo in [*((r, False) for r in c.evidence), *((r, True) for r in c.demo_evidence)]:
             run = runs.get(rid)
             if run is None:
-                run = EvidenceRun(id=rid, device=None, pipeline=None, state="missing", virtual=False,
-                                  created_at=None, demo=demo)
+                run = EvidenceRun(
+                    id=rid,
+                    device=None,
+                    pipeline=None,
+                    state="missing",
+                    virtual=False,
+                    created_at=None,
+                    demo=demo,
+                )
             ev.append(replace(run, demo=demo))
         real = [e for e in ev if not e.virtual and not e.demo and e.state != "missing"]
-        out.append(MatrixCellView(
-            id=c.id, row=c.row, row_key=c.row_key, row_label=c.row_label, col=c.col, pipeline=c.pipeline,
-            col_label=c.col_label, stage=c.stage, functional=c.functional, performance=c.performance,
-            failing_layer=c.failing_layer, reason=c.reason, next_experiment=c.next_experiment,
-            evidence=tuple(ev), updated_at=c.updated_at, updated_by=c.updated_by,
-            virtual_only=bool(ev) and not real and any(e.virtual for e in ev),
-            qualified=c.stage == "qualified" and bool(real)))
+        out.append(
+            MatrixCellView(
+                id=c.id,
+                row=c.row,
+                row_key=c.row_key,
+                row_label=c.row_label,
+                col=c.col,
+                pipeline=c.pipeline,
+                col_label=c.col_label,
+                stage=c.stage,
+                functional=c.functional,
+                performance=c.performance,
+                failing_layer=c.failing_layer,
+                reason=c.reason,
+                next_experiment=c.next_experiment,
+                evidence=tuple(ev),
+                updated_at=c.updated_at,
+                updated_by=c.updated_by,
+                virtual_only=bool(ev) and not real and any(e.virtual for e in ev),
+                qualified=c.stage == "qualified" and bool(real),
+            )
+        )
     return out
 
 

@@ -25,18 +25,30 @@ def plan_rows(planned: dict[str, Any]) -> list[PlanRow]:
     """The dry run (``Planned.to_dict()``) as rows: strategy and why, runtime, stages, processes,
     reservations, admission, artifacts, start-up, notes, strategies not taken, the refusal."""
     p = planned.get("plan") or {}
-    rows = [PlanRow("strategy", f"{p.get('strategy')}: {p.get('reason')}"), PlanRow("runtime", str(p.get("runtime")))]
+    rows = [
+        PlanRow("strategy", f"{p.get('strategy')}: {p.get('reason')}"),
+        PlanRow("runtime", str(p.get("runtime"))),
+    ]
     for st in p.get("stages") or []:
         where = f"{st['runtime']} / {st['backend']} on {st['placement']}"
-        rows.append(PlanRow(f"stage {st['name']}", where + (f", needs {', '.join(st['artifacts'])}"
-                                                            if st.get("artifacts") else "")))
+        rows.append(
+            PlanRow(
+                f"stage {st['name']}",
+                where + (f", needs {', '.join(st['artifacts'])}" if st.get("artifacts") else ""),
+            )
+        )
     for pr in p.get("processes") or []:
         if pr.get("unavailable"):
             rows.append(PlanRow(f"process {pr['name']}", f"not launchable here: {pr['unavailable']}", True))
             continue
         rows.append(PlanRow(f"process {pr['name']}", " ".join(pr["argv"])))
-        rows.append(PlanRow(f"process {pr['name']} from", f"{pr.get('template') or '-'}, ready "
-                            f"{(pr.get('ready') or {}).get('kind', 'alive')}, adapter {pr.get('adapter')}"))
+        rows.append(
+            PlanRow(
+                f"process {pr['name']} from",
+                f"{pr.get('template') or '-'}, ready "
+                f"{(pr.get('ready') or {}).get('kind', 'alive')}, adapter {pr.get('adapter')}",
+            )
+        )
     for pool, n in (p.get("memory") or {}).items():
         rows.append(PlanRow(f"reserves {pool}", gib(n, 2)))
     for line in planned.get("admission") or []:
@@ -46,10 +58,19 @@ def plan_rows(planned: dict[str, Any]) -> list[PlanRow]:
     for a in p.get("artifacts") or []:
         missing = not a.get("present")
         state = "present" if not missing else ("missing, optional" if a.get("optional") else "missing")
-        rows.append(PlanRow(f"artifact {a.get('role')}", f"{a.get('name')} ({state})", missing and not a.get("optional")))
+        rows.append(
+            PlanRow(
+                f"artifact {a.get('role')}", f"{a.get('name')} ({state})", missing and not a.get("optional")
+            )
+        )
     if p:
-        rows.append(PlanRow("start-up", f"ready timeout {p.get('ready_timeout_s', 0):g}s, outputs: "
-                            f"{', '.join(p.get('expected_outputs') or []) or '-'}"))
+        rows.append(
+            PlanRow(
+                "start-up",
+                f"ready timeout {p.get('ready_timeout_s', 0):g}s, outputs: "
+                f"{', '.join(p.get('expected_outputs') or []) or '-'}",
+            )
+        )
     rows += [PlanRow("note", str(n)) for n in p.get("notes") or []]
     for r in p.get("refused") or []:
         rows.append(PlanRow(f"not {r.get('strategy')}", str(r.get("reason") or r.get("code"))))
@@ -58,7 +79,9 @@ def plan_rows(planned: dict[str, Any]) -> list[PlanRow]:
         rows.append(PlanRow("REFUSED", f"{ref['code']}: {ref['message']}", True))
         rows.append(PlanRow("remedy", str(ref.get("remedy"))))
     if planned.get("virtual"):
-        rows.append(PlanRow("VIRTUAL", "a virtual device: this run demonstrates the machinery and qualifies nothing"))
+        rows.append(
+            PlanRow("VIRTUAL", "a virtual device: this run demonstrates the machinery and qualifies nothing")
+        )
     return rows
 
 

@@ -129,10 +129,19 @@ class RunFollower:
             tel = telemetry_of(s, run_id=run.id, limit=SERIES_POINTS)
             newest = tel[-1:] or (telemetry_of(s, device=run.device_name, limit=1) if run.device_name else [])
             run_d = {
-                "id": run.id, "pipeline": run.pipeline, "device": run.device_name, "runtime": run.runtime,
-                "strategy": run.strategy, "state": run.state, "virtual": bool(run.virtual), "kind": run.kind,
-                "error": run.error, "started_at": run.started_at, "finished_at": run.finished_at,
-                "heartbeat_at": run.heartbeat_at, "command": run.command,
+                "id": run.id,
+                "pipeline": run.pipeline,
+                "device": run.device_name,
+                "runtime": run.runtime,
+                "strategy": run.strategy,
+                "state": run.state,
+                "virtual": bool(run.virtual),
+                "kind": run.kind,
+                "error": run.error,
+                "started_at": run.started_at,
+                "finished_at": run.finished_at,
+                "heartbeat_at": run.heartbeat_at,
+                "command": run.command,
             }
         self._take(new, float(period_s) if period_s else None)
         for row in logs:
@@ -175,8 +184,9 @@ class RunFollower:
                 self._kind = self._kind or "action"
                 miss = None
                 if period_s:
-                    miss = judge(ActionSample(smp.t, smp.obs_t, smp.infer_start, smp.infer_end, smp.horizon),
-                                 period_s).miss
+                    miss = judge(
+                        ActionSample(smp.t, smp.obs_t, smp.infer_start, smp.infer_end, smp.horizon), period_s
+                    ).miss
                 self._actions.append((smp.t, miss))
                 if smp.infer_start is not None and smp.infer_end is not None:
                     self._latency.append(round((smp.infer_end - smp.infer_start) * 1000.0, 1))
@@ -207,9 +217,14 @@ def run_view(engine: Engine, ref: str) -> RunView:
 
 
 def _reading(row: Any) -> Reading:
-    return Reading(temps_c=dict(row.temps_c or {}), power_w=dict(row.power_w or {}),
-                   clocks_mhz=dict(row.clocks_mhz or {}), mem_available_bytes=row.mem_available_bytes,
-                   source=row.source, virtual=bool(row.virtual))
+    return Reading(
+        temps_c=dict(row.temps_c or {}),
+        power_w=dict(row.power_w or {}),
+        clocks_mhz=dict(row.clocks_mhz or {}),
+        mem_available_bytes=row.mem_available_bytes,
+        source=row.source,
+        virtual=bool(row.virtual),
+    )
 
 
 def _log_line(row: Any) -> str:

@@ -52,8 +52,13 @@ def write(family: str, name: str, case: str, output: str, origin: dict[str, str]
     collector = COLLECTORS[family]
     src = collector.source(name)
     assert src is not None, name
-    doc = {"command": src.command, "body": src.body, **origin,
-           "output": output.split("\n"), "fact": fact(collector, name, output)}
+    doc = {
+        "command": src.command,
+        "body": src.body,
+        **origin,
+        "output": output.split("\n"),
+        "fact": fact(collector, name, output),
+    }
     path = HERE / family / f"{name}.{case}.json"
     path.parent.mkdir(exist_ok=True)
     path.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -23,8 +23,11 @@ NOT_CAPTURES = {".md", ".yaml", ".json", ".py"}
 
 def captures() -> list[str]:
     """Every capture file, relative to this folder."""
-    return sorted(p.relative_to(HERE).as_posix() for p in HERE.rglob("*")
-                  if p.is_file() and p.suffix not in NOT_CAPTURES and "__pycache__" not in p.parts)
+    return sorted(
+        p.relative_to(HERE).as_posix()
+        for p in HERE.rglob("*")
+        if p.is_file() and p.suffix not in NOT_CAPTURES and "__pycache__" not in p.parts
+    )
 
 
 def pruned(x: Any) -> Any:

@@ -19,8 +19,11 @@ KNOWN = ("S1", "S2", "S3", "S4", "S5")
 
 
 def _refused(ctx: PlanContext) -> list[dict]:
-    return [{"strategy": d.strategy, "reason": d.reason, "code": d.code}
-            for d in ctx.pipeline_profile.strategies if not d.eligible]
+    return [
+        {"strategy": d.strategy, "reason": d.reason, "code": d.code}
+        for d in ctx.pipeline_profile.strategies
+        if not d.eligible
+    ]
 
 
 def choose(ctx: PlanContext, requested: str | None = None) -> tuple[str, str]:
@@ -29,13 +32,24 @@ def choose(ctx: PlanContext, requested: str | None = None) -> tuple[str, str]:
     if requested:
         sid = requested.upper()
         if sid not in KNOWN:
-            raise Refusal("strategy_refused", f"unknown strategy {requested!r}", device=ctx.device,
-                          remedy="choose one of S1, S3, S4, S5", strategy=requested)
+            raise Refusal(
+                "strategy_refused",
+                f"unknown strategy {requested!r}",
+                device=ctx.device,
+                remedy="choose one of S1, S3, S4, S5",
+                strategy=requested,
+            )
         d = pp.strategy(sid)
         if not d.eligible:
             code = d.code if d.code in ("budget_exceeds_device",) else "strategy_refused"
-            raise Refusal(code, f"{sid} refused: {d.reason}", device=ctx.device, strategy=sid,
-                          remedy=_remedy(sid, d.code, pp.eligible), numbers={"profile_code": d.code})
+            raise Refusal(
+                code,
+                f"{sid} refused: {d.reason}",
+                device=ctx.device,
+                strategy=sid,
+                remedy=_remedy(sid, d.code, pp.eligible),
+                numbers={"profile_code": d.code},
+            )
         return sid, f"{sid} requested: {d.reason}"
     order = (["S4"] if ctx.endpoint else []) + ["S1", "S3", "S5"]
     if ctx.runtime and ctx.runtime not in ("vllm-omni", REFERENCE):
@@ -50,8 +64,12 @@ def choose(ctx: PlanContext, requested: str | None = None) -> tuple[str, str]:
     if "budget_exceeds_device" in codes:
         # Let admission name the pool and the numbers: plan at the smallest format tried.
         return "S5" if pp.strategy("S5").code == "budget_exceeds_device" else "S3", "no strategy fits: " + why
-    raise Refusal("no_runnable_device", f"no strategy can run {ctx.spec.id}: {why}", device=ctx.device,
-                  remedy="probe the device again (`edgelab probe`) or pick a device whose class has a runtime target")
+    raise Refusal(
+        "no_runnable_device",
+        f"no strategy can run {ctx.spec.id}: {why}",
+        device=ctx.device,
+        remedy="probe the device again (`edgelab probe`) or pick a device whose class has a runtime target",
+    )
 
 
 def _remedy(sid: str, code: str | None, eligible: list[str]) -> str:
@@ -68,24 +86,45 @@ def build_plan(ctx: PlanContext, requested: str | None = None) -> ExecutionPlan:
     sid, why = choose(ctx, requested)
     known = runtimes()
     if ctx.runtime and ctx.runtime not in known:
-        raise Refusal("strategy_refused", f"unknown runtime {ctx.runtime!r}", device=ctx.device, strategy=sid,
-                      remedy=f"choose one of {', '.join(sorted(known))} (runtimes/*.yaml)")
+        raise Refusal(
+            "strategy_refused",
+            f"unknown runtime {ctx.runtime!r}",
+            device=ctx.device,
+            strategy=sid,
+            remedy=f"choose one of {', '.join(sorted(known))} (runtimes/*.yaml)",
+        )
     if ctx.runtime == "vllm-omni" and sid != "S1":
-        raise Refusal("strategy_refused", f"runtime vllm-omni runs only under S1, not {sid}", device=ctx.device,
-                      strategy=sid, remedy="drop --runtime, or use --strategy S1 on a Jetson-class device")
+        raise Refusal(
+            "strategy_refused",
+            f"runtime vllm-omni runs only under S1, not {sid}",
+            device=ctx.device,
+            strategy=sid,
+            remedy="drop --runtime, or use --strategy S1 on a Jetson-class device",
+        )
     if sid == "S1" and ctx.runtime not in (None, "vllm-omni", REFERENCE):
-        raise Refusal("strategy_refused", f"S1 runs vLLM-Omni itself, not {ctx.runtime}", device=ctx.device,
-                      strategy=sid, remedy="use --strategy S3 or S5 for another runtime")
+        raise Refusal(
+            "strategy_refused",
+            f"S1 runs vLLM-Omni itself, not {ctx.runtime}",
+            device=ctx.device,
+            strategy=sid,
+            remedy="use --strategy S3 or S5 for another runtime",
+        )
     plan = BUILDERS[sid](ctx, why)
     fit = ctx.pipeline_profile.fit
     quant = fit.quantization or (fit.budget.quantization if fit.budget else None)
     if has_controller(plan.runtime, ctx.spec.kind):
-        quant = "fp32"  # edgelab's controller loads its exported fp32 graphs (random weights), not a checkpoint
+        quant = (
+            "fp32"  # edgelab's controller loads its exported fp32 graphs (random weights), not a checkpoint
+        )
         plan.notes.append("S3 controller over exported fp32 stages (random weights): edgelab model export")
     if quant and plan.runtime in RUNTIME_FORMATS and quant not in RUNTIME_FORMATS[plan.runtime]:
-        raise Refusal("weight_format_unsupported",
-                      f"{plan.runtime} cannot load {quant} weights (it loads {', '.join(RUNTIME_FORMATS[plan.runtime])})",
-                      device=ctx.device, strategy=sid, remedy="choose a runtime that loads this format (--runtime)")
+        raise Refusal(
+            "weight_format_unsupported",
+            f"{plan.runtime} cannot load {quant} weights (it loads {', '.join(RUNTIME_FORMATS[plan.runtime])})",
+            device=ctx.device,
+            strategy=sid,
+            remedy="choose a runtime that loads this format (--runtime)",
+        )
     plan.refused = _refused(ctx)
     return plan
 

@@ -32,10 +32,23 @@ RUNTIME_FORMATS: dict[str, tuple[str, ...]] = {
     REFERENCE: ("bf16", "fp16", "q8_0", "q4", "fp32"),
 }
 # Which runtime realises which backend, in preference order.
-BACKEND_RUNTIME = {"cuda": "llama.cpp", "qnn": "executorch", "opencl": "mnn", "vulkan": "llama.cpp",
-                   "directml": "llama.cpp", "cpu": "llama.cpp"}
-PLACEMENT = {"cuda": "gpu", "vulkan": "gpu", "opencl": "gpu", "directml": "gpu", "qnn": "npu", "xdna": "npu",
-             "cpu": "cpu"}
+BACKEND_RUNTIME = {
+    "cuda": "llama.cpp",
+    "qnn": "executorch",
+    "opencl": "mnn",
+    "vulkan": "llama.cpp",
+    "directml": "llama.cpp",
+    "cpu": "llama.cpp",
+}
+PLACEMENT = {
+    "cuda": "gpu",
+    "vulkan": "gpu",
+    "opencl": "gpu",
+    "directml": "gpu",
+    "qnn": "npu",
+    "xdna": "npu",
+    "cpu": "cpu",
+}
 
 
 @dataclass
@@ -83,7 +96,9 @@ def placement_of(runtime: str, backend: str) -> str:
     return REFERENCE_PLACEMENT if runtime == REFERENCE else PLACEMENT.get(backend.lower(), backend)
 
 
-def memory_request(ctx: PlanContext, stages: list[str] | None = None) -> tuple[dict[str, int], dict[str, Any]]:
+def memory_request(
+    ctx: PlanContext, stages: list[str] | None = None
+) -> tuple[dict[str, int], dict[str, Any]]:
     """Bytes to reserve in the budget pool: weights + activations + KV for max_seqs x min context.
 
     Headroom is not reserved: admission takes it off the pool's capacity instead.
@@ -97,13 +112,22 @@ def memory_request(ctx: PlanContext, stages: list[str] | None = None) -> tuple[d
     quant = fit.quantization or b.quantization
     weights = spec.weight_bytes(quant, stages)
     act = max(int(0.15 * weights), 512 * 1024**2)
-    kv_tok = sum(s.model.kv_bytes_per_token() for s in spec.stages
-                 if s.model and (stages is None or s.name in stages))
+    kv_tok = sum(
+        s.model.kv_bytes_per_token() for s in spec.stages if s.model and (stages is None or s.name in stages)
+    )
     kv = kv_tok * spec.min_context_tokens * ctx.profile.defaults.max_seqs
-    detail = {"pool": pool.name, "quantization": quant, "weights": weights, "activations": act, "kv": kv,
-              "kv_bytes_per_token": kv_tok, "tokens": spec.min_context_tokens,
-              "max_seqs": ctx.profile.defaults.max_seqs, "headroom": ctx.profile.defaults.headroom_bytes,
-              "fits_profile": fit.fits}
+    detail = {
+        "pool": pool.name,
+        "quantization": quant,
+        "weights": weights,
+        "activations": act,
+        "kv": kv,
+        "kv_bytes_per_token": kv_tok,
+        "tokens": spec.min_context_tokens,
+        "max_seqs": ctx.profile.defaults.max_seqs,
+        "headroom": ctx.profile.defaults.headroom_bytes,
+        "fits_profile": fit.fits,
+    }
     return {pool.name: weights + act + kv}, detail
 
 
@@ -132,8 +156,15 @@ def threads(ctx: PlanContext) -> int:
     return max(1, n)
 
 
-def template_process(ctx: PlanContext, name: str, runtime: str, strategy: str, backend: str = "cpu",
-                     values: dict[str, Any] | None = None, stage: str | None = None) -> tuple[ProcessSpec, list[dict]]:
+def template_process(
+    ctx: PlanContext,
+    name: str,
+    runtime: str,
+    strategy: str,
+    backend: str = "cpu",
+    values: dict[str, Any] | None = None,
+    stage: str | None = None,
+) -> tuple[ProcessSpec, list[dict]]:
     """The process ``runtime``'s template for this pipeline and strategy describes, and the artifacts it needs.
 
     A missing runtime, template or target is not raised here (planning has no side effects): the
@@ -149,21 +180,30 @@ def template_process(ctx: PlanContext, name: str, runtime: str, strategy: str, b
     tpl = find_template(spec, ctx.spec.id, ctx.spec.kind, strategy)
     if tpl is None:
         have = sorted(f"{k} {s}" for k, v in spec.launch.items() for s in v)
-        proc.unavailable = (f"{runtime} has no {strategy} launch template for {ctx.spec.id} (kind {ctx.spec.kind}); "
-                            f"its templates: {', '.join(have) or 'none'}")
+        proc.unavailable = (
+            f"{runtime} has no {strategy} launch template for {ctx.spec.id} (kind {ctx.spec.kind}); "
+            f"its templates: {', '.join(have) or 'none'}"
+        )
         return proc, []
     if ctx.purpose == "bench" and tpl.bench is not None:
         tpl = tpl.bench
     target = pick_target(tpl, targets)
     proc.template = tpl.ref
     if target is None:
-        proc.unavailable = (f"{tpl.ref} is written for {', '.join(tpl.targets)}, not for this device's "
-                            f"target{'s' if len(targets) != 1 else ''} {', '.join(targets) or '(none probed)'}")
+        proc.unavailable = (
+            f"{tpl.ref} is written for {', '.join(tpl.targets)}, not for this device's "
+            f"target{'s' if len(targets) != 1 else ''} {', '.join(targets) or '(none probed)'}"
+        )
         proc.target = targets[0] if targets else None
         return proc, []
-    base: dict[str, Any] = {"python": ctx.python, "run": ctx.run_id, "device": ctx.device, "threads": threads(ctx),
-                            "backend": backend,
-                            "gpu_layers": 999 if PLACEMENT.get(backend.lower()) == "gpu" else None}
+    base: dict[str, Any] = {
+        "python": ctx.python,
+        "run": ctx.run_id,
+        "device": ctx.device,
+        "threads": threads(ctx),
+        "backend": backend,
+        "gpu_layers": 999 if PLACEMENT.get(backend.lower()) == "gpu" else None,
+    }
     if ctx.virtual and tpl.port is not None:
         base["port"] = free_port()  # a virtual device's loopback is the lab host's, shared by every device
     base.update(values or {})
@@ -176,18 +216,48 @@ def template_process(ctx: PlanContext, name: str, runtime: str, strategy: str, b
         proc.ready_pattern = str(r.ready["pattern"])
     # the lab's own interpreter has edgelab (and, for edgelab's S3 controller, the vla extra's runtimes)
     optional_build = (runtime == REFERENCE or has_controller(runtime, ctx.spec.kind)) and ctx.virtual
-    needs = [{"role": f"runtime.{runtime}", "stage": None, "process": name, "kind": "runtime",
-              "runtime": runtime, "target": target, "optional": optional_build}]
+    needs = [
+        {
+            "role": f"runtime.{runtime}",
+            "stage": None,
+            "process": name,
+            "kind": "runtime",
+            "runtime": runtime,
+            "target": target,
+            "optional": optional_build,
+        }
+    ]
     for ph, need in tpl.artifacts.items():
         if need.kind == "runtime":
-            needs.append({"role": f"runtime.{runtime}:{need.ext or ph}", "stage": None, "process": name,
-                          "placeholder": ph, "kind": "runtime", "runtime": runtime, "target": target,
-                          "ext": need.ext, "optional": optional_build})
+            needs.append(
+                {
+                    "role": f"runtime.{runtime}:{need.ext or ph}",
+                    "stage": None,
+                    "process": name,
+                    "placeholder": ph,
+                    "kind": "runtime",
+                    "runtime": runtime,
+                    "target": target,
+                    "ext": need.ext,
+                    "optional": optional_build,
+                }
+            )
         else:
-            needs.append({"role": f"{need.role or stage or ph}.{need.kind}", "stage": stage, "process": name,
-                          "placeholder": ph, "kind": need.kind, "ext": need.ext, "want_role": need.role,
-                          "pipeline": ctx.spec.id, "pipeline_kind": ctx.spec.kind, "target": target,
-                          "optional": False})
+            needs.append(
+                {
+                    "role": f"{need.role or stage or ph}.{need.kind}",
+                    "stage": stage,
+                    "process": name,
+                    "placeholder": ph,
+                    "kind": need.kind,
+                    "ext": need.ext,
+                    "want_role": need.role,
+                    "pipeline": ctx.spec.id,
+                    "pipeline_kind": ctx.spec.kind,
+                    "target": target,
+                    "optional": False,
+                }
+            )
     return proc, needs
 
 
@@ -202,18 +272,35 @@ def artifact_roles(spec: PipelineSpec, stage: str, runtime: str, quant: str | No
     return [f"{stage}.{quant or 'fp16'}.{fmt}"]
 
 
-def stage_plans(ctx: PlanContext, runtime: str, backend: str, *, process: str,
-                only: list[str] | None = None, remote_runtime: str | None = None) -> list[StagePlan]:
+def stage_plans(
+    ctx: PlanContext,
+    runtime: str,
+    backend: str,
+    *,
+    process: str,
+    only: list[str] | None = None,
+    remote_runtime: str | None = None,
+) -> list[StagePlan]:
     """One StagePlan per pipeline stage; stages outside ``only`` run on the server (S4)."""
-    quant = ctx.pipeline_profile.fit.quantization or (ctx.pipeline_profile.fit.budget.quantization
-                                                      if ctx.pipeline_profile.fit.budget else None)
+    quant = ctx.pipeline_profile.fit.quantization or (
+        ctx.pipeline_profile.fit.budget.quantization if ctx.pipeline_profile.fit.budget else None
+    )
     out = []
     for s in ctx.spec.stages:
         if only is not None and s.name not in only:
             out.append(StagePlan(s.name, s.role, remote_runtime or "vllm-omni", "remote", "server", [], None))
             continue
-        out.append(StagePlan(s.name, s.role, runtime, backend, placement_of(runtime, backend),
-                             artifact_roles(ctx.spec, s.name, runtime, quant), process))
+        out.append(
+            StagePlan(
+                s.name,
+                s.role,
+                runtime,
+                backend,
+                placement_of(runtime, backend),
+                artifact_roles(ctx.spec, s.name, runtime, quant),
+                process,
+            )
+        )
     return out
 
 
@@ -223,26 +310,55 @@ def ready_timeout(ctx: PlanContext, floor: float = 30.0) -> float:
     return max(floor, round(load * 3 + 20, 1))
 
 
-def base_plan(ctx: PlanContext, strategy: str, runtime: str, reason: str, stages: list[StagePlan],
-              processes: list[ProcessSpec], memory_stages: list[str] | None = None,
-              needs: list[dict] | None = None, **extra: Any) -> ExecutionPlan:
+def base_plan(
+    ctx: PlanContext,
+    strategy: str,
+    runtime: str,
+    reason: str,
+    stages: list[StagePlan],
+    processes: list[ProcessSpec],
+    memory_stages: list[str] | None = None,
+    needs: list[dict] | None = None,
+    **extra: Any,
+) -> ExecutionPlan:
     """The plan around rendered processes: artifacts are the templates' needs, plus the stages' roles
     for a process that has no template (so a refusal names what is missing either way)."""
     memory, detail = memory_request(ctx, memory_stages)
     templated = {p.name for p in processes if p.unavailable is None}
-    artifacts = [{"role": role, "stage": st.name} for st in stages for role in st.artifacts
-                 if st.process not in templated]
+    artifacts = [
+        {"role": role, "stage": st.name}
+        for st in stages
+        for role in st.artifacts
+        if st.process not in templated
+    ]
     artifacts += list(needs or [])
     for st in stages:
         if st.process in templated:
-            st.artifacts = [a["role"] for a in artifacts if a.get("process") == st.process and a.get("stage") == st.name]
-    plan = ExecutionPlan(pipeline=ctx.spec.id, device=ctx.device, strategy=strategy, runtime=runtime, reason=reason,
-                         stages=stages, processes=processes, memory=memory, memory_detail=detail,
-                         expected_outputs=list(ctx.spec.metrics), artifacts=artifacts, remote_dir=ctx.remote_dir,
-                         ready_timeout_s=ready_timeout(ctx), virtual=ctx.virtual, **extra)
+            st.artifacts = [
+                a["role"] for a in artifacts if a.get("process") == st.process and a.get("stage") == st.name
+            ]
+    plan = ExecutionPlan(
+        pipeline=ctx.spec.id,
+        device=ctx.device,
+        strategy=strategy,
+        runtime=runtime,
+        reason=reason,
+        stages=stages,
+        processes=processes,
+        memory=memory,
+        memory_detail=detail,
+        expected_outputs=list(ctx.spec.metrics),
+        artifacts=artifacts,
+        remote_dir=ctx.remote_dir,
+        ready_timeout_s=ready_timeout(ctx),
+        virtual=ctx.virtual,
+        **extra,
+    )
     if ctx.virtual and any(p.runtime not in (None, REFERENCE) for p in processes):
-        plan.notes.append(f"virtual device: lab host build ({host_target()}); the device's own targets are "
-                          f"{', '.join(ctx.profile.runtime_targets or []) or 'unknown'}")
+        plan.notes.append(
+            f"virtual device: lab host build ({host_target()}); the device's own targets are "
+            f"{', '.join(ctx.profile.runtime_targets or []) or 'unknown'}"
+        )
     return plan
 
 

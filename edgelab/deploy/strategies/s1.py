@@ -38,26 +38,48 @@ def build(ctx: PlanContext, reason: str) -> ExecutionPlan:
     backend = "cpu" if runtime == REFERENCE else "cuda"
     if runtime == REFERENCE:
         proc, needs = template_process(ctx, "server", runtime, "S1", backend, {"schedule": "server"})
-        plan = base_plan(ctx, "S1", runtime, reason, stage_plans(ctx, runtime, backend, process="server"), [proc],
-                         needs=needs)
+        plan = base_plan(
+            ctx,
+            "S1",
+            runtime,
+            reason,
+            stage_plans(ctx, runtime, backend, process="server"),
+            [proc],
+            needs=needs,
+        )
     else:
         b = fit.budget
         max_len = max(ctx.spec.min_context_tokens, (b.max_tokens_per_seq or 0) if b else 0)
-        values = {"model_id": model_id(ctx), "max_seqs": ctx.profile.defaults.max_seqs,
-                  "max_model_len": min(max_len, 32768),
-                  "dtype": "bfloat16" if ctx.profile.dtype == "bf16" else "float16", "gpu_mem_util": "0.90"}
+        values = {
+            "model_id": model_id(ctx),
+            "max_seqs": ctx.profile.defaults.max_seqs,
+            "max_model_len": min(max_len, 32768),
+            "dtype": "bfloat16" if ctx.profile.dtype == "bf16" else "float16",
+            "gpu_mem_util": "0.90",
+        }
         proc, needs = template_process(ctx, "server", runtime, "S1", backend, values)
-        plan = base_plan(ctx, "S1", runtime, reason, stage_plans(ctx, runtime, backend, process="server"), [proc],
-                         needs=needs)
+        plan = base_plan(
+            ctx,
+            "S1",
+            runtime,
+            reason,
+            stage_plans(ctx, runtime, backend, process="server"),
+            [proc],
+            needs=needs,
+        )
         frac = gpu_fraction(ctx, plan)
         pool = ctx.profile.budget_pool
         if frac is not None and pool is not None and proc.unavailable is None:  # a fraction comes from a pool
-            proc, needs = template_process(ctx, "server", runtime, "S1", backend, {**values, "gpu_mem_util": f"{frac:.2f}"})
+            proc, needs = template_process(
+                ctx, "server", runtime, "S1", backend, {**values, "gpu_mem_util": f"{frac:.2f}"}
+            )
             plan.processes = [proc]
             plan.memory = {pool.name: int(frac * pool.total_bytes)}
             plan.memory_detail["gpu_memory_utilization"] = frac
-            plan.notes.append(f"vLLM is told --gpu-memory-utilization {frac:.2f}: the {plan.memory[pool.name]} "
-                              f"bytes this plan reserves in {pool.name}")
+            plan.notes.append(
+                f"vLLM is told --gpu-memory-utilization {frac:.2f}: the {plan.memory[pool.name]} "
+                f"bytes this plan reserves in {pool.name}"
+            )
     plan.endpoints = [proc.serves] if proc.serves else []
     sched = fit.chunk_schedule or {}
     if sched.get("server"):

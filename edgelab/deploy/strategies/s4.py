@@ -22,11 +22,21 @@ def build(ctx: PlanContext, reason: str) -> ExecutionPlan:
     only = list(ctx.spec.device_stages_s4)
     runtime, backend = runtime_and_backend(ctx)
     values = {**strategy_values(ctx, "S4"), "server": ctx.endpoint, "stages": ",".join(only) or None}
-    proc, needs = template_process(ctx, "device-stage", runtime, "S4", backend, values,
-                                   stage=only[0] if only else None)
+    proc, needs = template_process(
+        ctx, "device-stage", runtime, "S4", backend, values, stage=only[0] if only else None
+    )
     stages = stage_plans(ctx, runtime, backend, process="device-stage", only=only)
-    plan = base_plan(ctx, "S4", runtime, reason, stages, [proc], memory_stages=only, needs=needs,
-                     endpoints=[ctx.endpoint] if ctx.endpoint else [])
+    plan = base_plan(
+        ctx,
+        "S4",
+        runtime,
+        reason,
+        stages,
+        [proc],
+        memory_stages=only,
+        needs=needs,
+        endpoints=[ctx.endpoint] if ctx.endpoint else [],
+    )
     if ctx.spec.kind == "vla":
         plan.notes.append("the server is a re-planning tier only, never in the control loop")
     return plan

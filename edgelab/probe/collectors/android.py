@@ -14,6 +14,7 @@ LIBS = (
     "/vendor/lib64/hw/vulkan.*.so /system/lib64/libvulkan.so"
 )
 
+
 def apply_vendor_libs(facts: Facts, text: str, label: str) -> None:
     """Which accelerator libraries exist: OpenCL and Vulkan on the GPU, QNN HTP on the Hexagon NPU."""
     found: dict[str, str] = {}
@@ -45,8 +46,12 @@ SOURCES = (
     posix.MEMINFO,
     posix.THERMAL,
     Source("dumpsys_battery", "dumpsys battery", "dumpsys_battery", "t 5 dumpsys battery", "have dumpsys"),
-    Source("vendor_libs", "ls /vendor/lib64 (OpenCL, QNN, Vulkan)", apply_vendor_libs,
-           f'for f in {LIBS}; do [ -e "$f" ] && echo "$f"; done; true'),
+    Source(
+        "vendor_libs",
+        "ls /vendor/lib64 (OpenCL, QNN, Vulkan)",
+        apply_vendor_libs,
+        f'for f in {LIBS}; do [ -e "$f" ] && echo "$f"; done; true',
+    ),
 )
 
 
@@ -63,14 +68,20 @@ def _post(facts: Facts, sections) -> None:
                     acc.apis.append(api)
             missing = [api for api in ("OpenCL", "Vulkan") if api in acc.apis and api not in found]
             acc.usable = bool(found)
-            acc.reason = (f"{', '.join(sw[k] for k in ('opencl', 'vulkan') if k in sw)} present"
-                          if found else "no OpenCL or Vulkan library on the vendor image")
+            acc.reason = (
+                f"{', '.join(sw[k] for k in ('opencl', 'vulkan') if k in sw)} present"
+                if found
+                else "no OpenCL or Vulkan library on the vendor image"
+            )
             if missing:
                 acc.reason += f"; {', '.join(missing)} library not found"
         elif acc.kind == "npu":
             acc.usable = "qnn_htp" in sw
-            acc.reason = (f"{sw['qnn_htp']} present" if acc.usable
-                          else "no libQnnHtp*.so on the vendor image (push the QNN runtime with the artifact)")
+            acc.reason = (
+                f"{sw['qnn_htp']} present"
+                if acc.usable
+                else "no libQnnHtp*.so on the vendor image (push the QNN runtime with the artifact)"
+            )
 
 
 COLLECTOR = Collector("android", 1, SOURCES, posix.script, Shell.TOYBOX, _post)

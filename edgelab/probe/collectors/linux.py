@@ -15,8 +15,8 @@ GPU_QUERY = "index,name,pci.bus_id,driver_version,memory.total,memory.used,tempe
 
 TEGRASTATS = (
     "${T:+timeout} $F ${T:+$TO} sh -c 'echo $$; exec \"$@\"' sh tegrastats --interval 200"
-    " | { read -r pid; IFS= read -r line; rc=$?; kill \"$pid\" 2>/dev/null;"
-    " [ -n \"$line\" ] && printf '%s\\n' \"$line\"; exit $rc; }"
+    ' | { read -r pid; IFS= read -r line; rc=$?; kill "$pid" 2>/dev/null;'
+    ' [ -n "$line" ] && printf \'%s\\n\' "$line"; exit $rc; }'
 )
 
 
@@ -39,13 +39,37 @@ def apply_wsl_lib(facts: Facts, text: str, label: str) -> None:
 # section name, what an operator would type, the parser, then what the script runs (body, guard).
 SOURCES = (
     posix.read_file("nv_tegra_release", "/etc/nv_tegra_release"),
-    Source("jetson_release", "jetson_release -v", "jetson_release", "t 8 jetson_release -v", "have jetson_release"),
-    Source("dt_model", f"cat {DT}/model", "dt_model", f"tr '\\000' '\\n' < {DT}/model", readable(f"{DT}/model"),
-           reads=True),
-    Source("dt_compatible", f"cat {DT}/compatible", "dt_compatible", f"tr '\\000' '\\n' < {DT}/compatible",
-           readable(f"{DT}/compatible"), reads=True),
-    Source("os_release", "cat /etc/os-release", "os_release", "cat $OSR",
-           "{ OSR=/etc/os-release; [ -r $OSR ] || OSR=/usr/lib/os-release; [ -r $OSR ]; }", reads=True),
+    Source(
+        "jetson_release",
+        "jetson_release -v",
+        "jetson_release",
+        "t 8 jetson_release -v",
+        "have jetson_release",
+    ),
+    Source(
+        "dt_model",
+        f"cat {DT}/model",
+        "dt_model",
+        f"tr '\\000' '\\n' < {DT}/model",
+        readable(f"{DT}/model"),
+        reads=True,
+    ),
+    Source(
+        "dt_compatible",
+        f"cat {DT}/compatible",
+        "dt_compatible",
+        f"tr '\\000' '\\n' < {DT}/compatible",
+        readable(f"{DT}/compatible"),
+        reads=True,
+    ),
+    Source(
+        "os_release",
+        "cat /etc/os-release",
+        "os_release",
+        "cat $OSR",
+        "{ OSR=/etc/os-release; [ -r $OSR ] || OSR=/usr/lib/os-release; [ -r $OSR ]; }",
+        reads=True,
+    ),
     Source("hostnamectl", "hostnamectl", "hostnamectl", "t $TO hostnamectl", "have hostnamectl"),
     posix.UNAME,
     posix.PROC_VERSION,
@@ -61,12 +85,22 @@ SOURCES = (
     # the timeout instead and counting on it to pass the signal on raced on a loaded host (the
     # tool outlived it, holding the pipe open until the probe's own timeout; 2 of 15 here).
     Source("tegrastats", "tegrastats", "tegrastats", TEGRASTATS, "have tegrastats"),
-    Source("nvidia_smi_csv", f"nvidia-smi --query-gpu={GPU_QUERY},compute_cap --format=csv", "nvidia_smi_csv",
-           f"t $TO nvidia-smi --query-gpu={GPU_QUERY},compute_cap --format=csv"
-           f" || t $TO nvidia-smi --query-gpu={GPU_QUERY} --format=csv", "have nvidia-smi"),
+    Source(
+        "nvidia_smi_csv",
+        f"nvidia-smi --query-gpu={GPU_QUERY},compute_cap --format=csv",
+        "nvidia_smi_csv",
+        f"t $TO nvidia-smi --query-gpu={GPU_QUERY},compute_cap --format=csv"
+        f" || t $TO nvidia-smi --query-gpu={GPU_QUERY} --format=csv",
+        "have nvidia-smi",
+    ),
     Source("nvidia_smi", "nvidia-smi", "nvidia_smi", "t $TO nvidia-smi", "have nvidia-smi"),
-    Source("wsl_lib", "ls /usr/lib/wsl/lib", apply_wsl_lib,
-           "ls -1 /usr/lib/wsl/lib; [ -e /dev/dxg ] && echo /dev/dxg; true", "[ -d /usr/lib/wsl ]"),
+    Source(
+        "wsl_lib",
+        "ls /usr/lib/wsl/lib",
+        apply_wsl_lib,
+        "ls -1 /usr/lib/wsl/lib; [ -e /dev/dxg ] && echo /dev/dxg; true",
+        "[ -d /usr/lib/wsl ]",
+    ),
 )
 
 

@@ -35,7 +35,9 @@ class Section:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Section:
         code = data.get("exit_code")
-        return cls(str(data.get("name", "")), str(data.get("output", "")), None if code is None else int(code))
+        return cls(
+            str(data.get("name", "")), str(data.get("output", "")), None if code is None else int(code)
+        )
 
 
 def new_nonce() -> str:

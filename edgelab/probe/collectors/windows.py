@@ -17,12 +17,20 @@ from edgelab.probe.collectors.sections import BEGIN, END, Section, check_name
 from edgelab.transport.quoting import Shell
 
 CIM = {
-    "cim_processor": ("Win32_Processor", "Name,Manufacturer,NumberOfCores,NumberOfLogicalProcessors,Architecture,"
-                      "MaxClockSpeed"),
+    "cim_processor": (
+        "Win32_Processor",
+        "Name,Manufacturer,NumberOfCores,NumberOfLogicalProcessors,Architecture,MaxClockSpeed",
+    ),
     "cim_computersystem": ("Win32_ComputerSystem", "Manufacturer,Model,Name,TotalPhysicalMemory,SystemType"),
-    "cim_os": ("Win32_OperatingSystem", "Caption,Version,BuildNumber,OSArchitecture,TotalVisibleMemorySize,"
-               "FreePhysicalMemory,SizeStoredInPagingFiles,TotalVirtualMemorySize"),
-    "cim_video": ("Win32_VideoController", "Name,AdapterCompatibility,DriverVersion,AdapterRAM,Status,PNPDeviceID"),
+    "cim_os": (
+        "Win32_OperatingSystem",
+        "Caption,Version,BuildNumber,OSArchitecture,TotalVisibleMemorySize,"
+        "FreePhysicalMemory,SizeStoredInPagingFiles,TotalVirtualMemorySize",
+    ),
+    "cim_video": (
+        "Win32_VideoController",
+        "Name,AdapterCompatibility,DriverVersion,AdapterRAM,Status,PNPDeviceID",
+    ),
 }
 PNP_PROPS = "FriendlyName,Manufacturer,Status,Class,InstanceId"
 GPU_QUERY = "index,name,pci.bus_id,driver_version,memory.total,memory.used,temperature.gpu,compute_cap"
@@ -65,20 +73,32 @@ def cim_document(sections: dict[str, Section]) -> dict[str, str]:
 
 def _cim(name: str, cls: str, props: str) -> Source:
     """One CIM class as JSON; no parser of its own: ``cim_document`` joins the classes for the CIM parser."""
-    return Source(name, f"Get-CimInstance {cls} | ConvertTo-Json", None,
-                  f"Get-CimInstance {cls} | Select-Object {props} | ConvertTo-Json")
+    return Source(
+        name,
+        f"Get-CimInstance {cls} | ConvertTo-Json",
+        None,
+        f"Get-CimInstance {cls} | Select-Object {props} | ConvertTo-Json",
+    )
 
 
 # One entry per source, in script and merge order: section name, what an operator would type, the
 # parser, then the PowerShell statement the script runs.
 SOURCES = (
     *(_cim(name, cls, props) for name, (cls, props) in CIM.items()),
-    Source("pnp_accelerator", "Get-PnpDevice -Class ComputeAccelerator | ConvertTo-Json", None,
-           f"Get-PnpDevice -Class ComputeAccelerator | Select-Object {PNP_PROPS} | ConvertTo-Json"),
+    Source(
+        "pnp_accelerator",
+        "Get-PnpDevice -Class ComputeAccelerator | ConvertTo-Json",
+        None,
+        f"Get-PnpDevice -Class ComputeAccelerator | Select-Object {PNP_PROPS} | ConvertTo-Json",
+    ),
     Source("systeminfo", "systeminfo", "systeminfo", "systeminfo"),
     Source("wsl_version", "wsl --version", "wsl_version", "wsl --version"),
-    Source("nvidia_smi_csv", f"nvidia-smi --query-gpu={GPU_QUERY} --format=csv", "nvidia_smi_csv",
-           f"nvidia-smi --query-gpu={GPU_QUERY} --format=csv"),
+    Source(
+        "nvidia_smi_csv",
+        f"nvidia-smi --query-gpu={GPU_QUERY} --format=csv",
+        "nvidia_smi_csv",
+        f"nvidia-smi --query-gpu={GPU_QUERY} --format=csv",
+    ),
     Source("nvidia_smi", "nvidia-smi", "nvidia_smi", "nvidia-smi"),
 )
 

@@ -69,9 +69,12 @@ def fill_from_props(res: ParseResult, props: dict[str, str]) -> None:
     f.os.android_sdk = to_int(p("ro.build.version.sdk", "ro.system.build.version.sdk") or "")
     f.os.distro = f"Android {f.os.android_release}" if f.os.android_release else None
     f.os.kernel = None
-    f.identity.vendor = p("ro.product.manufacturer", "ro.product.vendor.manufacturer", "ro.product.system.manufacturer")
-    f.identity.model = p("ro.product.marketname", "ro.product.vendor.marketname", "ro.product.model",
-                         "ro.product.vendor.model")
+    f.identity.vendor = p(
+        "ro.product.manufacturer", "ro.product.vendor.manufacturer", "ro.product.system.manufacturer"
+    )
+    f.identity.model = p(
+        "ro.product.marketname", "ro.product.vendor.marketname", "ro.product.model", "ro.product.vendor.model"
+    )
     f.identity.board = p("ro.product.device", "ro.product.vendor.device", "ro.product.board")
     abi = p("ro.product.cpu.abi", "ro.vendor.product.cpu.abilist", "ro.product.cpu.abilist")
     f.os.arch = norm_arch(abi.split(",")[0]) if abi else None
@@ -92,23 +95,35 @@ def fill_from_props(res: ParseResult, props: dict[str, str]) -> None:
     elif candidates:
         part = candidates[0] if len(candidates) == 1 else None
         if part is None:
-            res.warnings.append(f"platform {platform} is one of {', '.join(candidates)}; no ro.soc.model to decide")
+            res.warnings.append(
+                f"platform {platform} is one of {', '.join(candidates)}; no ro.soc.model to decide"
+            )
     elif platform:
         res.warnings.append(f"board platform {platform} not in the qualcomm table (kept raw)")
     f.identity.soc_part = part or soc_model
-    is_qcom = (soc_maker or "").upper() in ("QTI", "QUALCOMM") or bool(candidates) or (
-        (p("ro.hardware") or "").lower() == "qcom")
+    is_qcom = (
+        (soc_maker or "").upper() in ("QTI", "QUALCOMM")
+        or bool(candidates)
+        or ((p("ro.hardware") or "").lower() == "qcom")
+    )
     if is_qcom:
         f.identity.soc_vendor = "Qualcomm"
         row = tables.qualcomm_part(part) if part else None
         if row:
             f.identity.soc_name = row["name"]
             if row.get("gpu"):
-                f.accelerators.append(Accelerator(kind="gpu", vendor="Qualcomm", name=row["gpu"],
-                                                  apis=["Vulkan", "OpenCL"]))
+                f.accelerators.append(
+                    Accelerator(kind="gpu", vendor="Qualcomm", name=row["gpu"], apis=["Vulkan", "OpenCL"])
+                )
             if row.get("hexagon"):
-                f.accelerators.append(Accelerator(kind="npu", vendor="Qualcomm", name=f"Hexagon {row['hexagon']}",
-                                                  apis=[f"QNN HTP {row['hexagon']}"]))
+                f.accelerators.append(
+                    Accelerator(
+                        kind="npu",
+                        vendor="Qualcomm",
+                        name=f"Hexagon {row['hexagon']}",
+                        apis=[f"QNN HTP {row['hexagon']}"],
+                    )
+                )
     elif soc_maker:
         f.identity.soc_vendor = soc_maker
     f.memory.unified = True
@@ -163,7 +178,9 @@ def parse_dumpsys_battery(text: str, res: ParseResult) -> None:
     level, scale = v.get("level"), v.get("scale")
     b = Battery(technology=v.get("technology") if isinstance(v.get("technology"), str) else None)
     if isinstance(level, int):
-        b.level_pct = round(100.0 * level / scale, 1) if isinstance(scale, int) and scale > 0 else float(level)
+        b.level_pct = (
+            round(100.0 * level / scale, 1) if isinstance(scale, int) and scale > 0 else float(level)
+        )
     if isinstance(v.get("status"), int):
         b.status = _STATUS.get(v["status"], str(v["status"]))
     plugged = [name for name in ("ac", "usb", "wireless", "dock") if v.get(f"{name}_powered") is True]

@@ -30,8 +30,12 @@ class ParseResult:
         return dict(self.values)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"command": self.command, "values": self.values, "facts": self.facts.to_dict(),
-                "warnings": list(self.warnings)}
+        return {
+            "command": self.command,
+            "values": self.values,
+            "facts": self.facts.to_dict(),
+            "warnings": list(self.warnings),
+        }
 
 
 def prepare(text: Any) -> str:
@@ -129,10 +133,24 @@ def key_values(text: str, sep: str = ":") -> list[tuple[str, str, str]]:
 
 
 ARCH_ALIASES = {
-    "aarch64": "aarch64", "arm64": "aarch64", "armv8": "aarch64", "arm64-v8a": "aarch64", "arm64-based pc": "aarch64",
-    "x86_64": "x86_64", "amd64": "x86_64", "x64": "x86_64", "x64-based pc": "x86_64", "x86-64": "x86_64",
-    "i386": "x86", "i686": "x86", "x86": "x86", "x86-based pc": "x86",
-    "armv7l": "arm", "armv7": "arm", "armeabi-v7a": "arm", "arm": "arm",
+    "aarch64": "aarch64",
+    "arm64": "aarch64",
+    "armv8": "aarch64",
+    "arm64-v8a": "aarch64",
+    "arm64-based pc": "aarch64",
+    "x86_64": "x86_64",
+    "amd64": "x86_64",
+    "x64": "x86_64",
+    "x64-based pc": "x86_64",
+    "x86-64": "x86_64",
+    "i386": "x86",
+    "i686": "x86",
+    "x86": "x86",
+    "x86-based pc": "x86",
+    "armv7l": "arm",
+    "armv7": "arm",
+    "armeabi-v7a": "arm",
+    "arm": "arm",
 }
 
 

@@ -109,14 +109,23 @@ def parse_cpuinfo(text: str, res: ParseResult) -> None:
         v["cpu_part"] = next(iter(parts))
     if parts:
         v["cpu_parts"] = dict(parts)
-    for key, out in (("model name", "model_name"), ("BogoMIPS", "bogomips"), ("bogomips", "bogomips"),
-                     ("MTS version", "mts_version"), ("vendor_id", "vendor_id"), ("cpu family", "cpu_family"),
-                     ("model", "model"), ("cpu MHz", "cpu_mhz"), ("microcode", "microcode")):
+    for key, out in (
+        ("model name", "model_name"),
+        ("BogoMIPS", "bogomips"),
+        ("bogomips", "bogomips"),
+        ("MTS version", "mts_version"),
+        ("vendor_id", "vendor_id"),
+        ("cpu family", "cpu_family"),
+        ("model", "model"),
+        ("cpu MHz", "cpu_mhz"),
+        ("microcode", "microcode"),
+    ):
         val = first(key)
         if val is not None and out not in v:
             v[out] = to_int(val) if out in ("cpu_family", "model") and to_int(val) is not None else val
-    flag_sets = [set(c.get("Features", c.get("flags", "")).split()) for c in cores
-                 if "Features" in c or "flags" in c]
+    flag_sets = [
+        set(c.get("Features", c.get("flags", "")).split()) for c in cores if "Features" in c or "flags" in c
+    ]
     if not flag_sets and ("Features" in shared or "flags" in shared):
         flag_sets = [set(shared.get("Features", shared.get("flags", "")).split())]
     if flag_sets:
@@ -134,8 +143,12 @@ def parse_cpuinfo(text: str, res: ParseResult) -> None:
         f.cpu.sockets = len({p for p, _ in phys})
     is_arm = bool(impls) or "Features" in (cores[0] if cores else shared)
     if is_arm:
-        f.cpu.arch = "aarch64" if ("asimd" in v.get("features", []) or "AArch64" in str(v.get("processor_string", "")))\
-            or any(c.get("CPU architecture", "").strip() == "8" for c in cores) else "arm"
+        f.cpu.arch = (
+            "aarch64"
+            if ("asimd" in v.get("features", []) or "AArch64" in str(v.get("processor_string", "")))
+            or any(c.get("CPU architecture", "").strip() == "8" for c in cores)
+            else "arm"
+        )
         impl = v.get("cpu_implementer") or (next(iter(impls)) if impls else None)
         f.cpu.vendor = tables.arm_implementer(impl) or impl
         names: list[str] = []

@@ -134,8 +134,15 @@ def fill_jetson_identity(res: ParseResult) -> None:
         if row:
             f.identity.soc_name = row["family"]
             f.memory.unified = True
-            f.accelerators.append(Accelerator(kind="gpu", vendor="NVIDIA", name=f"{row['family']} integrated GPU",
-                                              apis=[f"CUDA {row['cuda_arch']}"], cuda_arch=row["cuda_arch"]))
+            f.accelerators.append(
+                Accelerator(
+                    kind="gpu",
+                    vendor="NVIDIA",
+                    name=f"{row['family']} integrated GPU",
+                    apis=[f"CUDA {row['cuda_arch']}"],
+                    cuda_arch=row["cuda_arch"],
+                )
+            )
         elif str(soc).startswith("tegra"):
             res.warnings.append(f"Tegra SoC {soc} not in the tegra_soc table: CUDA arch unknown (kept raw)")
 
@@ -173,7 +180,7 @@ def parse_nvpmodel(text: str, res: ParseResult) -> None:
     res.values["nvpmodel_name"] = name
     mid = m[1]
     if mid is None:
-        after = text[m.end():].strip().split("\n")
+        after = text[m.end() :].strip().split("\n")
         mid = after[0].strip() if after and after[0].strip().isdigit() else None
     if mid is not None:
         res.values["nvpmodel_id"] = int(mid)
@@ -202,7 +209,9 @@ def parse_tegrastats(text: str, res: ParseResult) -> None:
     if m := re.search(r"SWAP (\d+)/(\d+)MB", line):
         v["swap_used_mb"], v["swap_total_mb"] = int(m[1]), int(m[2])
         mib = 1024 * 1024
-        f.memory.pools.append(MemoryPool(kind="swap", total_bytes=int(m[2]) * mib, used_bytes=int(m[1]) * mib))
+        f.memory.pools.append(
+            MemoryPool(kind="swap", total_bytes=int(m[2]) * mib, used_bytes=int(m[1]) * mib)
+        )
     if m := re.search(r"CPU \[([^\]]*)\]", line):
         cores = [c.strip() for c in m[1].split(",") if c.strip()]
         v["cpu_count"] = len(cores)
@@ -246,11 +255,27 @@ def _dash_fields(text: str) -> dict[str, str]:
 
 
 _JR_KEYS = {
-    "699-level Part Number": "part_number_699", "P-Number": "pnumber", "Module": "module", "SoC": "soc",
-    "CUDA Arch BIN": "cuda_arch_bin", "Codename": "codename", "Machine": "arch", "Distribution": "distribution",
-    "Release": "kernel", "Python": "python", "CUDA": "cuda", "cuDNN": "cudnn", "TensorRT": "tensorrt",
-    "VPI": "vpi", "Vulkan": "vulkan", "OpenCV": "opencv", "Model": "model", "L4T": "l4t_version",
-    "Jetpack": "jetpack", "JetPack": "jetpack", "Serial Number": "serial_number",
+    "699-level Part Number": "part_number_699",
+    "P-Number": "pnumber",
+    "Module": "module",
+    "SoC": "soc",
+    "CUDA Arch BIN": "cuda_arch_bin",
+    "Codename": "codename",
+    "Machine": "arch",
+    "Distribution": "distribution",
+    "Release": "kernel",
+    "Python": "python",
+    "CUDA": "cuda",
+    "cuDNN": "cudnn",
+    "TensorRT": "tensorrt",
+    "VPI": "vpi",
+    "Vulkan": "vulkan",
+    "OpenCV": "opencv",
+    "Model": "model",
+    "L4T": "l4t_version",
+    "Jetpack": "jetpack",
+    "JetPack": "jetpack",
+    "Serial Number": "serial_number",
 }
 _NOT_AVAILABLE = {"not available", "check with sudo", "missing", "n/a", ""}
 
@@ -314,8 +339,13 @@ def parse_jetson_release(text: str, res: ParseResult) -> None:
     _fill_platform(res)
 
 
-_JTOP_PLATFORM = {"Machine": "arch", "System": "system", "Distribution": "distribution", "Release": "kernel",
-                  "Python": "python"}
+_JTOP_PLATFORM = {
+    "Machine": "arch",
+    "System": "system",
+    "Distribution": "distribution",
+    "Release": "kernel",
+    "Python": "python",
+}
 
 
 @parser("jtop --error-log")

@@ -9,7 +9,9 @@ import re
 
 from edgelab.probe.parsers.base import ParseResult, norm_arch, parser
 
-_ARCH_TOKEN = re.compile(r"^(x86_64|aarch64|arm64|armv\w+|i[3-6]86|riscv64|ppc64le|ppc64|s390x|mips\w*|loongarch64)$")
+_ARCH_TOKEN = re.compile(
+    r"^(x86_64|aarch64|arm64|armv\w+|i[3-6]86|riscv64|ppc64le|ppc64|s390x|mips\w*|loongarch64)$"
+)
 
 
 def wsl_generation(release: str) -> int | None:
@@ -71,7 +73,7 @@ def _balanced(s: str, start: int) -> tuple[str, int] | None:
         elif s[i] == ")":
             depth -= 1
             if depth == 0:
-                return s[start + 1:i], i + 1
+                return s[start + 1 : i], i + 1
     return None
 
 

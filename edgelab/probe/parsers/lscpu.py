@@ -10,8 +10,17 @@ from edgelab.probe import tables
 from edgelab.probe.parsers.base import ParseResult, norm_arch, parser, to_float, to_int
 from edgelab.probe.parsers.cpuinfo import normalize_features
 
-_INT_KEYS = {"cpus", "cpu_family", "model", "threads_per_core", "cores_per_socket", "cores_per_cluster",
-             "sockets", "clusters", "numa_nodes"}
+_INT_KEYS = {
+    "cpus",
+    "cpu_family",
+    "model",
+    "threads_per_core",
+    "cores_per_socket",
+    "cores_per_cluster",
+    "sockets",
+    "clusters",
+    "numa_nodes",
+}
 _FLOAT_KEYS = {"cpu_max_mhz", "cpu_min_mhz", "cpu_mhz"}
 _LABEL_RE = re.compile(r"^(\s*)([^:：]+?)\s*[:：](.*)$")
 
@@ -44,7 +53,9 @@ def parse_lscpu(text: str, res: ParseResult) -> None:
             if v[key] is None and value not in ("-", ""):
                 v[key] = value
         elif key in _FLOAT_KEYS:
-            v[key] = to_float(value.replace(",", ".")) if to_float(value.replace(",", ".")) is not None else value
+            v[key] = (
+                to_float(value.replace(",", ".")) if to_float(value.replace(",", ".")) is not None else value
+            )
         else:
             v[key] = value
     if not v:

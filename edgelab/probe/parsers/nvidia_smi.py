@@ -14,24 +14,46 @@ from edgelab.probe.parsers.base import ParseResult, parser, to_float, to_int
 from edgelab.units import MIB
 
 
-def _gpu(res: ParseResult, name: str | None, bus: str | None, total_mib: int | None, used_mib: int | None,
-         driver: str | None, cuda: str | None, arch_cap: str | None = None) -> None:
-    acc = Accelerator(kind="gpu", vendor="NVIDIA", name=name, bus_id=bus, driver_version=driver,
-                      memory_bytes=total_mib * MIB if total_mib is not None else None)
+def _gpu(
+    res: ParseResult,
+    name: str | None,
+    bus: str | None,
+    total_mib: int | None,
+    used_mib: int | None,
+    driver: str | None,
+    cuda: str | None,
+    arch_cap: str | None = None,
+) -> None:
+    acc = Accelerator(
+        kind="gpu",
+        vendor="NVIDIA",
+        name=name,
+        bus_id=bus,
+        driver_version=driver,
+        memory_bytes=total_mib * MIB if total_mib is not None else None,
+    )
     if arch_cap and re.fullmatch(r"\d+\.\d+", arch_cap):
         acc.cuda_arch = "sm_" + arch_cap.replace(".", "")
     if cuda == "ERR!":
         acc.apis = ["CUDA"]
         acc.usable = None
-        acc.reason = "nvidia-smi prints CUDA Version: ERR! (user-mode driver does not match; common under WSL)"
+        acc.reason = (
+            "nvidia-smi prints CUDA Version: ERR! (user-mode driver does not match; common under WSL)"
+        )
     elif cuda:
         acc.apis = [f"CUDA {cuda}" + (f" {acc.cuda_arch}" if acc.cuda_arch else "")]
         acc.usable = True
         acc.reason = "nvidia-smi sees the GPU and a CUDA driver"
     res.facts.accelerators.append(acc)
     if total_mib is not None:
-        res.facts.memory.pools.append(MemoryPool(kind="vram", device=bus or name, total_bytes=total_mib * MIB,
-                                                 used_bytes=used_mib * MIB if used_mib is not None else None))
+        res.facts.memory.pools.append(
+            MemoryPool(
+                kind="vram",
+                device=bus or name,
+                total_bytes=total_mib * MIB,
+                used_bytes=used_mib * MIB if used_mib is not None else None,
+            )
+        )
     res.facts.memory.unified = False
 
 
@@ -46,14 +68,20 @@ def parse_nvidia_smi_table(text: str, res: ParseResult) -> None:
         v["timestamp"] = m[1]
     if m := _HDR2.search(text):
         v["smi_version"] = m[1]
-    keys = {"Driver Version": "driver_version", "KMD Version": "kmd_version",
-            "CUDA UMD Version": "cuda_umd_version", "CUDA Version": "cuda_version"}
+    keys = {
+        "Driver Version": "driver_version",
+        "KMD Version": "kmd_version",
+        "CUDA UMD Version": "cuda_umd_version",
+        "CUDA Version": "cuda_version",
+    }
     for label, val in _HDR.findall(text):
         if label in keys:
             v.setdefault(keys[label], val)
     if v.get("cuda_version") == "ERR!":
-        res.warnings.append("CUDA Version: ERR! - the CUDA user-mode driver does not match the kernel driver "
-                            "(typical in WSL when nvidia-smi and the Windows driver differ)")
+        res.warnings.append(
+            "CUDA Version: ERR! - the CUDA user-mode driver does not match the kernel driver "
+            "(typical in WSL when nvidia-smi and the Windows driver differ)"
+        )
     second_col = "driver_model" if re.search(r"Driver-Model", text) else "persistence_mode"
     lines = text.split("\n")
     try:
@@ -140,8 +168,16 @@ def parse_nvidia_smi_csv(text: str, res: ParseResult) -> None:
         if uuid:
             v[prefix + "uuid_masked"] = bool(re.fullmatch(r"GPU-[0-]+", uuid))
 
-        _gpu(res, rec.get("name"), rec.get("pci.bus_id"), _csv_num(rec, "memory.total [MiB]", "memory.total"),
-             _csv_num(rec, "memory.used [MiB]", "memory.used"), rec.get("driver_version"), None, rec.get("compute_cap"))
+        _gpu(
+            res,
+            rec.get("name"),
+            rec.get("pci.bus_id"),
+            _csv_num(rec, "memory.total [MiB]", "memory.total"),
+            _csv_num(rec, "memory.used [MiB]", "memory.used"),
+            rec.get("driver_version"),
+            None,
+            rec.get("compute_cap"),
+        )
         acc = res.facts.accelerators[-1]
         if acc.cuda_arch:
             acc.apis = [f"CUDA {acc.cuda_arch}"]
@@ -188,20 +224,35 @@ def parse_nvidia_smi_xml(text: str, res: ParseResult) -> None:
     for idx, gpu in enumerate(root.findall("gpu")):
         p = "" if idx == 0 else f"gpu{idx}_"
         g: dict[str, object] = {}
-        for tag in ("product_name", "product_brand", "product_architecture", "serial", "uuid", "vbios_version",
-                    "persistence_mode", "performance_state", "board_part_number"):
+        for tag in (
+            "product_name",
+            "product_brand",
+            "product_architecture",
+            "serial",
+            "uuid",
+            "vbios_version",
+            "persistence_mode",
+            "performance_state",
+            "board_part_number",
+        ):
             if (t := _xml_text(gpu, tag)) is not None:
                 g[tag] = t
         g["pci_bus_id"] = _xml_text(gpu, "pci/pci_bus_id") or gpu.get("id")
-        for tag, key in (("fb_memory_usage/total", "fb_total_mib"), ("fb_memory_usage/used", "fb_used_mib"),
-                         ("fb_memory_usage/free", "fb_free_mib"), ("temperature/gpu_temp", "gpu_temp_c")):
+        for tag, key in (
+            ("fb_memory_usage/total", "fb_total_mib"),
+            ("fb_memory_usage/used", "fb_used_mib"),
+            ("fb_memory_usage/free", "fb_free_mib"),
+            ("temperature/gpu_temp", "gpu_temp_c"),
+        ):
             n = _num(_xml_text(gpu, tag))
             if n is not None:
                 g[key] = int(n)
-        for tag, key in (("gpu_power_readings/current_power_limit", "current_power_limit_w"),
-                         ("power_readings/current_power_limit", "current_power_limit_w"),
-                         ("gpu_power_readings/instant_power_draw", "power_draw_w"),
-                         ("gpu_power_readings/power_draw", "power_draw_w")):
+        for tag, key in (
+            ("gpu_power_readings/current_power_limit", "current_power_limit_w"),
+            ("power_readings/current_power_limit", "current_power_limit_w"),
+            ("gpu_power_readings/instant_power_draw", "power_draw_w"),
+            ("gpu_power_readings/power_draw", "power_draw_w"),
+        ):
             n = _num(_xml_text(gpu, tag))
             if n is not None and key not in g:
                 g[key] = n
@@ -209,5 +260,12 @@ def parse_nvidia_smi_xml(text: str, res: ParseResult) -> None:
             v[p + k] = val
         total = g.get("fb_total_mib")
         used = g.get("fb_used_mib")
-        _gpu(res, g.get("product_name"), g.get("pci_bus_id"), total if isinstance(total, int) else None,
-             used if isinstance(used, int) else None, v.get("driver_version"), v.get("cuda_version"))
+        _gpu(
+            res,
+            g.get("product_name"),
+            g.get("pci_bus_id"),
+            total if isinstance(total, int) else None,
+            used if isinstance(used, int) else None,
+            v.get("driver_version"),
+            v.get("cuda_version"),
+        )

@@ -40,8 +40,14 @@ def _os_fill(f: Facts, name: str | None, version: str | None) -> None:
 
 def _cpu_vendor(name: str) -> str | None:
     n = name.lower()
-    for needle, vendor in (("amd", "AMD"), ("intel", "Intel"), ("qualcomm", "Qualcomm"),
-                           ("snapdragon", "Qualcomm"), ("nvidia", "NVIDIA"), ("ampere", "Ampere")):
+    for needle, vendor in (
+        ("amd", "AMD"),
+        ("intel", "Intel"),
+        ("qualcomm", "Qualcomm"),
+        ("snapdragon", "Qualcomm"),
+        ("nvidia", "NVIDIA"),
+        ("ampere", "Ampere"),
+    ):
         if needle in n:
             return vendor
     return None
@@ -54,8 +60,14 @@ def _qualcomm_soc(f: Facts, text: str) -> None:
         f.identity.soc_vendor, f.identity.soc_part = "Qualcomm", part
         f.identity.soc_name = row["name"] if row else None
         if row and row.get("hexagon"):
-            f.accelerators.append(Accelerator(kind="npu", vendor="Qualcomm", name=f"Hexagon {row['hexagon']}",
-                                              apis=[f"QNN HTP {row['hexagon']}"]))
+            f.accelerators.append(
+                Accelerator(
+                    kind="npu",
+                    vendor="Qualcomm",
+                    name=f"Hexagon {row['hexagon']}",
+                    apis=[f"QNN HTP {row['hexagon']}"],
+                )
+            )
 
 
 def _mem_mb(s: str | None) -> int | None:
@@ -65,7 +77,11 @@ def _mem_mb(s: str | None) -> int | None:
     m = re.search(r"([\d.,]+)\s*(MB|GB|KB)", s, re.I)
     if not m:
         return None
-    num = to_float(m[1].replace(",", "")) if "," in m[1] and "." not in m[1] else to_float(m[1].replace(",", ""))
+    num = (
+        to_float(m[1].replace(",", ""))
+        if "," in m[1] and "." not in m[1]
+        else to_float(m[1].replace(",", ""))
+    )
     if num is None:
         return None
     unit = m[2].upper()
@@ -73,6 +89,7 @@ def _mem_mb(s: str | None) -> int | None:
 
 
 # ---------------------------------------------------------------- systeminfo
+
 
 def _first_line_of(value: object) -> str | None:
     """A field's value as one string: its first line when the capture gave it several."""
@@ -87,7 +104,9 @@ def parse_systeminfo(text: str, res: ParseResult) -> None:
     fields: dict[str, list[str]] = {}
     last: str | None = None
     for line in text.split("\n"):
-        m = re.match(r"^([A-Za-z][A-Za-z0-9 ().:/-]*?):\s{2,}(.*)$", line) or re.match(r"^([A-Z][\w ()/-]*?):\s+(.*)$", line)
+        m = re.match(r"^([A-Za-z][A-Za-z0-9 ().:/-]*?):\s{2,}(.*)$", line) or re.match(
+            r"^([A-Z][\w ()/-]*?):\s+(.*)$", line
+        )
         if m and not line.startswith(" "):
             last = m[1].strip()
             fields.setdefault(last, []).append(m[2].strip())
@@ -124,11 +143,15 @@ def parse_systeminfo(text: str, res: ParseResult) -> None:
         f.cpu.model = one(v["processor"])
         f.cpu.vendor = _cpu_vendor(f.cpu.model)
         _qualcomm_soc(f, f.cpu.model)
-    total = _mem_mb(v.get("total_physical_memory") if isinstance(v.get("total_physical_memory"), str) else None)
+    total = _mem_mb(
+        v.get("total_physical_memory") if isinstance(v.get("total_physical_memory"), str) else None
+    )
     if total:
         v["memory_mb"] = total
         f.memory.pools.append(MemoryPool(kind="ram", total_bytes=total * MIB))
-    avail = _mem_mb(v.get("available_physical_memory") if isinstance(v.get("available_physical_memory"), str) else None)
+    avail = _mem_mb(
+        v.get("available_physical_memory") if isinstance(v.get("available_physical_memory"), str) else None
+    )
     if avail:
         f.memory.pools.append(MemoryPool(kind="available", total_bytes=avail * MIB))
     vmax = v.get("virtual_memory_max_size")
@@ -138,8 +161,12 @@ def parse_systeminfo(text: str, res: ParseResult) -> None:
 
 # ---------------------------------------------------------------- msinfo32
 
-_MSINFO_RENAME = {"Version": "os_version", "Installed Physical Memory (RAM)": "installed_ram",
-                  "BIOS Version/Date": "bios_version", "BIOS Mode": "bios_mode"}
+_MSINFO_RENAME = {
+    "Version": "os_version",
+    "Installed Physical Memory (RAM)": "installed_ram",
+    "BIOS Version/Date": "bios_version",
+    "BIOS Mode": "bios_mode",
+}
 
 
 @parser("msinfo32 (System Summary)")
@@ -179,14 +206,19 @@ def parse_msinfo32(text: str, res: ParseResult) -> None:
     f.identity.vendor = v.get("system_manufacturer")
     f.identity.model = v.get("system_model")
     f.identity.hostname = v.get("system_name")
-    for key, kind in (("total_physical_memory", "ram"), ("available_physical_memory", "available"),
-                      ("page_file_space", "pagefile"), ("total_virtual_memory", "commit")):
+    for key, kind in (
+        ("total_physical_memory", "ram"),
+        ("available_physical_memory", "available"),
+        ("page_file_space", "pagefile"),
+        ("total_virtual_memory", "commit"),
+    ):
         mb = _mem_mb(v.get(key))
         if mb:
             f.memory.pools.append(MemoryPool(kind=kind, total_bytes=mb * MIB))
 
 
 # ---------------------------------------------------------------- dxdiag
+
 
 @parser("dxdiag /t")
 def parse_dxdiag(text: str, res: ParseResult) -> None:
@@ -200,8 +232,16 @@ def parse_dxdiag(text: str, res: ParseResult) -> None:
         if label == "Card name":
             cards.append({"name": val})
             continue
-        if cards and label in ("Manufacturer", "Chip type", "Driver Version", "Dedicated Memory", "Shared Memory",
-                               "Display Memory", "Driver Date/Size", "Device Type"):
+        if cards and label in (
+            "Manufacturer",
+            "Chip type",
+            "Driver Version",
+            "Dedicated Memory",
+            "Shared Memory",
+            "Display Memory",
+            "Driver Date/Size",
+            "Device Type",
+        ):
             cards[-1].setdefault(snake(label), val)
             continue
         v.setdefault(snake(label), val)
@@ -241,9 +281,15 @@ def parse_dxdiag(text: str, res: ParseResult) -> None:
             v["gpu_driver_version"] = cards[0]["driver_version"]
         v["gpus"] = cards
     for c in cards:
-        f.accelerators.append(Accelerator(kind="gpu", vendor=_cpu_vendor(c["name"]) or c.get("manufacturer"),
-                                          name=c["name"], driver_version=c.get("driver_version"),
-                                          apis=["DirectX 12", "DirectML"] if "12" in v.get("direct_x_version", "") else []))
+        f.accelerators.append(
+            Accelerator(
+                kind="gpu",
+                vendor=_cpu_vendor(c["name"]) or c.get("manufacturer"),
+                name=c["name"],
+                driver_version=c.get("driver_version"),
+                apis=["DirectX 12", "DirectML"] if "12" in v.get("direct_x_version", "") else [],
+            )
+        )
 
 
 # ---------------------------------------------------------------- WMI / CIM
@@ -280,7 +326,9 @@ def _masked(val: str) -> bool:
 def fill_wmi(res: ParseResult, cls: str, rows: list[dict[str, Any]]) -> None:
     """Flat values and typed facts from WMI/CIM objects of one class (property names as Windows spells them)."""
     v, f = res.values, res.facts
-    rows = [{k: val for k, val in r.items() if not str(k).startswith("Cim")} for r in rows if isinstance(r, dict)]
+    rows = [
+        {k: val for k, val in r.items() if not str(k).startswith("Cim")} for r in rows if isinstance(r, dict)
+    ]
     if not rows:
         return
     v.setdefault("wmi_class", cls)
@@ -337,8 +385,12 @@ def fill_wmi(res: ParseResult, cls: str, rows: list[dict[str, Any]]) -> None:
         osarch = str(g(r, "OSArchitecture") or "").lower()
         f.os.arch = "aarch64" if "arm" in osarch else "x86_64" if "64" in osarch else None
         kib = 1024
-        for prop, kind in (("TotalVisibleMemorySize", "ram"), ("FreePhysicalMemory", "available"),
-                           ("SizeStoredInPagingFiles", "pagefile"), ("TotalVirtualMemorySize", "commit")):
+        for prop, kind in (
+            ("TotalVisibleMemorySize", "ram"),
+            ("FreePhysicalMemory", "available"),
+            ("SizeStoredInPagingFiles", "pagefile"),
+            ("TotalVirtualMemorySize", "commit"),
+        ):
             n = to_int(str(g(r, prop)))
             if n:
                 f.memory.pools.append(MemoryPool(kind=kind, total_bytes=n * kib))
@@ -346,13 +398,20 @@ def fill_wmi(res: ParseResult, cls: str, rows: list[dict[str, Any]]) -> None:
         for r in rows:
             name = g(r, "Name", "Caption")
             ram = to_int(str(g(r, "AdapterRAM")))
-            acc = Accelerator(kind="gpu", vendor=_cpu_vendor(str(name or "")) or g(r, "AdapterCompatibility"),
-                              name=name, driver_version=g(r, "DriverVersion"), apis=["DirectX 12", "DirectML"])
+            acc = Accelerator(
+                kind="gpu",
+                vendor=_cpu_vendor(str(name or "")) or g(r, "AdapterCompatibility"),
+                name=name,
+                driver_version=g(r, "DriverVersion"),
+                apis=["DirectX 12", "DirectML"],
+            )
             if ram is not None and ram > 0:
                 acc.memory_bytes = ram
-                if ram >= 4 * 1024 ** 3 - 1024 ** 2:
-                    res.warnings.append(f"{name}: AdapterRAM is a 32-bit field and saturates at 4 GiB; "
-                                        "read VRAM from the registry or the vendor tool")
+                if ram >= 4 * 1024**3 - 1024**2:
+                    res.warnings.append(
+                        f"{name}: AdapterRAM is a 32-bit field and saturates at 4 GiB; "
+                        "read VRAM from the registry or the vendor tool"
+                    )
             status = g(r, "Status")
             if status is not None:
                 acc.usable = str(status) == "OK"
@@ -365,10 +424,16 @@ def fill_wmi(res: ParseResult, cls: str, rows: list[dict[str, Any]]) -> None:
             if pclass and pclass.lower() != "computeaccelerator":
                 continue
             status = str(g(r, "Status") or "")
-            f.accelerators.append(Accelerator(
-                kind="npu", vendor=_cpu_vendor(str(name or "")) or g(r, "Manufacturer"), name=name,
-                apis=_npu_apis(str(name or "")), usable=(status == "OK") if status else None,
-                reason=f"PnP status {status}" if status else "PnP status not reported"))
+            f.accelerators.append(
+                Accelerator(
+                    kind="npu",
+                    vendor=_cpu_vendor(str(name or "")) or g(r, "Manufacturer"),
+                    name=name,
+                    apis=_npu_apis(str(name or "")),
+                    usable=(status == "OK") if status else None,
+                    reason=f"PnP status {status}" if status else "PnP status not reported",
+                )
+            )
     f.os.family = "windows"
 
 
@@ -391,8 +456,11 @@ def parse_cim_json(text: str, res: ParseResult) -> None:
         res.warnings.append(f"not valid JSON: {exc}"[:120])
         return
     sections: list[tuple[str | None, Any]] = []
-    if isinstance(data, dict) and data and all(isinstance(k, str) and re.match(r"^(Win32_|Pnp|PnP|ComputeAccelerator)", k)
-                                               for k in data):
+    if (
+        isinstance(data, dict)
+        and data
+        and all(isinstance(k, str) and re.match(r"^(Win32_|Pnp|PnP|ComputeAccelerator)", k) for k in data)
+    ):
         sections = list(data.items())  # a batched collector: {"Win32_Processor": [...], ...}
     else:
         sections = [(None, data)]
@@ -440,16 +508,25 @@ def parse_wmi_list(text: str, res: ParseResult) -> None:
 @parser("Get-WmiObject ... | Format-Table")
 def parse_wmi_table(text: str, res: ParseResult) -> None:
     lines = [ln.rstrip() for ln in text.split("\n")]
-    idx = next((i for i in range(1, len(lines)) if re.fullmatch(r"[-\s]*-+[-\s]*", lines[i] or "")
-                and lines[i - 1].strip()), None)
+    idx = next(
+        (
+            i
+            for i in range(1, len(lines))
+            if re.fullmatch(r"[-\s]*-+[-\s]*", lines[i] or "") and lines[i - 1].strip()
+        ),
+        None,
+    )
     if idx is None:
         res.warnings.append("no header/dashes lines")
         return
     header, dashes = lines[idx - 1], lines[idx]
     spans = [(m.start(), m.end()) for m in re.finditer(r"-+", dashes)]
-    names = [header[a:b + 40].split()[0] if header[a:b + 40].split() else f"col{i}" for i, (a, b) in enumerate(spans)]
+    names = [
+        header[a : b + 40].split()[0] if header[a : b + 40].split() else f"col{i}"
+        for i, (a, b) in enumerate(spans)
+    ]
     rows = []
-    for line in lines[idx + 1:]:
+    for line in lines[idx + 1 :]:
         if not line.strip():
             continue
         row = {}
@@ -464,6 +541,7 @@ def parse_wmi_table(text: str, res: ParseResult) -> None:
 
 
 # ---------------------------------------------------------------- cpufetch
+
 
 @parser("cpufetch --debug")
 def parse_cpufetch_debug(text: str, res: ParseResult) -> None:
@@ -491,9 +569,18 @@ def parse_cpufetch_debug(text: str, res: ParseResult) -> None:
 # ---------------------------------------------------------------- wsl --version
 
 _V4 = re.compile(r"^\d+\.\d+\.\d+\.\d+$")
-_WSL_LOCALE = [("es", r"versi[oó]n"), ("fr", r"version d[eu]"), ("de", r"-version|version:"), ("pt", r"vers[aã]o"),
-               ("ja", r"バージョン"), ("zh", r"版本"), ("ko", r"버전"), ("ru", r"верси"), ("it", r"versione"),
-               ("en", r"version")]
+_WSL_LOCALE = [
+    ("es", r"versi[oó]n"),
+    ("fr", r"version d[eu]"),
+    ("de", r"-version|version:"),
+    ("pt", r"vers[aã]o"),
+    ("ja", r"バージョン"),
+    ("zh", r"版本"),
+    ("ko", r"버전"),
+    ("ru", r"верси"),
+    ("it", r"versione"),
+    ("en", r"version"),
+]
 
 
 @parser("wsl --version")

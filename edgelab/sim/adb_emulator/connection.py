@@ -133,8 +133,9 @@ Resolver = Callable[[str], Handler | None]
 class Connection:
     """The device side of one TCP connection from the adb server."""
 
-    def __init__(self, spec: DeviceSpec, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 resolve: Resolver):
+    def __init__(
+        self, spec: DeviceSpec, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, resolve: Resolver
+    ):
         self.spec = spec
         self.reader = reader
         self.writer = writer

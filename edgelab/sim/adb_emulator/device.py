@@ -56,13 +56,19 @@ def persona_path(persona: str) -> Path:
     return path
 
 
-def load_spec(name: str, persona: str, port: int, state_dir: Path, *, require_auth: bool = False) -> DeviceSpec:
+def load_spec(
+    name: str, persona: str, port: int, state_dir: Path, *, require_auth: bool = False
+) -> DeviceSpec:
     """Build a device and make its writable root (``/data/local/tmp``, ``/sdcard``) exist."""
     pdir = persona_path(persona)
     root = Path(state_dir) / "devices" / name
     for sub in DEVICE_DIRS:
         (root / sub).mkdir(parents=True, exist_ok=True)
     return DeviceSpec(
-        name=name, persona_dir=pdir, port=port, device_root=root.resolve(),
-        require_auth=require_auth, props=read_getprop(pdir / "getprop.txt"),
+        name=name,
+        persona_dir=pdir,
+        port=port,
+        device_root=root.resolve(),
+        require_auth=require_auth,
+        props=read_getprop(pdir / "getprop.txt"),
     )

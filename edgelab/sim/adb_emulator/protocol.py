@@ -31,8 +31,14 @@ MAX_HEADER_PAYLOAD = 16 * 1024 * 1024  # refuse absurd lengths from a broken pee
 _HEADER = struct.Struct("<6I")
 
 NAMES = {
-    A_SYNC: "SYNC", A_CNXN: "CNXN", A_OPEN: "OPEN", A_OKAY: "OKAY",
-    A_CLSE: "CLSE", A_WRTE: "WRTE", A_AUTH: "AUTH", A_STLS: "STLS",
+    A_SYNC: "SYNC",
+    A_CNXN: "CNXN",
+    A_OPEN: "OPEN",
+    A_OKAY: "OKAY",
+    A_CLSE: "CLSE",
+    A_WRTE: "WRTE",
+    A_AUTH: "AUTH",
+    A_STLS: "STLS",
 }
 
 
@@ -58,8 +64,12 @@ def checksum(data: bytes) -> int:
 
 def encode(msg: Message) -> bytes:
     header = _HEADER.pack(
-        msg.command, msg.arg0 & 0xFFFFFFFF, msg.arg1 & 0xFFFFFFFF,
-        len(msg.data), checksum(msg.data), msg.command ^ 0xFFFFFFFF,
+        msg.command,
+        msg.arg0 & 0xFFFFFFFF,
+        msg.arg1 & 0xFFFFFFFF,
+        len(msg.data),
+        checksum(msg.data),
+        msg.command ^ 0xFFFFFFFF,
     )
     return header + msg.data
 

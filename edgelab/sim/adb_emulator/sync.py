@@ -92,8 +92,20 @@ async def _do_stat_v2(stream: Stream, spec: DeviceSpec, remote: str, ident: byte
     try:
         path = read_path(spec, remote)
         st = os.stat(path) if ident == b"STA2" else os.lstat(path)
-        out = _STAT_V2.pack(ident, 0, st.st_dev, st.st_ino, st.st_mode, st.st_nlink, st.st_uid, st.st_gid,
-                            st.st_size, int(st.st_atime), int(st.st_mtime), int(st.st_ctime))
+        out = _STAT_V2.pack(
+            ident,
+            0,
+            st.st_dev,
+            st.st_ino,
+            st.st_mode,
+            st.st_nlink,
+            st.st_uid,
+            st.st_gid,
+            st.st_size,
+            int(st.st_atime),
+            int(st.st_mtime),
+            int(st.st_ctime),
+        )
     except OSError as e:
         out = _STAT_V2.pack(ident, e.errno or errno.EIO, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
     await stream.write(out)
@@ -112,9 +124,21 @@ async def _do_list(stream: Stream, spec: DeviceSpec, remote: str, v2: bool) -> N
             continue
         raw = name.encode("utf-8", "surrogateescape")
         if v2:
-            head = _DENT_V2.pack(b"DNT2", 0, st.st_dev, st.st_ino, st.st_mode, st.st_nlink, st.st_uid,
-                                 st.st_gid, st.st_size, int(st.st_atime), int(st.st_mtime), int(st.st_ctime),
-                                 len(raw))
+            head = _DENT_V2.pack(
+                b"DNT2",
+                0,
+                st.st_dev,
+                st.st_ino,
+                st.st_mode,
+                st.st_nlink,
+                st.st_uid,
+                st.st_gid,
+                st.st_size,
+                int(st.st_atime),
+                int(st.st_mtime),
+                int(st.st_ctime),
+                len(raw),
+            )
         else:
             head = _DENT_V1.pack(b"DENT", st.st_mode, st.st_size & 0xFFFFFFFF, int(st.st_mtime), len(raw))
         await stream.write(head + raw)

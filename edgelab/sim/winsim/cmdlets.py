@@ -58,8 +58,13 @@ def _path_arg(named: dict, pos: list, *names: str) -> list[str]:
 
 
 def _not_found(cmd: str, path: str, class_: str) -> PSError:
-    return PSError(f"Cannot find path '{path}' because it does not exist.", "ObjectNotFound",
-                   f"PathNotFound,Microsoft.PowerShell.Commands.{class_}", path, cmd)
+    return PSError(
+        f"Cannot find path '{path}' because it does not exist.",
+        "ObjectNotFound",
+        f"PathNotFound,Microsoft.PowerShell.Commands.{class_}",
+        path,
+        cmd,
+    )
 
 
 def _data(interp: Interp, name: str) -> str | None:
@@ -86,46 +91,84 @@ def new_item(interp, named, pos, inp):
         if kind == "directory":
             if os.path.isdir(host):
                 if not named.get("force"):
-                    raise PSError(f"An item with the specified name {fs.from_host(host)} already exists.",
-                                  "ResourceExists", "DirectoryExist,Microsoft.PowerShell.Commands.NewItemCommand",
-                                  fs.from_host(host), "New-Item")
+                    raise PSError(
+                        f"An item with the specified name {fs.from_host(host)} already exists.",
+                        "ResourceExists",
+                        "DirectoryExist,Microsoft.PowerShell.Commands.NewItemCommand",
+                        fs.from_host(host),
+                        "New-Item",
+                    )
             elif os.path.exists(host):
-                raise PSError(f"An item with the specified name {fs.from_host(host)} already exists.", "ResourceExists",
-                              "DirectoryExist,Microsoft.PowerShell.Commands.NewItemCommand", p, "New-Item")
+                raise PSError(
+                    f"An item with the specified name {fs.from_host(host)} already exists.",
+                    "ResourceExists",
+                    "DirectoryExist,Microsoft.PowerShell.Commands.NewItemCommand",
+                    p,
+                    "New-Item",
+                )
             else:
                 os.makedirs(host, exist_ok=True)
         elif kind in ("hardlink", "symboliclink"):
             target = named.get("target", named.get("value"))
             thost = interp.host(target) if target is not None else ""
             if not target or not os.path.exists(thost):
-                raise PSError(f"Cannot find path '{to_str(target)}' because it does not exist.", "ObjectNotFound",
-                              "PathNotFound,Microsoft.PowerShell.Commands.NewItemCommand", to_str(target), "New-Item")
+                raise PSError(
+                    f"Cannot find path '{to_str(target)}' because it does not exist.",
+                    "ObjectNotFound",
+                    "PathNotFound,Microsoft.PowerShell.Commands.NewItemCommand",
+                    to_str(target),
+                    "New-Item",
+                )
             if os.path.lexists(host):
                 if not named.get("force"):
-                    raise PSError(f"An item with the specified name {fs.from_host(host)} already exists.",
-                                  "ResourceExists", "NewItemIOError,Microsoft.PowerShell.Commands.NewItemCommand",
-                                  p, "New-Item")
+                    raise PSError(
+                        f"An item with the specified name {fs.from_host(host)} already exists.",
+                        "ResourceExists",
+                        "NewItemIOError,Microsoft.PowerShell.Commands.NewItemCommand",
+                        p,
+                        "New-Item",
+                    )
                 os.unlink(host)
             if kind == "hardlink":
                 if os.path.isdir(thost):
-                    raise PSError("This operation is not supported for a directory: use a junction or a symbolic "
-                                  "link.", "InvalidArgument", "NewItemInvalidItemType", p, "New-Item")
+                    raise PSError(
+                        "This operation is not supported for a directory: use a junction or a symbolic link.",
+                        "InvalidArgument",
+                        "NewItemInvalidItemType",
+                        p,
+                        "New-Item",
+                    )
                 os.link(thost, host)
             else:
                 os.symlink(thost, host)
         elif kind == "file":
             if os.path.exists(host) and not named.get("force"):
-                raise PSError(f"The file '{fs.from_host(host)}' already exists.", "WriteError",
-                              "NewItemIOError,Microsoft.PowerShell.Commands.NewItemCommand", p, "New-Item")
+                raise PSError(
+                    f"The file '{fs.from_host(host)}' already exists.",
+                    "WriteError",
+                    "NewItemIOError,Microsoft.PowerShell.Commands.NewItemCommand",
+                    p,
+                    "New-Item",
+                )
             parent = os.path.dirname(host)
             if not os.path.isdir(parent):
-                raise PSError(f"Could not find a part of the path '{fs.from_host(host)}'.", "WriteError",
-                              "NewItemIOError,Microsoft.PowerShell.Commands.NewItemCommand", p, "New-Item")
+                raise PSError(
+                    f"Could not find a part of the path '{fs.from_host(host)}'.",
+                    "WriteError",
+                    "NewItemIOError,Microsoft.PowerShell.Commands.NewItemCommand",
+                    p,
+                    "New-Item",
+                )
             with open(host, "w", encoding="utf-8") as f:
                 f.write(to_str(named.get("value", "")))
         else:
-            raise PSError("Cannot process argument because the value of argument \"ItemType\" is not valid.",
-                          "InvalidArgument", "NewItemInvalidItemType", kind, "New-Item")
+            raise PSError(
+                'Cannot process argument because the value of argument "ItemType" is not valid.',
+                "InvalidArgument",
+                "NewItemInvalidItemType",
+                kind,
+                "New-Item",
+            )
         out.append(Item(host))
     return out
 
@@ -133,14 +176,24 @@ def new_item(interp, named, pos, inp):
 def test_path(interp, named, pos, inp):
     paths = _path_arg(named, pos, "literalpath", "path")
     if not paths:
-        raise PSError("Cannot bind argument to parameter 'Path' because it is null.", "InvalidData",
-                      "ParameterArgumentValidationErrorNullNotAllowed,Microsoft.PowerShell.Commands.TestPathCommand",
-                      "", "Test-Path")
+        raise PSError(
+            "Cannot bind argument to parameter 'Path' because it is null.",
+            "InvalidData",
+            "ParameterArgumentValidationErrorNullNotAllowed,Microsoft.PowerShell.Commands.TestPathCommand",
+            "",
+            "Test-Path",
+        )
     kind = to_str(named.get("pathtype", "Any")).lower()
     out = []
     for p in paths:
         host = interp.host(p)
-        ok = os.path.isfile(host) if kind == "leaf" else os.path.isdir(host) if kind == "container" else os.path.exists(host)
+        ok = (
+            os.path.isfile(host)
+            if kind == "leaf"
+            else os.path.isdir(host)
+            if kind == "container"
+            else os.path.exists(host)
+        )
         out.append(ok)
     return out
 
@@ -177,8 +230,13 @@ def move_item(interp, named, pos, inp):
     srcs = _path_arg(named, pos, "literalpath", "path")
     dest = named.get("destination", pos[1] if len(pos) > 1 else None)
     if dest is None:
-        raise PSError("Cannot bind argument to parameter 'Destination'.", "InvalidArgument",
-                      "MissingArgument,Microsoft.PowerShell.Commands.MoveItemCommand", "", "Move-Item")
+        raise PSError(
+            "Cannot bind argument to parameter 'Destination'.",
+            "InvalidArgument",
+            "MissingArgument,Microsoft.PowerShell.Commands.MoveItemCommand",
+            "",
+            "Move-Item",
+        )
     dhost = interp.host(dest)
     for s in srcs:
         shost = interp.host(s)
@@ -187,9 +245,13 @@ def move_item(interp, named, pos, inp):
         target = os.path.join(dhost, os.path.basename(shost)) if os.path.isdir(dhost) else dhost
         if os.path.exists(target) and os.path.isfile(target):
             if not named.get("force"):
-                raise PSError("Cannot create a file when that file already exists.", "WriteError",
-                              "MoveFileInfoItemIOError,Microsoft.PowerShell.Commands.MoveItemCommand",
-                              fs.from_host(shost), "Move-Item")
+                raise PSError(
+                    "Cannot create a file when that file already exists.",
+                    "WriteError",
+                    "MoveFileInfoItemIOError,Microsoft.PowerShell.Commands.MoveItemCommand",
+                    fs.from_host(shost),
+                    "Move-Item",
+                )
         os.replace(shost, target)
     return [Item(dhost)] if named.get("passthru") else []
 
@@ -201,9 +263,14 @@ def remove_item(interp, named, pos, inp):
             raise _not_found("Remove-Item", fs.from_host(host), "RemoveItemCommand")
         if os.path.isdir(host) and not os.path.islink(host):
             if os.listdir(host) and not named.get("recurse"):
-                raise PSError(f"The item at {fs.from_host(host)} has children and the Recurse parameter was not "
-                              "specified.", "WriteError", "DirectoryNotEmpty,Microsoft.PowerShell.Commands."
-                              "RemoveItemCommand", fs.from_host(host), "Remove-Item")
+                raise PSError(
+                    f"The item at {fs.from_host(host)} has children and the Recurse parameter was not "
+                    "specified.",
+                    "WriteError",
+                    "DirectoryNotEmpty,Microsoft.PowerShell.Commands.RemoveItemCommand",
+                    fs.from_host(host),
+                    "Remove-Item",
+                )
             shutil.rmtree(host)
         else:
             os.unlink(host)
@@ -213,22 +280,35 @@ def remove_item(interp, named, pos, inp):
 def get_file_hash(interp, named, pos, inp):
     algo = to_str(named.get("algorithm", "SHA256")).upper()
     if algo not in ("SHA1", "SHA256", "SHA384", "SHA512", "MD5"):
-        raise PSError(f"Cannot validate argument on parameter 'Algorithm'. The argument \"{algo}\" does not belong "
-                      "to the set \"SHA1,SHA256,SHA384,SHA512,MD5\" specified by the ValidateSet attribute.",
-                      "InvalidData", "ParameterArgumentValidationError,Microsoft.PowerShell.Commands."
-                      "GetFileHashCommand", algo, "Get-FileHash")
+        raise PSError(
+            f"Cannot validate argument on parameter 'Algorithm'. The argument \"{algo}\" does not belong "
+            'to the set "SHA1,SHA256,SHA384,SHA512,MD5" specified by the ValidateSet attribute.',
+            "InvalidData",
+            "ParameterArgumentValidationError,Microsoft.PowerShell.Commands.GetFileHashCommand",
+            algo,
+            "Get-FileHash",
+        )
     out = []
     for p in _path_arg(named, pos, "literalpath", "path"):
         host = interp.host(p)
         if not os.path.isfile(host):
-            raise _not_found("Get-FileHash", fs.from_host(host) if fs.is_windows_path(p) else p, "GetFileHashCommand")
+            raise _not_found(
+                "Get-FileHash", fs.from_host(host) if fs.is_windows_path(p) else p, "GetFileHashCommand"
+            )
         h = hashlib.new(algo.lower())
         with open(host, "rb") as f:
             while block := f.read(1 << 20):
                 h.update(block)
-        out.append(PSObj({"Algorithm": algo, "Hash": h.hexdigest().upper(),
-                          "Path": fs.from_host(host) if fs.is_windows_path(p) else p},
-                         "Microsoft.Powershell.Utility.FileHash"))
+        out.append(
+            PSObj(
+                {
+                    "Algorithm": algo,
+                    "Hash": h.hexdigest().upper(),
+                    "Path": fs.from_host(host) if fs.is_windows_path(p) else p,
+                },
+                "Microsoft.Powershell.Utility.FileHash",
+            )
+        )
     return out
 
 
@@ -293,11 +373,19 @@ def set_content(interp, named, pos, inp):
     for p in _path_arg(named, pos, "literalpath", "path"):
         host = interp.host(p)
         if not os.path.isdir(os.path.dirname(host)):
-            raise PSError(f"Could not find a part of the path '{fs.from_host(host)}'.", "ObjectNotFound",
-                          "GetContentWriterDirectoryNotFoundError,Microsoft.PowerShell.Commands.SetContentCommand",
-                          p, "Set-Content")
+            raise PSError(
+                f"Could not find a part of the path '{fs.from_host(host)}'.",
+                "ObjectNotFound",
+                "GetContentWriterDirectoryNotFoundError,Microsoft.PowerShell.Commands.SetContentCommand",
+                p,
+                "Set-Content",
+            )
         enc = to_str(named.get("encoding", "ascii")).lower()
-        data = text.encode("utf-16-le") if enc in ("unicode",) else text.encode("utf-8" if enc.startswith("utf8") else "ascii", "replace")
+        data = (
+            text.encode("utf-16-le")
+            if enc in ("unicode",)
+            else text.encode("utf-8" if enc.startswith("utf8") else "ascii", "replace")
+        )
         with open(host, "wb") as f:
             f.write(data)
     return []
@@ -307,9 +395,13 @@ def join_path(interp, named, pos, inp):
     base = named.get("path", pos[0] if pos else None)
     child = named.get("childpath", pos[1] if len(pos) > 1 else None)
     if base is None or child is None:
-        raise PSError("Cannot bind argument to parameter 'Path' because it is null.", "InvalidData",
-                      "ParameterArgumentValidationErrorNullNotAllowed,Microsoft.PowerShell.Commands.JoinPathCommand",
-                      "", "Join-Path")
+        raise PSError(
+            "Cannot bind argument to parameter 'Path' because it is null.",
+            "InvalidData",
+            "ParameterArgumentValidationErrorNullNotAllowed,Microsoft.PowerShell.Commands.JoinPathCommand",
+            "",
+            "Join-Path",
+        )
     return [fs.join(to_str(b), to_str(child)) for b in unroll(base)]
 
 
@@ -321,29 +413,50 @@ def start_process(interp, named, pos, inp):
     Windows PowerShell does), redirected output, a new process group; -PassThru gives the Process."""
     file = to_str(named.get("filepath", pos[0] if pos else ""))
     if not file:
-        raise PSError("Cannot bind argument to parameter 'FilePath' because it is an empty string.", "InvalidData",
-                      "ParameterArgumentValidationErrorEmptyStringNotAllowed", "", "Start-Process")
+        raise PSError(
+            "Cannot bind argument to parameter 'FilePath' because it is an empty string.",
+            "InvalidData",
+            "ParameterArgumentValidationErrorEmptyStringNotAllowed",
+            "",
+            "Start-Process",
+        )
     arglist = named.get("argumentlist", pos[1] if len(pos) > 1 else None)
     line = " ".join(to_str(a) for a in unroll(arglist)) if arglist is not None else ""
     exe = resolve_native(interp, file)
     if exe is None:
-        raise PSError("This command cannot be run due to the error: The system cannot find the file specified.",
-                      "InvalidOperation", "InvalidOperationException,Microsoft.PowerShell.Commands.StartProcessCommand",
-                      file, "Start-Process")
+        raise PSError(
+            "This command cannot be run due to the error: The system cannot find the file specified.",
+            "InvalidOperation",
+            "InvalidOperationException,Microsoft.PowerShell.Commands.StartProcessCommand",
+            file,
+            "Start-Process",
+        )
     if named.get("nonewwindow") and "windowstyle" in named:
-        raise PSError("Parameters \"-NoNewWindow\" and \"-WindowStyle\" cannot be specified at the same time.",
-                      "InvalidOperation", "InvalidOperationException,Microsoft.PowerShell.Commands.StartProcessCommand",
-                      "", "Start-Process")
+        raise PSError(
+            'Parameters "-NoNewWindow" and "-WindowStyle" cannot be specified at the same time.',
+            "InvalidOperation",
+            "InvalidOperationException,Microsoft.PowerShell.Commands.StartProcessCommand",
+            "",
+            "Start-Process",
+        )
     if exe in NATIVE_BUILTINS:
-        raise PSError(f"This virtual device runs {file} only in the session, not with Start-Process.",
-                      "InvalidOperation", "InvalidOperationException,Microsoft.PowerShell.Commands.StartProcessCommand",
-                      file, "Start-Process")
+        raise PSError(
+            f"This virtual device runs {file} only in the session, not with Start-Process.",
+            "InvalidOperation",
+            "InvalidOperationException,Microsoft.PowerShell.Commands.StartProcessCommand",
+            file,
+            "Start-Process",
+        )
     argv = [exe, *native.split_command_line(line)]
     wd = interp.host(named["workingdirectory"]) if "workingdirectory" in named else interp.host(interp.cwd)
     if not os.path.isdir(wd):
-        raise PSError(f"This command cannot be run because the working directory \"{fs.from_host(wd)}\" does not exist.",
-                      "InvalidOperation", "InvalidOperationException,Microsoft.PowerShell.Commands.StartProcessCommand",
-                      "", "Start-Process")
+        raise PSError(
+            f'This command cannot be run because the working directory "{fs.from_host(wd)}" does not exist.',
+            "InvalidOperation",
+            "InvalidOperationException,Microsoft.PowerShell.Commands.StartProcessCommand",
+            "",
+            "Start-Process",
+        )
     files = []
 
     def redirect(key: str, mode: str):
@@ -354,29 +467,46 @@ def start_process(interp, named, pos, inp):
         files.append(f)
         return f
 
-    if "redirectstandardoutput" in named and "redirectstandarderror" in named and \
-            interp.host(named["redirectstandardoutput"]) == interp.host(named["redirectstandarderror"]):
-        raise PSError("This command cannot be run because \"RedirectStandardOutput\" and \"RedirectStandardError\" "
-                      "are same. Give different inputs and Run your command again.", "InvalidOperation",
-                      "InvalidOperationException,Microsoft.PowerShell.Commands.StartProcessCommand", "", "Start-Process")
+    if (
+        "redirectstandardoutput" in named
+        and "redirectstandarderror" in named
+        and interp.host(named["redirectstandardoutput"]) == interp.host(named["redirectstandarderror"])
+    ):
+        raise PSError(
+            'This command cannot be run because "RedirectStandardOutput" and "RedirectStandardError" '
+            "are same. Give different inputs and Run your command again.",
+            "InvalidOperation",
+            "InvalidOperationException,Microsoft.PowerShell.Commands.StartProcessCommand",
+            "",
+            "Start-Process",
+        )
     try:
         stdin = redirect("redirectstandardinput", "rb")
         stdout = redirect("redirectstandardoutput", "wb")
         stderr = redirect("redirectstandarderror", "wb")
         # The session's environment with the $env: assignments made (the persona's Windows variables
         # stay in the shim: the programs it starts are the lab host's, which would misread C:\ paths).
-        proc = subprocess.Popen(argv, cwd=wd, stdin=stdin, stdout=stdout, stderr=stderr,
-                                start_new_session=True, close_fds=True)
+        proc = subprocess.Popen(
+            argv, cwd=wd, stdin=stdin, stdout=stdout, stderr=stderr, start_new_session=True, close_fds=True
+        )
     except OSError as e:
-        raise PSError(f"This command cannot be run due to the error: {e.strerror}.", "InvalidOperation",
-                      "InvalidOperationException,Microsoft.PowerShell.Commands.StartProcessCommand", file,
-                      "Start-Process") from None
+        raise PSError(
+            f"This command cannot be run due to the error: {e.strerror}.",
+            "InvalidOperation",
+            "InvalidOperationException,Microsoft.PowerShell.Commands.StartProcessCommand",
+            file,
+            "Start-Process",
+        ) from None
     finally:
         for f in files:
             f.close()
     if named.get("wait"):
         proc.wait()
-    return [Process(proc.pid, os.path.splitext(os.path.basename(file))[0], proc)] if named.get("passthru") else []
+    return (
+        [Process(proc.pid, os.path.splitext(os.path.basename(file))[0], proc)]
+        if named.get("passthru")
+        else []
+    )
 
 
 JOB_VAR = "EDGELAB_WIN_JOB"  # the SSH session's job object: see shell.end_job
@@ -388,9 +518,13 @@ def invoke_cim_method(interp, named, pos, inp):
     cls = to_str(named.get("classname", pos[0] if pos else "")).lower()
     method = to_str(named.get("methodname", pos[1] if len(pos) > 1 else "")).lower()
     if (cls, method) != ("win32_process", "create"):
-        raise PSError(f"Invalid method {method or '?'} on class {cls or '?'}", "MetadataError",
-                      "HRESULT 0x80041055,Microsoft.Management.Infrastructure.CimCmdlets.InvokeCimMethodCommand",
-                      cls, "Invoke-CimMethod")
+        raise PSError(
+            f"Invalid method {method or '?'} on class {cls or '?'}",
+            "MetadataError",
+            "HRESULT 0x80041055,Microsoft.Management.Infrastructure.CimCmdlets.InvokeCimMethodCommand",
+            cls,
+            "Invoke-CimMethod",
+        )
     arguments = named.get("arguments")
     props = arguments.props if isinstance(arguments, PSObj) else {}
     line = to_str(next((v for k, v in props.items() if k.lower() == "commandline"), ""))
@@ -399,11 +533,27 @@ def invoke_cim_method(interp, named, pos, inp):
     exe = resolve_native(interp, words[0]) if words else None
     wd = interp.host(cwd) if cwd is not None else "/"
     if exe is None or exe in NATIVE_BUILTINS or not os.path.isdir(wd):
-        return [PSObj({"ProcessId": None, "ReturnValue": 9}, "Microsoft.Management.Infrastructure.CimMethodResult")]
+        return [
+            PSObj(
+                {"ProcessId": None, "ReturnValue": 9}, "Microsoft.Management.Infrastructure.CimMethodResult"
+            )
+        ]
     env = {k: v for k, v in os.environ.items() if k != JOB_VAR}
-    proc = subprocess.Popen([exe, *words[1:]], cwd=wd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
-    return [PSObj({"ProcessId": proc.pid, "ReturnValue": 0}, "Microsoft.Management.Infrastructure.CimMethodResult")]
+    proc = subprocess.Popen(
+        [exe, *words[1:]],
+        cwd=wd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+    )
+    return [
+        PSObj(
+            {"ProcessId": proc.pid, "ReturnValue": 0}, "Microsoft.Management.Infrastructure.CimMethodResult"
+        )
+    ]
 
 
 def _ids(named, pos) -> list[int]:
@@ -418,19 +568,33 @@ def get_process(interp, named, pos, inp):
             if proc_alive(pid):
                 out.append(Process(pid))
             else:  # non-terminating: the other ids still come out
-                interp.error(PSError(f"Cannot find a process with the process identifier {pid}.", "ObjectNotFound",
-                                     "NoProcessFoundForGivenId,Microsoft.PowerShell.Commands.GetProcessCommand",
-                                     str(pid), "Get-Process"))
+                interp.error(
+                    PSError(
+                        f"Cannot find a process with the process identifier {pid}.",
+                        "ObjectNotFound",
+                        "NoProcessFoundForGivenId,Microsoft.PowerShell.Commands.GetProcessCommand",
+                        str(pid),
+                        "Get-Process",
+                    )
+                )
         return out
-    names = [to_str(x).lower() for x in unroll(named.get("name", pos[0] if pos else None))] if (
-        "name" in named or pos) else None
+    names = (
+        [to_str(x).lower() for x in unroll(named.get("name", pos[0] if pos else None))]
+        if ("name" in named or pos)
+        else None
+    )
     for p in proc_table():
         if names is None or os.path.splitext(p["Name"])[0].lower() in names:
             out.append(Process(p["ProcessId"]))
     if names and not out:
-        raise PSError(f"Cannot find a process with the name \"{names[0]}\". Verify the process name and call the "
-                      "cmdlet again.", "ObjectNotFound", "NoProcessFoundForGivenName,Microsoft.PowerShell.Commands."
-                      "GetProcessCommand", names[0], "Get-Process")
+        raise PSError(
+            f'Cannot find a process with the name "{names[0]}". Verify the process name and call the '
+            "cmdlet again.",
+            "ObjectNotFound",
+            "NoProcessFoundForGivenName,Microsoft.PowerShell.Commands.GetProcessCommand",
+            names[0],
+            "Get-Process",
+        )
     return out
 
 
@@ -440,17 +604,25 @@ def stop_process(interp, named, pos, inp):
     pids = _ids(named, pos) if ("id" in named or pos) else [get_member(x, "Id") for x in inp]
     for pid in pids:
         if not proc_alive(int(pid)):
-            raise PSError(f"Cannot find a process with the process identifier {pid}.", "ObjectNotFound",
-                          "NoProcessFoundForGivenId,Microsoft.PowerShell.Commands.StopProcessCommand", str(pid),
-                          "Stop-Process")
+            raise PSError(
+                f"Cannot find a process with the process identifier {pid}.",
+                "ObjectNotFound",
+                "NoProcessFoundForGivenId,Microsoft.PowerShell.Commands.StopProcessCommand",
+                str(pid),
+                "Stop-Process",
+            )
         try:
             if not same_persona(int(pid)):
                 raise PermissionError
             os.kill(int(pid), signal.SIGKILL)  # TerminateProcess: no grace, the process alone (not its tree)
         except PermissionError:
-            raise PSError(f"Cannot stop process \"{pid}\" because of the following error: Access is denied",
-                          "CloseError", "CouldNotStopProcess,Microsoft.PowerShell.Commands.StopProcessCommand",
-                          str(pid), "Stop-Process") from None
+            raise PSError(
+                f'Cannot stop process "{pid}" because of the following error: Access is denied',
+                "CloseError",
+                "CouldNotStopProcess,Microsoft.PowerShell.Commands.StopProcessCommand",
+                str(pid),
+                "Stop-Process",
+            ) from None
         end = time.monotonic() + 2
         while proc_alive(int(pid)) and time.monotonic() < end:
             time.sleep(0.01)
@@ -498,10 +670,20 @@ def _cim_class(interp: Interp, cls: str) -> list[dict] | None:
     if low == "win32_perfformatteddata_perfos_processor":
         ncpu = int(interp.env.get("NUMBER_OF_PROCESSORS", os.cpu_count() or 1))
         total = _cpu_percent()
-        rows = [{"Name": str(i), "PercentProcessorTime": int(total), "PercentIdleTime": int(100 - total)}
-                for i in range(ncpu)]
-        rows.append({"Name": "_Total", "PercentProcessorTime": int(total), "PercentIdleTime": int(100 - total),
-                     "PercentUserTime": int(total), "PercentPrivilegedTime": 0, "InterruptsPersec": 0})
+        rows = [
+            {"Name": str(i), "PercentProcessorTime": int(total), "PercentIdleTime": int(100 - total)}
+            for i in range(ncpu)
+        ]
+        rows.append(
+            {
+                "Name": "_Total",
+                "PercentProcessorTime": int(total),
+                "PercentIdleTime": int(100 - total),
+                "PercentUserTime": int(total),
+                "PercentPrivilegedTime": 0,
+                "InterruptsPersec": 0,
+            }
+        )
         return rows
     if low == "win32_perfformatteddata_perfos_memory" and osd:
         o = osd[0]
@@ -510,9 +692,18 @@ def _cim_class(interp: Interp, cls: str) -> list[dict] | None:
         avail = max(0, int(o.get("FreePhysicalMemory", 0)) * kib - used)
         limit = int(o.get("TotalVirtualMemorySize", 0)) * kib
         committed = min(limit, limit - int(o.get("FreeVirtualMemory", 0)) * kib + used)
-        return [{"Name": None, "AvailableBytes": avail, "AvailableMBytes": avail >> 20, "CommittedBytes": committed,
-                 "CommitLimit": limit, "PercentCommittedBytesInUse": int(100 * committed / limit) if limit else 0,
-                 "PagesPersec": 0, "CacheBytes": 0}]
+        return [
+            {
+                "Name": None,
+                "AvailableBytes": avail,
+                "AvailableMBytes": avail >> 20,
+                "CommittedBytes": committed,
+                "CommitLimit": limit,
+                "PercentCommittedBytesInUse": int(100 * committed / limit) if limit else 0,
+                "PagesPersec": 0,
+                "CacheBytes": 0,
+            }
+        ]
     return None
 
 
@@ -528,9 +719,13 @@ def _wql_filter(rows: list[dict], flt: str) -> list[dict]:
     for c in conds:
         m = re.fullmatch(r"(\w+)\s*(=|<>|!=|>|<|LIKE)\s*(?:'((?:[^']|'')*)'|(-?\d+))", c, re.I)
         if not m:
-            raise PSError("Invalid query ", "InvalidArgument",
-                          "HRESULT 0x80041017,Microsoft.Management.Infrastructure.CimCmdlets.GetCimInstanceCommand",
-                          "", "Get-CimInstance")
+            raise PSError(
+                "Invalid query ",
+                "InvalidArgument",
+                "HRESULT 0x80041017,Microsoft.Management.Infrastructure.CimCmdlets.GetCimInstanceCommand",
+                "",
+                "Get-CimInstance",
+            )
         key, op, sval, nval = m.groups()
         want: Any = int(nval) if nval is not None else sval.replace("''", "'")
 
@@ -548,6 +743,7 @@ def _wql_filter(rows: list[dict], flt: str) -> list[dict]:
             else:
                 v, want = str(v).lower(), str(want).lower()
             return {"=": v == want, "<>": v != want, "!=": v != want, ">": v > want, "<": v < want}[op]
+
         out = [r for r in out if ok(r)]
     return out
 
@@ -555,14 +751,23 @@ def _wql_filter(rows: list[dict], flt: str) -> list[dict]:
 def get_cim_instance(interp, named, pos, inp):
     cls = to_str(named.get("classname", named.get("class", pos[0] if pos else "")))
     if not cls:
-        raise PSError("Cannot process argument: ClassName is missing.", "InvalidArgument",
-                      "ParameterArgumentValidationError", "", "Get-CimInstance")
+        raise PSError(
+            "Cannot process argument: ClassName is missing.",
+            "InvalidArgument",
+            "ParameterArgumentValidationError",
+            "",
+            "Get-CimInstance",
+        )
     ns = to_str(named.get("namespace", "root/cimv2")).replace("\\", "/").lower()
     rows = _cim_class(interp, cls) if ns == "root/cimv2" else None
     if rows is None:
-        raise PSError("Invalid class ", "MetadataError",
-                      "HRESULT 0x80041010,Microsoft.Management.Infrastructure.CimCmdlets.GetCimInstanceCommand",
-                      f"{ns}:{cls}", "Get-CimInstance")
+        raise PSError(
+            "Invalid class ",
+            "MetadataError",
+            "HRESULT 0x80041010,Microsoft.Management.Infrastructure.CimCmdlets.GetCimInstanceCommand",
+            f"{ns}:{cls}",
+            "Get-CimInstance",
+        )
     if "filter" in named:
         rows = _wql_filter(rows, to_str(named["filter"]))
     if "property" in named:
@@ -578,26 +783,44 @@ def get_win_event(interp, named, pos, inp):
     log_name = to_str(named.get("logname", pos[0] if pos else ""))
     raw = _data(interp, f"eventlog/{log_name}.json") if log_name and "/" not in log_name else None
     if raw is None:
-        raise PSError(f'There is not an event log on the localhost computer that matches "{log_name}".',
-                      "ObjectNotFound", "NoMatchingLogsFound,Microsoft.PowerShell.Commands.GetWinEventCommand",
-                      log_name, "Get-WinEvent")
+        raise PSError(
+            f'There is not an event log on the localhost computer that matches "{log_name}".',
+            "ObjectNotFound",
+            "NoMatchingLogsFound,Microsoft.PowerShell.Commands.GetWinEventCommand",
+            log_name,
+            "Get-WinEvent",
+        )
     levels = {1: "Critical", 2: "Error", 3: "Warning", 4: "Information", 5: "Verbose"}
     rows = []
     for number, rec in enumerate(json.loads(raw), 1):
         when = dt.datetime.fromisoformat(rec["TimeCreated"].replace("Z", "+00:00"))
         level = int(rec.get("Level", 4))
-        rows.append(PSObj({
-            "TimeCreated": DateTime(when if when.tzinfo else when.replace(tzinfo=dt.UTC)),
-            "Id": int(rec["Id"]), "RecordId": int(rec.get("RecordId", number)), "Level": level,
-            "LevelDisplayName": levels.get(level, str(level)), "ProviderName": rec.get("ProviderName", ""),
-            "LogName": log_name, "Message": rec.get("Message", ""),
-        }, "System.Diagnostics.Eventing.Reader.EventLogRecord"))
+        rows.append(
+            PSObj(
+                {
+                    "TimeCreated": DateTime(when if when.tzinfo else when.replace(tzinfo=dt.UTC)),
+                    "Id": int(rec["Id"]),
+                    "RecordId": int(rec.get("RecordId", number)),
+                    "Level": level,
+                    "LevelDisplayName": levels.get(level, str(level)),
+                    "ProviderName": rec.get("ProviderName", ""),
+                    "LogName": log_name,
+                    "Message": rec.get("Message", ""),
+                },
+                "System.Diagnostics.Eventing.Reader.EventLogRecord",
+            )
+        )
     rows.reverse()
     if "maxevents" in named:
         rows = rows[: int(to_num(named["maxevents"]))]
     if not rows:
-        raise PSError("No events were found that match the specified selection criteria.", "ObjectNotFound",
-                      "NoMatchingEventsFound,Microsoft.PowerShell.Commands.GetWinEventCommand", None, "Get-WinEvent")
+        raise PSError(
+            "No events were found that match the specified selection criteria.",
+            "ObjectNotFound",
+            "NoMatchingEventsFound,Microsoft.PowerShell.Commands.GetWinEventCommand",
+            None,
+            "Get-WinEvent",
+        )
     return rows
 
 
@@ -605,13 +828,20 @@ def get_pnp_device(interp, named, pos, inp):
     cls = to_str(named.get("class", ""))
     raw = _data(interp, f"pnp/{cls}.json") if cls else None
     if raw is None:
-        raise PSError("No matching Win32_PnPEntity objects found by CIM query for instances of the "
-                      "ROOT\\cimv2\\Win32_PnPEntity class on the  CIM server: SELECT * FROM Win32_PnPEntity  WHERE "
-                      f"((PNPClass LIKE '{cls}')). Verify query parameters and retry.", "ObjectNotFound",
-                      "CmdletizationQuery_NotFound,Get-PnpDevice", "Win32_PnPEntity", "Get-PnpDevice")
+        raise PSError(
+            "No matching Win32_PnPEntity objects found by CIM query for instances of the "
+            "ROOT\\cimv2\\Win32_PnPEntity class on the  CIM server: SELECT * FROM Win32_PnPEntity  WHERE "
+            f"((PNPClass LIKE '{cls}')). Verify query parameters and retry.",
+            "ObjectNotFound",
+            "CmdletizationQuery_NotFound,Get-PnpDevice",
+            "Win32_PnPEntity",
+            "Get-PnpDevice",
+        )
     objs = json.loads(raw)
-    return [PSObj(o, "Microsoft.Management.Infrastructure.CimInstance#ROOT/cimv2/Win32_PnPEntity")
-            for o in (objs if isinstance(objs, list) else [objs])]
+    return [
+        PSObj(o, "Microsoft.Management.Infrastructure.CimInstance#ROOT/cimv2/Win32_PnPEntity")
+        for o in (objs if isinstance(objs, list) else [objs])
+    ]
 
 
 # ------------------------------------------------------------------ pipeline utilities
@@ -638,8 +868,13 @@ def foreach_object(interp, named, pos, inp):
     if isinstance(block, str):  # ForEach-Object PropertyName
         return [get_member(x, block) for x in inp]
     if not isinstance(block, P.Block):
-        raise PSError("Cannot bind parameter 'Process'.", "InvalidArgument", "CannotConvertArgument", "",
-                      "ForEach-Object")
+        raise PSError(
+            "Cannot bind parameter 'Process'.",
+            "InvalidArgument",
+            "CannotConvertArgument",
+            "",
+            "ForEach-Object",
+        )
     out = []
     for item in inp:
         out.extend(_invoke_block(interp, block, item))
@@ -649,8 +884,13 @@ def foreach_object(interp, named, pos, inp):
 def where_object(interp, named, pos, inp):
     block = named.get("filterscript", pos[0] if pos else None)
     if not isinstance(block, P.Block):
-        raise PSError("Cannot bind parameter 'FilterScript'.", "InvalidArgument", "CannotConvertArgument", "",
-                      "Where-Object")
+        raise PSError(
+            "Cannot bind parameter 'FilterScript'.",
+            "InvalidArgument",
+            "CannotConvertArgument",
+            "",
+            "Where-Object",
+        )
     return [item for item in inp if truthy(collapse(_invoke_block(interp, block, item)))]
 
 
@@ -710,7 +950,9 @@ def format_list(interp, named, pos, inp):
         if props and props != ["*"]:
             m = {k: v for k, v in m.items() if any(k.lower() == p.lower() for p in props)}
         width = max((len(k) for k in m), default=0)
-        out.append("\n" + "".join(f"{k.ljust(width)} : {'' if v is None else to_str(v)}\n" for k, v in m.items()))
+        out.append(
+            "\n" + "".join(f"{k.ljust(width)} : {'' if v is None else to_str(v)}\n" for k, v in m.items())
+        )
     return ["".join(out) + "\n"] if out else []
 
 
@@ -721,8 +963,13 @@ def new_object(interp, named, pos, inp):
         return [bytearray(int(to_num(args[0]) if args else 0))]
     if tname in ("security.cryptography.sha256managed", "security.cryptography.sha256cryptoserviceprovider"):
         return [HashAlgorithm("sha256")]
-    raise PSError(f"Cannot find type [{tname}]: verify that the assembly containing this type is loaded.",
-                  "InvalidType", "TypeNotFound,Microsoft.PowerShell.Commands.NewObjectCommand", tname, "New-Object")
+    raise PSError(
+        f"Cannot find type [{tname}]: verify that the assembly containing this type is loaded.",
+        "InvalidType",
+        "TypeNotFound,Microsoft.PowerShell.Commands.NewObjectCommand",
+        tname,
+        "New-Object",
+    )
 
 
 def write_error(interp, named, pos, inp):
@@ -734,25 +981,51 @@ def get_command(interp, named, pos, inp):
     out = []
     for name in [to_str(x) for x in unroll(named.get("name", pos[0] if pos else None))]:
         if name.lower() in CMDLETS:
-            out.append(PSObj({"CommandType": "Cmdlet", "Name": name, "Version": "3.1.0.0",
-                              "Source": "Microsoft.PowerShell.Management"}, "System.Management.Automation.CmdletInfo"))
+            out.append(
+                PSObj(
+                    {
+                        "CommandType": "Cmdlet",
+                        "Name": name,
+                        "Version": "3.1.0.0",
+                        "Source": "Microsoft.PowerShell.Management",
+                    },
+                    "System.Management.Automation.CmdletInfo",
+                )
+            )
             continue
         exe = resolve_native(interp, name)
         if exe is None or (exe in NATIVE_BUILTINS and not _native_present(interp, exe)):
-            raise PSError(f"The term '{name}' is not recognized as the name of a cmdlet, function, script file, or "
-                          "operable program. Check the spelling of the name, or if a path was included, verify that "
-                          "the path is correct and try again.", "ObjectNotFound",
-                          "CommandNotFoundException,Microsoft.PowerShell.Commands.GetCommandCommand", name,
-                          "Get-Command")
-        out.append(PSObj({"CommandType": "Application", "Name": os.path.basename(name), "Version": "0.0.0.0",
-                          "Source": exe}, "System.Management.Automation.ApplicationInfo"))
+            raise PSError(
+                f"The term '{name}' is not recognized as the name of a cmdlet, function, script file, or "
+                "operable program. Check the spelling of the name, or if a path was included, verify that "
+                "the path is correct and try again.",
+                "ObjectNotFound",
+                "CommandNotFoundException,Microsoft.PowerShell.Commands.GetCommandCommand",
+                name,
+                "Get-Command",
+            )
+        out.append(
+            PSObj(
+                {
+                    "CommandType": "Application",
+                    "Name": os.path.basename(name),
+                    "Version": "0.0.0.0",
+                    "Source": exe,
+                },
+                "System.Management.Automation.ApplicationInfo",
+            )
+        )
     return out
 
 
 def _native_present(interp, exe: str) -> bool:
     """An emulated program exists on this persona only with its data (nvidia-smi without a GPU: absent)."""
-    need = {"nvidia-smi": "nvidia-smi.txt", "nvidia-smi.exe": "nvidia-smi.txt",
-            "systeminfo": "systeminfo.txt", "systeminfo.exe": "systeminfo.txt"}.get(exe)
+    need = {
+        "nvidia-smi": "nvidia-smi.txt",
+        "nvidia-smi.exe": "nvidia-smi.txt",
+        "systeminfo": "systeminfo.txt",
+        "systeminfo.exe": "systeminfo.txt",
+    }.get(exe)
     return need is None or _data(interp, need) is not None
 
 
@@ -761,36 +1034,74 @@ def get_location(interp, named, pos, inp):
 
 
 CMDLETS = {
-    "new-item": new_item, "ni": new_item, "md": None, "mkdir": None,
+    "new-item": new_item,
+    "ni": new_item,
+    "md": None,
+    "mkdir": None,
     "test-path": test_path,
-    "get-item": get_item, "gi": get_item,
-    "get-childitem": get_child_item, "gci": get_child_item, "dir": get_child_item, "ls": get_child_item,
-    "move-item": move_item, "mv": move_item, "move": move_item,
-    "remove-item": remove_item, "rm": remove_item, "del": remove_item, "ri": remove_item,
+    "get-item": get_item,
+    "gi": get_item,
+    "get-childitem": get_child_item,
+    "gci": get_child_item,
+    "dir": get_child_item,
+    "ls": get_child_item,
+    "move-item": move_item,
+    "mv": move_item,
+    "move": move_item,
+    "remove-item": remove_item,
+    "rm": remove_item,
+    "del": remove_item,
+    "ri": remove_item,
     "get-filehash": get_file_hash,
-    "get-content": get_content, "gc": get_content, "cat": get_content, "type": get_content,
-    "set-content": set_content, "sc": set_content,
+    "get-content": get_content,
+    "gc": get_content,
+    "cat": get_content,
+    "type": get_content,
+    "set-content": set_content,
+    "sc": set_content,
     "join-path": join_path,
-    "start-process": start_process, "start": start_process, "saps": start_process,
-    "stop-process": stop_process, "kill": stop_process, "spps": stop_process,
-    "get-process": get_process, "ps": get_process, "gps": get_process,
-    "start-sleep": start_sleep, "sleep": start_sleep,
-    "get-ciminstance": get_cim_instance, "gcim": get_cim_instance,
-    "get-wmiobject": get_cim_instance, "gwmi": get_cim_instance,
+    "start-process": start_process,
+    "start": start_process,
+    "saps": start_process,
+    "stop-process": stop_process,
+    "kill": stop_process,
+    "spps": stop_process,
+    "get-process": get_process,
+    "ps": get_process,
+    "gps": get_process,
+    "start-sleep": start_sleep,
+    "sleep": start_sleep,
+    "get-ciminstance": get_cim_instance,
+    "gcim": get_cim_instance,
+    "get-wmiobject": get_cim_instance,
+    "gwmi": get_cim_instance,
     "get-pnpdevice": get_pnp_device,
     "get-winevent": get_win_event,
     "invoke-cimmethod": invoke_cim_method,
-    "foreach-object": foreach_object, "%": foreach_object, "foreach": foreach_object,
-    "where-object": where_object, "?": where_object, "where": where_object,
-    "select-object": select_object, "select": select_object,
+    "foreach-object": foreach_object,
+    "%": foreach_object,
+    "foreach": foreach_object,
+    "where-object": where_object,
+    "?": where_object,
+    "where": where_object,
+    "select-object": select_object,
+    "select": select_object,
     "convertto-json": convertto_json,
-    "write-output": write_output, "echo": write_output, "write": write_output, "write-host": write_output,
-    "out-null": out_null, "out-string": out_string, "out-default": write_output,
-    "format-list": format_list, "fl": format_list,
+    "write-output": write_output,
+    "echo": write_output,
+    "write": write_output,
+    "write-host": write_output,
+    "out-null": out_null,
+    "out-string": out_string,
+    "out-default": write_output,
+    "format-list": format_list,
+    "fl": format_list,
     "new-object": new_object,
     "write-error": write_error,
-    "get-location": get_location, "pwd": get_location,
-    "get-command": get_command, "gcm": get_command,
+    "get-location": get_location,
+    "pwd": get_location,
+    "get-command": get_command,
+    "gcm": get_command,
 }
 CMDLETS = {k: v for k, v in CMDLETS.items() if v is not None}
 
@@ -804,14 +1115,18 @@ def static_member(interp: Interp, t: Any, name: str) -> Any:
     key = (t.name, name.lower())
     now = dt.datetime.now(dt.UTC)
     table = {
-        ("datetimeoffset", "utcnow"): DateTime(now), ("datetime", "utcnow"): DateTime(now),
+        ("datetimeoffset", "utcnow"): DateTime(now),
+        ("datetime", "utcnow"): DateTime(now),
         ("datetime", "now"): DateTime(now, "Local"),
         ("environment", "processorcount"): int(interp.env.get("NUMBER_OF_PROCESSORS", os.cpu_count() or 1)),
         ("environment", "machinename"): interp.env.get("COMPUTERNAME", ""),
     }
     if key not in table:
-        raise PSError(f"The property '{name}' cannot be found on type [{t.name}].", "InvalidOperation",
-                      "PropertyNotFound")
+        raise PSError(
+            f"The property '{name}' cannot be found on type [{t.name}].",
+            "InvalidOperation",
+            "PropertyNotFound",
+        )
     return table[key]
 
 
@@ -822,8 +1137,12 @@ def static_call(interp: Interp, t: Any, name: str, args: list) -> Any:
     if key == ("io.file", "openread"):
         host = interp.host(args[0])
         if not os.path.isfile(host):
-            raise PSError(f"Exception calling \"OpenRead\" with \"1\" argument(s): \"Could not find file "
-                          f"'{fs.from_host(host)}'.\"", "NotSpecified", "FileNotFoundException")
+            raise PSError(
+                f'Exception calling "OpenRead" with "1" argument(s): "Could not find file '
+                f"'{fs.from_host(host)}'.\"",
+                "NotSpecified",
+                "FileNotFoundException",
+            )
         return FileStream(host)
     if key == ("io.file", "exists"):
         return os.path.isfile(interp.host(args[0]))
@@ -838,8 +1157,11 @@ def static_call(interp: Interp, t: Any, name: str, args: list) -> Any:
         return base64.b64encode(bytes(args[0])).decode()
     if key == ("bitconverter", "tostring"):
         return "-".join(f"{b:02X}" for b in args[0])
-    raise PSError(f"Method invocation failed because [{t.name}] does not contain a method named '{name}'.",
-                  "InvalidOperation", "MethodNotFound")
+    raise PSError(
+        f"Method invocation failed because [{t.name}] does not contain a method named '{name}'.",
+        "InvalidOperation",
+        "MethodNotFound",
+    )
 
 
 def call_method(interp: Interp, obj: Any, name: str, args: list) -> Any:
@@ -853,8 +1175,19 @@ def call_method(interp: Interp, obj: Any, name: str, args: list) -> Any:
         if low == "tounixtimemilliseconds":
             return obj.to_unix_ms()
         if low == "tostring":
-            return obj.when.strftime(to_str(args[0]).replace("yyyy", "%Y").replace("MM", "%m").replace(
-                "dd", "%d").replace("HH", "%H").replace("mm", "%M").replace("ss", "%S")) if args else str(obj)
+            return (
+                obj.when.strftime(
+                    to_str(args[0])
+                    .replace("yyyy", "%Y")
+                    .replace("MM", "%m")
+                    .replace("dd", "%d")
+                    .replace("HH", "%H")
+                    .replace("mm", "%M")
+                    .replace("ss", "%S")
+                )
+                if args
+                else str(obj)
+            )
     if isinstance(obj, int) and low == "tostring":
         if args:
             f = to_str(args[0])
@@ -873,7 +1206,9 @@ def call_method(interp: Interp, obj: Any, name: str, args: list) -> Any:
         if low == "tostring":
             return obj
         if low == "startswith":
-            return obj.lower().startswith(to_str(args[0]).lower()) if False else obj.startswith(to_str(args[0]))
+            return (
+                obj.lower().startswith(to_str(args[0]).lower()) if False else obj.startswith(to_str(args[0]))
+            )
         if low == "split":
             return obj.split(to_str(args[0]))
         if low == "replace":
@@ -885,8 +1220,12 @@ def call_method(interp: Interp, obj: Any, name: str, args: list) -> Any:
 
         os.kill(obj.pid, signal.SIGKILL)
         return None
-    raise PSError(f"Method invocation failed because [{getattr(obj, 'type_name', type(obj).__name__)}] does not "
-                  f"contain a method named '{name}'.", "InvalidOperation", "MethodNotFound")
+    raise PSError(
+        f"Method invocation failed because [{getattr(obj, 'type_name', type(obj).__name__)}] does not "
+        f"contain a method named '{name}'.",
+        "InvalidOperation",
+        "MethodNotFound",
+    )
 
 
 # ------------------------------------------------------------------ native programs
@@ -918,6 +1257,7 @@ def _text(name, command):
             raise _nr(command)
         out.write(text)
         return 0
+
     return run
 
 
@@ -944,11 +1284,16 @@ def _powershell(interp, args, out, err):
 
 
 NATIVE_BUILTINS = {
-    "taskkill": _taskkill, "taskkill.exe": _taskkill,
-    "nvidia-smi": _nvidia_smi, "nvidia-smi.exe": _nvidia_smi,
-    "systeminfo": _text("systeminfo.txt", "systeminfo"), "systeminfo.exe": _text("systeminfo.txt", "systeminfo"),
-    "wsl": _wsl, "wsl.exe": _wsl,
-    "hostname": _hostname, "hostname.exe": _hostname,
+    "taskkill": _taskkill,
+    "taskkill.exe": _taskkill,
+    "nvidia-smi": _nvidia_smi,
+    "nvidia-smi.exe": _nvidia_smi,
+    "systeminfo": _text("systeminfo.txt", "systeminfo"),
+    "systeminfo.exe": _text("systeminfo.txt", "systeminfo"),
+    "wsl": _wsl,
+    "wsl.exe": _wsl,
+    "hostname": _hostname,
+    "hostname.exe": _hostname,
 }
 
 
@@ -977,8 +1322,23 @@ def resolve_native(interp: Interp, name: str) -> str | None:
 COVERED = {
     "cmdlets": sorted(k for k in CMDLETS if "-" in k),
     "natives": sorted(k for k in NATIVE_BUILTINS if not k.endswith(".exe")) + ["powershell"],
-    "static": ["[DateTimeOffset]::UtcNow", "[IO.File]::OpenRead", "[Math]::Min", "[Math]::Max",
-               "[Security.Cryptography.SHA256]::Create", "[Environment]::ProcessorCount"],
-    "variables": ["$env:*", "$PID", "$LASTEXITCODE", "$ErrorActionPreference", "$null", "$true", "$false", "$_",
-                  "$?"],
+    "static": [
+        "[DateTimeOffset]::UtcNow",
+        "[IO.File]::OpenRead",
+        "[Math]::Min",
+        "[Math]::Max",
+        "[Security.Cryptography.SHA256]::Create",
+        "[Environment]::ProcessorCount",
+    ],
+    "variables": [
+        "$env:*",
+        "$PID",
+        "$LASTEXITCODE",
+        "$ErrorActionPreference",
+        "$null",
+        "$true",
+        "$false",
+        "$_",
+        "$?",
+    ],
 }

@@ -88,7 +88,9 @@ def taskkill(args: list[str], out, err) -> int:
             try:
                 pids.append(int(args[i + 1]))
             except ValueError:
-                err.write("ERROR: Invalid syntax. Value expected for '/PID'.\nType \"TASKKILL /?\" for usage.\n")
+                err.write(
+                    "ERROR: Invalid syntax. Value expected for '/PID'.\nType \"TASKKILL /?\" for usage.\n"
+                )
                 return 1
             i += 2
             continue
@@ -97,8 +99,10 @@ def taskkill(args: list[str], out, err) -> int:
             return 1
         i += 1
     if not pids:
-        err.write("ERROR: Invalid syntax. Neither /FI nor /PID nor /IM were specified.\n"
-                  "Type \"TASKKILL /?\" for usage.\n")
+        err.write(
+            "ERROR: Invalid syntax. Neither /FI nor /PID nor /IM were specified.\n"
+            'Type "TASKKILL /?" for usage.\n'
+        )
         return 1
     force, whole = "/F" in opts or "-F" in opts, "/T" in opts or "-T" in opts
     rc = 0
@@ -110,13 +114,17 @@ def taskkill(args: list[str], out, err) -> int:
             continue
         victims = tree(pid) if whole else [pid]
         if not force:
-            err.write(f"ERROR: The process with PID {pid} could not be terminated.\n"
-                      "Reason: This process can only be terminated forcefully (with /F option).\n")
+            err.write(
+                f"ERROR: The process with PID {pid} could not be terminated.\n"
+                "Reason: This process can only be terminated forcefully (with /F option).\n"
+            )
             rc = 1
             continue
         for v in reversed(victims):  # children first, as taskkill /T reports them
             if not same_persona(v):
-                err.write(f"ERROR: The process with PID {v} could not be terminated.\nReason: Access is denied.\n")
+                err.write(
+                    f"ERROR: The process with PID {v} could not be terminated.\nReason: Access is denied.\n"
+                )
                 rc = 1
                 continue
             try:
@@ -124,14 +132,18 @@ def taskkill(args: list[str], out, err) -> int:
             except ProcessLookupError:
                 continue
             except PermissionError:
-                err.write(f"ERROR: The process with PID {v} could not be terminated.\nReason: Access is denied.\n")
+                err.write(
+                    f"ERROR: The process with PID {v} could not be terminated.\nReason: Access is denied.\n"
+                )
                 rc = 1
                 continue
             parent = table.get(v, {}).get("ParentProcessId", 0)
             if v == pid and not whole:
                 out.write(f"SUCCESS: The process with PID {v} has been terminated.\n")
             else:
-                out.write(f"SUCCESS: The process with PID {v} (child process of PID {parent}) has been terminated.\n")
+                out.write(
+                    f"SUCCESS: The process with PID {v} (child process of PID {parent}) has been terminated.\n"
+                )
         end = time.monotonic() + 2.0
         while any(proc_alive(v) for v in victims) and time.monotonic() < end:
             time.sleep(0.02)
@@ -139,17 +151,39 @@ def taskkill(args: list[str], out, err) -> int:
 
 
 NVIDIA_FIELDS = {
-    "index": "index", "name": "name", "driver_version": "driver_version", "pci.bus_id": "pci.bus_id",
-    "utilization.gpu": "utilization.gpu", "utilization.memory": "utilization.memory",
-    "memory.total": "memory.total", "memory.used": "memory.used", "memory.free": "memory.free",
-    "temperature.gpu": "temperature.gpu", "power.draw": "power.draw", "power.limit": "power.limit",
-    "clocks.sm": "clocks.sm", "clocks.mem": "clocks.mem", "clocks.gr": "clocks.gr", "pstate": "pstate",
-    "fan.speed": "fan.speed", "clocks_throttle_reasons.active": "clocks_throttle_reasons.active",
+    "index": "index",
+    "name": "name",
+    "driver_version": "driver_version",
+    "pci.bus_id": "pci.bus_id",
+    "utilization.gpu": "utilization.gpu",
+    "utilization.memory": "utilization.memory",
+    "memory.total": "memory.total",
+    "memory.used": "memory.used",
+    "memory.free": "memory.free",
+    "temperature.gpu": "temperature.gpu",
+    "power.draw": "power.draw",
+    "power.limit": "power.limit",
+    "clocks.sm": "clocks.sm",
+    "clocks.mem": "clocks.mem",
+    "clocks.gr": "clocks.gr",
+    "pstate": "pstate",
+    "fan.speed": "fan.speed",
+    "clocks_throttle_reasons.active": "clocks_throttle_reasons.active",
     "compute_cap": "compute_cap",
 }
-UNITS = {"utilization.gpu": " %", "utilization.memory": " %", "memory.total": " MiB", "memory.used": " MiB",
-         "memory.free": " MiB", "power.draw": " W", "power.limit": " W", "clocks.sm": " MHz", "clocks.mem": " MHz",
-         "clocks.gr": " MHz", "fan.speed": " %"}
+UNITS = {
+    "utilization.gpu": " %",
+    "utilization.memory": " %",
+    "memory.total": " MiB",
+    "memory.used": " MiB",
+    "memory.free": " MiB",
+    "power.draw": " W",
+    "power.limit": " W",
+    "clocks.sm": " MHz",
+    "clocks.mem": " MHz",
+    "clocks.gr": " MHz",
+    "fan.speed": " %",
+}
 
 
 def nvidia_query(gpus: list[dict], args: list[str], out, err) -> int:
@@ -171,8 +205,12 @@ def nvidia_query(gpus: list[dict], args: list[str], out, err) -> int:
             err.write(f'Field "{q}" is not a valid field to query.\n')
             return 2
     if "noheader" not in fmt:
-        out.write(", ".join(q + ("" if "nounits" in fmt or q not in UNITS else f" [{UNITS[q].strip()}]")
-                            for q in query) + "\n")
+        out.write(
+            ", ".join(
+                q + ("" if "nounits" in fmt or q not in UNITS else f" [{UNITS[q].strip()}]") for q in query
+            )
+            + "\n"
+        )
     for g in gpus:
         vals = []
         for q in query:

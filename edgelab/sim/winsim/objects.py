@@ -87,9 +87,12 @@ class Item:
             m["Length"] = self.st.st_size
             m["Extension"] = os.path.splitext(name)[1]
             m["DirectoryName"] = full[: -len(name) - 1] if full.endswith(name) else ""
-        m.update(FullName=full, PSIsContainer=self.is_dir,
-                 LastWriteTimeUtc=DateTime.from_epoch_ns(self.st.st_mtime_ns),
-                 CreationTimeUtc=DateTime.from_epoch_ns(self.st.st_ctime_ns))
+        m.update(
+            FullName=full,
+            PSIsContainer=self.is_dir,
+            LastWriteTimeUtc=DateTime.from_epoch_ns(self.st.st_mtime_ns),
+            CreationTimeUtc=DateTime.from_epoch_ns(self.st.st_ctime_ns),
+        )
         return m
 
 
@@ -140,9 +143,16 @@ def proc_table() -> list[dict[str, Any]]:
         args = [a.decode("utf-8", "replace") for a in cmd if a]
         name = os.path.basename(args[0]) if args else f[0]
         rss = int(f[22]) * os.sysconf("SC_PAGE_SIZE") if len(f) > 22 else 0
-        out.append({"ProcessId": int(entry), "ParentProcessId": int(f[2]), "Name": name,
-                    "CommandLine": " ".join(args), "WorkingSetSize": rss,
-                    "PeakWorkingSetSize": _hwm_kib(int(entry))})  # KiB, as Win32_Process has it
+        out.append(
+            {
+                "ProcessId": int(entry),
+                "ParentProcessId": int(f[2]),
+                "Name": name,
+                "CommandLine": " ".join(args),
+                "WorkingSetSize": rss,
+                "PeakWorkingSetSize": _hwm_kib(int(entry)),
+            }
+        )  # KiB, as Win32_Process has it
     return out
 
 
@@ -179,8 +189,15 @@ class Process:
         ws = int(f[22]) * os.sysconf("SC_PAGE_SIZE") if f and len(f) > 22 else 0
         cpu = (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK") if f and len(f) > 12 else 0
         code = self.popen.poll() if self.popen is not None else None
-        return {"Id": self.pid, "ProcessName": name, "HasExited": exited or code is not None, "WorkingSet64": ws,
-                "Handles": 0, "CPU": round(cpu, 2), "ExitCode": code}
+        return {
+            "Id": self.pid,
+            "ProcessName": name,
+            "HasExited": exited or code is not None,
+            "WorkingSet64": ws,
+            "Handles": 0,
+            "CPU": round(cpu, 2),
+            "ExitCode": code,
+        }
 
 
 class FileStream:
@@ -198,10 +215,13 @@ class FileStream:
         if name == "read":
             buf, off, n = args
             data = self.f.read(int(n))
-            buf[int(off): int(off) + len(data)] = data
+            buf[int(off) : int(off) + len(data)] = data
             return len(data)
         if name == "seek":
-            self.f.seek(int(args[0]), {"begin": 0, "current": 1, "end": 2}[str(args[1] if len(args) > 1 else "Begin").lower()])
+            self.f.seek(
+                int(args[0]),
+                {"begin": 0, "current": 1, "end": 2}[str(args[1] if len(args) > 1 else "Begin").lower()],
+            )
             return self.f.tell()
         if name in ("close", "dispose"):
             self.f.close()
@@ -222,21 +242,27 @@ class HashAlgorithm:
         return f"System.Security.Cryptography.{self.algo.upper()}CryptoServiceProvider"
 
     def members(self) -> dict[str, Any]:
-        return {"Hash": bytearray(self.digest) if self.digest is not None else None,
-                "HashSize": self.h.digest_size * 8}
+        return {
+            "Hash": bytearray(self.digest) if self.digest is not None else None,
+            "HashSize": self.h.digest_size * 8,
+        }
 
     def call(self, name: str, args: list) -> Any:
         if name == "transformblock":
             buf, off, n = args[0], int(args[1]), int(args[2])
-            self.h.update(bytes(buf[off: off + n]))
+            self.h.update(bytes(buf[off : off + n]))
             return n
         if name == "transformfinalblock":
             buf, off, n = args[0], int(args[1]), int(args[2])
-            self.h.update(bytes(buf[off: off + n]))
+            self.h.update(bytes(buf[off : off + n]))
             self.digest = self.h.digest()
-            return bytearray(buf[off: off + n])
+            return bytearray(buf[off : off + n])
         if name == "computehash":
-            data = bytes(args[0]) if len(args) == 1 else bytes(args[0][int(args[1]): int(args[1]) + int(args[2])])
+            data = (
+                bytes(args[0])
+                if len(args) == 1
+                else bytes(args[0][int(args[1]) : int(args[1]) + int(args[2])])
+            )
             return bytearray(hashlib.new(self.algo, data).digest())
         if name in ("dispose", "clear"):
             return None
@@ -246,5 +272,12 @@ class HashAlgorithm:
 def type_name(value: Any) -> str:
     if hasattr(value, "type_name"):
         return value.type_name
-    return {bool: "System.Boolean", int: "System.Int32", float: "System.Double", str: "System.String",
-            list: "System.Object[]", bytearray: "System.Byte[]", type(None): "null"}.get(type(value), "System.Object")
+    return {
+        bool: "System.Boolean",
+        int: "System.Int32",
+        float: "System.Double",
+        str: "System.String",
+        list: "System.Object[]",
+        bytearray: "System.Byte[]",
+        type(None): "null",
+    }.get(type(value), "System.Object")

@@ -65,7 +65,11 @@ def _params(cmd_args: list, interp: Interp) -> tuple[dict[str, Any], list]:
         if isinstance(a, P.Param):
             if a.value is not None:
                 named[a.name.lower()] = interp.eval(a.value)
-            elif i + 1 < len(cmd_args) and not isinstance(cmd_args[i + 1], P.Param) and a.name.lower() not in SWITCHES:
+            elif (
+                i + 1 < len(cmd_args)
+                and not isinstance(cmd_args[i + 1], P.Param)
+                and a.name.lower() not in SWITCHES
+            ):
                 named[a.name.lower()] = interp.eval(cmd_args[i + 1])
                 i += 1
             else:
@@ -76,16 +80,37 @@ def _params(cmd_args: list, interp: Interp) -> tuple[dict[str, Any], list]:
     return named, pos
 
 
-SWITCHES = {"force", "passthru", "file", "directory", "recurse", "raw", "compress", "nonewline", "wait", "nonewwindow",
-            "presentonly", "asstring", "noprofile", "noninteractive"}
+SWITCHES = {
+    "force",
+    "passthru",
+    "file",
+    "directory",
+    "recurse",
+    "raw",
+    "compress",
+    "nonewline",
+    "wait",
+    "nonewwindow",
+    "presentonly",
+    "asstring",
+    "noprofile",
+    "noninteractive",
+}
 
 
 class Interp:
     def __init__(self, env: dict[str, str], persona_dir: str | None):
         self.env = env
         self.persona_dir = persona_dir
-        self.vars: dict[str, Any] = {"null": None, "true": True, "false": False, "pid": os.getpid(),
-                                     "erroractionpreference": "Continue", "lastexitcode": 0, "?": True}
+        self.vars: dict[str, Any] = {
+            "null": None,
+            "true": True,
+            "false": False,
+            "pid": os.getpid(),
+            "erroractionpreference": "Continue",
+            "lastexitcode": 0,
+            "?": True,
+        }
         self.ok = True  # $? of the last statement
         self.action: str | None = None  # -ErrorAction of the cmdlet running now
         self.prev_ok = True  # what $? reads: the status of the statement before this one
@@ -144,7 +169,9 @@ class Interp:
     def error(self, e: PSError, action: str | None = None) -> None:
         """A non-terminating error under the preference in force: report, hide, or stop."""
         self.ok = False
-        action = (action or self.action or to_str(self.get_var("ErrorActionPreference")) or "Continue").lower()
+        action = (
+            action or self.action or to_str(self.get_var("ErrorActionPreference")) or "Continue"
+        ).lower()
         if action == "stop":
             raise Terminating(e)
         if action in ("silentlycontinue", "ignore"):
@@ -256,8 +283,13 @@ class Interp:
     def command(self, cmd: P.Command, input_items: list | None, direct: bool) -> list:
         name = to_str(self.eval(cmd.name)) if isinstance(cmd.name, P.Node) else cmd.name
         merge_err = any(r.stream == "2" and r.to_stream == "1" for r in cmd.redirects)
-        discard_err = any(r.stream in ("2", "*") and r.to_stream is None and isinstance(r.target, P.Var)
-                          and r.target.name.lower() == "null" for r in cmd.redirects)
+        discard_err = any(
+            r.stream in ("2", "*")
+            and r.to_stream is None
+            and isinstance(r.target, P.Var)
+            and r.target.name.lower() == "null"
+            for r in cmd.redirects
+        )
         file_out = next((r for r in cmd.redirects if r.stream in ("1", "*") and r.to_stream is None), None)
         from .cmdlets import CMDLETS, resolve_native
 
@@ -299,7 +331,9 @@ class Interp:
                 argv.append("-" + a.name + (":" + to_str(self.eval(a.value)) if a.value is not None else ""))
             else:
                 argv.extend(to_str(x) for x in unroll(self.eval(a)))
-        return self.run_native(name, argv, input_items, direct and file_out is None, merge_err, discard_err, file_out)
+        return self.run_native(
+            name, argv, input_items, direct and file_out is None, merge_err, discard_err, file_out
+        )
 
     def write_redirect(self, r: P.Redirect, items: list) -> None:
         if isinstance(r.target, P.Var) and r.target.name.lower() == "null":
@@ -309,8 +343,16 @@ class Interp:
         with open(path, "a" if r.append else "w", encoding="utf-16" if not r.append else "utf-16-le") as f:
             f.write(text.replace("\n", "\r\n"))
 
-    def run_native(self, name: str, argv: list[str], input_items: list | None, direct: bool, merge_err: bool,
-                   discard_err: bool, file_out) -> list:
+    def run_native(
+        self,
+        name: str,
+        argv: list[str],
+        input_items: list | None,
+        direct: bool,
+        merge_err: bool,
+        discard_err: bool,
+        file_out,
+    ) -> list:
         from .cmdlets import NATIVE_BUILTINS
 
         builtin = NATIVE_BUILTINS.get(os.path.basename(argv[0]).lower())
@@ -463,7 +505,9 @@ class Interp:
             return to_str(right).join(to_str(x) for x in unroll(left))
         if op == "-replace":
             pat, rep = (right + [""])[:2] if isinstance(right, list) else (right, "")
-            return re.sub(to_str(pat), to_str(rep).replace("$", "\\"), to_str(left), flags=0 if case else re.I)
+            return re.sub(
+                to_str(pat), to_str(rep).replace("$", "\\"), to_str(left), flags=0 if case else re.I
+            )
         if op == "-split":
             return re.split(to_str(right), to_str(left))
         if op in ("-contains", "-notcontains", "-in", "-notin"):
@@ -524,9 +568,11 @@ def run_script(script: str, interp: Interp) -> int:
     try:
         stmts = P.parse(script)
     except P.ParseError as e:
-        sys.stderr.write(f"At line:1 char:{e.pos + 1}\n+ {script.splitlines()[0] if script else ''}\n"
-                         f"{e}\n    + CategoryInfo          : ParserError: (:) [], ParentContainsErrorRecordException\n"
-                         f"    + FullyQualifiedErrorId : {e.error_id}\n \n")
+        sys.stderr.write(
+            f"At line:1 char:{e.pos + 1}\n+ {script.splitlines()[0] if script else ''}\n"
+            f"{e}\n    + CategoryInfo          : ParserError: (:) [], ParentContainsErrorRecordException\n"
+            f"    + FullyQualifiedErrorId : {e.error_id}\n \n"
+        )
         return 1
     out = Out(True)
     try:
@@ -566,5 +612,17 @@ def sleep(seconds: float) -> None:
     time.sleep(max(0.0, seconds))
 
 
-__all__ = ["Interp", "PSError", "run_script", "load_env", "proc_alive", "proc_table", "FileStream",
-           "HashAlgorithm", "Item", "Process", "PSObj", "DateTime"]
+__all__ = [
+    "Interp",
+    "PSError",
+    "run_script",
+    "load_env",
+    "proc_alive",
+    "proc_table",
+    "FileStream",
+    "HashAlgorithm",
+    "Item",
+    "Process",
+    "PSObj",
+    "DateTime",
+]

@@ -23,12 +23,31 @@ TERMINATORS = ";\n|)}"
 KEYWORDS = {"if", "elseif", "else", "foreach", "while", "exit", "break", "continue", "return", "in"}
 BINARY = {
     # precedence: higher binds tighter
-    "-and": 1, "-or": 1, "-xor": 1,
-    "-eq": 3, "-ne": 3, "-gt": 3, "-ge": 3, "-lt": 3, "-le": 3, "-like": 3, "-notlike": 3,
-    "-match": 3, "-notmatch": 3, "-contains": 3, "-notcontains": 3, "-in": 3, "-notin": 3,
-    "-join": 4, "-replace": 4, "-split": 4,
-    "+": 5, "-": 5,
-    "*": 6, "/": 6, "%": 6,
+    "-and": 1,
+    "-or": 1,
+    "-xor": 1,
+    "-eq": 3,
+    "-ne": 3,
+    "-gt": 3,
+    "-ge": 3,
+    "-lt": 3,
+    "-le": 3,
+    "-like": 3,
+    "-notlike": 3,
+    "-match": 3,
+    "-notmatch": 3,
+    "-contains": 3,
+    "-notcontains": 3,
+    "-in": 3,
+    "-notin": 3,
+    "-join": 4,
+    "-replace": 4,
+    "-split": 4,
+    "+": 5,
+    "-": 5,
+    "*": 6,
+    "/": 6,
+    "%": 6,
 }
 _REDIRECT = re.compile(r"(\*|\d)?(>>?)(&(\d))?")
 
@@ -40,6 +59,7 @@ class ParseError(Exception):
 
 
 # ------------------------------------------------------------------ AST
+
 
 @dataclass
 class Node:
@@ -202,6 +222,7 @@ class Break(Node):
 
 # ------------------------------------------------------------------ parser
 
+
 class Parser:
     def __init__(self, src: str):
         self.s = src  # a CR inside a string literal is kept; outside one it is white space (see ws)
@@ -243,9 +264,15 @@ class Parser:
         self.ws_nl()
         if self.peek() != ch:
             got = self.peek() if self.peek() != EOF else "end of input"
-            raise ParseError(f"Missing '{ch}' (found {got!r}).", self.i,
-                             "MissingEndParenthesisInExpression" if ch == ")" else "MissingEndCurlyBrace"
-                             if ch == "}" else "UnexpectedToken")
+            raise ParseError(
+                f"Missing '{ch}' (found {got!r}).",
+                self.i,
+                "MissingEndParenthesisInExpression"
+                if ch == ")"
+                else "MissingEndCurlyBrace"
+                if ch == "}"
+                else "UnexpectedToken",
+            )
         self.i += 1
 
     def word(self) -> str:
@@ -289,7 +316,7 @@ class Parser:
     def parse_statement(self) -> Node:
         pos = self.i
         w = self.word().lower()
-        after = self.s[self.i + len(w): self.i + len(w) + 1]
+        after = self.s[self.i + len(w) : self.i + len(w) + 1]
         if w in KEYWORDS and (after == "" or not re.match(r"[\w-]", after)):
             self.i += len(w)
             if w == "if":
@@ -314,13 +341,17 @@ class Parser:
                 self.expect("(")
                 self.ws()
                 if self.peek() != "$":
-                    raise ParseError("Missing variable name after foreach.", self.i, "MissingVariableNameAfterForeach")
+                    raise ParseError(
+                        "Missing variable name after foreach.", self.i, "MissingVariableNameAfterForeach"
+                    )
                 self.i += 1
                 var = self.word()
                 self.i += len(var)
                 self.ws()
                 if self.word().lower() != "in":
-                    raise ParseError("Missing 'in' after variable in foreach loop.", self.i, "MissingInInForeach")
+                    raise ParseError(
+                        "Missing 'in' after variable in foreach loop.", self.i, "MissingInInForeach"
+                    )
                 self.i += 2
                 self.ws()
                 it = self.parse_pipeline_statement()
@@ -399,7 +430,7 @@ class Parser:
             j = self.i
             while j < len(self.s) and not self.s[j].isspace() and self.s[j] not in TERMINATORS + "(,":
                 j += 1
-            name = self.s[self.i: j]
+            name = self.s[self.i : j]
             if not name:
                 raise ParseError(f"Unexpected token '{self.peek()}' in expression or statement.", self.i)
             self.i = j
@@ -416,7 +447,9 @@ class Parser:
                 if not m.group(3):
                     self.ws()
                     target = self.parse_command_arg()
-                cmd.redirects.append(Redirect(m.group(1) or "1", m.group(2) == ">>", m.group(4), target, pos=m.start()))
+                cmd.redirects.append(
+                    Redirect(m.group(1) or "1", m.group(2) == ">>", m.group(4), target, pos=m.start())
+                )
                 continue
             pm = re.compile(r"-([A-Za-z_][\w-]*)(:?)").match(self.s, self.i)
             if pm and not self.peek(1).isdigit():
@@ -452,7 +485,7 @@ class Parser:
     def parse_command_arg(self) -> Node:
         ch = self.peek()
         pos = self.i
-        if ch in "$(@{\"" or ch in SQUOTES:
+        if ch in '$(@{"' or ch in SQUOTES:
             return self.parse_postfix(self.parse_primary())  # $x, (...), @(...), @{...}, {...}, strings
         if ch == "[" and re.compile(r"\[[\w.]+\]").match(self.s, self.i):
             return self.parse_postfix(self.parse_primary())
@@ -470,8 +503,11 @@ class Parser:
             buf.append(self.s[j])
             j += 1
         if j == self.i:
-            raise ParseError(f"Missing expression after '{self.s[self.i - 1: self.i]}'.", self.i,
-                             "ExpectedValueExpression")
+            raise ParseError(
+                f"Missing expression after '{self.s[self.i - 1 : self.i]}'.",
+                self.i,
+                "ExpectedValueExpression",
+            )
         self.i = j
         return Str("".join(buf), pos=pos)
 
@@ -537,7 +573,9 @@ class Parser:
                     return self.parse_postfix(TypeLit(m.group(1), pos=pos))
                 save = self.i
                 self.ws()
-                if self.peek() and (self.peek() in "$('\"@[" or self.peek() in SQUOTES or self.peek().isdigit()):
+                if self.peek() and (
+                    self.peek() in "$('\"@[" or self.peek() in SQUOTES or self.peek().isdigit()
+                ):
                     return Cast(m.group(1), self.parse_unary(), pos=pos)
                 self.i = save
                 return self.parse_postfix(TypeLit(m.group(1), pos=pos))
@@ -551,8 +589,9 @@ class Parser:
                 self.i += 2 if static else 1
                 name = self.word()
                 if not name:
-                    raise ParseError("Missing property name after the reference operator.", self.i,
-                                     "MissingPropertyName")
+                    raise ParseError(
+                        "Missing property name after the reference operator.", self.i, "MissingPropertyName"
+                    )
                 self.i += len(name)
                 if self.peek() == "(":
                     self.i += 1
@@ -612,12 +651,17 @@ class Parser:
                 else:
                     key = self.word()
                     if not key:
-                        raise ParseError("Missing key before '=' in hash literal.", self.i, "MissingEqualsInHashLiteral")
+                        raise ParseError(
+                            "Missing key before '=' in hash literal.", self.i, "MissingEqualsInHashLiteral"
+                        )
                     self.i += len(key)
                 self.ws()
                 if self.peek() != "=":
-                    raise ParseError("Missing '=' operator after key in hash literal.", self.i,
-                                     "MissingEqualsInHashLiteral")
+                    raise ParseError(
+                        "Missing '=' operator after key in hash literal.",
+                        self.i,
+                        "MissingEqualsInHashLiteral",
+                    )
                 self.i += 1
                 self.ws_nl()
                 pairs.append((key, self.parse_pipeline_statement()))
@@ -643,14 +687,18 @@ class Parser:
             return Num(float(m.group(0)) if m.group(1) else int(m.group(0)), pos=pos)
         if ch == "[":
             return self.parse_unary()
-        raise ParseError(f"Unexpected token '{ch if ch != EOF else 'end of input'}' in expression or statement.", self.i)
+        raise ParseError(
+            f"Unexpected token '{ch if ch != EOF else 'end of input'}' in expression or statement.", self.i
+        )
 
     def _single_quoted(self) -> str:
         self.i += 1
         buf = []
         while True:
             if self.i >= len(self.s):
-                raise ParseError("The string is missing the terminator: '.", self.i, "TerminatorExpectedAtEndOfString")
+                raise ParseError(
+                    "The string is missing the terminator: '.", self.i, "TerminatorExpectedAtEndOfString"
+                )
             ch = self.s[self.i]
             if ch in SQUOTES:
                 if self.peek(1) and self.peek(1) in SQUOTES:
@@ -665,7 +713,7 @@ class Parser:
     def _var_name(self) -> str:
         if self.peek() == "{":
             end = self.s.index("}", self.i)
-            name = self.s[self.i + 1: end]
+            name = self.s[self.i + 1 : end]
             self.i = end + 1
             return name
         m = re.compile(r"(?:(env|global|script|local):)?([A-Za-z_]\w*|\?|\$)").match(self.s, self.i)
@@ -686,7 +734,9 @@ class Parser:
         buf: list[str] = []
         while True:
             if self.i >= len(self.s):
-                raise ParseError('The string is missing the terminator: ".', self.i, "TerminatorExpectedAtEndOfString")
+                raise ParseError(
+                    'The string is missing the terminator: ".', self.i, "TerminatorExpectedAtEndOfString"
+                )
             ch = self.s[self.i]
             if ch == '"':
                 if self.peek(1) == '"':

@@ -63,23 +63,37 @@ def powershell_main(args: list[str]) -> int:
         a = args[i].lower()
         if a in ("-noprofile", "-noninteractive", "-nologo", "-nop", "-noni", "-mta", "-sta"):
             i += 1
-        elif a in ("-executionpolicy", "-ep", "-ex", "-outputformat", "-of", "-inputformat", "-if", "-windowstyle",
-                   "-w", "-version") and i + 1 < len(args):
+        elif a in (
+            "-executionpolicy",
+            "-ep",
+            "-ex",
+            "-outputformat",
+            "-of",
+            "-inputformat",
+            "-if",
+            "-windowstyle",
+            "-w",
+            "-version",
+        ) and i + 1 < len(args):
             i += 2
         elif a in ("-encodedcommand", "-enc", "-e", "-ec") and i + 1 < len(args):
             try:
                 script = base64.b64decode(args[i + 1], validate=True).decode("utf-16-le")
             except ValueError:
-                sys.stderr.write("Cannot process the command because the value specified with -EncodedCommand is "
-                                 "not properly encoded. The value must be Base64 encoded.\n")
+                sys.stderr.write(
+                    "Cannot process the command because the value specified with -EncodedCommand is "
+                    "not properly encoded. The value must be Base64 encoded.\n"
+                )
                 return 1
             i += 2
         elif a in ("-command", "-c"):
-            script = " ".join(args[i + 1:])
+            script = " ".join(args[i + 1 :])
             break
         elif a.startswith("-") and a not in ("-",):
-            sys.stderr.write(f"-{args[i].lstrip('-')} : The term '{args[i]}' is not recognized as a parameter.\n"
-                             "Windows PowerShell\n")
+            sys.stderr.write(
+                f"-{args[i].lstrip('-')} : The term '{args[i]}' is not recognized as a parameter.\n"
+                "Windows PowerShell\n"
+            )
             return 64
         else:
             script = " ".join(args[i:])
@@ -105,7 +119,9 @@ def interactive() -> int:
 
 # ------------------------------------------------------------------ cmd.exe
 
-CMD_NOT_FOUND = "'{0}' is not recognized as an internal or external command,\noperable program or batch file.\n"
+CMD_NOT_FOUND = (
+    "'{0}' is not recognized as an internal or external command,\noperable program or batch file.\n"
+)
 
 
 def _cmd_env() -> dict[str, str]:
@@ -139,7 +155,7 @@ def split_operators(line: str) -> list[tuple[str, str]]:
             buf.append(line[i + 1])
             i += 1
         elif not quoted and ch in "&|":
-            two = line[i: i + 2]
+            two = line[i : i + 2]
             if two in ("&&", "||"):
                 out.append((op, "".join(buf)))
                 op, buf = two, []
@@ -194,7 +210,9 @@ def cmd_run_line(segment: str, env: dict[str, str]) -> int:
                 from .quoting_ps import native_script
 
                 sys.stdout.flush()
-                return subprocess.run([ps, "-NoProfile", "-Command", native_script(words)], env=env).returncode
+                return subprocess.run(
+                    [ps, "-NoProfile", "-Command", native_script(words)], env=env
+                ).returncode
         sys.stderr.write(CMD_NOT_FOUND.format(name))
         return 9009
     sys.stdout.flush()
@@ -207,16 +225,22 @@ def cmd_main(args: list[str]) -> int:
     while i < len(args):
         a = args[i].lower()
         if a in ("/c", "/k", "/r"):
-            line = " ".join(args[i + 1:])
+            line = " ".join(args[i + 1 :])
             break
-        if a in ("/d", "/s", "/q", "/u", "/a") or a.startswith("/e:") or a.startswith("/v:") or a.startswith("/f:"):
+        if (
+            a in ("/d", "/s", "/q", "/u", "/a")
+            or a.startswith("/e:")
+            or a.startswith("/v:")
+            or a.startswith("/f:")
+        ):
             i += 1
             continue
         line = " ".join(args[i:])
         break
     if line is None:
-        sys.stdout.write("Microsoft Windows [Version 10.0.26100.4652]\n(c) Microsoft Corporation. All rights "
-                         "reserved.\n\n")
+        sys.stdout.write(
+            "Microsoft Windows [Version 10.0.26100.4652]\n(c) Microsoft Corporation. All rights reserved.\n\n"
+        )
         return 0
     if len(line) >= 2 and line[0] == '"' and line[-1] == '"' and line.count('"') == 2:
         line = line[1:-1]  # cmd /c "..." strips the outer quotes (the /s rule for one pair)

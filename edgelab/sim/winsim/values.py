@@ -12,16 +12,24 @@ from typing import Any
 
 from .objects import DateTime, Item, Process, PSObj, type_name
 
-NOT_RECOGNIZED = ("The term '{0}' is not recognized as the name of a cmdlet, function, script file, or operable "
-                  "program. Check the spelling of the name, or if a path was included, verify that the path is "
-                  "correct and try again.")
+NOT_RECOGNIZED = (
+    "The term '{0}' is not recognized as the name of a cmdlet, function, script file, or operable "
+    "program. Check the spelling of the name, or if a path was included, verify that the path is "
+    "correct and try again."
+)
 
 
 class PSError(Exception):
     """An error record: message, category, FullyQualifiedErrorId, target."""
 
-    def __init__(self, message: str, category: str = "NotSpecified", error_id: str = "RuntimeException",
-                 target: str = "", command: str = ""):
+    def __init__(
+        self,
+        message: str,
+        category: str = "NotSpecified",
+        error_id: str = "RuntimeException",
+        target: str = "",
+        command: str = "",
+    ):
         super().__init__(message)
         self.category, self.error_id, self.target, self.command = category, error_id, target, command
 
@@ -105,12 +113,19 @@ def to_num(v: Any) -> int | float:
             try:
                 return float(s)
             except ValueError:
-                raise PSError(f"Cannot convert value \"{v}\" to type \"System.Int32\". Error: \"Input string was not "
-                              "in a correct format.\"", "InvalidArgument", "InvalidCastFromStringToInteger") from None
+                raise PSError(
+                    f'Cannot convert value "{v}" to type "System.Int32". Error: "Input string was not '
+                    'in a correct format."',
+                    "InvalidArgument",
+                    "InvalidCastFromStringToInteger",
+                ) from None
     if v is None:
         return 0
-    raise PSError(f"Cannot convert the \"{to_str(v)}\" value of type \"{type_name(v)}\" to type \"System.Int32\".",
-                  "InvalidArgument", "ConvertToFinalInvalidCastException")
+    raise PSError(
+        f'Cannot convert the "{to_str(v)}" value of type "{type_name(v)}" to type "System.Int32".',
+        "InvalidArgument",
+        "ConvertToFinalInvalidCastException",
+    )
 
 
 def get_member(obj: Any, name: str) -> Any:
@@ -169,10 +184,17 @@ def format_objects(items: list) -> str:
         if len(keys) <= 4:
             widths = [max(len(k), *(len(_fmt_value(m[k])) for k in keys)) for k in keys] if keys else []
             if table_keys != keys:
-                out.append("\n" + " ".join(k.ljust(w) for k, w in zip(keys, widths, strict=True)).rstrip() + "\n")
-                out.append(" ".join(("-" * len(k)).ljust(w) for k, w in zip(keys, widths, strict=True)).rstrip() + "\n")
+                out.append(
+                    "\n" + " ".join(k.ljust(w) for k, w in zip(keys, widths, strict=True)).rstrip() + "\n"
+                )
+                out.append(
+                    " ".join(("-" * len(k)).ljust(w) for k, w in zip(keys, widths, strict=True)).rstrip()
+                    + "\n"
+                )
                 table_keys = keys
-            out.append(" ".join(_fmt_value(m[k]).ljust(w) for k, w in zip(keys, widths, strict=True)).rstrip() + "\n")
+            out.append(
+                " ".join(_fmt_value(m[k]).ljust(w) for k, w in zip(keys, widths, strict=True)).rstrip() + "\n"
+            )
         else:
             table_keys = None
             width = max(len(k) for k in keys)

@@ -75,7 +75,7 @@ def unreachable(hop: Hop, exc: BaseException, timeout: float | None = None) -> S
         return SSHNotAnswering(
             f"{hop.name}: {where} accepted the connection but sshd did not answer{after}: frozen or hung",
             remedy="the host or its sshd hangs (SIGSTOPped, swapping, overloaded): check its console, "
-                   "restart sshd or reboot it, then retry",
+            "restart sshd or reboot it, then retry",
         )
     else:
         why = f"SSH to {where} failed: {exc}"
@@ -183,7 +183,9 @@ def read_host_key(sock: Stream, hop: Hop, *, timeout: float) -> hostkeys.HostKey
     """The host key the server on ``sock`` presents (key exchange only, no auth); closes ``sock``."""
     known = known_entries(hop)
     try:
-        t = handshake(sock, timeout=timeout, key_types=hostkeys.preferred_key_types(known, PARAMIKO_KEY_ORDER))
+        t = handshake(
+            sock, timeout=timeout, key_types=hostkeys.preferred_key_types(known, PARAMIKO_KEY_ORDER)
+        )
     except (OSError, EOFError, paramiko.SSHException) as e:
         sock.close()
         raise unreachable(hop, e, timeout) from e

@@ -130,7 +130,9 @@ def open_socket(hop: Hop, *, timeout: float) -> Stream:
         # The jump connection stays referenced while this hop's session lives (see _Entry.close).
         try:
             jump = POOL.acquire(hop.jump[0], timeout=timeout)
-        except HostKeyError as e:  # the jump host's key: trusted through the device (device trust walks there)
+        except (
+            HostKeyError
+        ) as e:  # the jump host's key: trusted through the device (device trust walks there)
             from edgelab.transport.on_the_way import on_the_way
 
             raise on_the_way(e, hop.jump[0].name, hop.name) from None

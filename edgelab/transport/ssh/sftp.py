@@ -146,8 +146,9 @@ def put_from(
                     if progress:
                         progress(pos, size)
 
-                _pipelined_writes(sftp, _raw_handle(fout), fin, offset, total, write_request_size(sftp, fout), local,
-                                  seen)
+                _pipelined_writes(
+                    sftp, _raw_handle(fout), fin, offset, total, write_request_size(sftp, fout), local, seen
+                )
             finally:
                 try:
                     fout.close()  # waits for every pipelined write's status
@@ -167,8 +168,16 @@ def put_from(
         progress(done, total)
 
 
-def _pipelined_writes(sftp: paramiko.SFTPClient, handle: bytes, fin, pos: int, total: int, request: int,
-                      local: Path, progress: Progress | None) -> None:
+def _pipelined_writes(
+    sftp: paramiko.SFTPClient,
+    handle: bytes,
+    fin,
+    pos: int,
+    total: int,
+    request: int,
+    local: Path,
+    progress: Progress | None,
+) -> None:
     """WRITE requests for bytes ``[pos, total)`` at their offsets, up to ``IN_FLIGHT`` unanswered.
 
     paramiko's own pipelined ``SFTPFile.write`` waits, once 100 requests are out and one answer
@@ -192,8 +201,11 @@ def _pipelined_writes(sftp: paramiko.SFTPClient, handle: bytes, fin, pos: int, t
             raise TransportError(f"{local} shrank while it was being pushed", remedy="push again")
         for i in range(0, len(block), request):
             piece = block[i : i + request]
-            out.append(sftp._async_request(  # type: ignore[attr-defined]  # no public API pipelines
-                type(None), CMD_WRITE, handle, int64(pos + i), piece))
+            out.append(
+                sftp._async_request(  # type: ignore[attr-defined]  # no public API pipelines
+                    type(None), CMD_WRITE, handle, int64(pos + i), piece
+                )
+            )
             while out and (len(out) >= IN_FLIGHT or ready()):
                 collect()
         pos += len(block)

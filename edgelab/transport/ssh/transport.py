@@ -41,7 +41,9 @@ from edgelab.transport.ssh_config import Hop
 
 log = logging.getLogger(__name__)
 
-_LOGIN_SHELLS: dict[PoolKey, str] = {}  # pool key -> the default shell a Windows host's sshd runs (cmd | powershell)
+_LOGIN_SHELLS: dict[
+    PoolKey, str
+] = {}  # pool key -> the default shell a Windows host's sshd runs (cmd | powershell)
 
 
 class SSHTransport(Transport):
@@ -333,8 +335,9 @@ class SSHTransport(Transport):
             client = self._client
             if not client.is_active():
                 client = self._reconnect(client)
-            return client.open_channel("direct-tcpip", ("127.0.0.1", int(remote_port)), peer,
-                                       timeout=self.timeout)
+            return client.open_channel(
+                "direct-tcpip", ("127.0.0.1", int(remote_port)), peer, timeout=self.timeout
+            )
 
         return ListenerForward(int(remote_port), open_remote, name=f"ssh-forward-{self.name}")
 

@@ -20,8 +20,17 @@ from edgelab.tui.messages import ActionDone
 from edgelab.tui.widgets.route_fields import RouteFields
 
 
-def add_device_row(engine, name: str, transport: str, address: str, device_class: str | None,
-                   tags: list[str], *, jump: str | None = None, adb_server: str | None = None) -> str:
+def add_device_row(
+    engine,
+    name: str,
+    transport: str,
+    address: str,
+    device_class: str | None,
+    tags: list[str],
+    *,
+    jump: str | None = None,
+    adb_server: str | None = None,
+) -> str:
     """Build and store the row exactly as `edgelab device add` does; EdgelabError on bad input."""
     from edgelab.inventory.build import build_device
     from edgelab.store.db import session_scope
@@ -91,11 +100,27 @@ class AddDeviceScreen(ModalScreen[str | None]):
         )
 
     @work(thread=True, exclusive=True, group="add-device")
-    def _add(self, name: str, transport: str, address: str, device_class: str | None, tags: list[str],
-             jump: str | None, adb_server: str | None) -> None:
+    def _add(
+        self,
+        name: str,
+        transport: str,
+        address: str,
+        device_class: str | None,
+        tags: list[str],
+        jump: str | None,
+        adb_server: str | None,
+    ) -> None:
         try:
-            added = add_device_row(self.app.engine, name, transport, address, device_class, tags, jump=jump,
-                                   adb_server=adb_server)
+            added = add_device_row(
+                self.app.engine,
+                name,
+                transport,
+                address,
+                device_class,
+                tags,
+                jump=jump,
+                adb_server=adb_server,
+            )
         except EdgelabError as err:
             text = f"{err}" + (f"\n-> {err.remedy}" if err.remedy else "")
             self.post_message(ActionDone("add", name, False, text))

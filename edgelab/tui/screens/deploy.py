@@ -45,14 +45,26 @@ class DeployScreen(ModalScreen[str | None]):
         with VerticalScroll(classes="dialog"):
             yield Static(Text(f"Deploy on {self.device}", style="bold"), id="deploy-title", classes="title")
             yield Label("pipeline")
-            yield Select([(n, n) for n in names], value=DEFAULT_PIPELINE if DEFAULT_PIPELINE in names else names[0],
-                         allow_blank=False, id="pipeline")
+            yield Select(
+                [(n, n) for n in names],
+                value=DEFAULT_PIPELINE if DEFAULT_PIPELINE in names else names[0],
+                allow_blank=False,
+                id="pipeline",
+            )
             yield Label("strategy")
-            yield Select([("auto (the profile's choice)", "auto")] + [(s, s) for s in STRATEGIES], value="auto",
-                         allow_blank=False, id="strategy")
+            yield Select(
+                [("auto (the profile's choice)", "auto")] + [(s, s) for s in STRATEGIES],
+                value="auto",
+                allow_blank=False,
+                id="strategy",
+            )
             yield Label("runtime (auto: the plan's choice; reference on a virtual device)")
-            yield Select([("auto (the plan's choice)", "auto")] + [(r, r) for r in plan.runtimes()],
-                         value="auto", allow_blank=False, id="runtime")
+            yield Select(
+                [("auto (the plan's choice)", "auto")] + [(r, r) for r in plan.runtimes()],
+                value="auto",
+                allow_blank=False,
+                id="runtime",
+            )
             yield Label("S4 server endpoint (ws://HOST:PORT; empty: none)")
             yield Input(id="endpoint", placeholder="ws://127.0.0.1:8091")
             yield InfoPanel("strategies (from the deploy profile)", id="decisions")
@@ -64,7 +76,9 @@ class DeployScreen(ModalScreen[str | None]):
                 yield Button("Launch", id="launch", variant="primary", disabled=True)
 
     def on_mount(self) -> None:
-        self.query_one("#plan", InfoPanel).show_note("press Dry run to plan and check admission (nothing is reserved)")
+        self.query_one("#plan", InfoPanel).show_note(
+            "press Dry run to plan and check admission (nothing is reserved)"
+        )
         self._decide(self._pipeline())
 
     def _pipeline(self) -> str:
@@ -74,8 +88,12 @@ class DeployScreen(ModalScreen[str | None]):
         strategy = str(self.query_one("#strategy", Select).value)
         runtime = str(self.query_one("#runtime", Select).value)
         endpoint = self.query_one("#endpoint", Input).value.strip() or None
-        return (self._pipeline(), None if strategy == "auto" else strategy, None if runtime == "auto" else runtime,
-                endpoint)
+        return (
+            self._pipeline(),
+            None if strategy == "auto" else strategy,
+            None if runtime == "auto" else runtime,
+            endpoint,
+        )
 
     def on_select_changed(self, event: Select.Changed) -> None:
         self._reset_plan()
@@ -92,15 +110,22 @@ class DeployScreen(ModalScreen[str | None]):
     @work(thread=True, exclusive=True, group="deploy-decide")
     def _decide(self, pipeline: str) -> None:
         try:
-            self.app.call_from_thread(self._show_decisions, plan.strategy_decisions(self.app.engine, self.device, pipeline))
+            self.app.call_from_thread(
+                self._show_decisions, plan.strategy_decisions(self.app.engine, self.device, pipeline)
+            )
         except EdgelabError as err:
             self.app.call_from_thread(self.query_one("#decisions", InfoPanel).show_note, _err(err))
 
     def _show_decisions(self, d: dict) -> None:
         self.decisions = d
         rows = [[Text(s["strategy"], style="green"), "eligible", s["reason"]] for s in d["eligible"]]
-        rows += [[Text(s["strategy"], style="red"), f"refused ({s.get('code')})", s["reason"]] for s in d["refused"]]
-        note = f"runtime target {d.get('runtime_target')}, quantization {d.get('quantization') or 'none fits'}"
+        rows += [
+            [Text(s["strategy"], style="red"), f"refused ({s.get('code')})", s["reason"]]
+            for s in d["refused"]
+        ]
+        note = (
+            f"runtime target {d.get('runtime_target')}, quantization {d.get('quantization') or 'none fits'}"
+        )
         self.query_one("#decisions", InfoPanel).show_table(["strategy", "", "why"], rows, note)
 
     def action_cancel(self) -> None:
@@ -113,7 +138,9 @@ class DeployScreen(ModalScreen[str | None]):
         self._dry_run(*self._choice())
 
     @work(thread=True, exclusive=True, group="deploy-plan")
-    def _dry_run(self, pipeline: str, strategy: str | None, runtime: str | None, endpoint: str | None) -> None:
+    def _dry_run(
+        self, pipeline: str, strategy: str | None, runtime: str | None, endpoint: str | None
+    ) -> None:
         try:
             planned = deployview.dry_run(self.app.engine, self.device, pipeline, strategy, runtime, endpoint)
         except EdgelabError as err:

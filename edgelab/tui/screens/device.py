@@ -35,7 +35,11 @@ def profile_pairs(profile: dict) -> list[tuple[str, str]]:
     return [
         ("class", f"{profile.get('class')} (catalog entry {profile.get('entry')})"),
         ("dtype", str(profile.get("dtype"))),
-        ("threads", f"{profile.get('threads')}" + (f" on cpus {profile['thread_cpus']}" if profile.get("thread_cpus") else "")),
+        (
+            "threads",
+            f"{profile.get('threads')}"
+            + (f" on cpus {profile['thread_cpus']}" if profile.get("thread_cpus") else ""),
+        ),
         ("backends", ", ".join(profile.get("backends") or []) or "-"),
         ("runtime target", str(profile.get("runtime_target") or "-")),
         ("budget pool", f"{budget.get('name', '-')} {gib(budget.get('total_bytes') or None)}"),
@@ -48,8 +52,14 @@ def strategy_rows(profile: dict) -> list[list]:
         eligible = ", ".join(p.get("eligible") or []) or "none"
         refused = [s for s in p.get("strategies") or [] if not s.get("eligible")]
         fit = p.get("quantization") or "does not fit"
-        rows.append([p["pipeline"], fit, Text(eligible, style="green" if p.get("eligible") else "red"),
-                     "; ".join(f"{s['strategy']}: {s.get('code') or s.get('reason')}" for s in refused)])
+        rows.append(
+            [
+                p["pipeline"],
+                fit,
+                Text(eligible, style="green" if p.get("eligible") else "red"),
+                "; ".join(f"{s['strategy']}: {s.get('code') or s.get('reason')}" for s in refused),
+            ]
+        )
     return rows
 
 
@@ -125,23 +135,38 @@ class DeviceScreen(Screen):
         title = Text(d.name, style="bold")
         if d.virtual:
             title.append("  VIRTUAL", style="bold yellow")
-            title.append("  (figures measured here demonstrate the machinery; they qualify nothing)", style="dim")
+            title.append(
+                "  (figures measured here demonstrate the machinery; they qualify nothing)", style="dim"
+            )
         self.query_one("#device-title", Static).update(title)
         now = self.app.clock()
         dev = d.device
-        info = [("class", dev["class"] or "?"), ("transport", dev["transport"]), ("address", dev["address"]),
-                ("state", state_text(dev["state"]).markup), ("last seen", ago(dev["last_seen"], now))]
+        info = [
+            ("class", dev["class"] or "?"),
+            ("transport", dev["transport"]),
+            ("address", dev["address"]),
+            ("state", state_text(dev["state"]).markup),
+            ("last seen", ago(dev["last_seen"], now)),
+        ]
         markup = {"state", "host key"}
         if dev["detail"]:
             info.append(("detail", dev["detail"]))
         if dev["state"] == "untrusted":
-            info.append(("host key", "[yellow]unknown: press t to see its SHA256 fingerprint and trust it[/]"))
+            info.append(
+                ("host key", "[yellow]unknown: press t to see its SHA256 fingerprint and trust it[/]")
+            )
         if dev["tags"]:
             info.append(("tags", " ".join(dev["tags"])))
         if d.snapshot:
-            info.append(("last probe", f"{ago(d.snapshot['taken_at'], now)}, facts {str(d.snapshot['facts_hash'])[:12]}"))
-        self.query_one("#device-info", InfoPanel).show_pairs([(k, Text.from_markup(v) if k in markup else v)
-                                                              for k, v in info])
+            info.append(
+                (
+                    "last probe",
+                    f"{ago(d.snapshot['taken_at'], now)}, facts {str(d.snapshot['facts_hash'])[:12]}",
+                )
+            )
+        self.query_one("#device-info", InfoPanel).show_pairs(
+            [(k, Text.from_markup(v) if k in markup else v) for k, v in info]
+        )
         facts_panel = self.query_one("#facts", InfoPanel)
         if d.facts:
             pairs = []
@@ -155,7 +180,8 @@ class DeviceScreen(Screen):
             self.query_one("#profile", InfoPanel).show_pairs(profile_pairs(d.profile))
             self.query_one("#reasons", InfoPanel).show_pairs(reason_rows(d.profile))
             self.query_one("#strategies", InfoPanel).show_table(
-                ["pipeline", "quantization", "eligible", "refused (why)"], strategy_rows(d.profile))
+                ["pipeline", "quantization", "eligible", "refused (why)"], strategy_rows(d.profile)
+            )
         else:
             for pid in ("#profile", "#reasons", "#strategies"):
                 self.query_one(pid, InfoPanel).show_note(d.profile_note or "no profile")
@@ -238,7 +264,9 @@ class DeviceScreen(Screen):
             self.query_one(StatusLine).say(message.error or "no host key", error=True)
             return
         if message.offer.already_trusted:
-            self.query_one(StatusLine).say(f"{self.device_name}: {message.offer.fingerprint} is already trusted")
+            self.query_one(StatusLine).say(
+                f"{self.device_name}: {message.offer.fingerprint} is already trusted"
+            )
             return
         from edgelab.tui.screens.trust import TrustScreen
 

@@ -37,16 +37,24 @@ class MatrixLoaded(Message):
 
 def detail_pairs(cell: MatrixCellView) -> list[tuple[str, Text | str]]:
     """What the detail pane says about one cell: ladder stage, both status words, why, what next."""
+
     def word(w: str | None) -> Text:
         return Text(w or "-", style=status_style(w))
 
-    stage = Text(stage_label(cell), style="bold red" if cell.stage == "qualified" and not cell.qualified
-                 else status_style(cell.stage))
+    stage = Text(
+        stage_label(cell),
+        style="bold red" if cell.stage == "qualified" and not cell.qualified else status_style(cell.stage),
+    )
     if cell.virtual_only:
-        stage.append("  (v) virtual evidence only: demonstrates the machinery, qualifies nothing", style="yellow")
+        stage.append(
+            "  (v) virtual evidence only: demonstrates the machinery, qualifies nothing", style="yellow"
+        )
     real = sum(1 for e in cell.evidence if not e.virtual and not e.demo and e.state != "missing")
-    updated = "seeded" if cell.updated_by == "seed" else (
-        f"{cell.updated_at:%Y-%m-%d %H:%M} UTC by {cell.updated_by or '?'}" if cell.updated_at else "-")
+    updated = (
+        "seeded"
+        if cell.updated_by == "seed"
+        else (f"{cell.updated_at:%Y-%m-%d %H:%M} UTC by {cell.updated_by or '?'}" if cell.updated_at else "-")
+    )
     return [
         ("cell", Text(cell.id, style="bold")),
         ("device config", f"{cell.row}. {cell.row_label}"),
@@ -121,7 +129,8 @@ class MatrixScreen(Screen):
         blocked = sum(1 for c in self.cells if c.stage in ("blocked", "rejected"))
         self.query_one(StatusLine).say(
             f"{len(self.cells)} cells, {qualified} qualified, {blocked} blocked/rejected, "
-            f"{virtual} with virtual evidence only; enter on a cell goes to its runs, tab switches")
+            f"{virtual} with virtual evidence only; enter on a cell goes to its runs, tab switches"
+        )
 
     def on_data_table_cell_highlighted(self, event: DataTable.CellHighlighted) -> None:
         if isinstance(event.data_table, MatrixGrid):
@@ -139,7 +148,10 @@ class MatrixScreen(Screen):
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if isinstance(event.data_table, EvidenceTable):
             run_id = event.row_key.value
-            if run_id and any(e.id == run_id and e.state != "missing" for e in (self.current.evidence if self.current else ())):
+            if run_id and any(
+                e.id == run_id and e.state != "missing"
+                for e in (self.current.evidence if self.current else ())
+            ):
                 self.app.open_run(run_id)
             else:
                 self.notify(f"run {run_id} is not in the database", severity="error")

@@ -72,7 +72,12 @@ class RunScreen(Screen):
         yield Static(Text(f"run {self.run_id}", style="bold"), id="run-title", classes="title")
         with Vertical(id="run-body"):
             with Horizontal(id="tiles"):
-                for key, label in (("t1", "TTFA"), ("t2", "RTF"), ("t3", "underruns"), ("t4", "playout buffer")):
+                for key, label in (
+                    ("t1", "TTFA"),
+                    ("t2", "RTF"),
+                    ("t3", "underruns"),
+                    ("t4", "playout buffer"),
+                ):
                     yield MetricTile(label, id=key)
             with Horizontal(id="series"):
                 yield Telemetry("chunk gap", unit=" ms", id="gaps")
@@ -121,10 +126,15 @@ class RunScreen(Screen):
         self.view = v = message.view
         r = v.run
         title = Text(f"run {r['id']}", style="bold")
-        title.append(f"  {r['pipeline'] or '?'} on {r['device'] or '?'}  {r['strategy'] or ''} {r['runtime'] or ''}")
+        title.append(
+            f"  {r['pipeline'] or '?'} on {r['device'] or '?'}  {r['strategy'] or ''} {r['runtime'] or ''}"
+        )
         title.append(f"  [{r['state']}]", style="green" if r["state"] == "running" else "yellow")
         if r["virtual"]:
-            title.append("  VIRTUAL device: figures demonstrate the machinery, they qualify nothing", style="bold yellow")
+            title.append(
+                "  VIRTUAL device: figures demonstrate the machinery, they qualify nothing",
+                style="bold yellow",
+            )
         self.query_one("#run-title", Static).update(title)
         if v.kind == "action":
             self._action(v)
@@ -143,17 +153,23 @@ class RunScreen(Screen):
         a = (v.summary or {}).get("audio")
         self.query_one("#t1", MetricTile).set_value(_ms(a and a.get("ttfa_ms")), _sub(a and a.get("ttfa_ms")))
         rtf = a and a.get("rtf_streamed")
-        self.query_one("#t2", MetricTile).set_value(_num(rtf), _sub(rtf), alert=bool(rtf and (rtf.get("p50") or 0) > 1))
+        self.query_one("#t2", MetricTile).set_value(
+            _num(rtf), _sub(rtf), alert=bool(rtf and (rtf.get("p50") or 0) > 1)
+        )
         if a is None:
             self.query_one("#t3", MetricTile).set_value(None)
         else:
             n = a.get("underruns_at_ttfa")
             self.query_one("#t3", MetricTile).set_value(
-                None if n is None else str(n), f"{a.get('requests_with_underrun', 0)} of {a.get('requests')} requests",
-                alert=bool(n))
+                None if n is None else str(n),
+                f"{a.get('requests_with_underrun', 0)} of {a.get('requests')} requests",
+                alert=bool(n),
+            )
         level = v.buffer_ms[-1] if v.buffer_ms else None
-        self.query_one("#t4", MetricTile).set_value(None if level is None else f"{level:.0f} ms",
-                                                    "latest request, from TTFA" if level is not None else "")
+        self.query_one("#t4", MetricTile).set_value(
+            None if level is None else f"{level:.0f} ms",
+            "latest request, from TTFA" if level is not None else "",
+        )
         self.query_one("#gaps", Telemetry).set_values(v.chunk_gaps_ms)
         self.query_one("#buffer", Telemetry).set_values(v.buffer_ms)
 
@@ -162,7 +178,9 @@ class RunScreen(Screen):
         x = (v.summary or {}).get("text")
         res = (v.summary or {}).get("resources") or {}
         tiles = [self.query_one(f"#t{i}", MetricTile) for i in (1, 2, 3, 4)]
-        for tile, label in zip(tiles, ("TTFT", "inter-token (p50s)", "decode tokens/s", "peak RSS"), strict=True):
+        for tile, label in zip(
+            tiles, ("TTFT", "inter-token (p50s)", "decode tokens/s", "peak RSS"), strict=True
+        ):
             tile.border_title = label
         tiles[0].set_value(_ms(x and x.get("ttft_ms")), _sub(x and x.get("ttft_ms")))
         tiles[1].set_value(_ms(x and x.get("itl_ms_p50")), _sub(x and x.get("itl_ms_p50")))
@@ -178,7 +196,9 @@ class RunScreen(Screen):
     def _action(self, v: RunView) -> None:
         a = (v.summary or {}).get("action")
         tiles = [self.query_one(f"#t{i}", MetricTile) for i in (1, 2, 3, 4)]
-        for tile, label in zip(tiles, ("latency", "observation age", "deadline misses/min", "chunks"), strict=True):
+        for tile, label in zip(
+            tiles, ("latency", "observation age", "deadline misses/min", "chunks"), strict=True
+        ):
             tile.border_title = label
         lat, age = (a or {}).get("latency_ms"), (a or {}).get("age_ms")
         tiles[0].set_value(_ms(lat), _sub(lat))
@@ -186,8 +206,10 @@ class RunScreen(Screen):
         per = v.deadline_misses_per_min
         period = f"control period {v.period_ms:.0f} ms" if v.period_ms else "no control period: unknown"
         tiles[2].set_value(None if per is None else f"{per:g}", period, alert=bool(per))
-        tiles[3].set_value(None if a is None else str(a.get("chunks")),
-                           f"stale: {a.get('stale_aligned')} aligned, {a.get('stale_dropped')} dropped" if a else "")
+        tiles[3].set_value(
+            None if a is None else str(a.get("chunks")),
+            f"stale: {a.get('stale_aligned')} aligned, {a.get('stale_dropped')} dropped" if a else "",
+        )
         gaps = self.query_one("#gaps", Telemetry)
         gaps.label = "inference latency"
         gaps.set_values(v.latency_ms)

@@ -26,11 +26,17 @@ class TrustScreen(ModalScreen[bool]):
         with Vertical(classes="dialog"):
             yield Static("Trust this host key?", classes="title")
             yield HostKeyCard(self.offer, id="host-key")
-            yield Static("Compare it with the host's own (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub) "
-                         "before trusting it.", classes="note")
+            yield Static(
+                "Compare it with the host's own (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub) "
+                "before trusting it.",
+                classes="note",
+            )
             if self.offer.changed:
-                yield Static(f"refused here: verify the new key, then `edgelab device trust {self.offer.name} "
-                             "--replace`", classes="error")
+                yield Static(
+                    f"refused here: verify the new key, then `edgelab device trust {self.offer.name} "
+                    "--replace`",
+                    classes="error",
+                )
             with Horizontal(classes="buttons"):
                 yield Button("Cancel", id="cancel")
                 yield Button("Trust", variant="warning", id="trust", disabled=self.offer.changed)

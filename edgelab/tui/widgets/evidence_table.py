@@ -15,15 +15,23 @@ COLUMNS = ("run", "device", "state", "virtual", "counts as", "created")
 
 
 def evidence_cells(e: EvidenceRun, now: datetime) -> tuple:
-    state = Text(e.state, style={"finished": "green", "failed": "red", "missing": "bold red"}.get(e.state, ""))
+    state = Text(
+        e.state, style={"finished": "green", "failed": "red", "missing": "bold red"}.get(e.state, "")
+    )
     if e.virtual:
         role = Text("demonstration", style="yellow")
     elif e.state == "missing":
         role = Text("nothing (run gone)", style="red")
     else:
         role = Text("evidence")
-    return (e.id, e.device or "-", state, Text("VIRTUAL", style="bold yellow") if e.virtual else "",
-            role, ago(e.created_at, now) if e.created_at else "-")
+    return (
+        e.id,
+        e.device or "-",
+        state,
+        Text("VIRTUAL", style="bold yellow") if e.virtual else "",
+        role,
+        ago(e.created_at, now) if e.created_at else "-",
+    )
 
 
 class EvidenceTable(DataTable):

@@ -10,8 +10,11 @@ class FilterBar(Input):
     BINDINGS = [Binding("escape", "close", "Clear filter", show=False)]
 
     def __init__(self, **kwargs):
-        super().__init__(placeholder="filter: words match name, class, transport, state, address, tags, 'virtual'",
-                         id="filter", **kwargs)
+        super().__init__(
+            placeholder="filter: words match name, class, transport, state, address, tags, 'virtual'",
+            id="filter",
+            **kwargs,
+        )
 
     def open(self) -> None:
         self.add_class("visible")

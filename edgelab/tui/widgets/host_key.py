@@ -25,7 +25,9 @@ class HostKeyCard(Static):
         table.add_row("key type", Text(o.key_type))
         table.add_row("fingerprint", Text(o.fingerprint, style="bold"))
         if o.changed:
-            table.add_row("recorded", Text(f"{o.recorded_fingerprint}: the host key CHANGED", style="bold red"))
+            table.add_row(
+                "recorded", Text(f"{o.recorded_fingerprint}: the host key CHANGED", style="bold red")
+            )
         elif o.already_trusted:
             table.add_row("recorded", Text("already trusted", style="green"))
         else:

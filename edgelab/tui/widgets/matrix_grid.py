@@ -35,8 +35,10 @@ STAGE_STYLE = {
     "rejected": "magenta",
 }
 VIRTUAL_STYLE = "yellow italic"
-LEGEND = ("line 1: functional status (or stage reached)  perf: performance status  "
-          "(v): virtual evidence only, never qualifies  *: qualified on a real device")
+LEGEND = (
+    "line 1: functional status (or stage reached)  perf: performance status  "
+    "(v): virtual evidence only, never qualifies  *: qualified on a real device"
+)
 
 
 def status_style(word: str | None) -> str:

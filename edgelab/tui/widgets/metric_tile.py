@@ -15,7 +15,10 @@ class MetricTile(Static):
 
     def set_value(self, value: str | None, sub: str = "", *, alert: bool = False) -> None:
         """``value`` None means unknown (shown as such, never as zero)."""
-        text = Text("unknown" if value is None else value, style="dim" if value is None else ("bold red" if alert else "bold"))
+        text = Text(
+            "unknown" if value is None else value,
+            style="dim" if value is None else ("bold red" if alert else "bold"),
+        )
         if sub:
             text.append("\n" + sub, style="dim")
         self.update(text)

@@ -20,12 +20,18 @@ class RouteFields(Vertical):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="route-ssh"):
-            yield Label("jump host (optional): [user@]host[:port], comma-separated for a chain; ~/.ssh/config "
-                        "names work", markup=False)
+            yield Label(
+                "jump host (optional): [user@]host[:port], comma-separated for a chain; ~/.ssh/config "
+                "names work",
+                markup=False,
+            )
             yield Input(placeholder="labhost2, or nvidia@10.0.0.2:22", id="jump")
         with Vertical(id="route-adb"):
-            yield Label("adb server (optional): host:port, or ssh://[user@]labhost[:port][/adb_port] tunnelled "
-                        "over SSH", markup=False)
+            yield Label(
+                "adb server (optional): host:port, or ssh://[user@]labhost[:port][/adb_port] tunnelled "
+                "over SSH",
+                markup=False,
+            )
             yield Input(placeholder="the local one; e.g. 10.0.0.2:5037 or ssh://labhost2", id="adb-server")
 
     def watch_transport(self, transport: str) -> None:
