@@ -14,7 +14,7 @@ nothing is released before its processes are seen gone.
 from __future__ import annotations
 
 from sqlalchemy import Engine
-from sqlmodel import select
+from sqlmodel import col, select
 
 from edgelab.deploy import owner, remote
 from edgelab.deploy.options import Options, connect
@@ -30,16 +30,21 @@ OWNED = {"deploy": ("pending", "starting"), "bench": ("pending", "running")}
 
 
 def _why(run: Run) -> str:
-    return (f"its {run.kind} process (pid {run.owner_pid} on {run.owner_host}) ended before it finished; "
-            "reaped by the next command")
+    return (
+        f"its {run.kind} process (pid {run.owner_pid} on {run.owner_host}) ended before it finished; "
+        "reaped by the next command"
+    )
 
 
 def orphaned(engine: Engine, device: str | None = None) -> list[str]:
     """Run ids whose owner is proven gone while the run was still its own, plus deployments marked to_stop."""
     out: list[str] = []
     with session_scope(engine, write=False) as s:
-        q = select(Run).where(Run.state.in_(("pending", "running")), Run.kind.in_(tuple(OWNED)),  # type: ignore[attr-defined]
-                              Run.owner_pid != None)  # noqa: E711
+        q = select(Run).where(
+            col(Run.state).in_(("pending", "running")),
+            col(Run.kind).in_(tuple(OWNED)),
+            col(Run.owner_pid).is_not(None),
+        )
         if device:
             q = q.where(Run.device_name == device)
         for run in s.exec(q).all():
@@ -58,8 +63,13 @@ def orphaned(engine: Engine, device: str | None = None) -> list[str]:
     return out
 
 
-def reap(engine: Engine, device: str | None = None, *, opts: Options | None = None,
-         unreachable: dict[str, EdgelabError] | None = None) -> list[str]:
+def reap(
+    engine: Engine,
+    device: str | None = None,
+    *,
+    opts: Options | None = None,
+    unreachable: dict[str, EdgelabError] | None = None,
+) -> list[str]:
     """Finish what dead commands left (see the module doc); returns the run ids reaped now.
 
     A device that cannot be reached is left for the next look (never raised here: the command
@@ -111,6 +121,7 @@ def _reap_one(engine: Engine, run_id: str, opts: Options) -> bool:
 
             def lost(s, d: Deployment) -> None:
                 d.to_stop, d.error = True, f"{why}; its processes could not be stopped yet: {err}"[:2000]
+
             transition(engine, dep.pk, "device-lost", phase="reaped", edit=lost)
             return False
 
@@ -119,7 +130,10 @@ def _reap_one(engine: Engine, run_id: str, opts: Options) -> bool:
                 row.state, row.stopped_at = ("killed" if not left else "unknown"), utcnow()
                 s.add(row)
             d.error, d.logs, d.to_stop = why, logs, bool(left)
-        transition(engine, dep.pk, "failed" if not left else "device-lost", phase="reaped", edit=ended, left=left)
+
+        transition(
+            engine, dep.pk, "failed" if not left else "device-lost", phase="reaped", edit=ended, left=left
+        )
         return not left
     # a bench: its streamed process died with its channel; a detached one (llama-server) has a pid file
     if bench_workdir:
@@ -134,7 +148,9 @@ def _reap_one(engine: Engine, run_id: str, opts: Options) -> bool:
     return True
 
 
-def _stop_remote(endpoint, opts: Options, pids: list[int], workdirs: dict[str, str]) -> tuple[int, dict[str, str]]:
+def _stop_remote(
+    endpoint, opts: Options, pids: list[int], workdirs: dict[str, str]
+) -> tuple[int, dict[str, str]]:
     """Stop the groups (recorded pids and pid files); (members left, log tails)."""
     t = connect(endpoint, opts)
     try:
