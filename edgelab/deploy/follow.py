@@ -39,6 +39,8 @@ LOSS_S = 10.0  # a device that has not answered the follower this long is marked
 READ_TIMEOUT_S = 3.0  # one read (the heartbeat) waits this long; the last check before LOSS_S fits in it
 BACKOFF_MAX_S = 4.0  # retries of a failed read back off up to this
 READ_MAX = 4 << 20  # bytes read per poll (a slow reader catches up in steps)
+BEAT_S = 1.0  # a follower that drives llama-server asks the device this often (a reader's reads are its beat)
+DRIVE_TIMEOUT_S = 10.0  # one operation of the lab-side requests (forward, procstat); loss is the heartbeat's
 
 
 def owner_id() -> str:
@@ -69,6 +71,74 @@ class _LeasedIngestor(Ingestor):
         self.lease.update(heartbeat=time.time(), offset=self.offset)
         self._run_update["meta"] = {**self.base_meta, "follower": dict(self.lease)}
         super().flush(live=live)
+
+
+class _Heartbeat:
+    """The follower's heartbeat on its device: when the device last answered, and what a silence means.
+
+    Every answer (a read of the log, a ``true``) resets it. A failed one is retried with backoff
+    until one more wait and try could not leave time for the check (2 tries) inside ``LOSS_S`` of
+    the last answer; then a fresh connection decides: it answers (this connection was bad: ``t``
+    becomes the fresh one) or the run is marked device-lost (memory held, processes to stop).
+    """
+
+    def __init__(self, follower: Follower, endpoint: Any, t: Any):
+        self.follower, self.endpoint, self.t = follower, endpoint, t
+        self.last_ok = time.monotonic()
+        self.failing_since: float | None = None  # first failed try of the current outage
+        self.delay = follower.poll_s
+        self.fresh: Any = None  # a connection this heartbeat opened (close() closes it)
+
+    def answered(self) -> None:
+        self.last_ok, self.failing_since, self.delay = time.monotonic(), None, self.follower.poll_s
+
+    def failed(self, err: Exception, ing: Ingestor) -> None:
+        """A try failed: transient until proven otherwise; the first of an outage is said in the run."""
+        if self.failing_since is None:
+            self.failing_since = time.monotonic()
+            ing.feed(
+                ev.ErrorEvent(
+                    time.time(),
+                    self.follower.run_id,
+                    cls="infra",
+                    message=f"follower: device did not answer, retrying: {err}"[:500],
+                )
+            )
+
+    def decide(self, err: Exception) -> str:
+        """``retry`` (budget left), ``answered`` (a fresh connection did: ``t`` is it) or ``lost``."""
+        if time.monotonic() - self.last_ok + self.delay + 3 * READ_TIMEOUT_S < LOSS_S:
+            return "retry"
+        f = self.follower
+        fresh = f._answers(self.endpoint)
+        if fresh is not None:  # the device is there; this follower's connection was not
+            try:
+                self.t.close()
+            except Exception:  # noqa: BLE001
+                pass
+            self.t = self.fresh = fresh
+            self.last_ok, self.failing_since = time.monotonic(), None
+            return "answered"
+        dep = f._lost(
+            f"{f.run_id}: the device stopped answering the follower (no answer within {LOSS_S:g} s): {err}"
+        )
+        f.error = dep.error if dep.state == "device-lost" else None
+        self.failing_since = None
+        return "lost"
+
+    def backoff(self, stop_event: threading.Event) -> bool:
+        """Wait before the next try (doubling up to BACKOFF_MAX_S); True when ``stop_event`` was set."""
+        if stop_event.wait(self.delay):
+            return True
+        self.delay = min(self.delay * 2, BACKOFF_MAX_S)
+        return False
+
+    def close(self) -> None:
+        if self.fresh is not None:
+            try:
+                self.fresh.close()
+            except Exception:  # noqa: BLE001
+                pass
 
 
 class Follower:
@@ -151,98 +221,29 @@ class Follower:
                 }
         return None
 
-    def _drive(self, server: dict[str, Any], stop_event: threading.Event) -> dict[str, Any] | None:
-        """Requests paced one a second until the deployment ends: live TTFT and tokens/s in the store."""
-        from edgelab.deploy import control
-        from edgelab.deploy import llama_drive as llama
-
+    def _meta_and_lease(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The run's meta without the lease, and the lease (what a new follower starts from)."""
         with session_scope(self.engine, write=False) as s:
             run = get_run(s, self.run_id)
             meta = {k: v for k, v in run.meta.items() if k != "follower"}
-            lease = dict(run.meta.get("follower") or {})
-        ing = _LeasedIngestor(self.engine, self.run_id, lease, meta)
-        last = [time.monotonic()]
-
-        def active() -> bool:
-            with session_scope(self.engine, write=False) as s:
-                state = get_deployment(s, self.run_id).state
-            if time.monotonic() - last[0] >= self.lease_s / 4:
-                last[0] = time.monotonic()
-                if not self._still_mine():
-                    self.error = "lease taken over by another follower"
-                    stop_event.set()
-                    return False
-                ing.flush()
-            return state in ACTIVE_STATES and not stop_event.is_set()
-
-        t = self._connect(server["endpoint"], float(self.transport.get("timeout") or 10.0))
-        sampler = self._telemetry(ing)  # beside the lab-side requests too, like every other deployment
-        try:
-            ing.feed(
-                ev.RunStart(
-                    t=time.time(),
-                    run=self.run_id,
-                    device=server["device"],
-                    runtime="llama.cpp",
-                    strategy="S3",
-                    meta={"adapter": "llama-server", "measured_from": "lab"},
-                )
-            )
-            try:
-                llama.drive(
-                    t,
-                    server["port"],
-                    server["pid"],
-                    run=self.run_id,
-                    device=server["device"],
-                    feed=ing.feed,
-                    warmup=1,
-                    requests=None,
-                    pause_s=1.0,
-                    cancel=stop_event,
-                    keep_going=active,
-                )
-            except EdgelabError as e:
-                if active():
-                    self.error = str(e)
-                    control.refresh(self.engine, self.run_id)
-        finally:
-            if sampler is not None:
-                sampler.stop()
-            try:
-                t.close()
-            except Exception:  # noqa: BLE001
-                pass
-        if self.error == "lease taken over by another follower":
-            return None
-        while True:  # the stop is the deployment's: wait until it is final, then close the summary
-            with session_scope(self.engine, write=False) as s:
-                dep = get_deployment(s, self.run_id)
-            if dep.state not in ACTIVE_STATES or stop_event.is_set():
-                break
-            time.sleep(self.poll_s)
-        if dep.state in ACTIVE_STATES:
-            ing.flush(live=True)
-            return None
-        ing.lease.update(done=True)
-        self.final = ing.close(state=dep.state, error=dep.error)
-        return self.final
+            return meta, dict(run.meta.get("follower") or {})
 
     def run(self, stop_event: threading.Event | None = None) -> dict[str, Any] | None:
         """Ingest until the deployment is final; returns its final summary (None when stopped early)."""
         stop_event = stop_event or threading.Event()
         server = self._server()
-        if server is not None:
-            return self._drive(server, stop_event)
-        endpoint, path, pid, _state = self._target()
-        with session_scope(self.engine, write=False) as s:
-            run = get_run(s, self.run_id)
-            meta = {k: v for k, v in run.meta.items() if k != "follower"}
-            lease = dict(run.meta.get("follower") or {})
+        if server is None:
+            endpoint, path, pid, _state = self._target()
+        else:
+            endpoint, path, pid = server["endpoint"], "", server["pid"]
+        meta, lease = self._meta_and_lease()
         t = self._connect_retrying(endpoint, stop_event)
         if t is None:
             return None
         try:
+            if server is not None:
+                ing = _LeasedIngestor(self.engine, self.run_id, lease, meta)
+                return self._drive(t, server, ing, stop_event)
             if "clock" not in lease:  # measured once per run, so replayed and new events agree
                 c = measure_offset(t)
                 lease["clock"] = {"offset_s": c.offset_s, "rtt_s": c.rtt_s}
@@ -261,6 +262,112 @@ class Follower:
                 t.close()
             except Exception:  # noqa: BLE001
                 pass
+
+    def _drive(
+        self, t, server: dict[str, Any], ing: _LeasedIngestor, stop_event: threading.Event
+    ) -> dict[str, Any] | None:
+        """Requests paced one a second until the deployment ends: live TTFT and tokens/s in the store.
+
+        The requests run in a worker thread (their events offered to the ingestor); this thread is
+        the heartbeat, as a reader's reads are: a ``true`` on the device every BEAT_S, so a device
+        that freezes mid-request is device-lost within LOSS_S whatever the request waits for.
+        """
+        from edgelab.deploy import control
+
+        ing.feed(
+            ev.RunStart(
+                t=time.time(),
+                run=self.run_id,
+                device=server["device"],
+                runtime="llama.cpp",
+                strategy="S3",
+                meta={"adapter": "llama-server", "measured_from": "lab"},
+            )
+        )
+        cut = threading.Event()  # the requests stop: the deployment ended, its device is lost, or handed over
+        failed: list[Exception] = []
+        worker = threading.Thread(
+            target=self._requests, args=(server, ing, cut, failed), name=f"drive-{self.run_id}", daemon=True
+        )
+        sampler = self._telemetry(ing)  # beside the lab-side requests too, like every other deployment
+        beat = _Heartbeat(self, server["endpoint"], t)
+        worker.start()
+        last_lease, told = time.monotonic(), False
+        try:
+            while True:
+                with session_scope(self.engine, write=False) as s:
+                    dep = get_deployment(s, self.run_id)
+                if dep.state not in ACTIVE_STATES:
+                    break
+                if stop_event.is_set():
+                    cut.set()
+                    ing.flush(live=True)  # hand over: the lease expires
+                    return None
+                if failed and not told:  # the requests ended early: say why, look at the process
+                    told, self.error = True, str(failed[0])
+                    ing.feed(ev.ErrorEvent(time.time(), self.run_id, cls="infra", message=self.error[:500]))
+                    if not isinstance(failed[0], EdgelabError):
+                        raise failed[0]
+                    control.refresh(self.engine, self.run_id)  # ended on its own: finished or failed
+                    continue
+                try:
+                    beat.t.run(["true"], timeout=READ_TIMEOUT_S)
+                    beat.answered()
+                except TransportError as err:
+                    beat.failed(err, ing)
+                    if beat.decide(err) == "retry" and beat.backoff(stop_event):
+                        continue
+                    ing.flush()  # keep the lease while retrying
+                    continue
+                if time.monotonic() - last_lease >= self.lease_s / 4:
+                    if not self._still_mine():
+                        self.error = "lease taken over by another follower"
+                        cut.set()
+                        return None
+                    last_lease = time.monotonic()
+                ing.flush()  # the requests' events, the lease and the live summary
+                stop_event.wait(BEAT_S)
+            cut.set()
+            # a stopped server ends the request in flight at once; a frozen device's never comes back
+            worker.join(READ_TIMEOUT_S if dep.state == "device-lost" else DRIVE_TIMEOUT_S)
+        finally:
+            cut.set()
+            if sampler is not None:
+                sampler.stop()
+            beat.close()
+        ing.lease.update(done=True)
+        self.final = ing.close(state=dep.state, error=dep.error)
+        return self.final
+
+    def _requests(
+        self, server: dict[str, Any], ing: _LeasedIngestor, cut: threading.Event, failed: list[Exception]
+    ) -> None:
+        """The drive's worker: requests until ``cut``; an error is left in ``failed`` for the heartbeat."""
+        from edgelab.deploy import llama_drive as llama
+
+        try:
+            t = self._connect(server["endpoint"], DRIVE_TIMEOUT_S)
+            try:
+                llama.drive(
+                    t,
+                    server["port"],
+                    server["pid"],
+                    run=self.run_id,
+                    device=server["device"],
+                    feed=ing.offer,  # one thread writes: the heartbeat's flushes store them
+                    warmup=1,
+                    requests=None,
+                    pause_s=1.0,
+                    cancel=cut,
+                )
+            finally:
+                try:
+                    t.close()
+                except Exception:  # noqa: BLE001
+                    pass
+        except Exception as e:  # noqa: BLE001 - reported by the heartbeat thread
+            if not cut.is_set():
+                failed.append(e)
 
     def _connect_retrying(self, endpoint, stop_event: threading.Event):
         """Connect and measure the clock, retrying a transient fault with backoff for ``LOSS_S``;
@@ -363,20 +470,15 @@ class Follower:
         clock: ev.ClockOffset,
         stop_event: threading.Event,
     ) -> dict[str, Any] | None:
-        self._fresh = None
+        beat = _Heartbeat(self, endpoint, t)
         try:
-            return self._follow(t, endpoint, path, pid, ing, clock, stop_event)
+            return self._follow(beat, path, pid, ing, clock, stop_event)
         finally:
-            if self._fresh is not None:
-                try:
-                    self._fresh.close()
-                except Exception:  # noqa: BLE001
-                    pass
+            beat.close()  # run() closes the first connection
 
     def _follow(
         self,
-        t,
-        endpoint,
+        beat: _Heartbeat,
         path: str,
         pid: int | None,
         ing: _LeasedIngestor,
@@ -385,50 +487,24 @@ class Follower:
     ) -> dict[str, Any] | None:
         from edgelab.deploy import control
 
-        last_beat = last_data = last_ok = time.monotonic()
+        last_beat = last_data = time.monotonic()
         final_pass = False
-        failing_since: float | None = None  # first failed read of the current outage
-        delay = self.poll_s
         while True:
+            t = beat.t
             try:
                 text = self._read(t, path, ing.offset)
-                last_ok = time.monotonic()  # the heartbeat: the device answered
+                beat.answered()  # the heartbeat: the device answered
             except TransportError as err:
                 # transient until proven otherwise: retry with backoff, then let the device decide
                 text = ""
-                if failing_since is None:
-                    failing_since = time.monotonic()
-                    ing.feed(
-                        ev.ErrorEvent(
-                            time.time(),
-                            self.run_id,
-                            cls="infra",
-                            message=f"follower: device did not answer, retrying: {err}"[:500],
-                        )
-                    )
+                beat.failed(err, ing)
                 if final_pass:
                     break  # the run already ended: what could be read was read
-                # decide now when one more wait and read could not leave time for the check (2 reads):
-                # the verdict then comes within LOSS_S of the last answer
-                if time.monotonic() - last_ok + delay + 3 * READ_TIMEOUT_S >= LOSS_S:
-                    fresh = self._answers(endpoint)
-                    if fresh is not None:  # the device is there; this follower's connection was not
-                        try:
-                            t.close()
-                        except Exception:  # noqa: BLE001
-                            pass
-                        t, last_ok, failing_since = fresh, time.monotonic(), None
-                        self._fresh = fresh  # closed when the loop ends (run() closes the first one)
-                        continue
-                    dep = self._lost(
-                        f"{self.run_id}: the device stopped answering the follower (no answer within {LOSS_S:g} s): {err}"
-                    )
-                    self.error = dep.error if dep.state == "device-lost" else None
-                    failing_since = None
-                if stop_event.wait(delay):
+                if beat.decide(err) == "answered":
+                    continue
+                if beat.backoff(stop_event):
                     ing.flush(live=True)
                     return None
-                delay = min(delay * 2, BACKOFF_MAX_S)
                 if time.monotonic() - last_beat >= self.lease_s / 4:
                     ing.flush()  # keep the lease while retrying
                     last_beat = time.monotonic()
@@ -436,7 +512,6 @@ class Follower:
                     if get_deployment(s, self.run_id).state not in ACTIVE_STATES:
                         final_pass = True
                 continue
-            failing_since, delay = None, self.poll_s
             end = text.rfind("\n")
             if end >= 0:
                 last_data = time.monotonic()
