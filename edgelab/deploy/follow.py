@@ -39,7 +39,7 @@ LOSS_S = 10.0  # a device that has not answered the follower this long is marked
 READ_TIMEOUT_S = 3.0  # one read (the heartbeat) waits this long; the last check before LOSS_S fits in it
 BACKOFF_MAX_S = 4.0  # retries of a failed read back off up to this
 READ_MAX = 4 << 20  # bytes read per poll (a slow reader catches up in steps)
-BEAT_S = 1.0  # a follower that drives llama-server asks the device this often (a reader's reads are its beat)
+FLUSH_S = 1.0  # a follower that drives llama-server stores the requests' events this often
 DRIVE_TIMEOUT_S = 10.0  # one operation of the lab-side requests (forward, procstat); loss is the heartbeat's
 
 
@@ -269,7 +269,7 @@ class Follower:
         """Requests paced one a second until the deployment ends: live TTFT and tokens/s in the store.
 
         The requests run in a worker thread (their events offered to the ingestor); this thread is
-        the heartbeat, as a reader's reads are: a ``true`` on the device every BEAT_S, so a device
+        the heartbeat, as a reader's reads are: a ``true`` on the device every poll, so a device
         that freezes mid-request is device-lost within LOSS_S whatever the request waits for.
         """
         from edgelab.deploy import control
@@ -292,7 +292,8 @@ class Follower:
         sampler = self._telemetry(ing)  # beside the lab-side requests too, like every other deployment
         beat = _Heartbeat(self, server["endpoint"], t)
         worker.start()
-        last_lease, told = time.monotonic(), False
+        last_lease = last_flush = time.monotonic()
+        told = False
         try:
             while True:
                 with session_scope(self.engine, write=False) as s:
@@ -325,8 +326,10 @@ class Follower:
                         cut.set()
                         return None
                     last_lease = time.monotonic()
-                ing.flush()  # the requests' events, the lease and the live summary
-                stop_event.wait(BEAT_S)
+                if time.monotonic() - last_flush >= FLUSH_S:
+                    ing.flush()  # the requests' events, the lease and the live summary
+                    last_flush = time.monotonic()
+                stop_event.wait(self.poll_s)
             cut.set()
             # a stopped server ends the request in flight at once; a frozen device's never comes back
             worker.join(READ_TIMEOUT_S if dep.state == "device-lost" else DRIVE_TIMEOUT_S)
