@@ -79,13 +79,9 @@ def _blobs(refs: Sequence[str], url: str | None) -> list[BlobSpec] | None:
     return list(out.values())
 
 
-def quick_repush(
-    refs: Sequence[str], devices: Sequence[str], *, url: str | None = None
-) -> list[DeviceResult] | None:
-    """Per-device results, all blobs ``present``, when nothing needs sending; else ``None``.
-
-    ``url``: the database (``--db``), else ``EDGELAB_DB`` or the default, as ``edgelab.config.db_url``.
-    """
+def _read_lab(refs: Sequence[str], devices: Sequence[str], url: str | None):
+    """(blobs, devices by name, store entries) read without the ORM; ``None`` when nothing is to
+    do, any device is under an open lease, or a name is unknown (the ORM path says so properly)."""
     if not refs or not devices:
         return None
     blobs = _blobs(refs, url)
@@ -96,11 +92,30 @@ def quick_repush(
     by_name = {d.name: d for d in rows[1]}
     if any(name not in by_name for name in devices):
         return None
+    return blobs, by_name, entries[1]
+
+
+def _recorded(entries, device_id: int) -> dict[str, tuple[int, str | None]]:
+    """The device's recorded verifications: sha256 -> (size, stamp)."""
+    return {e.sha256: (e.size, e.stamp) for e in entries if e.device_id == device_id}
+
+
+def quick_repush(
+    refs: Sequence[str], devices: Sequence[str], *, url: str | None = None
+) -> list[DeviceResult] | None:
+    """Per-device results, all blobs ``present``, when nothing needs sending; else ``None``.
+
+    ``url``: the database (``--db``), else ``EDGELAB_DB`` or the default, as ``edgelab.config.db_url``.
+    """
+    seen = _read_lab(refs, devices, url)
+    if seen is None:
+        return None
+    blobs, by_name, entries = seen
     results = []
     for name in devices:
         start = time.monotonic()
         dev = by_name[name]
-        recorded = {e.sha256: (e.size, e.stamp) for e in entries[1] if e.device_id == dev.id}
+        recorded = _recorded(entries, dev.id)
         if any(recorded.get(b.sha256, (None, None))[0] != b.size for b in blobs):
             return None
         try:
@@ -173,17 +188,11 @@ def quick_push(
     given back. Anything this path cannot answer for certain goes to the ORM path (``None``),
     before a byte is sent.
     """
-    if not refs or not devices:
-        return None
-    blobs = _blobs(refs, url)
-    rows = read_table("device", url=url, unless=ANY_LEASE_HELD)
-    entries = read_table("device_store_entry", url=url, order_by="id")
-    if blobs is None or rows is None or entries is None:
-        return None
-    by_name = {d.name: d for d in rows[1]}
     names = list(dict.fromkeys(devices))
-    if any(name not in by_name for name in names):
-        return None  # unknown names: the ORM path says so properly
+    seen = _read_lab(refs, names, url)
+    if seen is None:
+        return None
+    blobs, by_name, entries = seen
     conn = connect(url)
     if conn is None:
         return None
@@ -194,9 +203,7 @@ def quick_push(
         stamps = {}
         for name in names:
             dev = by_name[name]
-            stamps[name] = _QuickStamps(
-                dev.id, {e.sha256: (e.size, e.stamp) for e in entries[1] if e.device_id == dev.id}
-            )
+            stamps[name] = _QuickStamps(dev.id, _recorded(entries, dev.id))
         try:
             from edgelab.transport import open_transport
 

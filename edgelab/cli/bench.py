@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from edgelab.cli.common import console, err_console, escape, fail, fail_from, print_json, state
+from edgelab.cli.common import LeaseOpt, console, err_console, escape, fail, fail_from, print_json, state
 from edgelab.errors import ConfigError
 from edgelab.units import mib
 
@@ -89,14 +89,7 @@ def bench(
     ready_timeout: Annotated[
         float | None, typer.Option("--ready-timeout", help="Seconds a server may take to load (default 120).")
     ] = None,
-    lease: Annotated[
-        str | None,
-        typer.Option(
-            "--lease",
-            envvar="EDGELAB_LEASE",
-            help="Run under this lease (`edgelab reserve`); default: yours on the device, or a new one.",
-        ),
-    ] = None,
+    lease: LeaseOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")] = False,
 ) -> None:
     """Warm-up then measured requests, batch 1 (single_request_batch1_v1); raw records and summary stored."""

@@ -70,6 +70,17 @@ def escape(text: str) -> str:
     return rich_escape(text)
 
 
+LeaseOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--lease",
+        envvar="EDGELAB_LEASE",
+        help="Run under this lease (`edgelab reserve`); default: yours on the device, or a new one.",
+    ),
+]
+"""``--lease ID`` / ``EDGELAB_LEASE``, the same on every command that uses a device."""
+
+
 @dataclass
 class CliState:
     db: str | None = None

@@ -8,6 +8,7 @@ import typer
 
 from edgelab.cli.common import (
     JsonOpt,
+    LeaseOpt,
     console,
     emit_error,
     err_console,
@@ -93,14 +94,7 @@ def deploy(
             help="Ingest its events into the store (a detached follower that ends with the run).",
         ),
     ] = True,
-    lease: Annotated[
-        str | None,
-        typer.Option(
-            "--lease",
-            envvar="EDGELAB_LEASE",
-            help="Run under this lease (`edgelab reserve`); default: yours on the device, or a new one.",
-        ),
-    ] = None,
+    lease: LeaseOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Plan, admit, push and start PIPELINE on a device; refused early (with why) when it cannot run."""

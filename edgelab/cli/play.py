@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from edgelab.cli.common import console, err_console, escape, fail_from, print_json, state
+from edgelab.cli.common import LeaseOpt, console, err_console, escape, fail_from, print_json, state
 from edgelab.errors import ConfigError, EdgelabError
 
 _MARK = {"passed": "[green]ok[/]", "failed": "[bold red]FAILED[/]", "skipped": "[dim]skipped[/]"}
@@ -29,14 +29,7 @@ def play(
     collect: Annotated[
         Path | None, typer.Option("--collect", help="Directory for collect steps' files.")
     ] = None,
-    lease: Annotated[
-        str | None,
-        typer.Option(
-            "--lease",
-            envvar="EDGELAB_LEASE",
-            help="Run under this lease (`edgelab reserve`); default: yours on the device, or a new one.",
-        ),
-    ] = None,
+    lease: LeaseOpt = None,
 ) -> None:
     """Run a playbook over its devices in parallel; per-step output, JUnit for CI."""
     from edgelab.playbook import load_playbook, parse_var_overrides, plan_jobs, run_playbook, to_junit

@@ -6,7 +6,17 @@ from typing import Annotated
 
 import typer
 
-from edgelab.cli.common import JsonOpt, console, err_console, escape, fail, fail_from, open_engine, print_json
+from edgelab.cli.common import (
+    JsonOpt,
+    LeaseOpt,
+    console,
+    err_console,
+    escape,
+    fail,
+    fail_from,
+    open_engine,
+    print_json,
+)
 from edgelab.errors import ConfigError
 
 store_app = typer.Typer(help="Device content-addressed stores.", no_args_is_help=True)
@@ -23,14 +33,7 @@ def push(
         typer.Option("--verify", help="Re-hash blobs already on the device even if recorded as verified."),
     ] = False,
     parallel: Annotated[int, typer.Option("--parallel", help="Devices pushed at once.")] = 8,
-    lease: Annotated[
-        str | None,
-        typer.Option(
-            "--lease",
-            envvar="EDGELAB_LEASE",
-            help="Run under this lease (`edgelab reserve`); default: yours on the device, or a new one.",
-        ),
-    ] = None,
+    lease: LeaseOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Push artifacts into device stores: skip verified blobs, resume cut uploads, verify SHA-256 on the device."""

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from edgelab.cli.common import fail, open_engine
+from edgelab.cli.common import LeaseOpt, fail, open_engine
 
 
 def shell(
@@ -18,14 +18,7 @@ def shell(
             help="After --: the command and its arguments (run exactly, quoted for the device's shell)."
         ),
     ] = None,
-    lease: Annotated[
-        str | None,
-        typer.Option(
-            "--lease",
-            envvar="EDGELAB_LEASE",
-            help="Run under this lease; default: yours on the device, or a new one.",
-        ),
-    ] = None,
+    lease: LeaseOpt = None,
 ) -> None:
     """Run one command on a device and exit with its exit code, or open a shell when none is given.
 
@@ -63,14 +56,7 @@ def forward(
     device: Annotated[str, typer.Argument(help="Device name.")],
     remote_port: Annotated[int, typer.Argument(help="Port on the device's loopback (127.0.0.1).")],
     local: Annotated[int | None, typer.Option("--local", help="Lab-side port (default: a free one).")] = None,
-    lease: Annotated[
-        str | None,
-        typer.Option(
-            "--lease",
-            envvar="EDGELAB_LEASE",
-            help="Run under this lease; default: yours on the device, or a new one.",
-        ),
-    ] = None,
+    lease: LeaseOpt = None,
 ) -> None:
     """Reach a port on the device from the lab host (127.0.0.1 only) until Ctrl-C.
 

@@ -61,6 +61,26 @@ def _observed(meta: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def telemetry_row(e: ev.ResourceSample, run_id: str | None) -> dict[str, Any]:
+    """One ``telemetry_sample`` row from a ResourceSample event (unknown fields kept in ``raw``)."""
+    return {
+        "run_id": run_id,
+        "device_name": e.device,
+        "t": e.t,
+        "source": e.source,
+        "cpu_pct": e.cpu_pct,
+        "rss_bytes": e.rss_bytes,
+        "mem_available_bytes": e.mem_available_bytes,
+        "gpu_util_pct": e.gpu_util_pct,
+        "throttled": e.throttled,
+        "temps_c": e.temps_c,
+        "clocks_mhz": e.clocks_mhz,
+        "power_w": e.power_w,
+        "virtual": e.virtual,
+        "raw": e.raw or None,
+    }
+
+
 class Ingestor:
     """Feed events of one run; call ``close()`` (or use ``with``) to finish it."""
 
@@ -239,24 +259,7 @@ class Ingestor:
         elif k is ev.RequestEnd:
             self._ended.append(e)
         elif k is ev.ResourceSample:
-            self._tel.append(
-                {
-                    "run_id": rid,
-                    "device_name": e.device,
-                    "t": e.t,
-                    "source": e.source,
-                    "cpu_pct": e.cpu_pct,
-                    "rss_bytes": e.rss_bytes,
-                    "mem_available_bytes": e.mem_available_bytes,
-                    "gpu_util_pct": e.gpu_util_pct,
-                    "throttled": e.throttled,
-                    "temps_c": e.temps_c,
-                    "clocks_mhz": e.clocks_mhz,
-                    "power_w": e.power_w,
-                    "virtual": e.virtual,
-                    "raw": e.raw or None,
-                }
-            )
+            self._tel.append(telemetry_row(e, rid))
         elif k is ev.LogLine:
             self._logs.append(
                 {
@@ -462,25 +465,7 @@ def store_telemetry(
     engine: Engine, samples: Iterable[ev.ResourceSample], *, run_id: str | None = None
 ) -> int:
     """Device telemetry outside (or beside) a run, e.g. a sampler left running on a device."""
-    rows = [
-        {
-            "run_id": run_id or e.run,
-            "device_name": e.device,
-            "t": e.t,
-            "source": e.source,
-            "cpu_pct": e.cpu_pct,
-            "rss_bytes": e.rss_bytes,
-            "mem_available_bytes": e.mem_available_bytes,
-            "gpu_util_pct": e.gpu_util_pct,
-            "throttled": e.throttled,
-            "temps_c": e.temps_c,
-            "clocks_mhz": e.clocks_mhz,
-            "power_w": e.power_w,
-            "virtual": e.virtual,
-            "raw": e.raw or None,
-        }
-        for e in samples
-    ]
+    rows = [telemetry_row(e, run_id or e.run) for e in samples]
     if rows:
         with engine.begin() as conn:
             conn.execute(insert(_TEL), rows)
