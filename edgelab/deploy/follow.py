@@ -14,11 +14,13 @@ there on. Any process may start one: the deploying CLI (detached), ``edgelab wat
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import Engine
@@ -56,6 +58,49 @@ def lease_of(engine: Engine, run_id: str) -> dict[str, Any]:
 def follower_alive(engine: Engine, run_id: str, lease_s: float = LEASE_S) -> bool:
     f = lease_of(engine, run_id)
     return bool(f.get("owner")) and not f.get("done") and time.time() - float(f.get("heartbeat", 0)) < lease_s
+
+
+def _within(timeout: float, fn: Callable[[], Any], late: Callable[[Any], None] | None = None) -> Any:
+    """``fn()`` waited for at most ``timeout``: past it the device is silent (TransportError).
+
+    A transport bounds each wait by its timeout, but one call may chain several (a dead pooled
+    connection reconnected, the TERM and KILL of a command that started just before the freeze),
+    so the heartbeat's budget cannot rest on them. A late result goes to ``late`` (a connection
+    opened after the caller gave up is closed there) and is otherwise dropped.
+    """
+    box: dict[str, Any] = {}
+    lock = threading.Lock()
+
+    def call() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting caller
+            box["error"] = e
+        with lock:
+            box["done"] = True
+            if box.get("gave_up") and "value" in box and late is not None:
+                late(box["value"])
+
+    th = threading.Thread(target=call, name="follower-beat", daemon=True)
+    th.start()
+    th.join(timeout)
+    with lock:
+        if not box.get("done"):
+            box["gave_up"] = True
+            raise TransportError(
+                f"the device did not answer within {timeout:g} s",
+                remedy="check the device (`edgelab device check`)",
+            )
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def _close(t: Any) -> None:
+    try:
+        t.close()
+    except Exception:  # noqa: BLE001
+        pass
 
 
 class _LeasedIngestor(Ingestor):
@@ -312,7 +357,7 @@ class Follower:
                     control.refresh(self.engine, self.run_id)  # ended on its own: finished or failed
                     continue
                 try:
-                    beat.t.run(["true"], timeout=READ_TIMEOUT_S)
+                    _within(READ_TIMEOUT_S, functools.partial(beat.t.run, ["true"], timeout=READ_TIMEOUT_S))
                     beat.answered()
                 except TransportError as err:
                     beat.failed(err, ing)
@@ -414,19 +459,20 @@ class Follower:
         return remote.read_from(t, path, offset, READ_MAX, timeout=READ_TIMEOUT_S)
 
     def _answers(self, endpoint):
-        """A fresh connection that runs ``true`` within READ_TIMEOUT_S, or None (the device is silent)."""
-        try:
+        """A fresh connection that runs ``true`` (two tries' time: connect, then run), or None (silent)."""
+
+        def ask():
             fresh = self._connect(endpoint)
-        except TransportError:
-            return None
-        try:
-            fresh.run(["true"], timeout=READ_TIMEOUT_S)
-            return fresh
-        except TransportError:
             try:
-                fresh.close()
-            except Exception:  # noqa: BLE001
-                pass
+                fresh.run(["true"], timeout=READ_TIMEOUT_S)
+            except BaseException:
+                _close(fresh)
+                raise
+            return fresh
+
+        try:
+            return _within(2 * READ_TIMEOUT_S, ask, late=_close)
+        except TransportError:
             return None
 
     def _lost(self, why: str):
@@ -495,7 +541,7 @@ class Follower:
         while True:
             t = beat.t
             try:
-                text = self._read(t, path, ing.offset)
+                text = _within(READ_TIMEOUT_S, functools.partial(self._read, t, path, ing.offset))
                 beat.answered()  # the heartbeat: the device answered
             except TransportError as err:
                 # transient until proven otherwise: retry with backoff, then let the device decide
