@@ -149,3 +149,28 @@ def test_deploy_cli_starts_a_detached_follower_that_ends_with_the_run(deploy_lab
         run = get_run(s, run_id)
     assert run.meta["control_period_s"] == 0.1 and final.metrics["action"]["chunks"] >= 1
     assert final.metrics["action"]["deadline_misses"] is not None
+
+
+def test_a_heartbeat_try_is_bounded_by_the_follower_and_what_comes_late_is_handed_to_late():
+    """One transport call may chain waits past its own timeout (a reconnect, TERM then KILL of a
+    command the freeze caught): the follower's bound calls the device silent, and a connection
+    that opens after it gave up is handed to ``late`` (closed there), never leaked."""
+    import threading
+
+    import pytest
+
+    from edgelab.errors import TransportError
+
+    assert follow._within(5.0, lambda: 42) == 42
+    with pytest.raises(ValueError):
+        follow._within(5.0, lambda: int("not a number"))
+    gate, late = threading.Event(), []
+
+    def slow():
+        gate.wait(30)
+        return "opened after the caller gave up"
+
+    with pytest.raises(TransportError, match="did not answer within 0.2 s"):
+        follow._within(0.2, slow, late=late.append)
+    gate.set()
+    _wait(lambda: late == ["opened after the caller gave up"], "the late value handed over", 10)
