@@ -12,6 +12,7 @@ only here, so two views of the same run show the same figures.
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,7 +92,9 @@ def buffer_levels(chunks: list[tuple[float, int, int]]) -> list[float]:
 
 @dataclass
 class RunFollower:
-    """Reads one run incrementally; call ``poll()`` from one thread at a time."""
+    """Reads one run incrementally. ``poll()`` may be called from several threads (the TUI's
+    exclusive worker does not stop a thread already reading): one reads at a time, so no sample
+    is folded twice."""
 
     engine: Engine
     run_id: str
@@ -106,8 +109,13 @@ class RunFollower:
     _kind: str | None = None
     _polls: int = 0
     _last_token: dict[str, float] = field(default_factory=dict)  # request -> last token's t_ms
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def poll(self) -> RunView:
+        with self._lock:
+            return self._poll()
+
+    def _poll(self) -> RunView:
         from edgelab.metrics.live import recompute
         from edgelab.store.runs import get_run, get_summary, logs_of, requests_of, samples_of, telemetry_of
 
