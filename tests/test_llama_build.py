@@ -38,35 +38,39 @@ def test_the_build_has_its_products_and_provenance(llama_build):
 
 
 def test_a_tiny_random_gguf_loads_and_generates(llama_build, tiny_gguf):
-    res = subprocess.run(
-        [
-            str(llama_build.products["llama-completion"]),
-            "-m",
-            str(tiny_gguf),
-            "-n",
-            "8",
-            "-p",
-            "hi",
-            "-t",
-            "1",
-            "-no-cnv",
-            "--temp",
-            "0",
-            "-lv",
-            "4",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=ENV,
-        stdin=subprocess.DEVNULL,
-    )
-    assert res.returncode == 0, res.stderr[-2000:]
-    perf = parse_perf(res.stderr)
+    """Every run generates; the perf lines parse exactly. llama.cpp's log thread can drop a run's
+    last lines at exit (ggml-org/llama.cpp#22142, no general upstream fix), so a run whose perf
+    lines are missing is tried again, up to five runs: one must carry them."""
+    argv = [
+        str(llama_build.products["llama-completion"]),
+        "-m",
+        str(tiny_gguf),
+        "-n",
+        "8",
+        "-p",
+        "hi",
+        "-t",
+        "1",
+        "-no-cnv",
+        "--temp",
+        "0",
+        "-lv",
+        "4",
+    ]
+    perf = None
+    for _ in range(5):
+        res = subprocess.run(
+            argv, capture_output=True, text=True, timeout=120, env=ENV, stdin=subprocess.DEVNULL
+        )
+        assert res.returncode == 0, res.stderr[-2000:]
+        assert parse_placement(res.stderr).observed == "cpu"
+        perf = parse_perf(res.stderr)
+        if perf is not None:
+            break
+    assert perf is not None, "five runs and llama.cpp printed its perf lines in none"
     assert (
         perf.eval.tokens == 7 and perf.prompt.tokens == 2
     )  # hi + BOS; the first token comes from the prompt
-    assert parse_placement(res.stderr).observed == "cpu"
 
 
 def test_llama_bench_json_from_the_build(llama_build, tiny_gguf):
