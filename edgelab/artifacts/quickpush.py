@@ -34,20 +34,8 @@ from edgelab.store.quickwrite import connect, put_store_entries
 
 def _endpoint(row):
     from edgelab.transport.base import Endpoint
-    from edgelab.transport.quoting import Shell
 
-    return Endpoint(
-        name=row.name,
-        kind=row.transport,
-        ssh_user=row.ssh_user,
-        ssh_host=row.ssh_host,
-        ssh_port=row.ssh_port,
-        ssh_jump=row.ssh_jump,
-        adb_serial=row.adb_serial,
-        adb_server=row.adb_server,
-        host_key_fingerprint=row.host_key_fingerprint,
-        shell=Shell(row.shell),
-    )
+    return Endpoint.of_device(row)
 
 
 def _blobs(refs: Sequence[str], url: str | None) -> list[BlobSpec] | None:

@@ -51,20 +51,8 @@ class Device(SQLModel, table=True):
     def endpoint(self):
         """The transport endpoint for this row (no secrets: keys come from ssh config/agent)."""
         from edgelab.transport.base import Endpoint
-        from edgelab.transport.quoting import Shell
 
-        return Endpoint(
-            name=self.name,
-            kind=self.transport,
-            ssh_user=self.ssh_user,
-            ssh_host=self.ssh_host,
-            ssh_port=self.ssh_port,
-            ssh_jump=self.ssh_jump,
-            adb_serial=self.adb_serial,
-            adb_server=self.adb_server,
-            host_key_fingerprint=self.host_key_fingerprint,
-            shell=Shell(self.shell),
-        )
+        return Endpoint.of_device(self)
 
     @property
     def pk(self) -> int:

@@ -94,6 +94,23 @@ class Endpoint:
         """The shell commands meet on the device: adbd always runs Android's toybox ``sh``."""
         return Shell.TOYBOX if self.kind == "adb" else self.shell
 
+    @classmethod
+    def of_device(cls, row: Any) -> Endpoint:
+        """From an inventory row: the ORM's ``Device`` or the ORM-free quick read of its table
+        (anything with the ``device`` table's columns as attributes)."""
+        return cls(
+            name=row.name,
+            kind=row.transport,
+            ssh_user=row.ssh_user,
+            ssh_host=row.ssh_host,
+            ssh_port=row.ssh_port,
+            ssh_jump=row.ssh_jump,
+            adb_serial=row.adb_serial,
+            adb_server=row.adb_server,
+            host_key_fingerprint=row.host_key_fingerprint,
+            shell=Shell(row.shell),
+        )
+
 
 @dataclass(frozen=True)
 class TransportOptions:
