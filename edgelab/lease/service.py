@@ -10,6 +10,7 @@ job frees its devices within the lease's TTL.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from sqlalchemy import Engine, exists, text
@@ -206,6 +207,29 @@ def _take(
                 remedy="retry with --wait, ask for --count fewer, or see `edgelab leases`",
             )
         picked = dict(list(picked.items())[:want])
+    return open_lease(
+        session,
+        lease_id=lease_id,
+        holder=holder,
+        purpose=purpose,
+        auto=auto,
+        ttl_s=ttl_s,
+        devices=picked.items(),
+    )
+
+
+def open_lease(
+    session: Session,
+    *,
+    lease_id: str,
+    holder: Holder,
+    purpose: str,
+    auto: bool,
+    ttl_s: int,
+    devices: Iterable[tuple[str, Device]],
+) -> Lease:
+    """Write a new lease and a held row per physical device (``(physical key, device)`` pairs; a
+    key seen twice, one device registered twice, is held once)."""
     now = utcnow()
     lease = Lease(
         id=lease_id,
@@ -220,7 +244,11 @@ def _take(
     )
     session.add(lease)
     session.flush()
-    for key, d in picked.items():
+    seen: set[str] = set()
+    for key, d in devices:
+        if key in seen:
+            continue
+        seen.add(key)
         session.add(
             LeaseDevice(lease_id=lease.id, device_id=d.id, device_name=d.name, physical_key=key, held_key=key)
         )

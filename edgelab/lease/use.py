@@ -35,6 +35,7 @@ from edgelab.lease.service import (
     mine,
     new_id,
     open_holds,
+    open_lease,
     physical_key,
     renew,
     sweep,
@@ -42,7 +43,7 @@ from edgelab.lease.service import (
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import Deployment
 from edgelab.store.devices import get_device
-from edgelab.store.leases import Lease, LeaseDevice
+from edgelab.store.leases import Lease
 from edgelab.store.models import utcnow
 
 
@@ -113,35 +114,11 @@ def begin_use(
             else:
                 raise held_error(name, lease, runs=kept_by(s, lease.id), alias=_alias(s, lease, key))
         if free:
-            now = utcnow()
-            own = Lease(
-                id=new_id(),
-                owner=holder.owner,
-                ci_job=holder.ci_job,
-                purpose=purpose[:255],
-                auto=True,
-                ttl_s=ttl,
-                acquired_at=now,
-                heartbeat_at=now,
-                expires_at=now + timedelta(seconds=ttl),
+            own = open_lease(
+                s, lease_id=new_id(), holder=holder, purpose=purpose, auto=True, ttl_s=ttl, devices=free
             )
-            s.add(own)
-            s.flush()
-            seen: set[str] = set()
-            for key, d in free:
+            for _key, d in free:
                 use.by_device[d.name] = own.id
-                if key not in seen:
-                    seen.add(key)
-                    s.add(
-                        LeaseDevice(
-                            lease_id=own.id,
-                            device_id=d.id,
-                            device_name=d.name,
-                            physical_key=key,
-                            held_key=key,
-                        )
-                    )
-            s.flush()
             use.own.add(own.id)
         for lid in use.lease_ids:
             lease = s.get(Lease, lid)
