@@ -146,32 +146,13 @@ def test_concurrent_polls_fold_every_sample_once(tmp_path):
     overlap: each stored token gap must still be counted once (seen as 9 gaps for 4 once)."""
     import threading
 
-    from edgelab.metrics import events as ev
-    from edgelab.metrics.ingest import Ingestor
-    from edgelab.store.db import session_scope
-    from edgelab.store.runs import create_run
+    from text_run import text_run
+
     from edgelab.views.run import RunFollower
 
     engine = get_engine(str(tmp_path / "lab.db"))
     try:
-        with session_scope(engine) as s:
-            run_id = create_run(
-                s,
-                pipeline="spark-x2.5",
-                device_name="orin-agx",
-                strategy="S3",
-                runtime="llama.cpp",
-                state="pending",
-                virtual=True,
-                kind="bench",
-            ).id
-        ing = Ingestor(engine, run_id, flush_s=0.0, live_every_s=0.0)
-        t0 = 1_700_000_000.0
-        ing.feed(ev.RunStart(t=t0, run=run_id, pipeline="spark-x2.5", device="orin-agx", virtual=True))
-        ing.feed(ev.RequestStart(t=t0, run=run_id, request="m1"))
-        for i in range(50):
-            ing.feed(ev.TextToken(t=t0 + (40 + 10 * i) / 1000, run=run_id, request="m1", n=1, text="x"))
-        ing.feed(ev.RequestEnd(t=t0 + 0.6, run=run_id, request="m1"))
+        run_id, ing = text_run(engine, [40.0 + 10 * i for i in range(50)], request="m1")
         ing.flush(live=True)
         follower = RunFollower(engine, run_id)
         start = threading.Barrier(6)

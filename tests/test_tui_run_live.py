@@ -12,6 +12,7 @@ import sys
 import textwrap
 
 import pytest
+from text_run import T0, text_run
 from tui_wait import settle, until_polled
 
 from edgelab.store.db import dispose_engines, get_engine
@@ -117,31 +118,12 @@ async def test_run_from_another_process_shows_live(tmp_path) -> None:
 async def test_a_text_run_shows_ttft_decode_rate_and_token_gaps(tmp_path) -> None:
     """A llama-server run (text events on the lab clock) gets the text tiles, not audio ones."""
     from edgelab.metrics import events as ev
-    from edgelab.metrics.ingest import Ingestor
-    from edgelab.store.db import session_scope
-    from edgelab.store.runs import create_run
 
     engine = get_engine(str(tmp_path / "lab.db"))
     try:
-        with session_scope(engine) as s:
-            run_id = create_run(
-                s,
-                pipeline="spark-x2.5",
-                device_name="orin-agx",
-                strategy="S3",
-                runtime="llama.cpp",
-                state="pending",
-                virtual=True,
-                kind="bench",
-            ).id
-        ing = Ingestor(engine, run_id, flush_s=0.0, live_every_s=0.0)
-        t0 = 1_700_000_000.0
-        ing.feed(ev.RunStart(t=t0, run=run_id, pipeline="spark-x2.5", device="orin-agx", virtual=True))
-        ing.feed(ev.RequestStart(t=t0, run=run_id, request="m00001"))
-        for i, ms in enumerate((40.0, 50.0, 60.0, 70.0, 80.0)):  # first token at 40 ms, then one each 10 ms
-            ing.feed(ev.TextToken(t=t0 + ms / 1000, run=run_id, request="m00001", n=1, text=f"t{i}"))
-        ing.feed(ev.RequestEnd(t=t0 + 0.08, run=run_id, request="m00001"))
-        ing.feed(ev.ResourceSample(t=t0 + 0.09, run=run_id, source="proc", rss_bytes=200 * 2**20))
+        # first token at 40 ms, then one each 10 ms
+        run_id, ing = text_run(engine, [40.0, 50.0, 60.0, 70.0, 80.0])
+        ing.feed(ev.ResourceSample(t=T0 + 0.09, run=run_id, source="proc", rss_bytes=200 * 2**20))
         ing.flush(live=True)
         app = EdgelabApp(engine, open_run=run_id, run_poll_s=0.5)
         async with app.run_test(size=(140, 45)) as pilot:
