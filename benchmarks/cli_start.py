@@ -41,10 +41,15 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=9)
     ap.add_argument("--devices", type=int, default=10)
     args = ap.parse_args()
+    load_before = os.getloadavg()
     edgelab = shutil.which("edgelab") or str(Path(sys.executable).with_name("edgelab"))
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "EDGELAB_HOME": tmp, "EDGELAB_DB": str(Path(tmp) / "bench.db")}
         env.pop("COLUMNS", None)
+        # Like for like: the peer's typer runs from the bytecode pip compiled at install, and so does an
+        # installed edgelab. A shell with PYTHONDONTWRITEBYTECODE=1 would leave an editable checkout
+        # without .pyc files and make edgelab alone recompile its sources on every run.
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         for i in range(args.devices):
             subprocess.run(
                 [
@@ -77,7 +82,10 @@ def main() -> None:
                 wall[name].append(w)
     peer = statistics.median(cpu["python -c 'import typer'"])
     goals = {"edgelab --help": 2.0}
-    print(f"CPU time (user+sys), median of {args.repeat}, peer = python -c 'import typer'")
+    print(
+        f"CPU time (user+sys), median of {args.repeat}, peer = python -c 'import typer'; "
+        f"load average before {load_before[0]:.2f}, after {os.getloadavg()[0]:.2f}"
+    )
     for name in cases:
         med = statistics.median(cpu[name])
         goal = goals.get(name, 3.0 if name.startswith("edgelab device") else None)

@@ -17,12 +17,15 @@ it runs as a device's shell, and its stderr is the remote command's.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import re
 import sys
-from typing import IO
+from functools import cache
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:  # argparse only for entry points that have their own parser (``add_argument``)
+    import argparse
 
 ENV = "EDGELAB_LOG"
 LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -36,21 +39,26 @@ _SECRET_WORD = (
     r"[\w.-]*(?:password|passwd|passphrase|secret|token(?!s|izer)|api[_-]?key|apikey|access[_-]?key"
     r"|private[_-]?key)[\w.-]*"
 )
-_PATTERNS = (
-    # scheme://user:password@host (database and proxy URLs)
-    (re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s:/@]*):[^\s@/]+@", re.I), rf"\1:{MASK}@"),
-    # Authorization headers and bare bearer/basic credentials
-    (re.compile(r"\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]+", re.I), rf"\1 {MASK}"),
-    # --password VALUE, --api-key=VALUE
-    (re.compile(rf"(--?{_SECRET_WORD})(\s+|=)(?!-)([^\s\"']+)", re.I), rf"\1\2{MASK}"),
-    # password=VALUE, "token": "VALUE", secret: VALUE
-    (re.compile(rf"(\b{_SECRET_WORD}[\"']?\s*[:=]\s*[\"']?)([^\s\"',;&}}]+)", re.I), rf"\1{MASK}"),
-)
+
+
+@cache
+def _patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
+    """The masks, compiled on the first record logged (most commands log none)."""
+    return (
+        # scheme://user:password@host (database and proxy URLs)
+        (re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s:/@]*):[^\s@/]+@", re.I), rf"\1:{MASK}@"),
+        # Authorization headers and bare bearer/basic credentials
+        (re.compile(r"\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]+", re.I), rf"\1 {MASK}"),
+        # --password VALUE, --api-key=VALUE
+        (re.compile(rf"(--?{_SECRET_WORD})(\s+|=)(?!-)([^\s\"']+)", re.I), rf"\1\2{MASK}"),
+        # password=VALUE, "token": "VALUE", secret: VALUE
+        (re.compile(rf"(\b{_SECRET_WORD}[\"']?\s*[:=]\s*[\"']?)([^\s\"',;&}}]+)", re.I), rf"\1{MASK}"),
+    )
 
 
 def redact(text: str) -> str:
     """``text`` with every password, token, key and URL credential replaced by ``***``."""
-    for pattern, repl in _PATTERNS:
+    for pattern, repl in _patterns():
         text = pattern.sub(repl, text)
     return text
 
@@ -146,6 +154,8 @@ def add_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def _argparse_level(value: str) -> str:
+    import argparse
+
     try:
         parse_level(value)
     except ValueError as err:

@@ -8,12 +8,39 @@ imported lazily so that a probe of a phone never loads paramiko.
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from edgelab.errors import ConfigError
-from edgelab.transport.base import Capability, Endpoint, Reachability, RemoteProcess, RunResult, Transport
-from edgelab.transport.options import TransportOptions, options_for
-from edgelab.transport.quoting import Shell
+
+if TYPE_CHECKING:
+    from edgelab.transport.base import Capability, Endpoint, Reachability, RemoteProcess, RunResult, Transport
+    from edgelab.transport.options import TransportOptions, options_for
+    from edgelab.transport.quoting import Shell
+
+# The names above load on first use (PEP 562): a listing that only formats addresses
+# (``edgelab.transport.address``) must not pay for the transport base classes (hashlib, dataclasses).
+_LAZY = {
+    "Capability": "base",
+    "Endpoint": "base",
+    "Reachability": "base",
+    "RemoteProcess": "base",
+    "RunResult": "base",
+    "Transport": "base",
+    "TransportOptions": "options",
+    "options_for": "options",
+    "Shell": "quoting",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Capability",
@@ -53,6 +80,8 @@ def open_transport(endpoint: Endpoint, options: TransportOptions | None = None, 
 
     ``knobs`` (timeout, ssh_config, known_hosts) apply where they mean something for this
     endpoint; or pass a ready ``options`` record."""
+    from edgelab.transport.options import options_for
+
     cls = transport_class(endpoint.kind)
     opts = options if options is not None else options_for(endpoint, **knobs)
     return cls.open(endpoint, opts)
@@ -60,6 +89,8 @@ def open_transport(endpoint: Endpoint, options: TransportOptions | None = None, 
 
 def check(endpoint: Endpoint, *, timeout: float = 5.0, **knobs: Any) -> Reachability:
     """``(state, detail)`` for ``endpoint``: online, offline, untrusted, auth-failed, unauthorized, absent."""
+    from edgelab.transport.options import options_for
+
     cls = transport_class(endpoint.kind)
     opts = options_for(endpoint, **knobs).kwargs()
     opts.pop("timeout", None)
