@@ -26,8 +26,8 @@ print(json.dumps(sorted({{m.split(".")[0] for m in sys.modules}} & set(HEAVY))))
 """
 
 
-def _loaded(body: str, env: dict[str, str] | None = None) -> list[str]:
-    code = _PROBE.format(heavy=HEAVY, body=body)
+def _loaded(body: str, env: dict[str, str] | None = None, heavy: tuple[str, ...] = HEAVY) -> list[str]:
+    code = _PROBE.format(heavy=heavy, body=body)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -89,3 +89,35 @@ def test_help_lists_commands_with_their_summaries(dbpath) -> None:
     for name in ("device", "deploy", "probe", "profile", "sim", "watch"):
         assert any(line.split()[:1] == [name] for line in lines), (name, out.stdout)
     assert "The device inventory" in out.stdout
+
+
+def test_device_ls_json_on_sqlite_loads_no_orm_no_rich_no_transport(dbpath) -> None:
+    """A listing of a SQLite database at the schema head reads it with the standard library
+    (``store.quickread``) and formats addresses without the transport classes."""
+    import os
+
+    env = {**os.environ, "EDGELAB_DB": str(dbpath), "EDGELAB_DB_CREATE": "1"}
+    for i in range(3):
+        add = subprocess.run(
+            [sys.executable, "-c", "from edgelab.cli import main; main()", "device", "add", f"d{i}"]
+            + ["--ssh", f"lab@127.0.0.{i + 2}:22"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
+        assert add.returncode == 0, add.stderr
+    body = (
+        "import contextlib, io\n"
+        "from edgelab.cli import main\n"
+        "sys.argv = ['edgelab', 'device', 'ls', '--json']\n"
+        "buf = io.StringIO()\n"
+        "with contextlib.redirect_stdout(buf):\n"
+        "    try:\n"
+        "        main()\n"
+        "    except SystemExit as e:\n"
+        "        assert e.code in (0, None), e.code\n"
+        "assert [d['name'] for d in json.loads(buf.getvalue())] == ['d0', 'd1', 'd2'], buf.getvalue()\n"
+        "assert 'edgelab.transport.base' not in sys.modules\n"
+    )
+    assert set(_loaded(body, env=env, heavy=(*HEAVY, "rich"))) <= TYPER_OWN

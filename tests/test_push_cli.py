@@ -134,6 +134,14 @@ def test_unchanged_repush_skips_the_orm_and_falls_back_when_anything_changed(db,
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)[0]["blobs"][0]["status"] == "present"
     assert res.stderr.strip().splitlines()[-1] == "NO-ORM", res.stderr
+    # as an operator types it (no --json): one plain line, and Rich is not loaded for it either
+    plain = probe.replace(", '--json'", "").replace(
+        "'ORM' if 'sqlalchemy' in sys.modules", "'ORM' if {'sqlalchemy', 'rich'} & set(sys.modules)"
+    )
+    res = subprocess.run([sys.executable, "-c", plain], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split()[:3] == ["phone", sha256_path(a)[:16], "present"], res.stdout
+    assert res.stderr.strip().splitlines()[-1] == "NO-ORM", res.stderr
     # any write on the device moves the stamp: no longer trusted, hashed again by the full path
     t = ADBTransport.connect(adb_endpoint_for_db(db))
     try:

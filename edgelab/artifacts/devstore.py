@@ -387,3 +387,37 @@ def open_store(transport: Transport, root: str | None = None) -> DeviceStore:
             f"{getattr(transport, 'name', 'device')}: cannot resolve $HOME", remedy="check the login shell"
         )
     return DeviceStore(transport, posixpath.join(home, POSIX_ROOT[2:]))
+
+
+# ``stat`` of each blob ``$r/SHA``, "-" for one that is absent. Read-only: blobs that are there need no mkdir.
+_STAT_LOOP = (
+    'for s in "$@"; do if [ -f "$r/$s" ]; then stat -c "%s|%z|%i" "$r/$s" || exit 1; else echo -; fi; done'
+)
+
+
+def stat_blobs(
+    transport: Transport, shas: list[str]
+) -> tuple[DeviceStore, list[tuple[int, str] | None]] | None:
+    """The device's store and the (size, stamp) of each blob (None: absent), in ONE round trip.
+
+    What an unchanged re-push asks: ``open_store`` (on POSIX a command of its own, for ``$HOME``)
+    and a stat per blob, as one command. ``None`` where the store is not reached so (Windows) or the
+    answer is not plain: the caller asks ``open_store`` and ``inspect``.
+    """
+    if transport.shell is Shell.POWERSHELL:
+        return None
+    if transport.shell is Shell.TOYBOX:
+        script = "r=$1; shift; " + _STAT_LOOP
+        res = transport.run(["sh", "-c", script, "edgelab-stat", ANDROID_ROOT, *shas], timeout=30)
+        lines, root = res.stdout.splitlines(), ANDROID_ROOT
+    else:  # the root under $HOME, resolved on the device as open_store resolves it
+        script = 'case "$HOME" in /*) ;; *) exit 2 ;; esac; printf "%s\\n" "$HOME"; r=$HOME/$1; shift; '
+        res = transport.run(
+            ["sh", "-c", script + _STAT_LOOP, "edgelab-stat", POSIX_ROOT[2:], *shas], timeout=30
+        )
+        lines = res.stdout.splitlines()
+        root = posixpath.join(lines[0].strip(), POSIX_ROOT[2:]) if lines else ""
+        lines = lines[1:]
+    if not res.ok or len(lines) != len(shas) or not root.startswith("/"):
+        return None
+    return DeviceStore(transport, root), [_parse_stat(ln.strip()) for ln in lines]

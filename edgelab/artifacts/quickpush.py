@@ -107,15 +107,19 @@ def quick_repush(
         if any(recorded.get(b.sha256, (None, None))[0] != b.size for b in blobs):
             return None
         try:
-            from edgelab.artifacts.devstore import open_store
+            from edgelab.artifacts.devstore import open_store, stat_blobs
             from edgelab.transport import open_transport
 
             t = open_transport(_endpoint(dev))
             try:
-                store = open_store(t)
+                shas = [b.sha256 for b in blobs]
+                seen = stat_blobs(t, shas)  # the store and every blob's stamp in one round trip
+                if seen is None:
+                    store = open_store(t)
+                    seen = store, [store.inspect(sha)[0] for sha in shas]
+                store, stats = seen
                 out = DeviceResult(name)
-                for b in blobs:
-                    have, _part = store.inspect(b.sha256)
+                for b, have in zip(blobs, stats, strict=True):
                     if have is None or have != recorded[b.sha256]:
                         return None
                     out.blobs.append(

@@ -120,10 +120,10 @@ def _report(results, as_json: bool) -> None:
                     + (f"\n  -> {escape(r.remedy)}" if r.remedy else "")
                 )
                 continue
-            for b in r.blobs:
+            for b in r.blobs:  # plain lines, whole for grep: no Rich import for the everyday answer
                 rate = f" {b.throughput / 1e6:.1f} MB/s" if b.sent else ""
-                console.print(
-                    f"{escape(r.device)}  {b.sha256[:16]}  {b.status:9} {b.sent:>12} B sent in {b.seconds:.2f}s{rate}"
+                print(
+                    f"{r.device}  {b.sha256[:16]}  {b.status:9} {b.sent:>12} B sent in {b.seconds:.2f}s{rate}"
                 )
     if any(not r.ok for r in results):
         raise typer.Exit(1)

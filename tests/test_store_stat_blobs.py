@@ -1,0 +1,64 @@
+"""``stat_blobs``: an unchanged re-push asks the device ONE command (store root and every blob's stamp).
+
+On the real sshd (POSIX, root under ``$HOME``) and the real adb server in front of the emulator
+(toybox, fixed root): the answer is the one ``open_store`` + ``inspect`` give in two or more
+commands, a missing blob reads as absent, and nothing is created on the device.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import pytest
+from fixtures.adb_lab import adb_endpoint
+
+from edgelab.artifacts.devstore import open_store, stat_blobs
+from edgelab.transport.adb import ADBTransport
+
+
+class _Counting:
+    """The transport, with its commands counted (every command is one round trip)."""
+
+    def __init__(self, t):
+        self.t, self.commands = t, []
+
+    def __getattr__(self, name):
+        return getattr(self.t, name)
+
+    def run(self, argv, **kw):
+        self.commands.append(argv)
+        return self.t.run(argv, **kw)
+
+
+def _check(t) -> None:
+    store = open_store(t)
+    data = os.urandom(4096)
+    sha = hashlib.sha256(data).hexdigest()
+    absent = hashlib.sha256(data + b"x").hexdigest()
+    assert t.run(["mkdir", "-p", store.root]).ok
+    assert t.run(["sh", "-c", 'printf x > "$1"', "put", store.blob(sha)]).ok
+    try:
+        counted = _Counting(t)
+        seen = stat_blobs(counted, [sha, absent])
+        assert seen is not None and len(counted.commands) == 1, counted.commands
+        quick, stats = seen
+        assert quick.root == store.root
+        assert stats == [store.inspect(sha)[0], None]
+        assert stats[0] is not None and stats[0][0] == 1
+        assert not t.run(["test", "-e", store.blob(absent)]).ok
+    finally:
+        t.run(["rm", "-f", store.blob(sha)])
+
+
+def test_ssh_store_root_and_stamps_in_one_command(ssh_transport) -> None:
+    _check(ssh_transport)
+
+
+@pytest.mark.parametrize("persona", ["sa8775p"])
+def test_adb_store_root_and_stamps_in_one_command(adb_lab, persona) -> None:
+    t = ADBTransport.connect(adb_endpoint(adb_lab, persona))
+    try:
+        _check(t)
+    finally:
+        t.close()
