@@ -134,9 +134,10 @@ def test_unchanged_repush_skips_the_orm_and_falls_back_when_anything_changed(db,
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)[0]["blobs"][0]["status"] == "present"
     assert res.stderr.strip().splitlines()[-1] == "NO-ORM", res.stderr
-    # as an operator types it (no --json): one plain line, and Rich is not loaded for it either
+    # as an operator types it (no --json): one plain line; neither Rich nor pydantic is loaded for it
     plain = probe.replace(", '--json'", "").replace(
-        "'ORM' if 'sqlalchemy' in sys.modules", "'ORM' if {'sqlalchemy', 'rich'} & set(sys.modules)"
+        "'ORM' if 'sqlalchemy' in sys.modules",
+        "'ORM' if {'sqlalchemy', 'rich', 'pydantic'} & set(sys.modules)",
     )
     res = subprocess.run([sys.executable, "-c", plain], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
