@@ -151,13 +151,54 @@ def test_unchanged_repush_skips_the_orm_and_falls_back_when_anything_changed(db,
     finally:
         t.close()
     leases_before = _lease_count(db)
-    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    res = subprocess.run([sys.executable, "-c", plain], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
-    assert json.loads(res.stdout)[0]["blobs"][0]["status"] == "verified"
+    assert res.stdout.split()[2] == "verified", res.stdout
     # not the re-push's answer: the full push (its own lease, the hash on the device), here on a free
-    # device without the ORM either (quick_push)
+    # device without the ORM either (quick_push), and with stderr a pipe, without Rich's live bars
     assert _lease_count(db) == leases_before + 1
     assert res.stderr.strip().splitlines()[-1] == "NO-ORM", res.stderr
+
+
+def test_push_shows_progress_bars_on_a_terminal_only(db, tmp_path):
+    """Transfer bars go to stderr when it is a terminal (as git and curl do); the result line is the same."""
+    import pty
+    import subprocess
+    import sys
+
+    a = tmp_path / "bar.bin"
+    a.write_bytes(os.urandom(300_000))
+    assert cli(db, "artifact", "add", str(a), "--kind", "weights", "--target", "any").exit_code == 0
+    argv = [
+        sys.executable,
+        "-c",
+        "from edgelab.cli import main; main()",
+        "--db",
+        db,
+        "push",
+        "bar.bin",
+        "-d",
+        "phone",
+    ]
+    master, slave = pty.openpty()
+    try:
+        res = subprocess.run(argv, stdout=subprocess.PIPE, stderr=slave, text=True, timeout=120)
+        os.close(slave)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the pty's other side is closed and drained
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        os.close(master)
+    assert res.returncode == 0
+    sha = sha256_path(a)
+    assert res.stdout.split()[:3] == ["phone", sha[:16], "uploaded"], res.stdout
+    assert f"phone {sha[:12]}".encode() in seen, seen[-400:]
 
 
 def _lease_count(db):

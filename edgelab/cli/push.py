@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Annotated
 
 import typer
@@ -47,18 +50,7 @@ def push(
         if quick is not None:
             _report(quick, as_json)
             return
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
-
-    tasks: dict[tuple[str, str], int] = {}
-    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
-    with Progress(*columns, console=err_console, transient=as_json, disable=as_json) as bar:
-
-        def progress(dev: str, sha: str, done: int, total: int) -> None:
-            key = (dev, sha)
-            if key not in tasks:
-                tasks[key] = bar.add_task(f"{escape(dev)} {sha[:12]}", total=total)
-            bar.update(tasks[key], completed=done)
-
+    with _progress_bar(enabled=not as_json and _is_terminal(sys.stderr)) as progress:
         results = None
         if device and not verify and lease is None:
             from edgelab.artifacts.quickpush import quick_push
@@ -83,6 +75,35 @@ def push(
                 lease_id=lease,
             )
     _report(results, as_json)
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+@contextmanager
+def _progress_bar(enabled: bool) -> Iterator[Callable[[str, str, int, int], None] | None]:
+    """Live transfer bars on stderr when it is a terminal, as git and curl show progress; a pipe or a
+    CI log gets the result lines only (they say the same), and Rich's live display is not loaded."""
+    if not enabled:
+        yield None
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+    tasks: dict[tuple[str, str], int] = {}
+    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
+    with Progress(*columns, console=err_console) as bar:
+
+        def progress(dev: str, sha: str, done: int, total: int) -> None:
+            key = (dev, sha)
+            if key not in tasks:
+                tasks[key] = bar.add_task(f"{escape(dev)} {sha[:12]}", total=total)
+            bar.update(tasks[key], completed=done)
+
+        yield progress
 
 
 def _report(results, as_json: bool) -> None:
