@@ -93,3 +93,21 @@ def test_a_leased_device_is_left_to_the_lease_code(dbpath):
     assert quickread.list_devices(url=url) is not None  # the device rows alone are still plain to read
     release(get_engine(url), lease.id, holder=Holder(owner="alice@lab1"))
     assert quickread.list_devices(url=url, unleased=True) is not None
+
+
+def test_several_tables_in_one_read_are_each_what_read_table_reads(dbpath):
+    """``read_tables`` (one open, one schema check: the push's five tables) answers what
+    ``read_table`` answers per table, and steps aside as a whole when any table cannot be read."""
+    url = f"sqlite:///{dbpath}"
+    _seed(url)
+    specs = {"device": "name", "device_store_entry": "id", "alembic_version": "version_num"}
+    both = quickread.read_tables(specs, url=url)
+    assert both is not None and list(both) == list(specs)
+    for table, order_by in specs.items():
+        one = quickread.read_table(table, url=url, order_by=order_by)
+        assert one is not None
+        assert both[table][0] == one[0] and [vars(r) for r in both[table][1]] == [vars(r) for r in one[1]]
+    assert [d.name for d in both["device"][1]] == ["orin", "s25"]
+    assert quickread.read_tables({**specs, "device": "no_such_column"}, url=url) is None
+    assert quickread.read_tables({**specs, "no_such_table": "id"}, url=url) is None
+    assert quickread.read_tables(specs, url=url, unless="SELECT 1") is None

@@ -28,7 +28,7 @@ from pathlib import Path
 from edgelab.artifacts.push import BlobResult, BlobSpec, DeviceResult, push_parallel
 from edgelab.errors import EdgelabError
 from edgelab.lease.quick import take
-from edgelab.store.quickread import ANY_LEASE_HELD, read_table
+from edgelab.store.quickread import ANY_LEASE_HELD, read_tables
 from edgelab.store.quickwrite import connect, put_store_entries
 
 
@@ -38,21 +38,16 @@ def _endpoint(row):
     return Endpoint.of_device(row)
 
 
-def _blobs(refs: Sequence[str], url: str | None) -> list[BlobSpec] | None:
+def _blobs(refs: Sequence[str], arts, files, cache) -> list[BlobSpec] | None:
     """Every distinct file of the artifacts, each unchanged since it was hashed."""
-    arts = read_table("artifact", url=url)
-    files = read_table("artifact_file", url=url, order_by="path")
-    cache = read_table("hash_cache", url=url, order_by="path")
-    if arts is None or files is None or cache is None:
-        return None
-    by_name = {a.name: a for a in arts[1]}
-    hashed = {h.path: h for h in cache[1]}
+    by_name = {a.name: a for a in arts}
+    hashed = {h.path: h for h in cache}
     out: dict[str, BlobSpec] = {}
     for ref in refs:
         art = by_name.get(ref)
         if art is None:
             return None  # a digest prefix, or unknown: the ORM path resolves (and explains) it
-        for f in (f for f in files[1] if f.artifact_id == art.id):
+        for f in (f for f in files if f.artifact_id == art.id):
             if not f.source:
                 return None
             path = Path(f.source).resolve()
@@ -67,20 +62,32 @@ def _blobs(refs: Sequence[str], url: str | None) -> list[BlobSpec] | None:
     return list(out.values())
 
 
+# what a push reads, each table in the order its rows are used
+_TABLES = {
+    "artifact": "name",
+    "artifact_file": "path",
+    "hash_cache": "path",
+    "device": "name",
+    "device_store_entry": "id",
+}
+
+
 def _read_lab(refs: Sequence[str], devices: Sequence[str], url: str | None):
-    """(blobs, devices by name, store entries) read without the ORM; ``None`` when nothing is to
-    do, any device is under an open lease, or a name is unknown (the ORM path says so properly)."""
+    """(blobs, devices by name, store entries) read without the ORM, in one read of the database;
+    ``None`` when nothing is to do, any device is under an open lease, or a name is unknown (the
+    ORM path says so properly)."""
     if not refs or not devices:
         return None
-    blobs = _blobs(refs, url)
-    rows = read_table("device", url=url, unless=ANY_LEASE_HELD)
-    entries = read_table("device_store_entry", url=url, order_by="id")
-    if blobs is None or rows is None or entries is None:
+    read = read_tables(_TABLES, url=url, unless=ANY_LEASE_HELD)
+    if read is None:
         return None
-    by_name = {d.name: d for d in rows[1]}
+    blobs = _blobs(refs, read["artifact"][1], read["artifact_file"][1], read["hash_cache"][1])
+    if blobs is None:
+        return None
+    by_name = {d.name: d for d in read["device"][1]}
     if any(name not in by_name for name in devices):
         return None
-    return blobs, by_name, entries[1]
+    return blobs, by_name, read["device_store_entry"][1]
 
 
 def _recorded(entries, device_id: int) -> dict[str, tuple[int, str | None]]:

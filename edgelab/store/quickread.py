@@ -59,6 +59,15 @@ def read_table(
 
     ``unless``: a SELECT; when it returns a row, the answer is ``None`` too (a case for the domain code).
     """
+    read = read_tables({table: order_by}, url=url, unless=unless)
+    return None if read is None else read[table]
+
+
+def read_tables(
+    tables: dict[str, str], *, url: str | None = None, unless: str | None = None
+) -> dict[str, tuple[list[str], list[SimpleNamespace]]] | None:
+    """``read_table`` for several tables (name -> column to order by) in one connection and one
+    read transaction: one open, one schema check, one consistent snapshot. ``None`` = use the ORM."""
     path = _sqlite_path(db_url(url))
     head = scanned_head()
     if path is None or head is None or not path.is_file():
@@ -67,31 +76,35 @@ def read_table(
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
     except sqlite3.Error:
         return None
+    raw: dict[str, tuple[list, list]] = {}
     try:
+        conn.execute("BEGIN")  # every table from the same snapshot
         if [r[0] for r in conn.execute("SELECT version_num FROM alembic_version")] != [head]:
             return None
         if unless is not None and conn.execute(unless).fetchone() is not None:
             return None
-        info = conn.execute(f'PRAGMA table_info("{table}")').fetchall()
-        if not info:
-            return None
-        columns = [c[1] for c in info]
-        if order_by not in columns:
-            return None
-        decoders = [_decoder(c[2]) for c in info]
-        rows = conn.execute(f'SELECT * FROM "{table}" ORDER BY "{order_by}"').fetchall()
+        for table, order_by in tables.items():
+            info = conn.execute(f'PRAGMA table_info("{table}")').fetchall()
+            if not info or order_by not in [c[1] for c in info]:
+                return None
+            raw[table] = (info, conn.execute(f'SELECT * FROM "{table}" ORDER BY "{order_by}"').fetchall())
     except (sqlite3.Error, ValueError):
         return None
     finally:
         conn.close()
-    try:
-        objects = [
-            SimpleNamespace(**{c: dec(v) for c, dec, v in zip(columns, decoders, row, strict=True)})
-            for row in rows
-        ]
-    except (ValueError, TypeError):
-        return None
-    return columns, objects
+    out = {}
+    for table, (info, rows) in raw.items():
+        columns = [c[1] for c in info]
+        decoders = [_decoder(c[2]) for c in info]
+        try:
+            objects = [
+                SimpleNamespace(**{c: dec(v) for c, dec, v in zip(columns, decoders, row, strict=True)})
+                for row in rows
+            ]
+        except (ValueError, TypeError):
+            return None
+        out[table] = (columns, objects)
+    return out
 
 
 # a device held by an open lease: who holds it, and until when, is edgelab.lease's to say
