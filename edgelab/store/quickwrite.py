@@ -35,6 +35,10 @@ def connect(url: str | None = None) -> sqlite3.Connection | None:
         return None
     try:
         conn.execute("PRAGMA foreign_keys=ON")
+        if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal":
+            # as the ORM's connections (store.db): a commit is safe from a crash of the process without
+            # an fsync of its own; only a power cut may lose the last ones, never the file's consistency
+            conn.execute("PRAGMA synchronous=NORMAL")
         if [r[0] for r in conn.execute("SELECT version_num FROM alembic_version")] != [head]:
             conn.close()
             return None
