@@ -204,7 +204,11 @@ def test_a_patched_build_keys_and_records_its_patch_and_leaves_the_shared_source
     assert out == "patched\n"
     assert subprocess.run([str(plain.products["hello"])], capture_output=True, text=True).stdout == "hello\n"
     assert tree_sha256(tree) == before and "patched" not in (tree / "hello.c").read_text()
-    (rec,) = read_manifest(patched.folder)["patches"]
+    m = read_manifest(patched.folder)
+    assert m["source_commit"] == COMMIT  # read from the original tree, not the copy
+    gitlink = (patched.folder / "src" / ".git").read_text()
+    assert gitlink.startswith("gitdir: /") and (tree / ".git").read_text().startswith("gitdir: ../")
+    (rec,) = m["patches"]
     assert rec["file"] == "patches/quiet.patch" and len(rec["sha256"]) == 64
     assert read_manifest(plain.folder)["patches"] == []
     (rt / "patches" / "quiet.patch").write_text(_QUIET_TO_PATCHED.replace("+puts", "+ puts"))

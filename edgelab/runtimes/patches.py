@@ -62,11 +62,29 @@ def _linked_copy(src: Path, dest: Path) -> None:
         shutil.copytree(src, dest, symlinks=True)
 
 
+def _keep_gitlink(src: Path, dest: Path) -> None:
+    """A submodule's ``.git`` file (``gitdir: ../../.git/modules/x``, as the llama-cpp-python sdist
+    ships it) points nowhere from the copy; aimed at the original, the build still reads its commit
+    (llama.cpp's ``--version`` says which upstream commit the patches were applied to)."""
+    link = src / ".git"
+    if not link.is_file():
+        return
+    text = link.read_text(errors="replace").strip()
+    if not text.startswith("gitdir:"):
+        return
+    target = Path(text.split(":", 1)[1].strip())
+    if not target.is_absolute():
+        target = (src / target).resolve()
+    (dest / ".git").unlink()
+    (dest / ".git").write_text(f"gitdir: {target}\n")
+
+
 def patched_tree(src: Path, patches: list[Patch], dest: Path) -> Path:
     """``dest``: the source tree ``src`` with ``patches`` applied in order (``patch -p1``); ``src``
     is left as it was. Made afresh each time (an interrupted one is not trusted)."""
     shutil.rmtree(dest, ignore_errors=True)
     _linked_copy(src, dest)
+    _keep_gitlink(src, dest)
     exe = shutil.which("patch")
     if exe is None:
         raise BuildError(
