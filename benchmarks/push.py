@@ -81,6 +81,9 @@ def main() -> int:
                 "NO_COLOR": "1",
             }
             env.pop("COLUMNS", None)
+            # edgelab from bytecode, as installed (pip compiles it): PYTHONDONTWRITEBYTECODE=1 in the
+            # shell would make every timed edgelab command recompile its modules (tens of ms each)
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
             register(env["EDGELAB_DB"], LabStatus(ssh_state, ssh=info, adb=lab), check=False)
             cfg = work / "ssh_config"
             cfg.write_text(client_config(info))
