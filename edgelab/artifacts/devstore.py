@@ -368,27 +368,6 @@ def windows_store_root(transport: Transport) -> tuple[str, str]:
     return base.rstrip("\\") + "\\edgelab\\store", var or ""
 
 
-def open_store(transport: Transport, root: str | None = None) -> DeviceStore:
-    """The store of the device behind ``transport``, its root resolved to an absolute path.
-
-    ``root`` overrides the per-OS default (tests and benches keep their blobs in a scratch dir).
-    """
-    if root is not None:
-        cls = WindowsStore if transport.shell is Shell.POWERSHELL else DeviceStore
-        return cls(transport, root)
-    if transport.shell is Shell.TOYBOX:  # Android: the shell user's home is not writable
-        return DeviceStore(transport, ANDROID_ROOT)
-    if transport.shell is Shell.POWERSHELL:
-        return WindowsStore(transport, windows_store_root(transport)[0])
-    res = transport.run(["sh", "-c", 'printf "%s" "$HOME"'], timeout=30)
-    home = res.stdout.strip()
-    if not res.ok or not home.startswith("/"):
-        raise TransportError(
-            f"{getattr(transport, 'name', 'device')}: cannot resolve $HOME", remedy="check the login shell"
-        )
-    return DeviceStore(transport, posixpath.join(home, POSIX_ROOT[2:]))
-
-
 # ``stat`` of each blob ``$r/SHA``, "-" for one that is absent. Read-only: blobs that are there need no mkdir.
 _STAT_LOOP = (
     'for s in "$@"; do if [ -f "$r/$s" ]; then stat -c "%s|%z|%i" "$r/$s" || exit 1; else echo -; fi; done'
@@ -421,3 +400,24 @@ def stat_blobs(
     if not res.ok or len(lines) != len(shas) or not root.startswith("/"):
         return None
     return DeviceStore(transport, root), [_parse_stat(ln.strip()) for ln in lines]
+
+
+def open_store(transport: Transport, root: str | None = None) -> DeviceStore:
+    """The store of the device behind ``transport``, its root resolved to an absolute path.
+
+    ``root`` overrides the per-OS default (tests and benches keep their blobs in a scratch dir).
+    """
+    if root is not None:
+        cls = WindowsStore if transport.shell is Shell.POWERSHELL else DeviceStore
+        return cls(transport, root)
+    if transport.shell is Shell.TOYBOX:  # Android: the shell user's home is not writable
+        return DeviceStore(transport, ANDROID_ROOT)
+    if transport.shell is Shell.POWERSHELL:
+        return WindowsStore(transport, windows_store_root(transport)[0])
+    res = transport.run(["sh", "-c", 'printf "%s" "$HOME"'], timeout=30)
+    home = res.stdout.strip()
+    if not res.ok or not home.startswith("/"):
+        raise TransportError(
+            f"{getattr(transport, 'name', 'device')}: cannot resolve $HOME", remedy="check the login shell"
+        )
+    return DeviceStore(transport, posixpath.join(home, POSIX_ROOT[2:]))
