@@ -11,10 +11,11 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from edgelab.errors import HashMismatch, TransportError
 from edgelab.transport import winscripts
-from edgelab.transport.base import Capability, RemoteProcess, RunResult, Transport
+from edgelab.transport.base import Capability, Progress, RemoteProcess, RunResult, Transport
 from edgelab.transport.quoting import Shell
 
 ANDROID_ROOT = "/data/local/tmp/edgelab/store"
@@ -28,15 +29,17 @@ def hash_timeout(size: int) -> float:
     return 60.0 + size / 20e6
 
 
-# `h FILE...` prints "<sha256> ..." per file. OpenSSL's digest uses the CPU's SHA extensions
-# (ARMv8 SHA2 on Jetsons, SHA-NI on x86) and runs ~3x faster than coreutils' portable sha256sum,
-# so it goes first where the device has it; sha256sum (coreutils, busybox) is the fallback.
+# `h FILE...` prints "<sha256> ..." per file (stdin without FILE); `$hasher` names the tool. OpenSSL's
+# digest uses the CPU's SHA extensions (ARMv8 SHA2 on Jetsons, SHA-NI on x86) and runs ~3x faster
+# than coreutils' portable sha256sum, so it goes first where the device has it; sha256sum (coreutils,
+# busybox, and Android's toybox, which is built on the platform's libcrypto) is the fallback.
 _HASH_FN_POSIX = (
-    'h() { if command -v openssl >/dev/null 2>&1; then openssl dgst -sha256 -r "$@"; '
-    'else sha256sum "$@"; fi; }; '
+    "if command -v openssl >/dev/null 2>&1; then hasher=openssl; "
+    'h() { openssl dgst -sha256 -r "$@"; }; '
+    'else hasher=sha256sum; h() { sha256sum "$@"; }; fi; '
 )
-# Android has no openssl binary; toybox's sha256sum is built on the platform's libcrypto.
-_HASH_FN_TOYBOX = 'h() { sha256sum "$@"; }; '
+# Android usually has no openssl binary (then toybox's sha256sum); one that has it gets the same choice.
+_HASH_FN_TOYBOX = _HASH_FN_POSIX
 
 
 FOLLOW_STEP = 16 << 20  # the follower hashes .part in steps of this many bytes (whole MiB)
@@ -78,6 +81,85 @@ if [ "$got" != "$sha" ]; then echo "mismatch $got"; exit 3; fi
 mv -f "$part" "$blob" 2>/dev/null || { [ ! -e "$part" ] && [ -f "$blob" ]; } || exit 1
 stat -c "%s|%z|%i" "$blob"
 """
+
+
+RECEIVE_STEP = 4 << 20  # the receive's hasher reads .part in whole steps of this many bytes (MiB)
+RECEIVE_WRONG_SIZE = 7
+
+# The receive (``DeviceStore.receive``): the bytes arrive on stdin and ``cat`` appends them to .part
+# while a follower in the background reads .part back as it grows (all the whole steps the file
+# holds beyond what it read, by one dd that skips to them: each byte read once; it naps only when
+# it caught up) into ONE hash of [0, size): the digest of what the device STORED, the
+# resumed prefix included. After the last byte: the size must be exact, the hasher's output
+# exactly 64 hex digits, the digest the blob's name; then rename into place. The follower ends
+# when the receiving shell does (a cut: adbd kills the group; .part keeps what arrived). A
+# follower that could not read .part leaves a marker, and the whole file is hashed again.
+# Exit 3: wrong digest (.part removed); 4: the hasher printed no digest; 7: .part is not the resume
+# point; 8: stdin ended before the whole file arrived. stdout: "sha256 DIGEST HASHER", then the stat.
+_RECEIVE_SCRIPT = r"""
+part=$1 off=$2 total=$3 sha=$4 blob=$5 step=$6 hashf=$7 mib=1048576 main=$$
+if [ "$off" = 0 ]; then mkdir -p "${part%/*}" && : > "$part" || exit 1; fi
+have=$(stat -c %s "$part" 2>/dev/null) || have=0
+if [ "$have" -gt "$off" ]; then truncate -s "$off" "$part" || exit 1; have=$off; fi
+[ "$have" = "$off" ] || { echo "$part holds $have bytes, not $off" >&2; exit 7; }
+follow() {
+  at=0
+  while [ "$at" -lt "$total" ]; do
+    have=$(stat -c %s "$part" 2>/dev/null) || return 1
+    if [ "$have" -ge "$total" ]; then end=$total; else end=$((have / step * step)); fi
+    if [ "$end" -le "$at" ]; then
+      kill -0 "$main" 2>/dev/null || return 5
+      sleep 0.03 2>/dev/null || sleep 1
+      continue
+    fi
+    dd if="$part" bs=$mib skip=$((at / mib)) count=$(((end - at + mib - 1) / mib)) 2>/dev/null || return 1
+    at=$end
+  done
+}
+rm -f "$hashf" "$hashf.bad"
+{ follow || : > "$hashf.bad"; } | h > "$hashf" &
+f=$!
+cat >> "$part" || { echo "writing $part failed" >&2; exit 1; }
+have=$(stat -c %s "$part") || exit 1
+[ "$have" = "$total" ] || { echo "$part holds $have of $total bytes: the upload ended early" >&2; exit 8; }
+wait "$f"
+if [ -e "$hashf.bad" ]; then h "$part" > "$hashf"; fi
+read -r got rest < "$hashf" || got=
+rm -f "$hashf" "$hashf.bad"
+said="$got $rest" && case $got in *[!0-9a-f]* | "") got=bad ;; esac
+[ "${#got}" = 64 ] || { echo "$hasher printed no SHA-256: $said" >&2; exit 4; }
+if [ "$got" != "$sha" ]; then rm -f "$part"; echo "mismatch $got"; exit 3; fi
+mv -f "$part" "$blob" || exit 1
+echo "sha256 $got $hasher"
+stat -c "%s|%z|%i" "$blob"
+"""
+_RECEIVED = re.compile(r"sha256 ([0-9a-f]{64}) (\S+)\n(\d+)\|([^\n|]*)\|(\d+)\n?")
+_MISMATCH = re.compile(r"mismatch ([0-9a-f]{64})\n?")
+
+
+def parse_receive(res: RunResult, sha: str, name: str) -> tuple[tuple[int, str] | None, str]:
+    """The receive command's answer, read strictly: (the blob's stat, hasher) or an error."""
+    if res.exit_code == 3:
+        m = _MISMATCH.fullmatch(res.stdout)
+        got = m.group(1)[:12] if m else "?"
+        raise HashMismatch(
+            f"{name}: {sha[:12]} hashed {got} on the device after upload",
+            remedy="the local file changed during the push, or the device's storage is failing",
+        )
+    if res.exit_code == RECEIVE_WRONG_SIZE:
+        raise TransportError(
+            f"{name}: cannot resume: {res.stderr.strip()[:200]}",
+            remedy="push again: the partial upload is checked and restarted",
+        )
+    if not res.ok:
+        raise TransportError(
+            f"{name}: receive of {sha[:12]} failed (exit {res.exit_code}): {res.stderr.strip()[:200]}",
+            remedy="check free space and permissions of the device store",
+        )
+    m = _RECEIVED.fullmatch(res.stdout)
+    if m is None or m.group(1) != sha:
+        raise TransportError(f"{name}: unexpected answer from the receive: {res.stdout[:200]!r}")
+    return (int(m.group(3)), f"{m.group(4)}|{m.group(5)}"), m.group(2)
 
 
 def _parse_stat(line: str) -> tuple[int, str] | None:
@@ -243,6 +325,32 @@ class DeviceStore:
         if code != 0 or not lines:
             return False
         return _parse_stat(lines[-1])
+
+    # -- bytes, hash and rename in one command (transports that FEED) --------------------------
+    @property
+    def receives(self) -> bool:
+        """Whether ``receive`` works here: the transport streams a file into a command (ADB shell v2)."""
+        return self.t.feeds
+
+    def receive(
+        self, local: Path, sha: str, offset: int, size: int, progress: Progress | None = None
+    ) -> tuple[tuple[int, str] | None, str]:
+        """Bytes ``[offset, size)`` of ``local`` onto ``.part``, hashed on the device while they
+        land, renamed into place on a match: one command, one round trip (``_RECEIVE_SCRIPT``).
+
+        ``.part`` must hold the verified prefix ``[0, offset)`` (cut back beyond it; one holding
+        fewer is refused: TransportError). Returns (the blob's stat, the device hasher used). A
+        whole file whose SHA-256 is not ``sha`` is removed and raises HashMismatch; a cut raises
+        TransportError and leaves ``.part`` holding what arrived, for the next try to resume.
+        """
+        argv = ["sh", "-c", self._hash_fn + _RECEIVE_SCRIPT, "edgelab-receive", self.part(sha), str(offset)]
+        argv += [str(size), sha, self.blob(sha), str(RECEIVE_STEP), self.hash_file(sha)]
+        res = self.t.run_fed(argv, local, offset=offset, progress=progress, timeout=hash_timeout(size))
+        return parse_receive(res, sha, self.t_name)
+
+    def hash_file(self, sha: str) -> str:
+        """Where the receiving command's hasher leaves its digest (hidden: not a store entry)."""
+        return posixpath.join(self.root, f".{sha}.sha256")
 
     def list(self) -> list[StoreEntry]:
         # the device's clock first, then "size mtime name" per file (hidden adb leftovers included)

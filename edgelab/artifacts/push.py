@@ -118,13 +118,29 @@ def _upload_and_verify(
     total: int,
     part: tuple[int, str] | None,
     progress: Progress,
-) -> tuple[tuple[int, str] | None, float]:
-    """Upload, with the device hashing ``.part`` while it arrives (``store.follow``) where it can;
-    the blob's stat after the rename, and when the upload itself finished."""
+) -> tuple[tuple[int, str] | None, float, str]:
+    """Upload, with the device hashing ``.part`` while it arrives: in the command that receives the
+    bytes where the transport feeds one (``store.receive``: ADB), else by a follower beside the
+    transfer (``store.follow``: SSH). The blob's stat after the rename, when the upload finished,
+    and how (a note for the result)."""
+    if store.receives:  # stale bytes beyond ``offset`` are cut off by the receive itself
+        sent_at = [time.monotonic()]
+
+        def timed(done: int, size: int) -> None:
+            progress(done, size)
+            if done == size:
+                sent_at[0] = time.monotonic()
+
+        after, hasher = store.receive(local, sha, offset, total, timed)
+        return (
+            after,
+            sent_at[0],
+            f"fed to the device's receive; hashed by {hasher} on the device as it landed",
+        )
     if not store.follows:
         upload(store, local, sha, offset, progress)
         uploaded = time.monotonic()
-        return store.finalize(sha, total), uploaded
+        return store.finalize(sha, total), uploaded, "uploaded, then hashed on the device"
     if offset == 0 and part is not None:
         store.remove([store.part(sha)])  # stale bytes: the follower must not hash them
     follower = store.follow(sha, total)
@@ -141,7 +157,8 @@ def _upload_and_verify(
     if after is False:  # not confirmed: hash it all again, which also handles a real mismatch
         log.info("%s: follower did not confirm %s; hashing again", store.t_name, sha[:12])
         after = store.finalize(sha, total)
-    return after, uploaded  # type: ignore[return-value]
+        return after, uploaded, "uploaded; the follower did not confirm: hashed again"  # type: ignore[return-value]
+    return after, uploaded, "uploaded; hashed on the device by a follower as it landed"  # type: ignore[return-value]
 
 
 def push_blob(
@@ -203,6 +220,7 @@ def push_blob(
             t_up = time.monotonic()
             after = _upload_and_verify(store, local, sha, offset, total, part, sent)
             t_verify, t_done = after[1], time.monotonic()
+            notes.append(after[2])
             after = after[0]
             if after is not None:
                 stamps.put(sha, after[0], after[1])

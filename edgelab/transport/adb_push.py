@@ -11,6 +11,10 @@ Two services carry them:
   (``DeviceStore.follow``) instead of after the last byte. Before ``cat`` starts, the command makes
   the file hold exactly ``offset`` bytes (created at 0, cut back beyond the resume point, as
   ``Transport.put`` says); one holding fewer fails the put instead of being appended to.
+
+``feed`` is the second one's general form: any shell command with a file's bytes on its stdin,
+streamed, answering its exit code and output. The device store runs its whole receive through it
+(append, hash while the file grows, check, rename: ``DeviceStore.receive``), one service open.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ _SYNC = struct.Struct("<4sI")
 _V2 = struct.Struct("<BI")
 ID_STDIN, ID_STDOUT, ID_STDERR, ID_EXIT, ID_CLOSE_STDIN = range(5)
 WRONG_SIZE_EXIT = 7
+KEEP_OUTPUT = 64 * 1024  # of a fed command's stdout and of its stderr
 
 # $1 file, $2 the bytes it must hold already (beyond them it is cut back); then stdin is appended
 _APPEND_SCRIPT = (
@@ -112,24 +117,25 @@ def sync_send(
         sock.close()
 
 
-def append(
+def feed(
     open_service: Open,
     local: Path,
-    remote: str,
-    offset: int,
+    line: str,
+    offset: int = 0,
     *,
     progress: Progress | None = None,
     name: str = "device",
     idle_s: float = 60.0,
-) -> None:
-    """Bytes ``[offset, size)`` of ``local`` appended to ``remote``, which must hold ``offset`` bytes
-    at least (``remote`` is created at 0 and cut back to ``offset`` beyond it).
+    answer_s: float | None = None,
+) -> tuple[int | None, str, str]:
+    """Run the shell command ``line`` (shell v2) with bytes ``[offset, size)`` of ``local`` on its
+    stdin, in 256 KiB packets as fast as the device takes them; (exit code or None, stdout, stderr).
 
-    Needs shell_v2 (its stdin packets and the command's exit status). ``progress`` gets
-    (bytes of the file on the device, file size).
+    A command that answers before its stdin is done (it refused: a wrong resume point) stops the
+    sending at once. ``progress`` gets (position in ``local``, size). ``answer_s``: how long the
+    command may take after its last input byte (it may still be working on them: hashing).
     """
-    total = _check_size(local, remote, offset, name)
-    line = join(["sh", "-c", _APPEND_SCRIPT, "edgelab-append", remote, str(offset)], Shell.TOYBOX)
+    total = _check_size(local, "the device", offset, name)
     sock = open_service("shell,v2,raw:" + line, idle_s)
     try:
         buf = bytearray(_V2.size + STDIN_CHUNK)
@@ -150,11 +156,33 @@ def append(
                     progress(done, total)
                     reported = done
         sock.sendall(_V2.pack(ID_CLOSE_STDIN, 0))
-        code, err = _exit_status(sock)
+        if progress and total == offset:
+            progress(total, total)
+        if answer_s is not None:
+            sock.settimeout(max(answer_s, idle_s))
+        return _exit_status(sock)
     finally:
         sock.close()
-    if code == 0 and done < total:  # pragma: no cover - cat ends only at the end of its stdin
-        raise TransportError(f"{name}: append to {remote} ended after {done} of {total} bytes")
+
+
+def append(
+    open_service: Open,
+    local: Path,
+    remote: str,
+    offset: int,
+    *,
+    progress: Progress | None = None,
+    name: str = "device",
+    idle_s: float = 60.0,
+) -> None:
+    """Bytes ``[offset, size)`` of ``local`` appended to ``remote``, which must hold ``offset`` bytes
+    at least (``remote`` is created at 0 and cut back to ``offset`` beyond it).
+
+    Needs shell_v2 (its stdin packets and the command's exit status). ``progress`` gets
+    (bytes of the file on the device, file size).
+    """
+    line = join(["sh", "-c", _APPEND_SCRIPT, "edgelab-append", remote, str(offset)], Shell.TOYBOX)
+    code, _out, err = feed(open_service, local, line, offset, progress=progress, name=name, idle_s=idle_s)
     if code == WRONG_SIZE_EXIT:
         raise TransportError(
             f"{name}: cannot resume: {err.strip()[:200]}",
@@ -165,21 +193,26 @@ def append(
             f"{name}: append to {remote} failed (exit {code}): {err.strip()[:200]}",
             remedy="check free space and permissions on the device",
         )
-    if progress and total == offset:
-        progress(total, total)
 
 
-def _exit_status(sock) -> tuple[int | None, str]:
-    """Read the shell's packets to its exit packet: (exit code or None when the stream ended, stderr)."""
-    err = bytearray()
+def _exit_status(sock) -> tuple[int | None, str, str]:
+    """Read the shell's packets to its exit packet: (exit code or None when the stream ended,
+    stdout, stderr); each of the two kept to its first 64 KiB."""
+    out, err = bytearray(), bytearray()
     while True:
         try:
             header = recv_exact(sock, _V2.size)
         except EOFError:
-            return None, err.decode("utf-8", "replace") or "the shell ended without an exit status"
+            return (
+                None,
+                out.decode("utf-8", "replace"),
+                (err.decode("utf-8", "replace") or "the shell ended without an exit status"),
+            )
         kind, length = _V2.unpack(header)
         data = recv_exact(sock, length) if length else b""
-        if kind == ID_STDERR:
-            err += data[: 4096 - len(err)]
+        if kind == ID_STDOUT:
+            out += data[: KEEP_OUTPUT - len(out)]
+        elif kind == ID_STDERR:
+            err += data[: KEEP_OUTPUT - len(err)]
         elif kind == ID_EXIT:
-            return (data[0] if data else 255), err.decode("utf-8", "replace")
+            return (data[0] if data else 255), out.decode("utf-8", "replace"), err.decode("utf-8", "replace")

@@ -52,6 +52,9 @@ class Capability(enum.Flag):
     (meaningful when ``shell is Shell.POWERSHELL``)."""
     INTERACTIVE = enum.auto()
     """``interactive()``: a terminal session (pty) for ``edgelab shell``."""
+    FEED = enum.auto()
+    """``run_fed(argv, local, offset)``: a command with a local file's bytes streamed on its stdin
+    (one round trip for bytes and the command that stores them; ``feeds`` says whether this device can)."""
 
 
 PID_MARKER = "@@edgelab-pid "
@@ -285,6 +288,26 @@ class Transport(abc.ABC):
     ) -> RunResult:
         """Run a line already quoted for the device's login shell, as is (WINDOWS_SHELL)."""
         raise self._lacks("run a raw command line")
+
+    @property
+    def feeds(self) -> bool:
+        """Whether ``run_fed`` works on this device (FEED, and whatever the device must have for it)."""
+        return self.supports(Capability.FEED)
+
+    def run_fed(
+        self,
+        argv: Sequence[str],
+        local: Path,
+        *,
+        offset: int = 0,
+        progress: Progress | None = None,
+        timeout: float = 60.0,
+    ) -> RunResult:
+        """Run ``argv`` with bytes ``[offset, size)`` of ``local`` on its stdin, streamed (FEED).
+
+        ``progress`` gets (position in ``local``, size); ``timeout``: how long the command may run
+        on after its last input byte. A cut connection raises TransportError."""
+        raise self._lacks("stream a file into a command")
 
     def interactive(self, *, term: str, columns: int, lines: int) -> Interactive:
         """A terminal session sized ``columns`` x ``lines`` with ``$TERM`` = ``term`` (INTERACTIVE)."""
