@@ -1,0 +1,143 @@
+"""The ADB receive (``DeviceStore.receive``): bytes, device-side SHA-256 and rename in one shell v2
+command, on a virtual phone behind the real adb server. What lands under the blob's name is only
+ever a file whose whole SHA-256, over what the device STORED, matched; a wrong byte anywhere (sent
+or already in the resumed ``.part``) never lands; a resume continues from the prefix; the hasher's
+answer is read strictly on the device and here."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+from fixtures.adb_lab import adb_endpoint
+
+from edgelab.artifacts.devstore import RECEIVE_STEP, DeviceStore, open_store, parse_receive
+from edgelab.artifacts.hashing import sha256_path
+from edgelab.artifacts.push import BlobSpec, push_blob
+from edgelab.errors import HashMismatch, TransportError
+from edgelab.transport.adb import ADBTransport
+from edgelab.transport.base import RunResult
+
+PERSONA = "s24"  # its own store root per test: other tests may use this phone
+
+
+@pytest.fixture
+def store(adb_lab):
+    t = ADBTransport.connect(adb_endpoint(adb_lab, PERSONA))
+    s = open_store(t, root=f"/data/local/tmp/edgelab-receive-{uuid.uuid4().hex[:8]}")
+    try:
+        yield s
+    finally:
+        t.run(["rm", "-rf", s.root])
+        t.close()
+
+
+def _blob(tmp_path: Path, size: int) -> BlobSpec:
+    p = tmp_path / "blob.bin"
+    p.write_bytes(os.urandom(size))
+    return BlobSpec(p, sha256_path(p), size)
+
+
+def _names(store: DeviceStore) -> set[str]:
+    res = store.t.run(["sh", "-c", 'cd "$1" && ls -a', "x", store.root])
+    return {n for n in res.stdout.split() if n not in (".", "..")}
+
+
+def _write_part(store: DeviceStore, sha: str, data: bytes, tmp_path: Path) -> None:
+    src = tmp_path / "prefix.bin"
+    src.write_bytes(data)
+    store.ensure()
+    store.t.put(src, store.part(sha), offset=0)
+
+
+def test_receive_lands_verified_and_says_which_hasher(store, tmp_path):
+    blob = _blob(tmp_path, 3 * RECEIVE_STEP + 12_345)  # several steps and a ragged end
+    res = push_blob(store, blob)
+    assert res.status == "uploaded" and res.sent == blob.size
+    assert any("hashed by openssl on the device" in n for n in res.notes), res.notes  # on PATH here
+    assert store.t.get(res.remote_path, tmp_path / "back.bin") == blob.sha256
+    assert _names(store) == {blob.sha256}  # no .part, no hasher output left
+
+
+def test_a_wrong_byte_sent_never_lands(store, tmp_path):
+    blob = _blob(tmp_path, 2 * RECEIVE_STEP + 7)
+    data = bytearray(blob.path.read_bytes())
+    data[RECEIVE_STEP + 3] ^= 0x01  # the file changed after it was hashed: one bit, mid-file
+    blob.path.write_bytes(bytes(data))
+    with pytest.raises(HashMismatch, match="on the device after upload"):
+        push_blob(store, blob)
+    assert _names(store) == set()  # neither the blob nor its .part
+
+
+def test_a_wrong_byte_already_stored_is_hashed_too(store, tmp_path):
+    """The digest covers what the device stored, the resumed prefix included: a prefix that went
+    bad on the device is caught even though every byte sent was right."""
+    blob = _blob(tmp_path, 2 * RECEIVE_STEP + 99)
+    prefix = bytearray(blob.path.read_bytes()[: RECEIVE_STEP + 5])
+    prefix[17] ^= 0x80
+    _write_part(store, blob.sha256, bytes(prefix), tmp_path)
+    with pytest.raises(HashMismatch):
+        store.receive(blob.path, blob.sha256, len(prefix), blob.size)
+    assert _names(store) == set()
+
+
+def test_resume_sends_only_the_rest(store, tmp_path):
+    blob = _blob(tmp_path, 3 * RECEIVE_STEP + 1)
+    have = RECEIVE_STEP + 4096
+    _write_part(store, blob.sha256, blob.path.read_bytes()[:have], tmp_path)
+    res = push_blob(store, blob)
+    assert res.status == "resumed" and res.resumed_from == have and res.sent == blob.size - have
+    assert store.t.get(res.remote_path, tmp_path / "back.bin") == blob.sha256
+    assert _names(store) == {blob.sha256}
+
+
+def test_a_part_shorter_than_the_resume_point_is_refused(store, tmp_path):
+    blob = _blob(tmp_path, RECEIVE_STEP + 10)
+    _write_part(store, blob.sha256, blob.path.read_bytes()[:1000], tmp_path)
+    with pytest.raises(TransportError, match="cannot resume"):
+        store.receive(blob.path, blob.sha256, 5000, blob.size)
+    assert _names(store) == {blob.sha256 + ".part"}  # left for the next push to check
+
+
+class _BrokenHasher(DeviceStore):
+    """A device whose SHA-256 tool prints something else than a digest (the upper-case digest of
+    the right bytes: close, but not the strict format)."""
+
+    @property
+    def _hash_fn(self) -> str:
+        return 'hasher=broken; h() { sha256sum "$@" | tr a-f A-F; }; '
+
+
+def test_hasher_output_is_read_strictly(store, tmp_path):
+    blob = _blob(tmp_path, RECEIVE_STEP + 3)
+    broken = _BrokenHasher(store.t, store.root)
+    with pytest.raises(TransportError, match="broken printed no SHA-256"):
+        broken.receive(blob.path, blob.sha256, 0, blob.size)
+    assert blob.sha256 not in _names(store)  # not renamed; .part kept: the bytes may well be right
+    assert push_blob(store, blob).status == "resumed"  # a working hasher takes it from there
+
+
+@pytest.mark.parametrize(
+    "stdout",
+    [
+        "",
+        "sha256 {sha} openssl\n",  # no stat line
+        "sha256 {sha} openssl\n12|2026-01-01 00:00:00.0 +0000|5\nextra\n",
+        "sha256 {other} openssl\n12|2026-01-01 00:00:00.0 +0000|5\n",  # not the blob's digest
+        "sha256 {upper} openssl\n12|2026-01-01 00:00:00.0 +0000|5\n",
+        "{sha}  -\n12|2026-01-01 00:00:00.0 +0000|5\n",
+    ],
+)
+def test_receive_answer_parsed_strictly(stdout):
+    sha, other = "ab" * 32, "cd" * 32
+    res = RunResult(("sh",), 0, stdout.format(sha=sha, other=other, upper=sha.upper()), "")
+    with pytest.raises(TransportError, match="unexpected answer"):
+        parse_receive(res, sha, "phone")
+
+
+def test_receive_answer_accepted():
+    sha = "ab" * 32
+    res = RunResult(("sh",), 0, f"sha256 {sha} openssl\n12|2026-01-01 00:00:00.0 +0000|5\n", "")
+    assert parse_receive(res, sha, "phone") == ((12, "2026-01-01 00:00:00.0 +0000|5"), "openssl")
