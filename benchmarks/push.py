@@ -69,6 +69,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="edgelab-bench-push-"))
     ssh_state, adb_state = work / "ssh-lab", work / "adb-lab"
     results: dict[int, dict[str, list[float]]] = {}
+    how: dict[str, str] = {}  # per transport: how edgelab sent and verified (its push notes)
     try:
         info = start_ssh_lab(ssh_state, ["orin-agx"], port=free_port(["127.0.0.11"]))
         lab = start_adb_lab(adb_state, ["s25"], base_port=adb_free_port(None))
@@ -148,6 +149,11 @@ def main() -> int:
                     for tool, (reset, cmd) in tools.items():
                         subprocess.run(reset, shell=True, env=env, check=True, capture_output=True)
                         times[tool].append(timed(cmd, env))
+                # one more fresh push per transport, for its notes: which path and device hasher it used
+                for path, dev in (("ssh", "orin-agx"), ("adb", "s25")):
+                    subprocess.run(tools[f"{path} edgelab push"][0], shell=True, env=env, check=True)
+                    pushed = json.loads(run([edgelab, "push", name, "-d", dev, "--json"], env))
+                    how[path] = "; ".join(n for d in pushed for b in d["blobs"] for n in b["notes"]) or "?"
                 # unchanged re-push, the blob recorded as verified by the last round
                 times["ssh edgelab re-push unchanged"] = [
                     timed([edgelab, "push", name, "-d", "orin-agx"], env) for _ in range(rounds)
@@ -204,6 +210,8 @@ def main() -> int:
                 f"    {path}  unchanged re-push {s:.2f} s   goal <= 1 s: {'met' if s <= 1.0 else 'NOT met'}"
             )
         print()
+    for path, notes in how.items():
+        print(f"how edgelab pushed over {path}: {notes}")
     return 0
 
 

@@ -33,7 +33,7 @@ from edgelab.transport.base import Progress
 from edgelab.transport.quoting import Shell, join
 
 SYNC_DATA_MAX = 64 * 1024  # the sync protocol's largest DATA packet
-STDIN_CHUNK = 256 * 1024  # payload of one shell v2 stdin packet
+STDIN_CHUNK = 1024 * 1024  # payload of one shell v2 stdin packet
 REPORT_EVERY = 1 << 20  # progress per MiB, not per packet
 _SYNC = struct.Struct("<4sI")
 _V2 = struct.Struct("<BI")
