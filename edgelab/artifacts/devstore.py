@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from edgelab.errors import HashMismatch, TransportError
-from edgelab.transport import winscripts
+from edgelab.transport import hashers, winscripts
 from edgelab.transport.base import Capability, RemoteProcess, RunResult, Transport
 from edgelab.transport.quoting import Shell
 
@@ -28,15 +28,11 @@ def hash_timeout(size: int) -> float:
     return 60.0 + size / 20e6
 
 
-# `h FILE...` prints "<sha256> ..." per file. OpenSSL's digest uses the CPU's SHA extensions
-# (ARMv8 SHA2 on Jetsons, SHA-NI on x86) and runs ~3x faster than coreutils' portable sha256sum,
-# so it goes first where the device has it; sha256sum (coreutils, busybox) is the fallback.
-_HASH_FN_POSIX = (
-    'h() { if command -v openssl >/dev/null 2>&1; then openssl dgst -sha256 -r "$@"; '
-    'else sha256sum "$@"; fi; }; '
-)
-# Android has no openssl binary; toybox's sha256sum is built on the platform's libcrypto.
-_HASH_FN_TOYBOX = 'h() { sha256sum "$@"; }; '
+# `h FILE...` prints "<sha256> ..." per file: the device's fastest SHA-256 tool
+# (``transport.hashers``), probed in ``open_store``'s round trip; before a probe, openssl when
+# present, else sha256sum (Android's toybox: sha256sum, built on the platform's libcrypto).
+_HASH_FN_POSIX = hashers.fallback_fn()
+_HASH_FN_TOYBOX = hashers.fallback_fn(toybox=True)
 
 
 FOLLOW_STEP = 16 << 20  # the follower hashes .part in steps of this many bytes (whole MiB)
@@ -106,9 +102,10 @@ class DeviceStore:
 
     os_family = "posix"
 
-    def __init__(self, transport: Transport, root: str):
+    def __init__(self, transport: Transport, root: str, hasher: hashers.Hasher | None = None):
         self.t = transport
         self.root = root
+        self.hasher = hasher  # the probed SHA-256 tool (None: not probed, see _hash_fn)
 
     # -- naming ---------------------------------------------------------------------------------
     def blob(self, sha: str) -> str:
@@ -136,7 +133,23 @@ class DeviceStore:
 
     @property
     def _hash_fn(self) -> str:
+        if self.hasher is not None:
+            return self.hasher.fn
         return _HASH_FN_TOYBOX if self.t.shell is Shell.TOYBOX else _HASH_FN_POSIX
+
+    @property
+    def hasher_name(self) -> str:
+        """What hashes on the device, for reports: the probed tool, else what ``_hash_fn`` tries."""
+        if self.hasher is not None:
+            return self.hasher.name
+        return "sha256sum" if self.t.shell is Shell.TOYBOX else "openssl or sha256sum (not probed)"
+
+    def probe_hasher(self) -> hashers.Hasher | None:
+        """Ask the device for its fastest working SHA-256 tool (one round trip; ``open_store``
+        folds it into its own). Keeps the fallback when none answers right."""
+        res = self._run(["sh", "-c", hashers.PROBE])
+        self.hasher = hashers.parse_probe(res.stdout) if res.ok else None
+        return self.hasher
 
     @property
     def t_name(self) -> str:
@@ -164,10 +177,11 @@ class DeviceStore:
             script = self._hash_fn + 'head -c "$1" "$2" | h'
             argv = ["sh", "-c", script, "edgelab-prefix", str(prefix), path]
         res = self._must(argv, f"sha256sum {path}", timeout=hash_timeout(size))
-        digest = res.stdout.split()[0].lower() if res.stdout.split() else ""
-        if not _SHA.fullmatch(digest):
+        digest = hashers.parse_digest(res.stdout)
+        if digest is None:
             raise TransportError(
-                f"{self.t_name}: sha256sum printed {res.stdout[:80]!r}", remedy="the device needs sha256sum"
+                f"{self.t_name}: {self.hasher_name} printed {res.stdout[:80]!r}",
+                remedy="the device needs openssl or sha256sum",
             )
         return digest
 
@@ -380,10 +394,11 @@ def open_store(transport: Transport, root: str | None = None) -> DeviceStore:
         return DeviceStore(transport, ANDROID_ROOT)
     if transport.shell is Shell.POWERSHELL:
         return WindowsStore(transport, windows_store_root(transport)[0])
-    res = transport.run(["sh", "-c", 'printf "%s" "$HOME"'], timeout=30)
-    home = res.stdout.strip()
+    # $HOME and the device's SHA-256 tool in one round trip
+    res = transport.run(["sh", "-c", 'printf "%s\\n" "$HOME"; ' + hashers.PROBE], timeout=30)
+    home = res.stdout.splitlines()[0].strip() if res.stdout else ""
     if not res.ok or not home.startswith("/"):
         raise TransportError(
             f"{getattr(transport, 'name', 'device')}: cannot resolve $HOME", remedy="check the login shell"
         )
-    return DeviceStore(transport, posixpath.join(home, POSIX_ROOT[2:]))
+    return DeviceStore(transport, posixpath.join(home, POSIX_ROOT[2:]), hashers.parse_probe(res.stdout))

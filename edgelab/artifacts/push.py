@@ -65,6 +65,8 @@ class BlobResult:
     upload_seconds: float = 0.0  # the transfer alone (last attempt)
     verify_seconds: float = 0.0  # device-side SHA-256 + rename
     notes: list[str] = field(default_factory=list)
+    via: str | None = None  # how the bytes travelled (the transport's ``last_put_via``); None: none sent
+    hasher: str | None = None  # the device-side SHA-256 tool that checked them
 
     @property
     def throughput(self) -> float:
@@ -178,7 +180,14 @@ def push_blob(
                     return BlobResult(sha, total, "present", target, seconds=time.monotonic() - start)
                 if size == total and store.sha256(target, size) == sha:
                     stamps.put(sha, size, stamp)
-                    return BlobResult(sha, total, "verified", target, seconds=time.monotonic() - start)
+                    return BlobResult(
+                        sha,
+                        total,
+                        "verified",
+                        target,
+                        seconds=time.monotonic() - start,
+                        hasher=store.hasher_name,
+                    )
                 notes.append(f"store copy was corrupt (size {size}, expected {total}); replaced")
                 stamps.drop(sha)
                 store.remove([target])
@@ -218,6 +227,8 @@ def push_blob(
                 upload_seconds=t_verify - t_up,
                 verify_seconds=t_done - t_verify,
                 notes=notes,
+                via=store.t.last_put_via,
+                hasher=store.hasher_name,
             )
         except HashMismatch:
             raise

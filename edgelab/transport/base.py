@@ -182,6 +182,9 @@ class Transport(abc.ABC):
     name: str = "device"
     shell: Shell = Shell.POSIX
     capabilities: ClassVar[Capability] = Capability.NONE
+    last_put_via: str | None = None
+    """How the last resumable ``put`` moved its bytes, for reports (e.g. ``openssh
+    (aes128-gcm@openssh.com)``, ``sftp (paramiko; Windows endpoint)``); None when not said."""
 
     @classmethod
     def supports(cls, capability: Capability) -> bool:
