@@ -268,6 +268,7 @@ def push_to_device(
     transport = None
     try:
         transport = transport_factory()
+        transport.prepare_put()  # type: ignore[attr-defined]  # its set-up overlaps the store's round trips
         store = open_store(transport)  # type: ignore[arg-type]
         for blob in blobs:
             cb = (lambda sha, d, t: progress(device, sha, d, t)) if progress else None

@@ -265,6 +265,11 @@ class Transport(abc.ABC):
         """``put`` with an offset (see there); only transports with RESUMABLE_PUT implement it."""
         raise self._lacks("resume an upload")
 
+    def prepare_put(self) -> None:  # noqa: B027 - a hint: nothing to do for most transports
+        """A hint that a resumable ``put`` is likely soon: a transport may start what it needs now
+        (SSH starts its OpenSSH client's connection), so that set-up overlaps the caller's other
+        round trips. A put that never comes costs that idle set-up, ended on ``close``."""
+
     @abc.abstractmethod
     def get(self, remote: str, local: Path, *, progress: Progress | None = None) -> str:
         """Copy a device file here; returns the SHA-256 of the bytes received."""

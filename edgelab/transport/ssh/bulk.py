@@ -29,11 +29,13 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 import paramiko
@@ -57,15 +59,20 @@ CIPHERS = (
 )
 ENV_SWITCH = "EDGELAB_SSH_BULK"  # "off" (or 0/no/false): always SFTP
 HOST_ALIAS = "edgelab-device"  # the known_hosts name of the one trusted key
-POLL_S = 0.05  # progress and cancel checks while ssh sends
+FEED = 1 << 20  # bytes per progress report (and cancel check) while feeding ssh
+PIPE_SIZE = 1 << 20  # the feeding pipe, where Linux allows (fewer wake-ups of ssh)
+PENDING_S = 30.0  # a prepared client nobody used for this long is stopped
 READY, DONE = "edgelab-bulk-ready", "edgelab-bulk-done"
 _ALGOS_FOR_TYPE = {"ssh-rsa": "rsa-sha2-512,rsa-sha2-256"}
 
-# $1 = the file, $2 = offset. At 0 the file is created (its directory too, as SFTP's put does);
-# otherwise it must exist and is cut to the offset (dd with no input truncates at seek), so what
-# an earlier cut left beyond the verified prefix is gone. Then every byte of stdin is appended.
+# The first line of stdin is "OFFSET PATH" (the client starts before the caller knows either:
+# ``prepare``); ``read`` takes a pipe byte by byte, so the file's bytes that follow stay for cat.
+# At offset 0 the file is created (its directory too, as SFTP's put does); otherwise it must exist
+# and is cut to the offset (dd with no input truncates at seek), so what an earlier cut left beyond
+# the verified prefix is gone. Then every other byte of stdin is appended.
 _RECEIVE = r"""
-p=$1 off=$2
+IFS=' ' read -r off p || exit 0
+case $off in ''|*[!0-9]*) echo "bad header" >&2; exit 2;; esac
 case $p in "~/"*) p=$HOME/${p#??};; esac
 if [ "$off" -eq 0 ]; then
   d=${p%/*}; if [ "$d" != "$p" ] && [ -n "$d" ]; then mkdir -p "$d" || exit 1; fi
@@ -159,12 +166,59 @@ def client_config(hop: Hop, known_hosts: Path, host_key: paramiko.PKey, *, timeo
 
 
 _CIPHER_LINE = re.compile(r"kex: client->server cipher: (\S+)")
-_HOSTKEY_REFUSED = (
-    "Host key verification failed",
-    "REMOTE HOST IDENTIFICATION HAS CHANGED",
+_HOSTKEY_REFUSED = (  # lower case: what ssh prints when the server is not the trusted one
+    "host key verification failed",
+    "remote host identification has changed",
     "host key is known",
-    "No matching host key type",
+    "no matching host key type",
 )
+
+
+class _Client:
+    """One ``ssh`` process running the receive script, waiting for its header line on stdin."""
+
+    def __init__(self, argv: list[str], err_path: Path):
+        self.err_path = err_path
+        with open(err_path, "wb") as err:
+            self.proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, start_new_session=True
+            )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        with contextlib.suppress(OSError, AttributeError):
+            fcntl.fcntl(self.proc.stdin.fileno(), fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+        self.out = b""
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        self.out = self.proc.stdout.read()
+
+    def finish(self) -> tuple[int, str, str]:
+        """(exit status, stdout, ssh's log) once the client ended."""
+        with contextlib.suppress(OSError):
+            if self.proc.stdin:
+                self.proc.stdin.close()
+        code = self.proc.wait()
+        self._reader.join(5)
+        log_text = self.err_path.read_text(encoding="utf-8", errors="replace")
+        self.err_path.unlink(missing_ok=True)
+        return code, self.out.decode("utf-8", "replace"), log_text
+
+    def stop(self) -> None:
+        """End the client (the device's ``cat`` sees the end of its input: what arrived stays)."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        with contextlib.suppress(OSError):
+            if self.proc.stdin:
+                self.proc.stdin.close()
+        self._reader.join(5)
+        self.err_path.unlink(missing_ok=True)
 
 
 class OpenSSHBulk:
@@ -184,13 +238,52 @@ class OpenSSHBulk:
             self.close()
             raise
         self.cipher: str | None = None  # negotiated, once a transfer ran
+        self._pending: _Client | None = None  # started by prepare, used by the next send
+        self._lock = threading.Lock()
+        self._expiry: threading.Timer | None = None
+        self._count = 0
         self.running: subprocess.Popen | None = None  # the client while it sends (tests cut it)
 
     def describe(self) -> str:
         return f"openssh ({self.cipher or CIPHERS[0] + ' offered first'})"
 
-    def argv(self, remote_line: str) -> list[str]:
-        return [self.binary, "-F", str(self.config), "-T", HOST_ALIAS, remote_line]
+    def argv(self) -> list[str]:
+        line = join_posix(["sh", "-c", _RECEIVE, "edgelab-receive"])
+        return [self.binary, "-F", str(self.config), "-T", HOST_ALIAS, line]
+
+    def _start(self) -> _Client:
+        self._count += 1
+        try:
+            return _Client(self.argv(), self.dir / f"ssh-{self._count}.log")
+        except OSError as e:
+            raise BulkUnavailable(f"cannot run {self.binary}: {e.strerror}") from e
+
+    def prepare(self) -> None:
+        """Start the next upload's client now: its connection (key exchange, login, the device's
+        shell) then overlaps whatever the caller does before ``send``. Unused for ``PENDING_S``, it
+        is stopped (the device's script sees no header and exits untouched)."""
+        with self._lock:
+            if self._pending is not None and self._pending.proc.poll() is None:
+                return
+            self._pending = self._start()
+            if self._expiry is not None:
+                self._expiry.cancel()
+            self._expiry = threading.Timer(PENDING_S, self._drop_pending)
+            self._expiry.daemon = True
+            self._expiry.start()
+
+    def _take_pending(self) -> _Client | None:
+        with self._lock:
+            client, self._pending = self._pending, None
+            if self._expiry is not None:
+                self._expiry.cancel()
+                self._expiry = None
+        return client
+
+    def _drop_pending(self) -> None:
+        client = self._take_pending()
+        if client is not None:
+            client.stop()
 
     def send(self, local: Path, remote: str, offset: int, progress: Progress | None = None) -> str:
         """Bytes ``[offset, size)`` of ``local`` appended to ``remote`` cut to ``offset`` (created at 0),
@@ -207,36 +300,24 @@ class OpenSSHBulk:
             raise TransportError(
                 f"{self.name}: cannot resume {remote} at {offset}: {local} has only {total} bytes"
             )
-        line = join_posix(["sh", "-c", _RECEIVE, "edgelab-receive", remote, str(offset)])
-        err_path = self.dir / "stderr"
-        with open(local, "rb") as fin, open(err_path, "wb") as err:
-            fin.seek(offset)
-            try:
-                proc = subprocess.Popen(
-                    self.argv(line), stdin=fin, stdout=subprocess.PIPE, stderr=err, start_new_session=True
-                )
-            except OSError as e:
-                raise BulkUnavailable(f"cannot run {self.binary}: {e.strerror}") from e
-            self.running = proc
-            try:
-                code = self._watch(proc, fin, total, progress)
-            except BaseException:
-                self._stop(proc)
-                raise
-            finally:
-                self.running = None
-            sent_to = os.lseek(fin.fileno(), 0, os.SEEK_CUR)
-        out = proc.stdout.read().decode("utf-8", "replace") if proc.stdout else ""
-        if proc.stdout:
-            proc.stdout.close()
-        log_text = err_path.read_text(encoding="utf-8", errors="replace")
-        err_path.unlink(missing_ok=True)
+        if remote != remote.strip() or any(c in remote for c in "\n\r\0"):
+            raise BulkUnavailable(f"{remote!r} cannot travel in the receive header")
+        client = self._take_pending() or self._start()
+        self.running = client.proc
+        try:
+            pos = self._feed(client, local, remote, offset, total, progress)
+            code, out, log_text = client.finish()
+        except BaseException:
+            client.stop()
+            raise
+        finally:
+            self.running = None
         if m := _CIPHER_LINE.search(log_text):
             self.cipher = m.group(1)
         said = [ln for ln in log_text.splitlines() if ln.strip() and not ln.startswith("debug")]
         detail = "; ".join(said)[-300:] or f"exit status {code}"
         if READY not in out:
-            if any(s in log_text for s in _HOSTKEY_REFUSED):
+            if any(s in log_text.lower() for s in _HOSTKEY_REFUSED):
                 raise HostKeyError(
                     f"{self.name}: the OpenSSH client was shown a host key other than the trusted "
                     f"{fingerprint(self.host_key)} ({detail})",
@@ -249,44 +330,77 @@ class OpenSSHBulk:
                     remedy="upload from offset 0",
                 )
             raise BulkUnavailable(f"ssh could not run the upload ({detail})")
-        if code != 0 or DONE not in out:
-            raise TransportError(f"{self.name}: upload of {local} to {remote} cut near {sent_to}: {detail}")
-        if sent_to != total:
-            raise TransportError(
-                f"{self.name}: {local} changed size while it was being pushed", remedy="push again"
-            )
+        if code != 0 or DONE not in out or pos != total:
+            raise TransportError(f"{self.name}: upload of {local} to {remote} cut near {pos}: {detail}")
         if progress:
             progress(total, total)
         return self.describe()
 
-    def _watch(self, proc: subprocess.Popen, fin, total: int, progress: Progress | None) -> int:
-        """Wait for ``ssh``, reporting the position it has read the file to (the shared offset)."""
-        fd = fin.fileno()
-        last = -1
-        while True:
-            try:
-                return proc.wait(timeout=POLL_S)
-            except subprocess.TimeoutExpired:
-                pass
-            pos = min(os.lseek(fd, 0, os.SEEK_CUR), total)
-            if progress and pos != last:
-                last = pos
-                progress(pos, total)  # may raise Interrupted (a Ctrl-C): _stop follows
-
-    @staticmethod
-    def _stop(proc: subprocess.Popen) -> None:
-        """End the client (the device's ``cat`` sees the end of its input: what arrived stays)."""
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if proc.stdout:
-            proc.stdout.close()
+    def _feed(
+        self, client: _Client, local: Path, remote: str, offset: int, total: int, progress: Progress | None
+    ) -> int:
+        """The header, then the file's bytes from ``offset`` into the client's stdin (``sendfile``:
+        the kernel copies them, Python only counts); the position reached (short when ssh quit)."""
+        stdin = client.proc.stdin
+        assert stdin is not None
+        pos = offset
+        try:
+            stdin.write(f"{offset} {remote}\n".encode())
+            stdin.flush()
+            out = stdin.fileno()
+            with open(local, "rb") as fin:
+                src = fin.fileno()
+                while pos < total:
+                    goal = min(total, pos + FEED)
+                    while pos < goal:
+                        n = os.sendfile(out, src, pos, goal - pos)
+                        if n == 0:
+                            raise TransportError(
+                                f"{local} shrank while it was being pushed", remedy="push again"
+                            )
+                        pos += n
+                    if progress:
+                        progress(pos, total)  # may raise Interrupted (a Ctrl-C): the client is stopped
+            stdin.close()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # ssh quit: finish() says why
+        return pos
 
     def close(self) -> None:
+        self._drop_pending()
         with contextlib.suppress(OSError):
             shutil.rmtree(self.dir)
         atexit.unregister(self.close)
+
+
+_REGISTRY: dict[tuple, OpenSSHBulk] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+def bulk_for(hop: Hop, host_key: paramiko.PKey, *, name: str, timeout: float, binary: str) -> OpenSSHBulk:
+    """The uploader of this hop and host key in this process: one per connection, like the pool's,
+    so a client ``prepare``d through one transport serves the next transport's put."""
+    key = (hop.pool_key, host_key.asbytes(), hop.identity_files, hop.identities_only, binary)
+    with _REGISTRY_LOCK:
+        bulk = _REGISTRY.get(key)
+        if bulk is None:
+            bulk = _REGISTRY[key] = OpenSSHBulk(hop, host_key, name=name, timeout=timeout, binary=binary)
+        return bulk
+
+
+def forget(bulk: OpenSSHBulk) -> None:
+    """Drop (and close) an uploader that turned out unusable."""
+    with _REGISTRY_LOCK:
+        for k, v in list(_REGISTRY.items()):
+            if v is bulk:
+                del _REGISTRY[k]
+    bulk.close()
+
+
+def close_all() -> None:
+    """Close every uploader of this process (their waiting clients stopped, private files removed)."""
+    with _REGISTRY_LOCK:
+        all_ = list(_REGISTRY.values())
+        _REGISTRY.clear()
+    for bulk in all_:
+        bulk.close()

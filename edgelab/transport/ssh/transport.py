@@ -33,7 +33,7 @@ from edgelab.transport.base import (
 )
 from edgelab.transport.forward import Forward
 from edgelab.transport.quoting import Shell, encode_powershell, join_posix
-from edgelab.transport.ssh.bulk import ENV_SWITCH, BulkUnavailable, OpenSSHBulk, ssh_binary
+from edgelab.transport.ssh.bulk import ENV_SWITCH, BulkUnavailable, OpenSSHBulk, bulk_for, forget, ssh_binary
 from edgelab.transport.ssh.channel import KILL_GRACE_S, Pump, SSHInteractive, SSHProcess, exit_code, feed
 from edgelab.transport.ssh.connect import MAX_PACKET, WINDOW_SIZE, resolve_endpoint
 from edgelab.transport.ssh.pool import POOL, PoolKey
@@ -45,7 +45,9 @@ log = logging.getLogger(__name__)
 _LOGIN_SHELLS: dict[
     PoolKey, str
 ] = {}  # pool key -> the default shell a Windows host's sshd runs (cmd | powershell)
-_NO_BULK: dict[PoolKey, str] = {}  # pool key -> why its OpenSSH bulk path failed (SFTP from then on)
+_NO_BULK: dict[
+    tuple, str
+] = {}  # (pool key, keys offered) -> why OpenSSH could not upload (SFTP from then on)
 
 
 class SSHTransport(Transport):
@@ -327,10 +329,27 @@ class SSHTransport(Transport):
                 return
             except BulkUnavailable as e:
                 why = str(e)
-                _NO_BULK[self.hop.pool_key] = why
+                _NO_BULK[self._bulk_key] = why
+                self._bulk = None
+                forget(bulk)
                 log.info("%s: OpenSSH bulk path unavailable (%s); using SFTP", self.name, why)
         put_from(self.sftp(), local, remote, offset, name=self.name, progress=progress)
         self.last_put_via = f"sftp (paramiko; {why})" if why else "sftp (paramiko)"
+
+    def prepare_put(self) -> None:
+        """Start the OpenSSH client of the next put now (``bulk``), when that path may be used."""
+        bulk, _why = self._bulk_path()
+        if bulk is not None:
+            try:
+                bulk.prepare()
+            except BulkUnavailable as e:
+                _NO_BULK[self._bulk_key] = str(e)
+                self._bulk = None
+                forget(bulk)
+
+    @property
+    def _bulk_key(self) -> tuple:
+        return (self.hop.pool_key, self.hop.identity_files, self.hop.identities_only)
 
     def _bulk_path(self) -> tuple[OpenSSHBulk | None, str | None]:
         """This connection's OpenSSH uploader, or why there is none (the SFTP fallback's reason)."""
@@ -340,7 +359,7 @@ class SSHTransport(Transport):
             return None, "Windows endpoint"
         if self.hop.jump:
             return None, "reached through a jump host"
-        if why := _NO_BULK.get(self.hop.pool_key):
+        if why := _NO_BULK.get(self._bulk_key):
             return None, why
         binary = ssh_binary()
         if binary is None:
@@ -349,9 +368,9 @@ class SSHTransport(Transport):
         try:
             # the key hostkeys.verify accepted on this connection: the only one ssh will accept
             key = self._client.get_remote_server_key()
-            self._bulk = OpenSSHBulk(self.hop, key, name=self.name, timeout=self.timeout, binary=binary)
+            self._bulk = bulk_for(self.hop, key, name=self.name, timeout=self.timeout, binary=binary)
         except BulkUnavailable as e:
-            _NO_BULK[self.hop.pool_key] = str(e)
+            _NO_BULK[self._bulk_key] = str(e)
             return None, str(e)
         return self._bulk, None
 
@@ -385,9 +404,7 @@ class SSHTransport(Transport):
                 return
             self._closed = True
             sftp, self._sftp = self._sftp, None
-            bulk, self._bulk = self._bulk, None
-        if bulk is not None:
-            bulk.close()
+            self._bulk = None  # the uploader stays with the pooled connection (bulk.close_all)
         if sftp is not None:
             try:
                 sftp.close()
