@@ -56,7 +56,8 @@ def test_receive_lands_verified_and_says_which_hasher(store, tmp_path):
     blob = _blob(tmp_path, 3 * RECEIVE_STEP + 12_345)  # several steps and a ragged end
     res = push_blob(store, blob)
     assert res.status == "uploaded" and res.sent == blob.size
-    assert any("hashed by openssl on the device" in n for n in res.notes), res.notes  # on PATH here
+    assert res.hasher == "openssl"  # probed in the push's first command: the virtual phone has it
+    assert res.via and res.via.startswith("adb shell v2 stdin")
     assert store.t.get(res.remote_path, tmp_path / "back.bin") == blob.sha256
     assert _names(store) == {blob.sha256}  # no .part, no hasher output left
 
@@ -113,31 +114,44 @@ class _BrokenHasher(DeviceStore):
 def test_hasher_output_is_read_strictly(store, tmp_path):
     blob = _blob(tmp_path, RECEIVE_STEP + 3)
     broken = _BrokenHasher(store.t, store.root)
-    with pytest.raises(TransportError, match="broken printed no SHA-256"):
+    with pytest.raises(TransportError, match="printed no SHA-256 line"):
         broken.receive(blob.path, blob.sha256, 0, blob.size)
     assert blob.sha256 not in _names(store)  # not renamed; .part kept: the bytes may well be right
     assert push_blob(store, blob).status == "resumed"  # a working hasher takes it from there
+
+
+_STAT = "12|2026-01-01 00:00:00.000000000 +0000|5"
 
 
 @pytest.mark.parametrize(
     "stdout",
     [
         "",
-        "sha256 {sha} openssl\n",  # no stat line
-        "sha256 {sha} openssl\n12|2026-01-01 00:00:00.0 +0000|5\nextra\n",
-        "sha256 {other} openssl\n12|2026-01-01 00:00:00.0 +0000|5\n",  # not the blob's digest
-        "sha256 {upper} openssl\n12|2026-01-01 00:00:00.0 +0000|5\n",
-        "{sha}  -\n12|2026-01-01 00:00:00.0 +0000|5\n",
+        "{sha} *stdin\n",  # no stat line
+        "{sha} *stdin\n{stat}\nextra\n",
+        "{sha} *stdin\n{sha} *stdin\n{stat}\n",
+        "{other} *stdin\n{stat}\n",  # not the blob's digest
+        "{upper} *stdin\n{stat}\n",
+        "{sha}\n{stat}\n",  # no separator: not a hasher's line
+        "sha256 {sha}\n{stat}\n",
+        "{sha}  -\n12|2026-01-01\n",
     ],
 )
 def test_receive_answer_parsed_strictly(stdout):
     sha, other = "ab" * 32, "cd" * 32
-    res = RunResult(("sh",), 0, stdout.format(sha=sha, other=other, upper=sha.upper()), "")
+    text = stdout.format(sha=sha, other=other, upper=sha.upper(), stat=_STAT)
     with pytest.raises(TransportError, match="unexpected answer"):
-        parse_receive(res, sha, "phone")
+        parse_receive(RunResult(("sh",), 0, text, ""), sha, "phone")
 
 
-def test_receive_answer_accepted():
+@pytest.mark.parametrize("line", ["{sha} *stdin", "{sha}  -"])  # openssl -r, sha256sum/toybox
+def test_receive_answer_accepted(line):
     sha = "ab" * 32
-    res = RunResult(("sh",), 0, f"sha256 {sha} openssl\n12|2026-01-01 00:00:00.0 +0000|5\n", "")
-    assert parse_receive(res, sha, "phone") == ((12, "2026-01-01 00:00:00.0 +0000|5"), "openssl")
+    res = RunResult(("sh",), 0, line.format(sha=sha) + "\n" + _STAT + "\n", "")
+    assert parse_receive(res, sha, "phone") == (12, "2026-01-01 00:00:00.000000000 +0000|5")
+
+
+def test_mismatch_answer_is_a_hash_mismatch():
+    res = RunResult(("sh",), 3, "mismatch " + "cd" * 32 + "\n", "")
+    with pytest.raises(HashMismatch, match="hashed cdcdcdcdcdcd"):
+        parse_receive(res, "ab" * 32, "phone")

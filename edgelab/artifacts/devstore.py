@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgelab.errors import HashMismatch, TransportError
-from edgelab.transport import winscripts
+from edgelab.transport import hashers, winscripts
 from edgelab.transport.base import Capability, Progress, RemoteProcess, RunResult, Transport
 from edgelab.transport.quoting import Shell
 
@@ -29,17 +29,11 @@ def hash_timeout(size: int) -> float:
     return 60.0 + size / 20e6
 
 
-# `h FILE...` prints "<sha256> ..." per file (stdin without FILE); `$hasher` names the tool. OpenSSL's
-# digest uses the CPU's SHA extensions (ARMv8 SHA2 on Jetsons, SHA-NI on x86) and runs ~3x faster
-# than coreutils' portable sha256sum, so it goes first where the device has it; sha256sum (coreutils,
-# busybox, and Android's toybox, which is built on the platform's libcrypto) is the fallback.
-_HASH_FN_POSIX = (
-    "if command -v openssl >/dev/null 2>&1; then hasher=openssl; "
-    'h() { openssl dgst -sha256 -r "$@"; }; '
-    'else hasher=sha256sum; h() { sha256sum "$@"; }; fi; '
-)
-# Android usually has no openssl binary (then toybox's sha256sum); one that has it gets the same choice.
-_HASH_FN_TOYBOX = _HASH_FN_POSIX
+# `h FILE...` prints "<sha256> ..." per file: the device's fastest SHA-256 tool
+# (``transport.hashers``), probed in ``open_store``'s round trip; before a probe, openssl when
+# present, else sha256sum (Android's toybox: sha256sum, built on the platform's libcrypto).
+_HASH_FN_POSIX = hashers.fallback_fn()
+_HASH_FN_TOYBOX = hashers.fallback_fn(toybox=True)
 
 
 FOLLOW_STEP = 16 << 20  # the follower hashes .part in steps of this many bytes (whole MiB)
@@ -95,7 +89,7 @@ RECEIVE_WRONG_SIZE = 7
 # when the receiving shell does (a cut: adbd kills the group; .part keeps what arrived). A
 # follower that could not read .part leaves a marker, and the whole file is hashed again.
 # Exit 3: wrong digest (.part removed); 4: the hasher printed no digest; 7: .part is not the resume
-# point; 8: stdin ended before the whole file arrived. stdout: "sha256 DIGEST HASHER", then the stat.
+# point; 8: stdin ended before the whole file arrived. stdout: the hasher's one line, then the stat.
 _RECEIVE_SCRIPT = r"""
 part=$1 off=$2 total=$3 sha=$4 blob=$5 step=$6 hashf=$7 mib=1048576 main=$$
 if [ "$off" = 0 ]; then mkdir -p "${part%/*}" && : > "$part" || exit 1; fi
@@ -124,21 +118,24 @@ have=$(stat -c %s "$part") || exit 1
 [ "$have" = "$total" ] || { echo "$part holds $have of $total bytes: the upload ended early" >&2; exit 8; }
 wait "$f"
 if [ -e "$hashf.bad" ]; then h "$part" > "$hashf"; fi
-read -r got rest < "$hashf" || got=
+{ IFS= read -r line || line=; if read -r more; then line=; fi; } < "$hashf"
 rm -f "$hashf" "$hashf.bad"
-said="$got $rest" && case $got in *[!0-9a-f]* | "") got=bad ;; esac
-[ "${#got}" = 64 ] || { echo "$hasher printed no SHA-256: $said" >&2; exit 4; }
+got=${line%% *} && case $got in *[!0-9a-f]* | "") got= ;; esac
+[ "${#got}" = 64 ] || { echo "the hasher printed no SHA-256 line: $line" >&2; exit 4; }
 if [ "$got" != "$sha" ]; then rm -f "$part"; echo "mismatch $got"; exit 3; fi
 mv -f "$part" "$blob" || exit 1
-echo "sha256 $got $hasher"
+printf '%s\n' "$line"
 stat -c "%s|%z|%i" "$blob"
 """
-_RECEIVED = re.compile(r"sha256 ([0-9a-f]{64}) (\S+)\n(\d+)\|([^\n|]*)\|(\d+)\n?")
+_STAT_LINE = re.compile(r"(\d+)\|([^\n|]*)\|(\d+)")
 _MISMATCH = re.compile(r"mismatch ([0-9a-f]{64})\n?")
 
 
-def parse_receive(res: RunResult, sha: str, name: str) -> tuple[tuple[int, str] | None, str]:
-    """The receive command's answer, read strictly: (the blob's stat, hasher) or an error."""
+def parse_receive(res: RunResult, sha: str, name: str, hasher: str = "the hasher") -> tuple[int, str]:
+    """The receive command's answer, read strictly: the blob's (size, stamp), or an error.
+
+    On success stdout is exactly two lines: the hasher's own (``hashers.parse_digest``: one digest
+    line, and that digest is ``sha``) and the blob's stat."""
     if res.exit_code == 3:
         m = _MISMATCH.fullmatch(res.stdout)
         got = m.group(1)[:12] if m else "?"
@@ -153,13 +150,17 @@ def parse_receive(res: RunResult, sha: str, name: str) -> tuple[tuple[int, str] 
         )
     if not res.ok:
         raise TransportError(
-            f"{name}: receive of {sha[:12]} failed (exit {res.exit_code}): {res.stderr.strip()[:200]}",
-            remedy="check free space and permissions of the device store",
+            f"{name}: receive of {sha[:12]} with {hasher} failed (exit {res.exit_code}): "
+            f"{res.stderr.strip()[:200]}",
+            remedy="check free space and permissions of the device store, and its SHA-256 tool",
         )
-    m = _RECEIVED.fullmatch(res.stdout)
-    if m is None or m.group(1) != sha:
+    lines = res.stdout.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    stat = _STAT_LINE.fullmatch(lines[1]) if len(lines) == 2 else None
+    if stat is None or hashers.parse_digest(lines[0]) != sha:
         raise TransportError(f"{name}: unexpected answer from the receive: {res.stdout[:200]!r}")
-    return (int(m.group(3)), f"{m.group(4)}|{m.group(5)}"), m.group(2)
+    return int(stat.group(1)), f"{stat.group(2)}|{stat.group(3)}"
 
 
 def _parse_stat(line: str) -> tuple[int, str] | None:
@@ -188,9 +189,11 @@ class DeviceStore:
 
     os_family = "posix"
 
-    def __init__(self, transport: Transport, root: str):
+    def __init__(self, transport: Transport, root: str, hasher: hashers.Hasher | None = None):
         self.t = transport
         self.root = root
+        self.hasher = hasher  # the probed SHA-256 tool (None: not probed, see _hash_fn)
+        self._probed = hasher is not None
 
     # -- naming ---------------------------------------------------------------------------------
     def blob(self, sha: str) -> str:
@@ -218,7 +221,24 @@ class DeviceStore:
 
     @property
     def _hash_fn(self) -> str:
+        if self.hasher is not None:
+            return self.hasher.fn
         return _HASH_FN_TOYBOX if self.t.shell is Shell.TOYBOX else _HASH_FN_POSIX
+
+    @property
+    def hasher_name(self) -> str:
+        """What hashes on the device, for reports: the probed tool, else what ``_hash_fn`` tries."""
+        if self.hasher is not None:
+            return self.hasher.name
+        return "sha256sum" if self.t.shell is Shell.TOYBOX else "openssl or sha256sum (not probed)"
+
+    def probe_hasher(self) -> hashers.Hasher | None:
+        """Ask the device for its fastest working SHA-256 tool (one round trip; ``open_store``
+        folds it into its own). Keeps the fallback when none answers right."""
+        res = self._run(["sh", "-c", hashers.PROBE])
+        self.hasher = hashers.parse_probe(res.stdout) if res.ok else None
+        self._probed = True
+        return self.hasher
 
     @property
     def t_name(self) -> str:
@@ -246,10 +266,11 @@ class DeviceStore:
             script = self._hash_fn + 'head -c "$1" "$2" | h'
             argv = ["sh", "-c", script, "edgelab-prefix", str(prefix), path]
         res = self._must(argv, f"sha256sum {path}", timeout=hash_timeout(size))
-        digest = res.stdout.split()[0].lower() if res.stdout.split() else ""
-        if not _SHA.fullmatch(digest):
+        digest = hashers.parse_digest(res.stdout)
+        if digest is None:
             raise TransportError(
-                f"{self.t_name}: sha256sum printed {res.stdout[:80]!r}", remedy="the device needs sha256sum"
+                f"{self.t_name}: {self.hasher_name} printed {res.stdout[:80]!r}",
+                remedy="the device needs openssl or sha256sum",
             )
         return digest
 
@@ -263,16 +284,24 @@ class DeviceStore:
 
     # -- one round trip each (a command costs a round trip; a push makes two) ------------------
     def inspect(self, sha: str) -> tuple[tuple[int, str] | None, tuple[int, str] | None]:
-        """Create the store if needed; (size, stamp) of the blob and of its ``.part``, None if absent."""
+        """Create the store if needed; (size, stamp) of the blob and of its ``.part``, None if absent.
+
+        A store whose device hasher was not probed yet (Android's: ``open_store`` makes no round
+        trip there) probes it in this same command (``hashers.PROBE``: its one line comes first)."""
+        probe = self.hasher is None and not self._probed
         script = (
             'mkdir -p "$1" || exit 1; shift; for f in "$@"; do '
             'if [ -f "$f" ]; then stat -c "%s|%z|%i" "$f" || exit 1; else echo -; fi; done'
         )
+        if probe:
+            script = hashers.PROBE + "; " + script
         res = self._must(
             ["sh", "-c", script, "edgelab-inspect", self.root, self.blob(sha), self.part(sha)],
             "inspect the store",
         )
         lines = [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
+        if probe and lines:
+            self.hasher, self._probed = hashers.parse_probe(lines.pop(0)), True
         if len(lines) != 2:
             raise TransportError(f"{self.t_name}: unexpected store listing {res.stdout[:120]!r}")
         return _parse_stat(lines[0]), _parse_stat(lines[1])
@@ -334,19 +363,19 @@ class DeviceStore:
 
     def receive(
         self, local: Path, sha: str, offset: int, size: int, progress: Progress | None = None
-    ) -> tuple[tuple[int, str] | None, str]:
+    ) -> tuple[int, str]:
         """Bytes ``[offset, size)`` of ``local`` onto ``.part``, hashed on the device while they
         land, renamed into place on a match: one command, one round trip (``_RECEIVE_SCRIPT``).
 
         ``.part`` must hold the verified prefix ``[0, offset)`` (cut back beyond it; one holding
-        fewer is refused: TransportError). Returns (the blob's stat, the device hasher used). A
-        whole file whose SHA-256 is not ``sha`` is removed and raises HashMismatch; a cut raises
-        TransportError and leaves ``.part`` holding what arrived, for the next try to resume.
+        fewer is refused: TransportError). Returns the blob's (size, stamp). A whole file whose
+        SHA-256 is not ``sha`` is removed and raises HashMismatch; a cut raises TransportError and
+        leaves ``.part`` holding what arrived, for the next try to resume.
         """
         argv = ["sh", "-c", self._hash_fn + _RECEIVE_SCRIPT, "edgelab-receive", self.part(sha), str(offset)]
         argv += [str(size), sha, self.blob(sha), str(RECEIVE_STEP), self.hash_file(sha)]
         res = self.t.run_fed(argv, local, offset=offset, progress=progress, timeout=hash_timeout(size))
-        return parse_receive(res, sha, self.t_name)
+        return parse_receive(res, sha, self.t_name, self.hasher_name)
 
     def hash_file(self, sha: str) -> str:
         """Where the receiving command's hasher leaves its digest (hidden: not a store entry)."""
@@ -488,10 +517,11 @@ def open_store(transport: Transport, root: str | None = None) -> DeviceStore:
         return DeviceStore(transport, ANDROID_ROOT)
     if transport.shell is Shell.POWERSHELL:
         return WindowsStore(transport, windows_store_root(transport)[0])
-    res = transport.run(["sh", "-c", 'printf "%s" "$HOME"'], timeout=30)
-    home = res.stdout.strip()
+    # $HOME and the device's SHA-256 tool in one round trip
+    res = transport.run(["sh", "-c", 'printf "%s\\n" "$HOME"; ' + hashers.PROBE], timeout=30)
+    home = res.stdout.splitlines()[0].strip() if res.stdout else ""
     if not res.ok or not home.startswith("/"):
         raise TransportError(
             f"{getattr(transport, 'name', 'device')}: cannot resolve $HOME", remedy="check the login shell"
         )
-    return DeviceStore(transport, posixpath.join(home, POSIX_ROOT[2:]))
+    return DeviceStore(transport, posixpath.join(home, POSIX_ROOT[2:]), hashers.parse_probe(res.stdout))

@@ -65,6 +65,8 @@ class BlobResult:
     upload_seconds: float = 0.0  # the transfer alone (last attempt)
     verify_seconds: float = 0.0  # device-side SHA-256 + rename
     notes: list[str] = field(default_factory=list)
+    via: str | None = None  # how the bytes travelled (the transport's ``last_put_via``); None: none sent
+    hasher: str | None = None  # the device-side SHA-256 tool that checked them
 
     @property
     def throughput(self) -> float:
@@ -118,11 +120,10 @@ def _upload_and_verify(
     total: int,
     part: tuple[int, str] | None,
     progress: Progress,
-) -> tuple[tuple[int, str] | None, float, str]:
+) -> tuple[tuple[int, str] | None, float]:
     """Upload, with the device hashing ``.part`` while it arrives: in the command that receives the
     bytes where the transport feeds one (``store.receive``: ADB), else by a follower beside the
-    transfer (``store.follow``: SSH). The blob's stat after the rename, when the upload finished,
-    and how (a note for the result)."""
+    transfer (``store.follow``: SSH). The blob's stat after the rename, and when the upload finished."""
     if store.receives:  # stale bytes beyond ``offset`` are cut off by the receive itself
         sent_at = [time.monotonic()]
 
@@ -131,16 +132,11 @@ def _upload_and_verify(
             if done == size:
                 sent_at[0] = time.monotonic()
 
-        after, hasher = store.receive(local, sha, offset, total, timed)
-        return (
-            after,
-            sent_at[0],
-            f"fed to the device's receive; hashed by {hasher} on the device as it landed",
-        )
+        return store.receive(local, sha, offset, total, timed), sent_at[0]
     if not store.follows:
         upload(store, local, sha, offset, progress)
         uploaded = time.monotonic()
-        return store.finalize(sha, total), uploaded, "uploaded, then hashed on the device"
+        return store.finalize(sha, total), uploaded
     if offset == 0 and part is not None:
         store.remove([store.part(sha)])  # stale bytes: the follower must not hash them
     follower = store.follow(sha, total)
@@ -157,8 +153,7 @@ def _upload_and_verify(
     if after is False:  # not confirmed: hash it all again, which also handles a real mismatch
         log.info("%s: follower did not confirm %s; hashing again", store.t_name, sha[:12])
         after = store.finalize(sha, total)
-        return after, uploaded, "uploaded; the follower did not confirm: hashed again"  # type: ignore[return-value]
-    return after, uploaded, "uploaded; hashed on the device by a follower as it landed"  # type: ignore[return-value]
+    return after, uploaded  # type: ignore[return-value]
 
 
 def push_blob(
@@ -195,7 +190,14 @@ def push_blob(
                     return BlobResult(sha, total, "present", target, seconds=time.monotonic() - start)
                 if size == total and store.sha256(target, size) == sha:
                     stamps.put(sha, size, stamp)
-                    return BlobResult(sha, total, "verified", target, seconds=time.monotonic() - start)
+                    return BlobResult(
+                        sha,
+                        total,
+                        "verified",
+                        target,
+                        seconds=time.monotonic() - start,
+                        hasher=store.hasher_name,
+                    )
                 notes.append(f"store copy was corrupt (size {size}, expected {total}); replaced")
                 stamps.drop(sha)
                 store.remove([target])
@@ -220,7 +222,6 @@ def push_blob(
             t_up = time.monotonic()
             after = _upload_and_verify(store, local, sha, offset, total, part, sent)
             t_verify, t_done = after[1], time.monotonic()
-            notes.append(after[2])
             after = after[0]
             if after is not None:
                 stamps.put(sha, after[0], after[1])
@@ -236,6 +237,8 @@ def push_blob(
                 upload_seconds=t_verify - t_up,
                 verify_seconds=t_done - t_verify,
                 notes=notes,
+                via=store.t.last_put_via,
+                hasher=store.hasher_name,
             )
         except HashMismatch:
             raise
@@ -275,6 +278,7 @@ def push_to_device(
     transport = None
     try:
         transport = transport_factory()
+        transport.prepare_put()  # type: ignore[attr-defined]  # its set-up overlaps the store's round trips
         store = open_store(transport)  # type: ignore[arg-type]
         for blob in blobs:
             cb = (lambda sha, d, t: progress(device, sha, d, t)) if progress else None

@@ -117,6 +117,7 @@ def quick_repush(
                 for b in blobs:
                     have, _part = store.inspect(b.sha256)
                     if have is None or have != recorded[b.sha256]:
+                        t.prepare_put()  # the full push follows: its upload's set-up starts now
                         return None
                     out.blobs.append(
                         BlobResult(

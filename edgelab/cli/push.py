@@ -104,6 +104,8 @@ def _report(results, as_json: bool) -> None:
                     "seconds": round(b.seconds, 3),
                     "bytes_per_s": round(b.throughput),
                     "notes": b.notes,
+                    "via": b.via,
+                    "hasher": b.hasher,
                 }
                 for b in r.blobs
             ],

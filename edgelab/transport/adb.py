@@ -467,6 +467,7 @@ class ADBTransport(Transport):
         """Appended through shell v2 stdin (``adb_push.append``): a cut keeps what arrived, and the
         file grows while the bytes arrive. Without shell_v2 only a whole SEND (offset 0) is possible."""
         if self.shell_v2:
+            self.last_put_via = "adb shell v2 stdin (cat >> FILE)"
             self._files(
                 lambda: adb_push.append(
                     self._open_service,
@@ -480,6 +481,7 @@ class ADBTransport(Transport):
                 remote,
             )
         elif offset == 0:
+            self.last_put_via = "adb sync SEND (no shell_v2)"
             self._files(
                 lambda: adb_push.sync_send(
                     self._open_service, local, remote, progress=progress, name=self.name, idle_s=_IO_IDLE_S
@@ -527,6 +529,7 @@ class ADBTransport(Transport):
             ),
             argv[0],
         )
+        self.last_put_via = "adb shell v2 stdin, into the command that stores the bytes"
         code, out, err = box[0]
         if code is None:
             raise TransportError(f"{self.name}: {argv[0]} ended without an exit status: {err.strip()[:200]}")

@@ -185,6 +185,9 @@ class Transport(abc.ABC):
     name: str = "device"
     shell: Shell = Shell.POSIX
     capabilities: ClassVar[Capability] = Capability.NONE
+    last_put_via: str | None = None
+    """How the last resumable ``put`` moved its bytes, for reports (e.g. ``openssh
+    (aes128-gcm@openssh.com)``, ``sftp (paramiko; Windows endpoint)``); None when not said."""
 
     @classmethod
     def supports(cls, capability: Capability) -> bool:
@@ -264,6 +267,11 @@ class Transport(abc.ABC):
     def _put_from(self, local: Path, remote: str, offset: int, progress: Progress | None) -> None:
         """``put`` with an offset (see there); only transports with RESUMABLE_PUT implement it."""
         raise self._lacks("resume an upload")
+
+    def prepare_put(self) -> None:  # noqa: B027 - a hint: nothing to do for most transports
+        """A hint that a resumable ``put`` is likely soon: a transport may start what it needs now
+        (SSH starts its OpenSSH client's connection), so that set-up overlaps the caller's other
+        round trips. A put that never comes costs that idle set-up, ended on ``close``."""
 
     @abc.abstractmethod
     def get(self, remote: str, local: Path, *, progress: Progress | None = None) -> str:
