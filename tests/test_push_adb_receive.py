@@ -7,6 +7,7 @@ answer is read strictly on the device and here."""
 from __future__ import annotations
 
 import os
+import socket
 import uuid
 from pathlib import Path
 
@@ -155,3 +156,40 @@ def test_mismatch_answer_is_a_hash_mismatch():
     res = RunResult(("sh",), 3, "mismatch " + "cd" * 32 + "\n", "")
     with pytest.raises(HashMismatch, match="hashed cdcdcdcdcdcd"):
         parse_receive(res, "ab" * 32, "phone")
+
+
+def test_cut_receive_resumes_and_leaves_no_process(adb_lab, tmp_path):
+    """The connection torn down mid-receive: the device ends the command (its hasher included),
+    the retry resumes from what reached ``.part``, and nothing of the cut one lingers."""
+    from test_push_adb import _sockets_to
+
+    t = ADBTransport.connect(adb_endpoint(adb_lab, "rb3g2"))  # the phone whose connections get cut
+    store = open_store(t, root=f"/data/local/tmp/edgelab-receive-{uuid.uuid4().hex[:8]}")
+    try:
+        blob = _blob(tmp_path, 24 << 20)
+        server_port = int(adb_lab.adb_server.rpartition(":")[2])
+        cut = []
+
+        def progress(sha, done, total):
+            if not cut and done >= total // 2:
+                wait = (
+                    'i=0; while [ "$(stat -c %s "$1" 2>/dev/null || echo 0)" -lt 4194304 ]; do '
+                    "i=$((i + 1)); [ $i -lt 400 ] || exit 9; sleep 0.05; done"
+                )
+                assert store.t.run(["sh", "-c", wait, "x", store.part(sha)], timeout=60).ok
+                for fd in _sockets_to(server_port):
+                    with socket.socket(fileno=os.dup(fd)) as dup:
+                        dup.shutdown(socket.SHUT_RDWR)
+                cut.append(done)
+
+        res = push_blob(store, blob, progress=progress, attempts=5)
+        assert cut and res.status == "resumed" and res.resumed_from >= 4 << 20
+        assert store.t.get(res.remote_path, tmp_path / "back.bin") == blob.sha256
+        assert _names(store) == {blob.sha256}
+        script = 'for i in $(seq 50); do pgrep -f "$1" >/dev/null || exit 0; sleep 0.1; done; pgrep -af "$1"; exit 1'
+        pattern = "[" + store.root[0] + "]" + store.root[1:] + "/"  # a regex that does not match itself
+        left = t.run(["sh", "-c", script, "x", pattern], timeout=30)
+        assert left.ok, f"processes of the cut receive still run: {left.stdout}"
+    finally:
+        t.run(["rm", "-rf", store.root])
+        t.close()
