@@ -193,3 +193,23 @@ def test_cut_receive_resumes_and_leaves_no_process(adb_lab, tmp_path):
     finally:
         t.run(["rm", "-rf", store.root])
         t.close()
+
+
+def test_fed_command_may_speak_while_it_reads(store, tmp_path):
+    """Output before the last input byte (a warning on stderr) neither stops the sending nor is lost."""
+    src = tmp_path / "in.bin"
+    src.write_bytes(os.urandom(9 << 20))
+    path = store.root + "/fed.bin"
+    script = 'mkdir -p "${1%/*}"; echo early >&2; echo first; cat > "$1"; stat -c %s "$1"'
+    res = store.t.run_fed(["sh", "-c", script, "x", path], src)
+    assert res.ok and res.stdout.split() == ["first", str(9 << 20)] and res.stderr.strip() == "early"
+    assert store.t.get(path, tmp_path / "back.bin") == sha256_path(src)
+
+
+def test_fed_command_that_refuses_keeps_its_answer(store, tmp_path):
+    """A command that ends without reading its stdin: its exit status and words come back (not a
+    broken pipe), however much was still to send."""
+    src = tmp_path / "in.bin"
+    src.write_bytes(os.urandom(48 << 20))
+    res = store.t.run_fed(["sh", "-c", "echo no thanks >&2; exit 7"], src)
+    assert res.exit_code == 7 and res.stderr.strip() == "no thanks"

@@ -283,12 +283,15 @@ class DeviceStore:
             self._must(["rm", "-f", *paths], "rm")
 
     # -- one round trip each (a command costs a round trip; a push makes two) ------------------
-    def inspect(self, sha: str) -> tuple[tuple[int, str] | None, tuple[int, str] | None]:
+    def inspect(
+        self, sha: str, *, probe: bool = False
+    ) -> tuple[tuple[int, str] | None, tuple[int, str] | None]:
         """Create the store if needed; (size, stamp) of the blob and of its ``.part``, None if absent.
 
-        A store whose device hasher was not probed yet (Android's: ``open_store`` makes no round
-        trip there) probes it in this same command (``hashers.PROBE``: its one line comes first)."""
-        probe = self.hasher is None and not self._probed
+        ``probe``: a push is about to hash; a store whose device hasher was not probed yet
+        (Android's: ``open_store`` makes no round trip there) probes it in this same command
+        (``hashers.PROBE``: its one line comes first)."""
+        probe = probe and self.hasher is None and not self._probed
         script = (
             'mkdir -p "$1" || exit 1; shift; for f in "$@"; do '
             'if [ -f "$f" ]; then stat -c "%s|%z|%i" "$f" || exit 1; else echo -; fi; done'
@@ -447,8 +450,11 @@ class WindowsStore(DeviceStore):
             raise TransportError(f"{self.t_name}: Get-FileHash printed {res.stdout[:80]!r}")
         return digest
 
-    def inspect(self, sha: str) -> tuple[tuple[int, str] | None, tuple[int, str] | None]:
-        """One round trip: make the store, then the stat of the blob and of its ``.part``."""
+    def inspect(
+        self, sha: str, *, probe: bool = False
+    ) -> tuple[tuple[int, str] | None, tuple[int, str] | None]:
+        """One round trip: make the store, then the stat of the blob and of its ``.part`` (Windows
+        hashes with Get-FileHash: nothing to probe)."""
         res = self._ps_must(
             winscripts.inspect(self.root, [self.blob(sha), self.part(sha)]), "inspect the store"
         )

@@ -183,7 +183,7 @@ def push_blob(
         if cancel is not None and cancel.is_set():
             raise Interrupted(f"push of {sha[:12]} interrupted", remedy="push again")
         try:
-            have, part = store.inspect(sha)
+            have, part = store.inspect(sha, probe=True)  # the device's hasher asked on the way
             if attempt == 1 and have is not None:
                 size, stamp = have
                 if size == total and not verify and stamps.get(sha) == (size, stamp):
