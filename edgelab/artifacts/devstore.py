@@ -86,8 +86,9 @@ RECEIVE_WRONG_SIZE = 7
 # it caught up) into ONE hash of [0, size): the digest of what the device STORED, the
 # resumed prefix included. After the last byte: the size must be exact, the hasher's output
 # exactly 64 hex digits, the digest the blob's name; then rename into place. The follower ends
-# when the receiving shell does (a cut: adbd kills the group; .part keeps what arrived). A
-# follower that could not read .part leaves a marker, and the whole file is hashed again.
+# when the receiving shell does (a cut: stdin ends early, exit 8, unless adbd ended the group
+# first; .part keeps what arrived). A follower that could not read .part leaves a marker, and the
+# whole file is hashed again.
 # Exit 3: wrong digest (.part removed); 4: the hasher printed no digest; 7: .part is not the resume
 # point; 8: stdin ended before the whole file arrived. stdout: the hasher's one line, then the stat.
 _RECEIVE_SCRIPT = r"""
