@@ -16,6 +16,7 @@ command -v cmake >/dev/null 2>&1 || need_pkgs+=(cmake)
 command -v ninja >/dev/null 2>&1 || need_pkgs+=(ninja-build)
 command -v g++ >/dev/null 2>&1 || need_pkgs+=(g++)
 command -v ccache >/dev/null 2>&1 || need_pkgs+=(ccache)
+command -v patch >/dev/null 2>&1 || need_pkgs+=(patch)  # runtimes/patches/ (edgelab/runtimes/patches.py)
 # PostgreSQL server binaries: the tests start their own server (initdb into a temp dir, unix socket)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null 2>&1 || need_pkgs+=(postgresql)
 "${PYTHON:-python3}" -c 'import ensurepip, venv' >/dev/null 2>&1 || need_pkgs+=(python3-venv)  # _env.sh: .venv

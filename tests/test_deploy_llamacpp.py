@@ -5,6 +5,7 @@ forwarded port, stopped without a trace; refused with its remedy when the build 
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -138,10 +139,14 @@ def test_s5_llama_completion_runs_once_and_finishes(llama_lab):
         with session_scope(engine, write=False) as s:
             res = get_run(s, dep.run_id).meta["results"]["native"]
         assert res["placement"] == "cpu"  # the load log comes first: always there
-        if perf is None:  # llama.cpp's own logger dropped its last lines at exit (a loaded host): said so
-            assert "generate:" in err and res["perf"] is None and res["perf_missing"] == results.PERF_LOST
-        else:
-            assert perf.eval.tokens >= 15 and res["perf"]["eval"]["tokens"] == perf.eval.tokens
+        assert perf is not None, err[-1500:]  # the recipe's patch flushes llama.cpp's log at exit
+        assert perf.eval.tokens >= 15 and res["perf"]["eval"]["tokens"] == perf.eval.tokens
+        # an upstream build can still lose them (ggml-org/llama.cpp#22142): that run says so
+        cut = err[: re.search(r"common_perf_print|llama_perf_|llama_print_timings", err).start()]
+        name = dep.plan["processes"][0]["name"]
+        lost = results.adapter_results(dep.plan, {f"{name}/stderr.log": cut})[name]
+        assert lost["perf"] is None and lost["perf_missing"] == results.PERF_LOST
+        assert lost["placement"] == "cpu"
     finally:
         control.stop(engine, dep.run_id, opts=opts)
 

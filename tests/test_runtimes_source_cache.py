@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from edgelab.errors import BuildError, SourceError
+from edgelab.errors import BuildError, RuntimeError_, SourceError
 from edgelab.runtimes.build import ensure_build, register_build
 from edgelab.runtimes.cache import build_key, read_manifest
 from edgelab.runtimes.source import resolve_source, tree_sha256
@@ -56,7 +56,7 @@ def _sdist(root, *, git=True, changelog=True):
     return sd
 
 
-def _runtime_file(folder, flags="[-DCMAKE_BUILD_TYPE=Release]"):
+def _runtime_file(folder, flags="[-DCMAKE_BUILD_TYPE=Release]", patches=""):
     folder.mkdir(exist_ok=True)
     (folder / "hello.yaml").write_text(
         textwrap.dedent(f"""\
@@ -67,6 +67,7 @@ def _runtime_file(folder, flags="[-DCMAKE_BUILD_TYPE=Release]"):
             toolchain: [cmake, ninja]
             isa: x86-64
             flags: {flags}
+            {"patches: " + patches if patches else ""}
             steps:
               - [cmake, -S, "{{src}}", -B, "{{build}}", -G, Ninja, "{{flags}}", "{{launcher}}"]
               - [cmake, --build, "{{build}}", --target, hello]
@@ -170,3 +171,63 @@ def test_a_failed_step_names_the_step_and_shows_the_log_tail(tmp_path):
     assert "build.log" in err.value.remedy
     folder = next((tmp_path / "cache" / "builds").iterdir())
     assert read_manifest(folder) is None  # an unfinished build is never reused
+
+
+_QUIET_TO_PATCHED = """Why: a test patch.
+
+--- a/hello.c
++++ b/hello.c
+@@ -2,5 +2,5 @@
+ #ifdef LOUD
+ puts("HELLO");
+ #else
+-puts("hello");
++puts("patched");
+ #endif
+"""
+
+
+@pytest.mark.skipif(not (shutil.which("cmake") and shutil.which("ninja")), reason="needs cmake and ninja")
+@pytest.mark.skipif(not shutil.which("patch"), reason="needs GNU patch")
+def test_a_patched_build_keys_and_records_its_patch_and_leaves_the_shared_source_alone(tmp_path):
+    sd = _sdist(tmp_path / "src")
+    tree = sd / "vendor" / "hello"
+    before = tree_sha256(tree)
+    plain = ensure_build(_runtime_file(tmp_path / "rt"), "linux-x86_64", source=sd, root=tmp_path / "cache")
+    rt = tmp_path / "rtp"
+    (rt / "patches").mkdir(parents=True)
+    (rt / "patches" / "quiet.patch").write_text(_QUIET_TO_PATCHED)
+    spec = _runtime_file(rt, patches="[patches/quiet.patch]")
+    patched = ensure_build(spec, "linux-x86_64", source=sd, root=tmp_path / "cache")
+    assert patched.key != plain.key and not patched.reused
+    out = subprocess.run([str(patched.products["hello"])], capture_output=True, text=True).stdout
+    assert out == "patched\n"
+    assert subprocess.run([str(plain.products["hello"])], capture_output=True, text=True).stdout == "hello\n"
+    assert tree_sha256(tree) == before and "patched" not in (tree / "hello.c").read_text()
+    m = read_manifest(patched.folder)
+    assert m["source_commit"] == COMMIT  # read from the original tree, not the copy
+    gitlink = (patched.folder / "src" / ".git").read_text()
+    assert gitlink.startswith("gitdir: /") and (tree / ".git").read_text().startswith("gitdir: ../")
+    (rec,) = m["patches"]
+    assert rec["file"] == "patches/quiet.patch" and len(rec["sha256"]) == 64
+    assert read_manifest(plain.folder)["patches"] == []
+    (rt / "patches" / "quiet.patch").write_text(_QUIET_TO_PATCHED.replace("+puts", "+ puts"))
+    again = ensure_build(
+        _runtime_file(rt, patches="[patches/quiet.patch]"), "linux-x86_64", source=sd, root=tmp_path / "cache"
+    )
+    assert again.key != patched.key  # the patch's bytes are part of what was built
+
+
+@pytest.mark.skipif(not shutil.which("patch"), reason="needs GNU patch")
+def test_a_patch_that_does_not_apply_or_is_missing_says_so(tmp_path):
+    sd = _sdist(tmp_path / "src")
+    (sd / "vendor" / "hello" / "hello.c").write_text("int main(void) { return 0; }\n")
+    rt = tmp_path / "rt"
+    (rt / "patches").mkdir(parents=True)
+    (rt / "patches" / "quiet.patch").write_text(_QUIET_TO_PATCHED)
+    spec = _runtime_file(rt, patches="[patches/quiet.patch]")
+    with pytest.raises(BuildError, match="does not apply to this source") as err:
+        ensure_build(spec, "linux-x86_64", source=sd, root=tmp_path / "cache")
+    assert "pin the recipe's source" in err.value.remedy
+    with pytest.raises(RuntimeError_, match="patch 'patches/gone.patch' is not a file"):
+        _runtime_file(tmp_path / "rt2", patches="[patches/gone.patch]")

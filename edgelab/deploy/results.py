@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 PERF_LOST = (
-    "no perf lines in its stderr: llama.cpp's logger writes from a thread it never joins at exit, "
-    "so a busy host can lose the last lines (ggml-org/llama.cpp#22142)"
+    "no perf lines in its stderr: an upstream llama.cpp logger writes from a thread it never joins "
+    "at exit, so a busy host can lose the last lines (ggml-org/llama.cpp#22142); edgelab's own "
+    "build flushes them (runtimes/patches/llama.cpp/common-log-flush-at-exit.patch)"
 )
 
 

@@ -29,6 +29,7 @@ from edgelab.runtimes.cache import (
     read_manifest,
     write_manifest,
 )
+from edgelab.runtimes.patches import load_patches, patched_tree
 from edgelab.runtimes.source import resolve_source
 from edgelab.runtimes.spec import RuntimeSpec, TargetRecipe
 from edgelab.store.artifacts import Artifact
@@ -43,6 +44,7 @@ REMEDIES = {
     "python3": "install Python 3.10+",
     "git": "install git",
     "make": "install make (apt-get install build-essential)",
+    "patch": "install GNU patch (apt-get install patch)",
 }
 
 
@@ -395,7 +397,8 @@ def ensure_build(
         )
     root = Path(root) if root else cache_root()
     src = resolve_source(spec.name, source, repo=spec.repo, ref=spec.ref, root=root)
-    key = build_key(spec.name, src.tree_sha256, target, recipe.flags)
+    patches = load_patches(recipe.patches, spec.file)
+    key = build_key(spec.name, src.tree_sha256, target, recipe.flags, [p.sha256 for p in patches])
     folder = build_dir(key, root)
     with locked(folder.with_name(folder.name + ".lock")):
         manifest = read_manifest(folder)
@@ -414,7 +417,8 @@ def ensure_build(
                 f"building {spec.name} for {target} from {src.origin} (commit {src.commit or 'unknown'}) "
                 f"into {folder}"
             )
-        values = _values(spec, recipe, src.tree, build, out)
+        tree = patched_tree(src.tree, patches, folder / "src") if patches else src.tree
+        values = _values(spec, recipe, tree, build, out)
         launcher = compiler_launcher()
         env = ccache_env(root)
         t0 = time.time()
@@ -426,6 +430,7 @@ def ensure_build(
             "build_key": key,
             **src.provenance(),
             "flags": list(recipe.flags),
+            "patches": [p.record() for p in patches],
             "compiler_launcher": "ccache" if launcher else None,
             "isa": recipe.isa,
             "products": {n: p.relative_to(folder).as_posix() for n, p in produced.items()},

@@ -37,10 +37,15 @@ def cache_root() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "edgelab"
 
 
-def build_key(runtime: str, source_sha256: str, target: str, flags: Sequence[str]) -> str:
-    """A short stable name for one build: runtime, source hash, target and flags (order kept:
-    cmake's last -D wins, so order is part of what was built)."""
-    blob = json.dumps([runtime, source_sha256, target, list(flags)], separators=(",", ":"))
+def build_key(
+    runtime: str, source_sha256: str, target: str, flags: Sequence[str], patches: Sequence[str] = ()
+) -> str:
+    """A short stable name for one build: runtime, source hash, target, flags (order kept: cmake's
+    last -D wins, so order is part of what was built) and the SHA-256 of each patch applied."""
+    parts: list = [runtime, source_sha256, target, list(flags)]
+    if patches:  # an unpatched build keeps the key it always had
+        parts.append(list(patches))
+    blob = json.dumps(parts, separators=(",", ":"))
     return f"{runtime}-{target}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
 
 

@@ -8,6 +8,7 @@ targets:
     toolchain: [cmake, ninja, g++, nvcc | android-ndk | pip | python3 | git]
     isa: x86-64-v3                          # instruction-set level the products need (edgelab.runtimes.isa)
     flags: [-DGGML_CUDA=ON, ...]            # part of the build-cache key; recorded as provenance build_flags
+    patches: [patches/<runtime>/x.patch]    # applied to the fetched source first (edgelab.runtimes.patches)
     steps: [[argv...], ...]                 # placeholders {src} {build} {out} {ndk} {python} {repo} {ref}
                                             # {flags} {launcher} (ccache as compiler launcher, when on PATH)
     produces: [path relative to {out}, ...]
@@ -44,7 +45,7 @@ from edgelab.catalog.yamlsrc import SrcDict, load_file
 from edgelab.errors import RuntimeError_
 
 RUNTIMES_DIR = Path(__file__).resolve().parents[2] / "runtimes"
-TOOLS = ("cmake", "ninja", "g++", "nvcc", "android-ndk", "pip", "python3", "git", "make")
+TOOLS = ("cmake", "ninja", "g++", "nvcc", "android-ndk", "pip", "python3", "git", "make", "patch")
 STRATEGIES = ("S1", "S3", "S4", "S5")
 _TARGET = re.compile(r"^(linux|android|windows)-[a-z0-9_.-]+$")
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
@@ -116,6 +117,7 @@ class TargetRecipe:
     where: str
     include: tuple[str, ...] = ()  # for pack steps: package paths to ship
     isa: str | None = None  # instruction-set level the products need, e.g. x86-64-v3
+    patches: tuple[str, ...] = ()  # applied to the fetched source, relative to the runtime file
 
     @property
     def fetches_source(self) -> bool:
@@ -262,7 +264,7 @@ def parse_runtime(data: Any, file: str) -> RuntimeSpec:
             errors.append(f"{where}: the recipe for {tname} must be a mapping")
             continue
         for key in raw:
-            if key not in ("toolchain", "flags", "steps", "produces", "include", "isa"):
+            if key not in ("toolchain", "flags", "steps", "produces", "include", "isa", "patches"):
                 errors.append(f"{raw.where(key)}: unknown key {key!r}")
         tools = _strs(raw.get("toolchain"), raw.where("toolchain"), "toolchain", errors)
         for tool in tools:
@@ -280,6 +282,10 @@ def parse_runtime(data: Any, file: str) -> RuntimeSpec:
             errors.append(
                 f"{raw.where('produces')}: 'produces' must list the files the build leaves in {{out}}"
             )
+        patches = _strs(raw.get("patches"), raw.where("patches"), "patches", errors)
+        for pname in patches:
+            if not (Path(file).parent / pname).is_file():
+                errors.append(f"{raw.where('patches')}: patch {pname!r} is not a file beside {file}")
         targets[str(tname)] = TargetRecipe(
             str(tname),
             tools,
@@ -289,6 +295,7 @@ def parse_runtime(data: Any, file: str) -> RuntimeSpec:
             where,
             _strs(raw.get("include"), raw.where("include"), "include", errors),
             _isa(raw, errors),
+            patches,
         )
     launch = _parse_launch(data, str(name or "?"), list(targets), errors)
     if errors:
