@@ -19,8 +19,9 @@ Only when it is at least as safe as the paramiko connection it rides beside:
   command line or in a log (the argv holds file names and the quoted remote command);
 * the remote command comes from ``quoting.join_posix``.
 
-Anything else falls back to SFTP (``BulkUnavailable``, with the reason the push reports): no
-``ssh`` binary, a Windows (PowerShell) endpoint, a jump host, ``EDGELAB_SSH_BULK=off``, or an
+Jump hosts (ProxyJump) are blocks of the same private config, each with the one key verified for
+it on the paramiko chain. Anything else falls back to SFTP (``BulkUnavailable``, with the reason
+the push reports): no ``ssh`` binary, a Windows (PowerShell) endpoint, ``EDGELAB_SSH_BULK=off``, or an
 ``ssh`` that could not log in where paramiko could (an encrypted key that only paramiko's agent
 path unlocks, a key file OpenSSH finds too open, ...).
 """
@@ -36,6 +37,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import paramiko
@@ -116,16 +118,21 @@ def _identity_files(hop: Hop) -> list[str]:
     return [f for f in dict.fromkeys(files) if os.path.isfile(f)]
 
 
-def client_config(hop: Hop, known_hosts: Path, host_key: paramiko.PKey, *, timeout: float) -> str:
-    """The private ssh_config for ``hop``: every option that decides trust or auth set here."""
+def _block(
+    alias: str, hop: Hop, host_key: paramiko.PKey, known_hosts: Path, timeout: float, via: str | None
+) -> list[str]:
+    """One Host block: every option that decides trust or auth for this hop set here."""
     algos = _ALGOS_FOR_TYPE.get(host_key.get_name(), host_key.get_name())
     ids = _identity_files(hop)
-    lines = [
-        f"Host {HOST_ALIAS}",
+    if not ids and hop.identities_only:
+        raise BulkUnavailable(f"no identity file to offer {hop.name} (IdentitiesOnly)")
+    agent = bool(os.environ.get("SSH_AUTH_SOCK")) and not hop.identities_only
+    return [
+        f"Host {alias}",
         f"  HostName {_conf_value(hop.host)}",
         f"  Port {int(hop.port)}",
         f"  User {_conf_value(hop.user)}",
-        f"  HostKeyAlias {HOST_ALIAS}",
+        f"  HostKeyAlias {alias}",
         f"  HostKeyAlgorithms {algos}",
         "  StrictHostKeyChecking yes",
         f"  UserKnownHostsFile {_conf_value(str(known_hosts))}",
@@ -139,15 +146,16 @@ def client_config(hop: Hop, known_hosts: Path, host_key: paramiko.PKey, *, timeo
         "  KbdInteractiveAuthentication no",
         "  HostbasedAuthentication no",
         "  GSSAPIAuthentication no",
-        f"  IdentitiesOnly {'yes' if hop.identities_only or not os.environ.get('SSH_AUTH_SOCK') else 'no'}",
+        f"  IdentitiesOnly {'no' if agent else 'yes'}",
         *(f"  IdentityFile {_conf_value(f)}" for f in ids),
         "  AddKeysToAgent no",
         "  ForwardAgent no",
         "  ForwardX11 no",
         "  ClearAllForwardings yes",
         "  PermitLocalCommand no",
-        "  ProxyCommand none",
-        "  ProxyJump none",
+        # only ever a block of this file, checked the same way (with ProxyCommand set, even to
+        # none, ssh would ignore ProxyJump: the first of the two obtained wins)
+        f"  ProxyJump {via}" if via else "  ProxyCommand none",
         "  ControlMaster no",
         "  ControlPath none",
         "  RequestTTY no",
@@ -160,9 +168,29 @@ def client_config(hop: Hop, known_hosts: Path, host_key: paramiko.PKey, *, timeo
         "  IPQoS throughput",
         "  LogLevel DEBUG1",  # the negotiated cipher is read from it; it holds no secret
     ]
-    if not ids and hop.identities_only:
-        raise BulkUnavailable("no identity file to offer (IdentitiesOnly)")
-    return "\n".join(lines) + "\n"
+
+
+def aliases(n_jumps: int) -> list[str]:
+    """Host aliases of a chain, outermost jump host first, the device (``HOST_ALIAS``) last."""
+    return [f"edgelab-jump-{i}" for i in range(n_jumps)] + [HOST_ALIAS]
+
+
+def client_config(chain: Sequence[tuple[Hop, paramiko.PKey]], known_hosts: Path, *, timeout: float) -> str:
+    """The private ssh_config for a hop chain (outermost jump host first, the device last): each
+    hop reached through the one before it (``ProxyJump`` to that hop's block, which ``ssh`` reads
+    from this same file: ``-F`` is passed on to the jump's own client)."""
+    names = aliases(len(chain) - 1)
+    lines: list[str] = []
+    for i, (hop, key) in enumerate(chain):
+        lines += _block(names[i], hop, key, known_hosts, timeout, names[i - 1] if i else None)
+        lines.append("")
+    return "\n".join(lines)
+
+
+def known_hosts_text(chain: Sequence[tuple[Hop, paramiko.PKey]]) -> str:
+    """One line per hop: its alias and the one key edgelab's check accepted for it."""
+    names = aliases(len(chain) - 1)
+    return "".join(f"{names[i]} {k.get_name()} {k.get_base64()}\n" for i, (_h, k) in enumerate(chain))
 
 
 _CIPHER_LINE = re.compile(r"kex: client->server cipher: (\S+)")
@@ -224,16 +252,27 @@ class _Client:
 class OpenSSHBulk:
     """Uploads to one device through ``ssh``; made per transport, its private files removed on ``close``."""
 
-    def __init__(self, hop: Hop, host_key: paramiko.PKey, *, name: str, timeout: float, binary: str):
+    def __init__(
+        self,
+        hop: Hop,
+        host_key: paramiko.PKey,
+        *,
+        name: str,
+        timeout: float,
+        binary: str,
+        jumps: Sequence[tuple[Hop, paramiko.PKey]] = (),
+    ):
+        """``jumps``: the hosts on the way (outermost first), each with the key verified for it."""
         self.hop, self.name, self.binary = hop, name, binary
         self.host_key = host_key
+        chain = [*jumps, (hop, host_key)]
         self.dir = Path(tempfile.mkdtemp(prefix="edgelab-ssh-"))  # 0700: ours alone
         atexit.register(self.close)
         try:
             self.known_hosts = self.dir / "known_hosts"
-            self.known_hosts.write_text(f"{HOST_ALIAS} {host_key.get_name()} {host_key.get_base64()}\n")
+            self.known_hosts.write_text(known_hosts_text(chain))
             self.config = self.dir / "config"
-            self.config.write_text(client_config(hop, self.known_hosts, host_key, timeout=timeout))
+            self.config.write_text(client_config(chain, self.known_hosts, timeout=timeout))
         except BaseException:
             self.close()
             raise
@@ -377,14 +416,30 @@ _REGISTRY: dict[tuple, OpenSSHBulk] = {}
 _REGISTRY_LOCK = threading.Lock()
 
 
-def bulk_for(hop: Hop, host_key: paramiko.PKey, *, name: str, timeout: float, binary: str) -> OpenSSHBulk:
-    """The uploader of this hop and host key in this process: one per connection, like the pool's,
-    so a client ``prepare``d through one transport serves the next transport's put."""
-    key = (hop.pool_key, host_key.asbytes(), hop.identity_files, hop.identities_only, binary)
+def bulk_for(
+    hop: Hop,
+    host_key: paramiko.PKey,
+    *,
+    name: str,
+    timeout: float,
+    binary: str,
+    jumps: Sequence[tuple[Hop, paramiko.PKey]] = (),
+) -> OpenSSHBulk:
+    """The uploader of this hop chain and its host keys in this process: one per connection, like
+    the pool's, so a client ``prepare``d through one transport serves the next transport's put."""
+    key = (
+        hop.pool_key,
+        hop.identity_files,
+        hop.identities_only,
+        binary,
+        tuple(k.asbytes() for _h, k in [*jumps, (hop, host_key)]),
+    )
     with _REGISTRY_LOCK:
         bulk = _REGISTRY.get(key)
         if bulk is None:
-            bulk = _REGISTRY[key] = OpenSSHBulk(hop, host_key, name=name, timeout=timeout, binary=binary)
+            bulk = _REGISTRY[key] = OpenSSHBulk(
+                hop, host_key, name=name, timeout=timeout, binary=binary, jumps=jumps
+            )
         return bulk
 
 

@@ -347,6 +347,23 @@ class SSHTransport(Transport):
                 self._bulk = None
                 forget(bulk)
 
+    def _jump_keys(self) -> list[tuple[Hop, paramiko.PKey]]:
+        """Each jump host of this connection (outermost first) with the key verified for it: the
+        paramiko session of hop i rides a channel of hop i-1's session."""
+        hops: list[Hop] = []
+        j = self.hop.jump[0] if self.hop.jump else None
+        while j is not None:
+            hops.append(j)
+            j = j.jump[0] if j.jump else None
+        keys: list[paramiko.PKey] = []
+        t = self._client
+        while isinstance(t.sock, paramiko.Channel):
+            t = t.sock.get_transport()
+            keys.append(t.get_remote_server_key())
+        if len(keys) != len(hops):
+            raise BulkUnavailable("the jump chain of the connection does not match its hops")
+        return list(reversed(list(zip(hops, keys, strict=True))))
+
     @property
     def _bulk_key(self) -> tuple:
         return (self.hop.pool_key, self.hop.identity_files, self.hop.identities_only)
@@ -357,8 +374,6 @@ class SSHTransport(Transport):
             return self._bulk, None
         if self.shell is Shell.POWERSHELL:
             return None, "Windows endpoint"
-        if self.hop.jump:
-            return None, "reached through a jump host"
         if why := _NO_BULK.get(self._bulk_key):
             return None, why
         binary = ssh_binary()
@@ -366,9 +381,12 @@ class SSHTransport(Transport):
             off = os.environ.get(ENV_SWITCH)
             return None, f"{ENV_SWITCH}={off}" if off else "no ssh client on PATH"
         try:
-            # the key hostkeys.verify accepted on this connection: the only one ssh will accept
+            # the keys hostkeys.verify accepted on this connection: the only ones ssh will accept
             key = self._client.get_remote_server_key()
-            self._bulk = bulk_for(self.hop, key, name=self.name, timeout=self.timeout, binary=binary)
+            jumps = self._jump_keys()
+            self._bulk = bulk_for(
+                self.hop, key, name=self.name, timeout=self.timeout, binary=binary, jumps=jumps
+            )
         except BulkUnavailable as e:
             _NO_BULK[self._bulk_key] = str(e)
             return None, str(e)
