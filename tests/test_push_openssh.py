@@ -205,3 +205,14 @@ def test_sftp_takes_over_where_openssh_cannot_log_in(ssh_lab, ssh_endpoint, tmp_
     assert res.status == "uploaded"
     assert res.via.startswith("sftp (paramiko; ssh could not run the upload"), res.via
     assert sha256_path(Path(res.remote_path)) == blob.sha256
+
+
+def test_a_changed_host_key_is_refused_before_any_openssh_client_starts(ssh_endpoint, tmp_path):
+    from edgelab.artifacts.push import push_to_device
+
+    blob = _blob(tmp_path, 100_000)
+    wrong = dataclasses.replace(ssh_endpoint, host_key_fingerprint="SHA256:" + "A" * 43)
+    before = len(bulk._REGISTRY)
+    res = push_to_device(lambda: SSHTransport.connect(wrong, timeout=30), "orin-agx", [blob])
+    assert not res.ok and "HOST KEY CHANGED" in (res.error or "")
+    assert len(bulk._REGISTRY) == before  # no uploader (nor its client) was ever made for it
