@@ -240,3 +240,16 @@ def test_ctrl_c_stops_the_openssh_client_and_the_next_push_resumes(transport, tm
     res = push_blob(store, blob)
     assert res.status == "resumed" and 0 < res.resumed_from < blob.size
     assert sha256_path(Path(res.remote_path)) == blob.sha256
+
+
+def test_a_prepared_client_that_died_waiting_is_replaced(transport, tmp_path):
+    transport.prepare_put()
+    b = transport._bulk
+    assert b is not None and b._pending is not None
+    os.kill(b._pending.proc.pid, signal.SIGKILL)
+    b._pending.proc.wait()
+    local = tmp_path / "l.bin"
+    local.write_bytes(os.urandom(200_000))
+    remote = tmp_path / "r.part"
+    transport.put(local, str(remote), offset=0)
+    assert transport.last_put_via.startswith("openssh (") and remote.read_bytes() == local.read_bytes()

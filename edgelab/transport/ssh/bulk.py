@@ -3,8 +3,10 @@
 Why: paramiko encrypts and frames every SSH packet in Python, so 256 MiB over SFTP costs about
 1.3 s of client CPU on the lab host, more than ``rsync -e ssh`` takes for the whole job. The
 ``ssh`` binary does the same work in C with AES-NI, so a resumable put (``Transport.put`` with an
-offset) sends its bytes through ``ssh DEVICE 'cat >> PART'`` with the local file itself as the
-child's stdin: no byte passes through Python, and the shared file offset tells the progress.
+offset) sends its bytes through ``ssh DEVICE 'cat >> PART'``: the kernel copies the file into the
+client's stdin (``sendfile``), no byte passes through Python. The client is started before the
+caller knows the offset (``prepare``: its key exchange and login overlap the store's round trips),
+so the first line it reads names the offset and the file.
 
 Only when it is at least as safe as the paramiko connection it rides beside:
 
@@ -22,8 +24,8 @@ Only when it is at least as safe as the paramiko connection it rides beside:
 Jump hosts (ProxyJump) are blocks of the same private config, each with the one key verified for
 it on the paramiko chain. Anything else falls back to SFTP (``BulkUnavailable``, with the reason
 the push reports): no ``ssh`` binary, a Windows (PowerShell) endpoint, ``EDGELAB_SSH_BULK=off``, or an
-``ssh`` that could not log in where paramiko could (an encrypted key that only paramiko's agent
-path unlocks, a key file OpenSSH finds too open, ...).
+``ssh`` that could not log in where paramiko could (a key file OpenSSH finds too open, an agent
+or key it cannot reach, ...).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
+import logging
 import os
 import re
 import shutil
@@ -47,6 +50,8 @@ from edgelab.transport.base import Progress
 from edgelab.transport.hostkeys import fingerprint
 from edgelab.transport.quoting import join_posix
 from edgelab.transport.ssh_config import Hop
+
+log = logging.getLogger(__name__)
 
 # Client preference order (the client's first that the server has wins): AES-GCM uses AES-NI /
 # the ARMv8 AES instructions and beat OpenSSH's default chacha20-poly1305 on the push bench
@@ -341,7 +346,17 @@ class OpenSSHBulk:
             )
         if remote != remote.strip() or any(c in remote for c in "\n\r\0"):
             raise BulkUnavailable(f"{remote!r} cannot travel in the receive header")
-        client = self._take_pending() or self._start()
+        pending = self._take_pending()
+        if pending is not None:
+            try:
+                return self._send_with(pending, local, remote, offset, total, progress)
+            except BulkUnavailable as e:  # it may have died waiting (a restarted sshd): once more
+                log.info("%s: the prepared OpenSSH client failed (%s); starting another", self.name, e)
+        return self._send_with(self._start(), local, remote, offset, total, progress)
+
+    def _send_with(
+        self, client: _Client, local: Path, remote: str, offset: int, total: int, progress: Progress | None
+    ) -> str:
         self.running = client.proc
         try:
             pos = self._feed(client, local, remote, offset, total, progress)
