@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 _LOGIN_SHELLS: dict[
     PoolKey, str
 ] = {}  # pool key -> the default shell a Windows host's sshd runs (cmd | powershell)
+_MEMOS: dict[PoolKey, dict[str, Any]] = {}  # pool key -> what the transports on it remember
 _NO_BULK: dict[
     tuple, str
 ] = {}  # (pool key, keys offered) -> why OpenSSH could not upload (SFTP from then on)
@@ -126,6 +127,11 @@ class SSHTransport(Transport):
                 f"{endpoint.name}: connected, but `true` exited {res.exit_code}: {res.stderr.strip()}",
             )
         return "online", None
+
+    @property
+    def memo(self) -> dict[str, Any]:
+        """Shared by every transport on this pooled connection (and kept across its reconnects)."""
+        return _MEMOS.setdefault(self.hop.pool_key, {})
 
     @property
     def paramiko_transport(self) -> paramiko.Transport:
