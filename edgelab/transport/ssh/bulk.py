@@ -45,7 +45,7 @@ from pathlib import Path
 
 import paramiko
 
-from edgelab.errors import HostKeyError, TransportError
+from edgelab.errors import BulkUnavailable, HostKeyError, TransportError
 from edgelab.transport.base import Progress
 from edgelab.transport.hostkeys import fingerprint
 from edgelab.transport.quoting import join_posix
@@ -92,10 +92,6 @@ echo edgelab-bulk-ready
 cat >> "$p" || exit 1
 echo edgelab-bulk-done
 """
-
-
-class BulkUnavailable(Exception):
-    """The OpenSSH path cannot be used here; the message says why (the caller falls back to SFTP)."""
 
 
 def ssh_binary() -> str | None:
