@@ -205,3 +205,51 @@ def test_sftp_takes_over_where_openssh_cannot_log_in(ssh_lab, ssh_endpoint, tmp_
     assert res.status == "uploaded"
     assert res.via.startswith("sftp (paramiko; ssh could not run the upload"), res.via
     assert sha256_path(Path(res.remote_path)) == blob.sha256
+
+
+def test_a_changed_host_key_is_refused_before_any_openssh_client_starts(ssh_endpoint, tmp_path):
+    from edgelab.artifacts.push import push_to_device
+
+    blob = _blob(tmp_path, 100_000)
+    wrong = dataclasses.replace(ssh_endpoint, host_key_fingerprint="SHA256:" + "A" * 43)
+    before = len(bulk._REGISTRY)
+    res = push_to_device(lambda: SSHTransport.connect(wrong, timeout=30), "orin-agx", [blob])
+    assert not res.ok and "HOST KEY CHANGED" in (res.error or "")
+    assert len(bulk._REGISTRY) == before  # no uploader (nor its client) was ever made for it
+
+
+def test_ctrl_c_stops_the_openssh_client_and_the_next_push_resumes(transport, tmp_path):
+    import threading
+
+    from edgelab.errors import Interrupted
+
+    blob = _blob(tmp_path, 16 << 20)
+    store = _store(transport, tmp_path)
+    cancel = threading.Event()
+    clients = []
+
+    def progress(sha, done, total):
+        if transport._bulk and transport._bulk.running is not None:
+            clients.append(transport._bulk.running)
+        if done >= total // 2:
+            cancel.set()  # what push_parallel does on a Ctrl-C
+
+    with pytest.raises(Interrupted):
+        push_blob(store, blob, progress=progress, cancel=cancel)
+    assert clients and all(c.poll() is not None for c in clients)  # no ssh left running
+    res = push_blob(store, blob)
+    assert res.status == "resumed" and 0 < res.resumed_from < blob.size
+    assert sha256_path(Path(res.remote_path)) == blob.sha256
+
+
+def test_a_prepared_client_that_died_waiting_is_replaced(transport, tmp_path):
+    transport.prepare_put()
+    b = transport._bulk
+    assert b is not None and b._pending is not None
+    os.kill(b._pending.proc.pid, signal.SIGKILL)
+    b._pending.proc.wait()
+    local = tmp_path / "l.bin"
+    local.write_bytes(os.urandom(200_000))
+    remote = tmp_path / "r.part"
+    transport.put(local, str(remote), offset=0)
+    assert transport.last_put_via.startswith("openssh (") and remote.read_bytes() == local.read_bytes()

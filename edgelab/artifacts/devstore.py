@@ -22,6 +22,7 @@ ANDROID_ROOT = "/data/local/tmp/edgelab/store"
 POSIX_ROOT = "~/.edgelab/store"  # resolved against $HOME on the device
 WINDOWS_ROOT = r"%LOCALAPPDATA%\edgelab\store"
 _SHA = re.compile(r"[0-9a-f]{64}")
+_MEMO_KEY = "edgelab.store.posix"  # (root, hasher) in the transport's per-connection memo
 
 
 def hash_timeout(size: int) -> float:
@@ -524,11 +525,18 @@ def open_store(transport: Transport, root: str | None = None) -> DeviceStore:
         return DeviceStore(transport, ANDROID_ROOT)
     if transport.shell is Shell.POWERSHELL:
         return WindowsStore(transport, windows_store_root(transport)[0])
-    # $HOME and the device's SHA-256 tool in one round trip
-    res = transport.run(["sh", "-c", 'printf "%s\\n" "$HOME"; ' + hashers.PROBE], timeout=30)
-    home = res.stdout.splitlines()[0].strip() if res.stdout else ""
-    if not res.ok or not home.startswith("/"):
-        raise TransportError(
-            f"{getattr(transport, 'name', 'device')}: cannot resolve $HOME", remedy="check the login shell"
+    known = transport.memo.get(_MEMO_KEY)  # asked once per connection
+    if known is None:
+        # $HOME and the device's SHA-256 tool in one round trip
+        res = transport.run(["sh", "-c", 'printf "%s\\n" "$HOME"; ' + hashers.PROBE], timeout=30)
+        home = res.stdout.splitlines()[0].strip() if res.stdout else ""
+        if not res.ok or not home.startswith("/"):
+            raise TransportError(
+                f"{getattr(transport, 'name', 'device')}: cannot resolve $HOME",
+                remedy="check the login shell",
+            )
+        known = transport.memo[_MEMO_KEY] = (
+            posixpath.join(home, POSIX_ROOT[2:]),
+            hashers.parse_probe(res.stdout),
         )
-    return DeviceStore(transport, posixpath.join(home, POSIX_ROOT[2:]), hashers.parse_probe(res.stdout))
+    return DeviceStore(transport, *known)

@@ -278,7 +278,10 @@ def push_to_device(
     transport = None
     try:
         transport = transport_factory()
-        transport.prepare_put()  # type: ignore[attr-defined]  # its set-up overlaps the store's round trips
+        if stamps is None or any(stamps.get(b.sha256) is None for b in blobs):
+            # a blob with no verification on record is likely sent: the upload's set-up (SSH: the
+            # OpenSSH client's connection) overlaps the store's round trips
+            transport.prepare_put()  # type: ignore[attr-defined]
         store = open_store(transport)  # type: ignore[arg-type]
         for blob in blobs:
             cb = (lambda sha, d, t: progress(device, sha, d, t)) if progress else None

@@ -124,8 +124,10 @@ def _report(results, as_json: bool) -> None:
                 continue
             for b in r.blobs:
                 rate = f" {b.throughput / 1e6:.1f} MB/s" if b.sent else ""
+                how = f" ({b.via}, hashed by {b.hasher})" if b.sent and b.via else ""
                 console.print(
                     f"{escape(r.device)}  {b.sha256[:16]}  {b.status:9} {b.sent:>12} B sent in {b.seconds:.2f}s{rate}"
+                    + escape(how)
                 )
     if any(not r.ok for r in results):
         raise typer.Exit(1)

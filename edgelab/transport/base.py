@@ -268,6 +268,15 @@ class Transport(abc.ABC):
         """``put`` with an offset (see there); only transports with RESUMABLE_PUT implement it."""
         raise self._lacks("resume an upload")
 
+    @property
+    def memo(self) -> dict[str, Any]:
+        """Facts about the device worth asking once per connection (the store's root and hasher):
+        this instance's own dict; a transport whose instances share a pooled connection shares it."""
+        memo = self.__dict__.get("_memo")
+        if memo is None:
+            memo = self.__dict__["_memo"] = {}
+        return memo
+
     def prepare_put(self) -> None:  # noqa: B027 - a hint: nothing to do for most transports
         """A hint that a resumable ``put`` is likely soon: a transport may start what it needs now
         (SSH starts its OpenSSH client's connection), so that set-up overlaps the caller's other

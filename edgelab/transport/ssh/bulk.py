@@ -3,8 +3,10 @@
 Why: paramiko encrypts and frames every SSH packet in Python, so 256 MiB over SFTP costs about
 1.3 s of client CPU on the lab host, more than ``rsync -e ssh`` takes for the whole job. The
 ``ssh`` binary does the same work in C with AES-NI, so a resumable put (``Transport.put`` with an
-offset) sends its bytes through ``ssh DEVICE 'cat >> PART'`` with the local file itself as the
-child's stdin: no byte passes through Python, and the shared file offset tells the progress.
+offset) sends its bytes through ``ssh DEVICE 'cat >> PART'``: the kernel copies the file into the
+client's stdin (``sendfile``), no byte passes through Python. The client is started before the
+caller knows the offset (``prepare``: its key exchange and login overlap the store's round trips),
+so the first line it reads names the offset and the file.
 
 Only when it is at least as safe as the paramiko connection it rides beside:
 
@@ -19,10 +21,11 @@ Only when it is at least as safe as the paramiko connection it rides beside:
   command line or in a log (the argv holds file names and the quoted remote command);
 * the remote command comes from ``quoting.join_posix``.
 
-Anything else falls back to SFTP (``BulkUnavailable``, with the reason the push reports): no
-``ssh`` binary, a Windows (PowerShell) endpoint, a jump host, ``EDGELAB_SSH_BULK=off``, or an
-``ssh`` that could not log in where paramiko could (an encrypted key that only paramiko's agent
-path unlocks, a key file OpenSSH finds too open, ...).
+Jump hosts (ProxyJump) are blocks of the same private config, each with the one key verified for
+it on the paramiko chain. Anything else falls back to SFTP (``BulkUnavailable``, with the reason
+the push reports): no ``ssh`` binary, a Windows (PowerShell) endpoint, ``EDGELAB_SSH_BULK=off``, or an
+``ssh`` that could not log in where paramiko could (a key file OpenSSH finds too open, an agent
+or key it cannot reach, ...).
 """
 
 from __future__ import annotations
@@ -30,21 +33,25 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
+import logging
 import os
 import re
 import shutil
 import subprocess
 import tempfile
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import paramiko
 
-from edgelab.errors import HostKeyError, TransportError
+from edgelab.errors import BulkUnavailable, HostKeyError, TransportError
 from edgelab.transport.base import Progress
 from edgelab.transport.hostkeys import fingerprint
 from edgelab.transport.quoting import join_posix
 from edgelab.transport.ssh_config import Hop
+
+log = logging.getLogger(__name__)
 
 # Client preference order (the client's first that the server has wins): AES-GCM uses AES-NI /
 # the ARMv8 AES instructions and beat OpenSSH's default chacha20-poly1305 on the push bench
@@ -87,10 +94,6 @@ echo edgelab-bulk-done
 """
 
 
-class BulkUnavailable(Exception):
-    """The OpenSSH path cannot be used here; the message says why (the caller falls back to SFTP)."""
-
-
 def ssh_binary() -> str | None:
     """The ``ssh`` client on PATH, unless ``EDGELAB_SSH_BULK`` turns the path off."""
     if os.environ.get(ENV_SWITCH, "").strip().lower() in ("off", "0", "no", "false"):
@@ -116,16 +119,21 @@ def _identity_files(hop: Hop) -> list[str]:
     return [f for f in dict.fromkeys(files) if os.path.isfile(f)]
 
 
-def client_config(hop: Hop, known_hosts: Path, host_key: paramiko.PKey, *, timeout: float) -> str:
-    """The private ssh_config for ``hop``: every option that decides trust or auth set here."""
+def _block(
+    alias: str, hop: Hop, host_key: paramiko.PKey, known_hosts: Path, timeout: float, via: str | None
+) -> list[str]:
+    """One Host block: every option that decides trust or auth for this hop set here."""
     algos = _ALGOS_FOR_TYPE.get(host_key.get_name(), host_key.get_name())
     ids = _identity_files(hop)
-    lines = [
-        f"Host {HOST_ALIAS}",
+    if not ids and hop.identities_only:
+        raise BulkUnavailable(f"no identity file to offer {hop.name} (IdentitiesOnly)")
+    agent = bool(os.environ.get("SSH_AUTH_SOCK")) and not hop.identities_only
+    return [
+        f"Host {alias}",
         f"  HostName {_conf_value(hop.host)}",
         f"  Port {int(hop.port)}",
         f"  User {_conf_value(hop.user)}",
-        f"  HostKeyAlias {HOST_ALIAS}",
+        f"  HostKeyAlias {alias}",
         f"  HostKeyAlgorithms {algos}",
         "  StrictHostKeyChecking yes",
         f"  UserKnownHostsFile {_conf_value(str(known_hosts))}",
@@ -139,15 +147,16 @@ def client_config(hop: Hop, known_hosts: Path, host_key: paramiko.PKey, *, timeo
         "  KbdInteractiveAuthentication no",
         "  HostbasedAuthentication no",
         "  GSSAPIAuthentication no",
-        f"  IdentitiesOnly {'yes' if hop.identities_only or not os.environ.get('SSH_AUTH_SOCK') else 'no'}",
+        f"  IdentitiesOnly {'no' if agent else 'yes'}",
         *(f"  IdentityFile {_conf_value(f)}" for f in ids),
         "  AddKeysToAgent no",
         "  ForwardAgent no",
         "  ForwardX11 no",
         "  ClearAllForwardings yes",
         "  PermitLocalCommand no",
-        "  ProxyCommand none",
-        "  ProxyJump none",
+        # only ever a block of this file, checked the same way (with ProxyCommand set, even to
+        # none, ssh would ignore ProxyJump: the first of the two obtained wins)
+        f"  ProxyJump {via}" if via else "  ProxyCommand none",
         "  ControlMaster no",
         "  ControlPath none",
         "  RequestTTY no",
@@ -160,9 +169,29 @@ def client_config(hop: Hop, known_hosts: Path, host_key: paramiko.PKey, *, timeo
         "  IPQoS throughput",
         "  LogLevel DEBUG1",  # the negotiated cipher is read from it; it holds no secret
     ]
-    if not ids and hop.identities_only:
-        raise BulkUnavailable("no identity file to offer (IdentitiesOnly)")
-    return "\n".join(lines) + "\n"
+
+
+def aliases(n_jumps: int) -> list[str]:
+    """Host aliases of a chain, outermost jump host first, the device (``HOST_ALIAS``) last."""
+    return [f"edgelab-jump-{i}" for i in range(n_jumps)] + [HOST_ALIAS]
+
+
+def client_config(chain: Sequence[tuple[Hop, paramiko.PKey]], known_hosts: Path, *, timeout: float) -> str:
+    """The private ssh_config for a hop chain (outermost jump host first, the device last): each
+    hop reached through the one before it (``ProxyJump`` to that hop's block, which ``ssh`` reads
+    from this same file: ``-F`` is passed on to the jump's own client)."""
+    names = aliases(len(chain) - 1)
+    lines: list[str] = []
+    for i, (hop, key) in enumerate(chain):
+        lines += _block(names[i], hop, key, known_hosts, timeout, names[i - 1] if i else None)
+        lines.append("")
+    return "\n".join(lines)
+
+
+def known_hosts_text(chain: Sequence[tuple[Hop, paramiko.PKey]]) -> str:
+    """One line per hop: its alias and the one key edgelab's check accepted for it."""
+    names = aliases(len(chain) - 1)
+    return "".join(f"{names[i]} {k.get_name()} {k.get_base64()}\n" for i, (_h, k) in enumerate(chain))
 
 
 _CIPHER_LINE = re.compile(r"kex: client->server cipher: (\S+)")
@@ -224,16 +253,27 @@ class _Client:
 class OpenSSHBulk:
     """Uploads to one device through ``ssh``; made per transport, its private files removed on ``close``."""
 
-    def __init__(self, hop: Hop, host_key: paramiko.PKey, *, name: str, timeout: float, binary: str):
+    def __init__(
+        self,
+        hop: Hop,
+        host_key: paramiko.PKey,
+        *,
+        name: str,
+        timeout: float,
+        binary: str,
+        jumps: Sequence[tuple[Hop, paramiko.PKey]] = (),
+    ):
+        """``jumps``: the hosts on the way (outermost first), each with the key verified for it."""
         self.hop, self.name, self.binary = hop, name, binary
         self.host_key = host_key
+        chain = [*jumps, (hop, host_key)]
         self.dir = Path(tempfile.mkdtemp(prefix="edgelab-ssh-"))  # 0700: ours alone
         atexit.register(self.close)
         try:
             self.known_hosts = self.dir / "known_hosts"
-            self.known_hosts.write_text(f"{HOST_ALIAS} {host_key.get_name()} {host_key.get_base64()}\n")
+            self.known_hosts.write_text(known_hosts_text(chain))
             self.config = self.dir / "config"
-            self.config.write_text(client_config(hop, self.known_hosts, host_key, timeout=timeout))
+            self.config.write_text(client_config(chain, self.known_hosts, timeout=timeout))
         except BaseException:
             self.close()
             raise
@@ -302,7 +342,17 @@ class OpenSSHBulk:
             )
         if remote != remote.strip() or any(c in remote for c in "\n\r\0"):
             raise BulkUnavailable(f"{remote!r} cannot travel in the receive header")
-        client = self._take_pending() or self._start()
+        pending = self._take_pending()
+        if pending is not None:
+            try:
+                return self._send_with(pending, local, remote, offset, total, progress)
+            except BulkUnavailable as e:  # it may have died waiting (a restarted sshd): once more
+                log.info("%s: the prepared OpenSSH client failed (%s); starting another", self.name, e)
+        return self._send_with(self._start(), local, remote, offset, total, progress)
+
+    def _send_with(
+        self, client: _Client, local: Path, remote: str, offset: int, total: int, progress: Progress | None
+    ) -> str:
         self.running = client.proc
         try:
             pos = self._feed(client, local, remote, offset, total, progress)
@@ -377,14 +427,30 @@ _REGISTRY: dict[tuple, OpenSSHBulk] = {}
 _REGISTRY_LOCK = threading.Lock()
 
 
-def bulk_for(hop: Hop, host_key: paramiko.PKey, *, name: str, timeout: float, binary: str) -> OpenSSHBulk:
-    """The uploader of this hop and host key in this process: one per connection, like the pool's,
-    so a client ``prepare``d through one transport serves the next transport's put."""
-    key = (hop.pool_key, host_key.asbytes(), hop.identity_files, hop.identities_only, binary)
+def bulk_for(
+    hop: Hop,
+    host_key: paramiko.PKey,
+    *,
+    name: str,
+    timeout: float,
+    binary: str,
+    jumps: Sequence[tuple[Hop, paramiko.PKey]] = (),
+) -> OpenSSHBulk:
+    """The uploader of this hop chain and its host keys in this process: one per connection, like
+    the pool's, so a client ``prepare``d through one transport serves the next transport's put."""
+    key = (
+        hop.pool_key,
+        hop.identity_files,
+        hop.identities_only,
+        binary,
+        tuple(k.asbytes() for _h, k in [*jumps, (hop, host_key)]),
+    )
     with _REGISTRY_LOCK:
         bulk = _REGISTRY.get(key)
         if bulk is None:
-            bulk = _REGISTRY[key] = OpenSSHBulk(hop, host_key, name=name, timeout=timeout, binary=binary)
+            bulk = _REGISTRY[key] = OpenSSHBulk(
+                hop, host_key, name=name, timeout=timeout, binary=binary, jumps=jumps
+            )
         return bulk
 
 

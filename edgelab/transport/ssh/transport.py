@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 _LOGIN_SHELLS: dict[
     PoolKey, str
 ] = {}  # pool key -> the default shell a Windows host's sshd runs (cmd | powershell)
+_MEMOS: dict[PoolKey, dict[str, Any]] = {}  # pool key -> what the transports on it remember
 _NO_BULK: dict[
     tuple, str
 ] = {}  # (pool key, keys offered) -> why OpenSSH could not upload (SFTP from then on)
@@ -126,6 +127,11 @@ class SSHTransport(Transport):
                 f"{endpoint.name}: connected, but `true` exited {res.exit_code}: {res.stderr.strip()}",
             )
         return "online", None
+
+    @property
+    def memo(self) -> dict[str, Any]:
+        """Shared by every transport on this pooled connection (and kept across its reconnects)."""
+        return _MEMOS.setdefault(self.hop.pool_key, {})
 
     @property
     def paramiko_transport(self) -> paramiko.Transport:
@@ -347,6 +353,23 @@ class SSHTransport(Transport):
                 self._bulk = None
                 forget(bulk)
 
+    def _jump_keys(self) -> list[tuple[Hop, paramiko.PKey]]:
+        """Each jump host of this connection (outermost first) with the key verified for it: the
+        paramiko session of hop i rides a channel of hop i-1's session."""
+        hops: list[Hop] = []
+        j = self.hop.jump[0] if self.hop.jump else None
+        while j is not None:
+            hops.append(j)
+            j = j.jump[0] if j.jump else None
+        keys: list[paramiko.PKey] = []
+        t = self._client
+        while isinstance(t.sock, paramiko.Channel):
+            t = t.sock.get_transport()
+            keys.append(t.get_remote_server_key())
+        if len(keys) != len(hops):
+            raise BulkUnavailable("the jump chain of the connection does not match its hops")
+        return list(reversed(list(zip(hops, keys, strict=True))))
+
     @property
     def _bulk_key(self) -> tuple:
         return (self.hop.pool_key, self.hop.identity_files, self.hop.identities_only)
@@ -357,8 +380,6 @@ class SSHTransport(Transport):
             return self._bulk, None
         if self.shell is Shell.POWERSHELL:
             return None, "Windows endpoint"
-        if self.hop.jump:
-            return None, "reached through a jump host"
         if why := _NO_BULK.get(self._bulk_key):
             return None, why
         binary = ssh_binary()
@@ -366,9 +387,12 @@ class SSHTransport(Transport):
             off = os.environ.get(ENV_SWITCH)
             return None, f"{ENV_SWITCH}={off}" if off else "no ssh client on PATH"
         try:
-            # the key hostkeys.verify accepted on this connection: the only one ssh will accept
+            # the keys hostkeys.verify accepted on this connection: the only ones ssh will accept
             key = self._client.get_remote_server_key()
-            self._bulk = bulk_for(self.hop, key, name=self.name, timeout=self.timeout, binary=binary)
+            jumps = self._jump_keys()
+            self._bulk = bulk_for(
+                self.hop, key, name=self.name, timeout=self.timeout, binary=binary, jumps=jumps
+            )
         except BulkUnavailable as e:
             _NO_BULK[self._bulk_key] = str(e)
             return None, str(e)
