@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from fixtures.adb_lab import adb_endpoint
 
-from edgelab.artifacts.devstore import RECEIVE_STEP, DeviceStore, open_store, parse_receive
+from edgelab.artifacts import devstore
+from edgelab.artifacts.devstore import DeviceStore, open_store, parse_receive
 from edgelab.artifacts.hashing import sha256_path
 from edgelab.artifacts.push import BlobSpec, push_blob
 from edgelab.errors import HashMismatch, TransportError
@@ -22,6 +23,12 @@ from edgelab.transport.adb import ADBTransport
 from edgelab.transport.base import RunResult
 
 PERSONA = "s24"  # its own store root per test: other tests may use this phone
+RECEIVE_STEP = 1 << 20  # the hasher's read step in these tests: several steps in a few MiB
+
+
+@pytest.fixture(autouse=True)
+def _small_steps(monkeypatch):
+    monkeypatch.setattr(devstore, "RECEIVE_STEP", RECEIVE_STEP)
 
 
 @pytest.fixture

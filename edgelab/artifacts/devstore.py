@@ -78,7 +78,7 @@ stat -c "%s|%z|%i" "$blob"
 """
 
 
-RECEIVE_STEP = 4 << 20  # the receive's hasher reads .part in whole steps of this many bytes (MiB)
+RECEIVE_STEP = 16 << 20  # the receive's hasher reads .part in whole steps of this many bytes (MiB)
 RECEIVE_WRONG_SIZE = 7
 
 # The receive (``DeviceStore.receive``): the bytes arrive on stdin and ``cat`` appends them to .part
@@ -105,7 +105,7 @@ follow() {
     if [ "$have" -ge "$total" ]; then end=$total; else end=$((have / step * step)); fi
     if [ "$end" -le "$at" ]; then
       kill -0 "$main" 2>/dev/null || return 5
-      sleep 0.03 2>/dev/null || sleep 1
+      sleep 0.05 2>/dev/null || sleep 1
       continue
     fi
     dd if="$part" bs=$mib skip=$((at / mib)) count=$(((end - at + mib - 1) / mib)) 2>/dev/null || return 1
