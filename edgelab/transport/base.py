@@ -280,7 +280,7 @@ class Transport(abc.ABC):
     def prepare_put(self) -> None:  # noqa: B027 - a hint: nothing to do for most transports
         """A hint that a resumable ``put`` is likely soon: a transport may start what it needs now
         (SSH starts its OpenSSH client's connection), so that set-up overlaps the caller's other
-        round trips. A put that never comes costs that idle set-up, ended on ``close``."""
+        round trips. A put that never comes costs that idle set-up, ended after a while or at exit."""
 
     @abc.abstractmethod
     def get(self, remote: str, local: Path, *, progress: Progress | None = None) -> str:
