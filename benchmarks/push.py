@@ -8,7 +8,9 @@ Every figure is the wall time of a whole command as a user types it, start-up in
   ADB (persona s25, the real adb server in front of edgelab's adbd emulator): ``edgelab push NAME
   -d s25``, ``adb push FILE`` and the hand-verified peer ``adb push FILE && adb shell sha256sum FILE``.
 
-plus an unchanged re-push (``edgelab push`` again: the blob is recorded as verified). Rounds are
+plus an unchanged re-push (``edgelab push`` again: the blob is recorded as verified), and how
+edgelab's bytes travelled (``"via"``: the OpenSSH client and its cipher, or SFTP and why; the
+device's SHA-256 tool) from one more, untimed, push. Rounds are
 interleaved per tool and the median is kept (``--repeat``): on a shared 2-core box one round can be
 off by 2x for any tool. Loopback numbers compare the tools on the same path; they say nothing
 about a real device's link. Goals (issue 14): >= 0.9x rsync over SSH, >= 1.0x the hand-verified
@@ -69,6 +71,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="edgelab-bench-push-"))
     ssh_state, adb_state = work / "ssh-lab", work / "adb-lab"
     results: dict[int, dict[str, list[float]]] = {}
+    paths: dict[int, dict[str, str]] = {}
     try:
         info = start_ssh_lab(ssh_state, ["orin-agx"], port=free_port(["127.0.0.11"]))
         lab = start_adb_lab(adb_state, ["s25"], base_port=adb_free_port(None))
@@ -160,6 +163,15 @@ def main() -> int:
                 ]
                 out = json.loads(run([edgelab, "push", name, "-d", "orin-agx", "-d", "s25", "--json"], env))
                 assert all(b["status"] == "present" for d in out for b in d["blobs"]), out
+                # one more fresh push, untimed, to say how edgelab's bytes travelled and what hashed them
+                run([*ssh, "rm -rf .edgelab/store"], env)
+                run([*adb, "shell", "rm -rf /data/local/tmp/edgelab/store"], env)
+                out = json.loads(run([edgelab, "push", name, "-d", "orin-agx", "-d", "s25", "--json"], env))
+                paths[mib] = {
+                    d["device"]: f"via {b.get('via') or '?'}, device hasher {b.get('hasher') or '?'}"
+                    for d in out
+                    for b in d["blobs"]
+                }
                 results[mib] = times
                 run([*ssh, f"rm -f {q(rem_ssh)}; rm -rf .edgelab/store"], env)
                 run([*adb, "shell", f"rm -f {rem_adb}; rm -rf /data/local/tmp/edgelab/store"], env)
@@ -190,6 +202,8 @@ def main() -> int:
                 f"  {tool:40} {med[tool]:9.2f} {size / med[tool] / 1e6:7.1f}   "
                 f"({', '.join(f'{s:.2f}' for s in secs)})"
             )
+        for dev, how in paths.get(mib, {}).items():
+            print(f"  edgelab push to {dev}: {how}")
         print("  ratios, edgelab push throughput / peer's (same run):")
         for path, peer, goal in (
             ("ssh", "rsync", 0.9),

@@ -26,6 +26,7 @@ from it. The hierarchy::
     │   ├── SSHUnreachable          no SSH session: refused, timed out, unresolvable, bad handshake
     │   │   └── SSHNotAnswering     accepted, no banner/handshake (also a DeviceNotAnswering)
     │   ├── HashMismatch            pushed bytes on the device do not hash to what was sent
+    │   ├── BulkUnavailable         the OpenSSH client cannot upload here: SSH falls back to SFTP
     │   └── FrameError              a codec-token frame that does not match its header or stream
     ├── Refusal                     a plan refused before anything ran: code, device, pool, numbers
     ├── DeviceInUse                 a device with running deployments or an open lease
@@ -193,6 +194,11 @@ class SSHNotAnswering(SSHUnreachable, DeviceNotAnswering):
 
 class HashMismatch(TransportError):
     """Bytes on the device do not hash to what was sent."""
+
+
+class BulkUnavailable(TransportError):
+    """The system OpenSSH client cannot carry an upload here (no binary, it could not log in, ...);
+    the message says why. The SSH transport catches it and falls back to SFTP."""
 
 
 class FrameError(TransportError):

@@ -67,7 +67,9 @@ def test_push_then_unchanged_repush_is_skipped(store, tmp_path):
     assert fresh.status == "verified" and fresh.sent == 0
 
 
-def test_connection_killed_mid_push_resumes(store, tmp_path):
+def test_connection_killed_mid_push_resumes(store, tmp_path, monkeypatch):
+    """Over SFTP (the OpenSSH path's own cut is in test_push_openssh.py)."""
+    monkeypatch.setenv("EDGELAB_SSH_BULK", "off")
     blob = _blob(tmp_path, 8 << 20)
     killed = []
 
@@ -82,6 +84,7 @@ def test_connection_killed_mid_push_resumes(store, tmp_path):
     assert 0 < res.resumed_from <= killed[0]
     assert res.sent < blob.size + killed[0]  # the prefix on the device was not sent again
     assert any("cut" in n for n in res.notes)
+    assert res.via == "sftp (paramiko; EDGELAB_SSH_BULK=off)"
     assert sha256_path(Path(res.remote_path)) == blob.sha256
     assert store.sha256(res.remote_path, blob.size) == blob.sha256
 

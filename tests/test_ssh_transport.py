@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pwd
+import shutil
 import threading
 import time
 import uuid
@@ -286,6 +287,36 @@ def test_proxy_jump_from_ssh_config(trusted: TmpSshd, tmp_path: Path) -> None:
         assert t.run(["true"]).ok
         assert _sock_chain(t.paramiko_transport) == ["channel", "tcp"]
         assert t.paramiko_transport.sock.get_transport().getpeername()[0] == "127.0.0.2"
+
+
+@pytest.mark.skipif(not shutil.which("ssh"), reason="no OpenSSH client on this host")
+def test_resumable_put_through_two_jump_hosts_goes_over_openssh(trusted: TmpSshd, tmp_path: Path) -> None:
+    """The OpenSSH path's ProxyJump chain: every hop a block of edgelab's private config."""
+    chain = f"127.0.0.2:{trusted.port},127.0.0.3:{trusted.port}"
+    ep = trusted.endpoint("via-two-put", address="127.0.0.4", ssh_jump=chain)
+    local = tmp_path / "l.bin"
+    data = os.urandom((2 << 20) + 7)
+    local.write_bytes(data)
+    remote = tmp_path / "remote" / "l.part"
+    with SSHTransport.connect(ep, timeout=10) as t:
+        t.put(local, str(remote), offset=0)
+        assert t.last_put_via and t.last_put_via.startswith("openssh ("), t.last_put_via
+        cfg = t._bulk.config.read_text()
+        assert "ProxyJump edgelab-jump-0" in cfg and "ProxyJump edgelab-jump-1" in cfg
+        assert remote.read_bytes() == data
+        # a jump host showing a key other than the one verified for it stops the upload
+        jumps = t._jump_keys()
+        jumps[0] = (jumps[0][0], paramiko.ECDSAKey.generate())
+        key = t.paramiko_transport.get_remote_server_key()
+        impostor = ssh.bulk.OpenSSHBulk(
+            t.hop, key, name="via-two-put", timeout=10, binary=shutil.which("ssh"), jumps=jumps
+        )
+        try:
+            with pytest.raises(HostKeyError):
+                impostor.send(local, str(tmp_path / "never.part"), 0)
+        finally:
+            impostor.close()
+        assert not (tmp_path / "never.part").exists()
 
 
 def test_untrusted_jump_host_is_refused(sshd: TmpSshd) -> None:

@@ -11,16 +11,18 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from edgelab.errors import HashMismatch, TransportError
-from edgelab.transport import winscripts
-from edgelab.transport.base import Capability, RemoteProcess, RunResult, Transport
+from edgelab.transport import hashers, winscripts
+from edgelab.transport.base import Capability, Progress, RemoteProcess, RunResult, Transport
 from edgelab.transport.quoting import Shell
 
 ANDROID_ROOT = "/data/local/tmp/edgelab/store"
 POSIX_ROOT = "~/.edgelab/store"  # resolved against $HOME on the device
 WINDOWS_ROOT = r"%LOCALAPPDATA%\edgelab\store"
 _SHA = re.compile(r"[0-9a-f]{64}")
+_MEMO_KEY = "edgelab.store.posix"  # (root, hasher) in the transport's per-connection memo
 
 
 def hash_timeout(size: int) -> float:
@@ -28,15 +30,11 @@ def hash_timeout(size: int) -> float:
     return 60.0 + size / 20e6
 
 
-# `h FILE...` prints "<sha256> ..." per file. OpenSSL's digest uses the CPU's SHA extensions
-# (ARMv8 SHA2 on Jetsons, SHA-NI on x86) and runs ~3x faster than coreutils' portable sha256sum,
-# so it goes first where the device has it; sha256sum (coreutils, busybox) is the fallback.
-_HASH_FN_POSIX = (
-    'h() { if command -v openssl >/dev/null 2>&1; then openssl dgst -sha256 -r "$@"; '
-    'else sha256sum "$@"; fi; }; '
-)
-# Android has no openssl binary; toybox's sha256sum is built on the platform's libcrypto.
-_HASH_FN_TOYBOX = 'h() { sha256sum "$@"; }; '
+# `h FILE...` prints "<sha256> ..." per file: the device's fastest SHA-256 tool
+# (``transport.hashers``), probed in ``open_store``'s round trip; before a probe, openssl when
+# present, else sha256sum (Android's toybox: sha256sum, built on the platform's libcrypto).
+_HASH_FN_POSIX = hashers.fallback_fn()
+_HASH_FN_TOYBOX = hashers.fallback_fn(toybox=True)
 
 
 FOLLOW_STEP = 16 << 20  # the follower hashes .part in steps of this many bytes (whole MiB)
@@ -80,6 +78,93 @@ stat -c "%s|%z|%i" "$blob"
 """
 
 
+RECEIVE_STEP = 16 << 20  # the receive's hasher reads .part in whole steps of this many bytes (MiB)
+RECEIVE_WRONG_SIZE = 7
+
+# The receive (``DeviceStore.receive``): the bytes arrive on stdin and ``cat`` appends them to .part
+# while a follower in the background reads .part back as it grows (all the whole steps the file
+# holds beyond what it read, by one dd that skips to them: each byte read once; it naps only when
+# it caught up) into ONE hash of [0, size): the digest of what the device STORED, the
+# resumed prefix included. After the last byte: the size must be exact, the hasher's output
+# exactly 64 hex digits, the digest the blob's name; then rename into place. The follower ends
+# when the receiving shell does (a cut: stdin ends early, exit 8, unless adbd ended the group
+# first; .part keeps what arrived). A follower that could not read .part leaves a marker, and the
+# whole file is hashed again.
+# Exit 3: wrong digest (.part removed); 4: the hasher printed no digest; 7: .part is not the resume
+# point; 8: stdin ended before the whole file arrived. stdout: the hasher's one line, then the stat.
+_RECEIVE_SCRIPT = r"""
+part=$1 off=$2 total=$3 sha=$4 blob=$5 step=$6 hashf=$7 mib=1048576 main=$$
+if [ "$off" = 0 ]; then mkdir -p "${part%/*}" && : > "$part" || exit 1; fi
+have=$(stat -c %s "$part" 2>/dev/null) || have=0
+if [ "$have" -gt "$off" ]; then truncate -s "$off" "$part" || exit 1; have=$off; fi
+[ "$have" = "$off" ] || { echo "$part holds $have bytes, not $off" >&2; exit 7; }
+follow() {
+  at=0
+  while [ "$at" -lt "$total" ]; do
+    have=$(stat -c %s "$part" 2>/dev/null) || return 1
+    if [ "$have" -ge "$total" ]; then end=$total; else end=$((have / step * step)); fi
+    if [ "$end" -le "$at" ]; then
+      kill -0 "$main" 2>/dev/null || return 5
+      sleep 0.05 2>/dev/null || sleep 1
+      continue
+    fi
+    dd if="$part" bs=$mib skip=$((at / mib)) count=$(((end - at + mib - 1) / mib)) 2>/dev/null || return 1
+    at=$end
+  done
+}
+rm -f "$hashf" "$hashf.bad"
+{ follow || : > "$hashf.bad"; } | h > "$hashf" &
+f=$!
+cat >> "$part" || { echo "writing $part failed" >&2; exit 1; }
+have=$(stat -c %s "$part") || exit 1
+[ "$have" = "$total" ] || { echo "$part holds $have of $total bytes: the upload ended early" >&2; exit 8; }
+wait "$f"
+if [ -e "$hashf.bad" ]; then h "$part" > "$hashf"; fi
+{ IFS= read -r line || line=; if read -r more; then line=; fi; } < "$hashf"
+rm -f "$hashf" "$hashf.bad"
+got=${line%% *} && case $got in *[!0-9a-f]* | "") got= ;; esac
+[ "${#got}" = 64 ] || { echo "the hasher printed no SHA-256 line: $line" >&2; exit 4; }
+if [ "$got" != "$sha" ]; then rm -f "$part"; echo "mismatch $got"; exit 3; fi
+mv -f "$part" "$blob" || exit 1
+printf '%s\n' "$line"
+stat -c "%s|%z|%i" "$blob"
+"""
+_STAT_LINE = re.compile(r"(\d+)\|([^\n|]*)\|(\d+)")
+_MISMATCH = re.compile(r"mismatch ([0-9a-f]{64})\n?")
+
+
+def parse_receive(res: RunResult, sha: str, name: str, hasher: str = "the hasher") -> tuple[int, str]:
+    """The receive command's answer, read strictly: the blob's (size, stamp), or an error.
+
+    On success stdout is exactly two lines: the hasher's own (``hashers.parse_digest``: one digest
+    line, and that digest is ``sha``) and the blob's stat."""
+    if res.exit_code == 3:
+        m = _MISMATCH.fullmatch(res.stdout)
+        got = m.group(1)[:12] if m else "?"
+        raise HashMismatch(
+            f"{name}: {sha[:12]} hashed {got} on the device after upload",
+            remedy="the local file changed during the push, or the device's storage is failing",
+        )
+    if res.exit_code == RECEIVE_WRONG_SIZE:
+        raise TransportError(
+            f"{name}: cannot resume: {res.stderr.strip()[:200]}",
+            remedy="push again: the partial upload is checked and restarted",
+        )
+    if not res.ok:
+        raise TransportError(
+            f"{name}: receive of {sha[:12]} with {hasher} failed (exit {res.exit_code}): "
+            f"{res.stderr.strip()[:200]}",
+            remedy="check free space and permissions of the device store, and its SHA-256 tool",
+        )
+    lines = res.stdout.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    stat = _STAT_LINE.fullmatch(lines[1]) if len(lines) == 2 else None
+    if stat is None or hashers.parse_digest(lines[0]) != sha:
+        raise TransportError(f"{name}: unexpected answer from the receive: {res.stdout[:200]!r}")
+    return int(stat.group(1)), f"{stat.group(2)}|{stat.group(3)}"
+
+
 def _parse_stat(line: str) -> tuple[int, str] | None:
     size, _, stamp = line.partition("|")
     return (int(size), stamp) if size.isdigit() else None
@@ -106,9 +191,11 @@ class DeviceStore:
 
     os_family = "posix"
 
-    def __init__(self, transport: Transport, root: str):
+    def __init__(self, transport: Transport, root: str, hasher: hashers.Hasher | None = None):
         self.t = transport
         self.root = root
+        self.hasher = hasher  # the probed SHA-256 tool (None: not probed, see _hash_fn)
+        self._probed = hasher is not None
 
     # -- naming ---------------------------------------------------------------------------------
     def blob(self, sha: str) -> str:
@@ -136,7 +223,24 @@ class DeviceStore:
 
     @property
     def _hash_fn(self) -> str:
+        if self.hasher is not None:
+            return self.hasher.fn
         return _HASH_FN_TOYBOX if self.t.shell is Shell.TOYBOX else _HASH_FN_POSIX
+
+    @property
+    def hasher_name(self) -> str:
+        """What hashes on the device, for reports: the probed tool, else what ``_hash_fn`` tries."""
+        if self.hasher is not None:
+            return self.hasher.name
+        return "sha256sum" if self.t.shell is Shell.TOYBOX else "openssl or sha256sum (not probed)"
+
+    def probe_hasher(self) -> hashers.Hasher | None:
+        """Ask the device for its fastest working SHA-256 tool (one round trip; ``open_store``
+        folds it into its own). Keeps the fallback when none answers right."""
+        res = self._run(["sh", "-c", hashers.PROBE])
+        self.hasher = hashers.parse_probe(res.stdout) if res.ok else None
+        self._probed = True
+        return self.hasher
 
     @property
     def t_name(self) -> str:
@@ -164,10 +268,11 @@ class DeviceStore:
             script = self._hash_fn + 'head -c "$1" "$2" | h'
             argv = ["sh", "-c", script, "edgelab-prefix", str(prefix), path]
         res = self._must(argv, f"sha256sum {path}", timeout=hash_timeout(size))
-        digest = res.stdout.split()[0].lower() if res.stdout.split() else ""
-        if not _SHA.fullmatch(digest):
+        digest = hashers.parse_digest(res.stdout)
+        if digest is None:
             raise TransportError(
-                f"{self.t_name}: sha256sum printed {res.stdout[:80]!r}", remedy="the device needs sha256sum"
+                f"{self.t_name}: {self.hasher_name} printed {res.stdout[:80]!r}",
+                remedy="the device needs openssl or sha256sum",
             )
         return digest
 
@@ -180,17 +285,28 @@ class DeviceStore:
             self._must(["rm", "-f", *paths], "rm")
 
     # -- one round trip each (a command costs a round trip; a push makes two) ------------------
-    def inspect(self, sha: str) -> tuple[tuple[int, str] | None, tuple[int, str] | None]:
-        """Create the store if needed; (size, stamp) of the blob and of its ``.part``, None if absent."""
+    def inspect(
+        self, sha: str, *, probe: bool = False
+    ) -> tuple[tuple[int, str] | None, tuple[int, str] | None]:
+        """Create the store if needed; (size, stamp) of the blob and of its ``.part``, None if absent.
+
+        ``probe``: a push is about to hash; a store whose device hasher was not probed yet
+        (Android's: ``open_store`` makes no round trip there) probes it in this same command
+        (``hashers.PROBE``: its one line comes first)."""
+        probe = probe and self.hasher is None and not self._probed
         script = (
             'mkdir -p "$1" || exit 1; shift; for f in "$@"; do '
             'if [ -f "$f" ]; then stat -c "%s|%z|%i" "$f" || exit 1; else echo -; fi; done'
         )
+        if probe:
+            script = hashers.PROBE + "; " + script
         res = self._must(
             ["sh", "-c", script, "edgelab-inspect", self.root, self.blob(sha), self.part(sha)],
             "inspect the store",
         )
         lines = [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
+        if probe and lines:
+            self.hasher, self._probed = hashers.parse_probe(lines.pop(0)), True
         if len(lines) != 2:
             raise TransportError(f"{self.t_name}: unexpected store listing {res.stdout[:120]!r}")
         return _parse_stat(lines[0]), _parse_stat(lines[1])
@@ -243,6 +359,32 @@ class DeviceStore:
         if code != 0 or not lines:
             return False
         return _parse_stat(lines[-1])
+
+    # -- bytes, hash and rename in one command (transports that FEED) --------------------------
+    @property
+    def receives(self) -> bool:
+        """Whether ``receive`` works here: the transport streams a file into a command (ADB shell v2)."""
+        return self.t.feeds
+
+    def receive(
+        self, local: Path, sha: str, offset: int, size: int, progress: Progress | None = None
+    ) -> tuple[int, str]:
+        """Bytes ``[offset, size)`` of ``local`` onto ``.part``, hashed on the device while they
+        land, renamed into place on a match: one command, one round trip (``_RECEIVE_SCRIPT``).
+
+        ``.part`` must hold the verified prefix ``[0, offset)`` (cut back beyond it; one holding
+        fewer is refused: TransportError). Returns the blob's (size, stamp). A whole file whose
+        SHA-256 is not ``sha`` is removed and raises HashMismatch; a cut raises TransportError and
+        leaves ``.part`` holding what arrived, for the next try to resume.
+        """
+        argv = ["sh", "-c", self._hash_fn + _RECEIVE_SCRIPT, "edgelab-receive", self.part(sha), str(offset)]
+        argv += [str(size), sha, self.blob(sha), str(RECEIVE_STEP), self.hash_file(sha)]
+        res = self.t.run_fed(argv, local, offset=offset, progress=progress, timeout=hash_timeout(size))
+        return parse_receive(res, sha, self.t_name, self.hasher_name)
+
+    def hash_file(self, sha: str) -> str:
+        """Where the receiving command's hasher leaves its digest (hidden: not a store entry)."""
+        return posixpath.join(self.root, f".{sha}.sha256")
 
     def list(self) -> list[StoreEntry]:
         # the device's clock first, then "size mtime name" per file (hidden adb leftovers included)
@@ -310,8 +452,11 @@ class WindowsStore(DeviceStore):
             raise TransportError(f"{self.t_name}: Get-FileHash printed {res.stdout[:80]!r}")
         return digest
 
-    def inspect(self, sha: str) -> tuple[tuple[int, str] | None, tuple[int, str] | None]:
-        """One round trip: make the store, then the stat of the blob and of its ``.part``."""
+    def inspect(
+        self, sha: str, *, probe: bool = False
+    ) -> tuple[tuple[int, str] | None, tuple[int, str] | None]:
+        """One round trip: make the store, then the stat of the blob and of its ``.part`` (Windows
+        hashes with Get-FileHash: nothing to probe)."""
         res = self._ps_must(
             winscripts.inspect(self.root, [self.blob(sha), self.part(sha)]), "inspect the store"
         )
@@ -414,10 +559,18 @@ def open_store(transport: Transport, root: str | None = None) -> DeviceStore:
         return DeviceStore(transport, ANDROID_ROOT)
     if transport.shell is Shell.POWERSHELL:
         return WindowsStore(transport, windows_store_root(transport)[0])
-    res = transport.run(["sh", "-c", 'printf "%s" "$HOME"'], timeout=30)
-    home = res.stdout.strip()
-    if not res.ok or not home.startswith("/"):
-        raise TransportError(
-            f"{getattr(transport, 'name', 'device')}: cannot resolve $HOME", remedy="check the login shell"
+    known = transport.memo.get(_MEMO_KEY)  # asked once per connection
+    if known is None:
+        # $HOME and the device's SHA-256 tool in one round trip
+        res = transport.run(["sh", "-c", 'printf "%s\\n" "$HOME"; ' + hashers.PROBE], timeout=30)
+        home = res.stdout.splitlines()[0].strip() if res.stdout else ""
+        if not res.ok or not home.startswith("/"):
+            raise TransportError(
+                f"{getattr(transport, 'name', 'device')}: cannot resolve $HOME",
+                remedy="check the login shell",
+            )
+        known = transport.memo[_MEMO_KEY] = (
+            posixpath.join(home, POSIX_ROOT[2:]),
+            hashers.parse_probe(res.stdout),
         )
-    return DeviceStore(transport, posixpath.join(home, POSIX_ROOT[2:]))
+    return DeviceStore(transport, *known)

@@ -65,6 +65,8 @@ class BlobResult:
     upload_seconds: float = 0.0  # the transfer alone (last attempt)
     verify_seconds: float = 0.0  # device-side SHA-256 + rename
     notes: list[str] = field(default_factory=list)
+    via: str | None = None  # how the bytes travelled (the transport's ``last_put_via``); None: none sent
+    hasher: str | None = None  # the device-side SHA-256 tool that checked them
 
     @property
     def throughput(self) -> float:
@@ -119,8 +121,18 @@ def _upload_and_verify(
     part: tuple[int, str] | None,
     progress: Progress,
 ) -> tuple[tuple[int, str] | None, float]:
-    """Upload, with the device hashing ``.part`` while it arrives (``store.follow``) where it can;
-    the blob's stat after the rename, and when the upload itself finished."""
+    """Upload, with the device hashing ``.part`` while it arrives: in the command that receives the
+    bytes where the transport feeds one (``store.receive``: ADB), else by a follower beside the
+    transfer (``store.follow``: SSH). The blob's stat after the rename, and when the upload finished."""
+    if store.receives:  # stale bytes beyond ``offset`` are cut off by the receive itself
+        sent_at = [time.monotonic()]
+
+        def timed(done: int, size: int) -> None:
+            progress(done, size)
+            if done == size:
+                sent_at[0] = time.monotonic()
+
+        return store.receive(local, sha, offset, total, timed), sent_at[0]
     if not store.follows:
         upload(store, local, sha, offset, progress)
         uploaded = time.monotonic()
@@ -171,14 +183,21 @@ def push_blob(
         if cancel is not None and cancel.is_set():
             raise Interrupted(f"push of {sha[:12]} interrupted", remedy="push again")
         try:
-            have, part = store.inspect(sha)
+            have, part = store.inspect(sha, probe=True)  # the device's hasher asked on the way
             if attempt == 1 and have is not None:
                 size, stamp = have
                 if size == total and not verify and stamps.get(sha) == (size, stamp):
                     return BlobResult(sha, total, "present", target, seconds=time.monotonic() - start)
                 if size == total and store.sha256(target, size) == sha:
                     stamps.put(sha, size, stamp)
-                    return BlobResult(sha, total, "verified", target, seconds=time.monotonic() - start)
+                    return BlobResult(
+                        sha,
+                        total,
+                        "verified",
+                        target,
+                        seconds=time.monotonic() - start,
+                        hasher=store.hasher_name,
+                    )
                 notes.append(f"store copy was corrupt (size {size}, expected {total}); replaced")
                 stamps.drop(sha)
                 store.remove([target])
@@ -218,6 +237,8 @@ def push_blob(
                 upload_seconds=t_verify - t_up,
                 verify_seconds=t_done - t_verify,
                 notes=notes,
+                via=store.t.last_put_via,
+                hasher=store.hasher_name,
             )
         except HashMismatch:
             raise
@@ -257,6 +278,10 @@ def push_to_device(
     transport = None
     try:
         transport = transport_factory()
+        if stamps is None or any(stamps.get(b.sha256) is None for b in blobs):
+            # a blob with no verification on record is likely sent: the upload's set-up (SSH: the
+            # OpenSSH client's connection) overlaps the store's round trips
+            transport.prepare_put()  # type: ignore[attr-defined]
         store = open_store(transport)  # type: ignore[arg-type]
         for blob in blobs:
             cb = (lambda sha, d, t: progress(device, sha, d, t)) if progress else None

@@ -128,6 +128,7 @@ def quick_repush(
                 out = DeviceResult(name)
                 for b, have in zip(blobs, stats, strict=True):
                     if have is None or have != recorded[b.sha256]:
+                        t.prepare_put()  # the full push follows: its upload's set-up starts now
                         return None
                     out.blobs.append(
                         BlobResult(

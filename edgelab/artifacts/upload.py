@@ -13,6 +13,10 @@ renames ``.part`` into place only when that digest is the blob's name. Writes on
 after the ones already hashed (the ADB append refuses a ``.part`` that is not exactly ``offset``
 bytes long), so the bytes hashed are the bytes renamed. Anything else (a mismatch, a stall, a cut)
 leaves ``.part`` for ``finalize``, which hashes the whole file again before a rename.
+
+Where the transport can stream a file into a command (``Capability.FEED``: ADB shell v2), the
+upload, the follower and the rename are one command instead (``DeviceStore.receive``), and this
+module is not used.
 """
 
 from __future__ import annotations

@@ -125,6 +125,8 @@ def _report(results, as_json: bool) -> None:
                     "seconds": round(b.seconds, 3),
                     "bytes_per_s": round(b.throughput),
                     "notes": b.notes,
+                    "via": b.via,
+                    "hasher": b.hasher,
                 }
                 for b in r.blobs
             ],
@@ -143,8 +145,9 @@ def _report(results, as_json: bool) -> None:
                 continue
             for b in r.blobs:  # plain lines, whole for grep: no Rich import for the everyday answer
                 rate = f" {b.throughput / 1e6:.1f} MB/s" if b.sent else ""
+                how = f" ({b.via}, hashed by {b.hasher})" if b.sent and b.via else ""
                 print(
-                    f"{r.device}  {b.sha256[:16]}  {b.status:9} {b.sent:>12} B sent in {b.seconds:.2f}s{rate}"
+                    f"{r.device}  {b.sha256[:16]}  {b.status:9} {b.sent:>12} B sent in {b.seconds:.2f}s{rate}{how}"
                 )
     if any(not r.ok for r in results):
         raise typer.Exit(1)

@@ -224,7 +224,11 @@ class ADBTransport(Transport):
     kind = "adb"
     shell = Shell.TOYBOX
     capabilities = (
-        Capability.FORWARD | Capability.PROCESS_GROUPS | Capability.INTERACTIVE | Capability.RESUMABLE_PUT
+        Capability.FORWARD
+        | Capability.PROCESS_GROUPS
+        | Capability.INTERACTIVE
+        | Capability.RESUMABLE_PUT
+        | Capability.FEED
     )
 
     def __init__(self, endpoint: Endpoint, features: set[str], timeout: float = 10.0):
@@ -463,6 +467,7 @@ class ADBTransport(Transport):
         """Appended through shell v2 stdin (``adb_push.append``): a cut keeps what arrived, and the
         file grows while the bytes arrive. Without shell_v2 only a whole SEND (offset 0) is possible."""
         if self.shell_v2:
+            self.last_put_via = "adb shell v2 stdin (cat >> FILE)"
             self._files(
                 lambda: adb_push.append(
                     self._open_service,
@@ -476,6 +481,7 @@ class ADBTransport(Transport):
                 remote,
             )
         elif offset == 0:
+            self.last_put_via = "adb sync SEND (no shell_v2)"
             self._files(
                 lambda: adb_push.sync_send(
                     self._open_service, local, remote, progress=progress, name=self.name, idle_s=_IO_IDLE_S
@@ -487,6 +493,47 @@ class ADBTransport(Transport):
                 f"{self.name} has no shell_v2: cannot resume {remote} at {offset}",
                 remedy="upload from offset 0",
             )
+
+    @property
+    def feeds(self) -> bool:
+        return self.shell_v2  # stdin packets and an exit status: shell v2 (Android 7+)
+
+    def run_fed(
+        self,
+        argv: Sequence[str],
+        local: Path,
+        *,
+        offset: int = 0,
+        progress: Progress | None = None,
+        timeout: float = 60.0,
+    ) -> RunResult:
+        """One shell v2 service: the bytes go in as stdin packets while the command runs
+        (``adb_push.feed``); its exit code, stdout and stderr come back on the same stream."""
+        argv = [str(a) for a in argv]
+        if not self.shell_v2:
+            raise TransportError(f"{self.name} has no shell_v2", remedy="this needs Android 7 or newer")
+        start = time.monotonic()
+        box: list[tuple[int | None, str, str]] = []
+        self._files(
+            lambda: box.append(
+                adb_push.feed(
+                    self._open_service,
+                    Path(local),
+                    join(argv, Shell.TOYBOX),
+                    offset,
+                    progress=progress,
+                    name=self.name,
+                    idle_s=_IO_IDLE_S,
+                    answer_s=timeout,
+                )
+            ),
+            argv[0],
+        )
+        self.last_put_via = "adb shell v2 stdin, into the command that stores the bytes"
+        code, out, err = box[0]
+        if code is None:
+            raise TransportError(f"{self.name}: {argv[0]} ended without an exit status: {err.strip()[:200]}")
+        return RunResult(tuple(argv), code, out, err, time.monotonic() - start)
 
     def _files(self, transfer, remote: str) -> None:
         where = f"push to {self.name}:{remote}"

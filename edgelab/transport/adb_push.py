@@ -11,6 +11,10 @@ Two services carry them:
   (``DeviceStore.follow``) instead of after the last byte. Before ``cat`` starts, the command makes
   the file hold exactly ``offset`` bytes (created at 0, cut back beyond the resume point, as
   ``Transport.put`` says); one holding fewer fails the put instead of being appended to.
+
+``feed`` is the second one's general form: any shell command with a file's bytes on its stdin,
+streamed, answering its exit code and output. The device store runs its whole receive through it
+(append, hash while the file grows, check, rename: ``DeviceStore.receive``), one service open.
 """
 
 from __future__ import annotations
@@ -29,12 +33,13 @@ from edgelab.transport.base import Progress
 from edgelab.transport.quoting import Shell, join
 
 SYNC_DATA_MAX = 64 * 1024  # the sync protocol's largest DATA packet
-STDIN_CHUNK = 256 * 1024  # payload of one shell v2 stdin packet
+STDIN_CHUNK = 1024 * 1024  # payload of one shell v2 stdin packet
 REPORT_EVERY = 1 << 20  # progress per MiB, not per packet
 _SYNC = struct.Struct("<4sI")
 _V2 = struct.Struct("<BI")
 ID_STDIN, ID_STDOUT, ID_STDERR, ID_EXIT, ID_CLOSE_STDIN = range(5)
 WRONG_SIZE_EXIT = 7
+KEEP_OUTPUT = 64 * 1024  # of a fed command's stdout and of its stderr
 
 # $1 file, $2 the bytes it must hold already (beyond them it is cut back); then stdin is appended
 _APPEND_SCRIPT = (
@@ -112,6 +117,119 @@ def sync_send(
         sock.close()
 
 
+def feed(
+    open_service: Open,
+    local: Path,
+    line: str,
+    offset: int = 0,
+    *,
+    progress: Progress | None = None,
+    name: str = "device",
+    idle_s: float = 60.0,
+    answer_s: float | None = None,
+) -> tuple[int | None, str, str]:
+    """Run the shell command ``line`` (shell v2) with bytes ``[offset, size)`` of ``local`` on its
+    stdin, in 1 MiB packets as fast as the device takes them; (exit code or None, stdout, stderr).
+
+    The answer is read while the bytes go out: output the command prints meanwhile is kept, and
+    a command that ends before its stdin does (it refused: a wrong resume point) stops the sending
+    at once, its exit status kept, never lost to a send into a stream the device already closed.
+    ``progress`` gets (position in ``local``, size). ``answer_s``: how long the command may take
+    after its last input byte (it may still be working on them: hashing).
+    """
+    total = _check_size(local, "the device", offset, name)
+    sock = open_service("shell,v2,raw:" + line, idle_s)
+    answer = _Answer(sock)
+    try:
+        buf = bytearray(_V2.size + STDIN_CHUNK)
+        view = memoryview(buf)
+        done = reported = offset
+        with open(local, "rb", buffering=0) as f:
+            f.seek(offset)
+            while done < total and answer.code is None:
+                got = f.readinto(view[_V2.size : _V2.size + min(STDIN_CHUNK, total - done)])
+                if not got:
+                    raise TransportError(f"{local} shrank while it was being pushed", remedy="push again")
+                _V2.pack_into(buf, 0, ID_STDIN, got)
+                if not answer.send_while_reading(view[: _V2.size + got], idle_s):
+                    break
+                done += got
+                if progress and (done - reported >= REPORT_EVERY or done == total):
+                    progress(done, total)
+                    reported = done
+        if answer.code is None and not answer.ended:
+            sock.sendall(_V2.pack(ID_CLOSE_STDIN, 0))
+            if progress and total == offset:
+                progress(total, total)
+            if answer_s is not None:
+                sock.settimeout(max(answer_s, idle_s))
+            answer.read_to_exit()
+        return answer.result()
+    finally:
+        sock.close()
+
+
+class _Answer:
+    """The shell v2 packets a fed command sends back: stdout and stderr (first 64 KiB of each)
+    and its exit status, read as they come, also while its stdin is still being sent."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.out, self.err = bytearray(), bytearray()
+        self.code: int | None = None
+        self.ended = False  # the stream closed (with or without an exit status)
+
+    def _packet(self) -> None:
+        try:
+            kind, length = _V2.unpack(recv_exact(self.sock, _V2.size))
+            data = recv_exact(self.sock, length) if length else b""
+        except EOFError:
+            self.ended = True
+            return
+        if kind == ID_STDOUT:
+            self.out += data[: KEEP_OUTPUT - len(self.out)]
+        elif kind == ID_STDERR:
+            self.err += data[: KEEP_OUTPUT - len(self.err)]
+        elif kind == ID_EXIT:
+            self.code = data[0] if data else 255
+            self.ended = True
+
+    def send_while_reading(self, data: memoryview, idle_s: float) -> bool:
+        """Send ``data``, reading whatever the command answers meanwhile; False once it ended."""
+        while data:
+            readable, writable, _ = select.select([self.sock], [self.sock], [], idle_s)
+            if not readable and not writable:
+                raise TimeoutError(f"the device took no byte for {idle_s:g}s")
+            if readable:
+                self._packet()
+                if self.ended:
+                    return False
+                continue
+            try:
+                data = data[self.sock.send(data) :]  # what fits now: never blocked behind an answer
+            except (BrokenPipeError, ConnectionResetError):
+                self.read_to_exit(quiet=True)  # the command ended: its answer may be here already
+                if self.ended:
+                    return False
+                raise
+        return True
+
+    def read_to_exit(self, *, quiet: bool = False) -> None:
+        try:
+            while not self.ended:
+                self._packet()
+        except OSError:
+            if not quiet:
+                raise
+            self.ended = True
+
+    def result(self) -> tuple[int | None, str, str]:
+        err = self.err.decode("utf-8", "replace")
+        if self.code is None:
+            err = err or "the shell ended without an exit status"
+        return self.code, self.out.decode("utf-8", "replace"), err
+
+
 def append(
     open_service: Open,
     local: Path,
@@ -128,33 +246,8 @@ def append(
     Needs shell_v2 (its stdin packets and the command's exit status). ``progress`` gets
     (bytes of the file on the device, file size).
     """
-    total = _check_size(local, remote, offset, name)
     line = join(["sh", "-c", _APPEND_SCRIPT, "edgelab-append", remote, str(offset)], Shell.TOYBOX)
-    sock = open_service("shell,v2,raw:" + line, idle_s)
-    try:
-        buf = bytearray(_V2.size + STDIN_CHUNK)
-        view = memoryview(buf)
-        done = reported = offset
-        with open(local, "rb", buffering=0) as f:
-            f.seek(offset)
-            while done < total:
-                got = f.readinto(view[_V2.size : _V2.size + min(STDIN_CHUNK, total - done)])
-                if not got:
-                    raise TransportError(f"{local} shrank while it was being pushed", remedy="push again")
-                _V2.pack_into(buf, 0, ID_STDIN, got)
-                sock.sendall(view[: _V2.size + got])
-                done += got
-                if select.select([sock], [], [], 0)[0]:  # the command answered early: it refused
-                    break
-                if progress and (done - reported >= REPORT_EVERY or done == total):
-                    progress(done, total)
-                    reported = done
-        sock.sendall(_V2.pack(ID_CLOSE_STDIN, 0))
-        code, err = _exit_status(sock)
-    finally:
-        sock.close()
-    if code == 0 and done < total:  # pragma: no cover - cat ends only at the end of its stdin
-        raise TransportError(f"{name}: append to {remote} ended after {done} of {total} bytes")
+    code, _out, err = feed(open_service, local, line, offset, progress=progress, name=name, idle_s=idle_s)
     if code == WRONG_SIZE_EXIT:
         raise TransportError(
             f"{name}: cannot resume: {err.strip()[:200]}",
@@ -165,21 +258,3 @@ def append(
             f"{name}: append to {remote} failed (exit {code}): {err.strip()[:200]}",
             remedy="check free space and permissions on the device",
         )
-    if progress and total == offset:
-        progress(total, total)
-
-
-def _exit_status(sock) -> tuple[int | None, str]:
-    """Read the shell's packets to its exit packet: (exit code or None when the stream ended, stderr)."""
-    err = bytearray()
-    while True:
-        try:
-            header = recv_exact(sock, _V2.size)
-        except EOFError:
-            return None, err.decode("utf-8", "replace") or "the shell ended without an exit status"
-        kind, length = _V2.unpack(header)
-        data = recv_exact(sock, length) if length else b""
-        if kind == ID_STDERR:
-            err += data[: 4096 - len(err)]
-        elif kind == ID_EXIT:
-            return (data[0] if data else 255), err.decode("utf-8", "replace")

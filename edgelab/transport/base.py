@@ -52,6 +52,9 @@ class Capability(enum.Flag):
     (meaningful when ``shell is Shell.POWERSHELL``)."""
     INTERACTIVE = enum.auto()
     """``interactive()``: a terminal session (pty) for ``edgelab shell``."""
+    FEED = enum.auto()
+    """``run_fed(argv, local, offset)``: a command with a local file's bytes streamed on its stdin
+    (one round trip for bytes and the command that stores them; ``feeds`` says whether this device can)."""
 
 
 PID_MARKER = "@@edgelab-pid "
@@ -182,6 +185,9 @@ class Transport(abc.ABC):
     name: str = "device"
     shell: Shell = Shell.POSIX
     capabilities: ClassVar[Capability] = Capability.NONE
+    last_put_via: str | None = None
+    """How the last resumable ``put`` moved its bytes, for reports (e.g. ``openssh
+    (aes128-gcm@openssh.com)``, ``sftp (paramiko; Windows endpoint)``); None when not said."""
 
     @classmethod
     def supports(cls, capability: Capability) -> bool:
@@ -262,6 +268,20 @@ class Transport(abc.ABC):
         """``put`` with an offset (see there); only transports with RESUMABLE_PUT implement it."""
         raise self._lacks("resume an upload")
 
+    @property
+    def memo(self) -> dict[str, Any]:
+        """Facts about the device worth asking once per connection (the store's root and hasher):
+        this instance's own dict; a transport whose instances share a pooled connection shares it."""
+        memo = self.__dict__.get("_memo")
+        if memo is None:
+            memo = self.__dict__["_memo"] = {}
+        return memo
+
+    def prepare_put(self) -> None:  # noqa: B027 - a hint: nothing to do for most transports
+        """A hint that a resumable ``put`` is likely soon: a transport may start what it needs now
+        (SSH starts its OpenSSH client's connection), so that set-up overlaps the caller's other
+        round trips. A put that never comes costs that idle set-up, ended after a while or at exit."""
+
     @abc.abstractmethod
     def get(self, remote: str, local: Path, *, progress: Progress | None = None) -> str:
         """Copy a device file here; returns the SHA-256 of the bytes received."""
@@ -285,6 +305,26 @@ class Transport(abc.ABC):
     ) -> RunResult:
         """Run a line already quoted for the device's login shell, as is (WINDOWS_SHELL)."""
         raise self._lacks("run a raw command line")
+
+    @property
+    def feeds(self) -> bool:
+        """Whether ``run_fed`` works on this device (FEED, and whatever the device must have for it)."""
+        return self.supports(Capability.FEED)
+
+    def run_fed(
+        self,
+        argv: Sequence[str],
+        local: Path,
+        *,
+        offset: int = 0,
+        progress: Progress | None = None,
+        timeout: float = 60.0,
+    ) -> RunResult:
+        """Run ``argv`` with bytes ``[offset, size)`` of ``local`` on its stdin, streamed (FEED).
+
+        ``progress`` gets (position in ``local``, size); ``timeout``: how long the command may run
+        on after its last input byte. A cut connection raises TransportError."""
+        raise self._lacks("stream a file into a command")
 
     def interactive(self, *, term: str, columns: int, lines: int) -> Interactive:
         """A terminal session sized ``columns`` x ``lines`` with ``$TERM`` = ``term`` (INTERACTIVE)."""

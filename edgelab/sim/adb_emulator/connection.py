@@ -17,7 +17,7 @@ from edgelab.sim.adb_emulator.device import FEATURES, DeviceSpec
 
 log = logging.getLogger(__name__)
 
-_INPUT_HIGH_WATER = 1 << 20
+_INPUT_HIGH_WATER = 4 * p.MAX_PAYLOAD  # unread input beyond this holds the host's next WRTE back
 
 
 class StreamClosed(Exception):
@@ -61,13 +61,23 @@ class Stream:
                 return b""
             self._data.clear()
             await self._data.wait()
-        out = bytes(self._inbuf[:n])
-        del self._inbuf[:n]
+        if len(self._inbuf) <= n:  # all of it: one copy, as a real adbd's read(2) would make
+            out = bytes(self._inbuf)
+            self._inbuf.clear()
+        else:
+            with memoryview(self._inbuf) as view:
+                out = bytes(view[:n])
+            del self._inbuf[:n]
         await self._release()
         return out
 
     async def readexactly(self, n: int) -> bytes:
-        parts = bytearray()
+        first = await self.read(n)
+        if len(first) == n:
+            return first
+        if not first:
+            raise StreamClosed(f"stream closed after 0 of {n} bytes")
+        parts = bytearray(first)
         while len(parts) < n:
             chunk = await self.read(n - len(parts))
             if not chunk:

@@ -25,7 +25,7 @@ AUTH_SIGNATURE = 2
 AUTH_RSAPUBLICKEY = 3
 
 VERSION = 0x01000001  # skip-checksum version
-MAX_PAYLOAD = 256 * 1024  # what we accept per packet
+MAX_PAYLOAD = 1024 * 1024  # what we accept per packet: adbd's MAX_PAYLOAD since Android 9 (adb.h)
 MAX_HEADER_PAYLOAD = 16 * 1024 * 1024  # refuse absurd lengths from a broken peer
 
 _HEADER = struct.Struct("<6I")

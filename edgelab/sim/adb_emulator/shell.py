@@ -9,6 +9,7 @@ Shell protocol v2 packets: 1 byte id, 4 byte little-endian length, data.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import signal
 import struct
@@ -19,6 +20,7 @@ from edgelab.sim.adb_emulator.device import DeviceSpec
 ID_STDIN, ID_STDOUT, ID_STDERR, ID_EXIT, ID_CLOSE_STDIN, ID_WINDOW_SIZE = range(6)
 _V2_HEADER = struct.Struct("<BI")
 KILL_GRACE_S = 2.0
+STDIN_PIPE_BYTES = 1 << 20
 _PENDING: set[asyncio.Task] = set()
 LIVE_GROUPS: set[int] = set()  # process groups still running, killed when the emulator exits
 
@@ -87,9 +89,21 @@ def exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode & 0xFF
 
 
+def _widen_stdin(proc: asyncio.subprocess.Process) -> None:
+    """A 1 MiB stdin pipe (Linux): adbd feeds a command's stdin through a socketpair whose buffer
+    holds several of its packets; a 64 KiB pipe would take each 1 MiB packet in 16 wake-ups."""
+    pipe = proc.stdin.get_extra_info("pipe") if proc.stdin is not None else None
+    if pipe is None or not hasattr(fcntl, "F_SETPIPE_SZ"):
+        return
+    try:
+        fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, STDIN_PIPE_BYTES)
+    except OSError:
+        pass  # above /proc/sys/fs/pipe-max-size: the default pipe works, only slower
+
+
 async def _start(spec: DeviceSpec, command: str, merge_stderr: bool) -> asyncio.subprocess.Process:
     argv, env, cwd = command_argv(spec, command)
-    return await asyncio.create_subprocess_exec(
+    proc = await asyncio.create_subprocess_exec(
         *argv,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
@@ -98,6 +112,8 @@ async def _start(spec: DeviceSpec, command: str, merge_stderr: bool) -> asyncio.
         env=env,
         start_new_session=True,
     )
+    _widen_stdin(proc)
+    return proc
 
 
 async def _start_or_report(stream: Stream, spec: DeviceSpec, command: str, merge: bool, v2: bool):
@@ -142,11 +158,17 @@ async def _pump_stdin_v2(stream: Stream, proc: asyncio.subprocess.Process) -> No
         while True:
             header = await stream.readexactly(_V2_HEADER.size)
             kind, length = _V2_HEADER.unpack(header)
+            if kind == ID_STDIN:  # passed on piece by piece as it arrives: no copy of the whole packet
+                while length:
+                    data = await stream.read(length)
+                    if not data:
+                        raise StreamClosed("stream closed inside a stdin packet")
+                    length -= len(data)
+                    proc.stdin.write(data)
+                    await proc.stdin.drain()
+                continue
             data = await stream.readexactly(length) if length else b""
-            if kind == ID_STDIN and data:
-                proc.stdin.write(data)
-                await proc.stdin.drain()
-            elif kind == ID_CLOSE_STDIN:
+            if kind == ID_CLOSE_STDIN:
                 proc.stdin.close()
                 return
     except (StreamClosed, BrokenPipeError, ConnectionResetError):

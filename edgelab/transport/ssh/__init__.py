@@ -7,6 +7,7 @@ The package, by concept (lower modules never import higher ones):
 - ``pool``: the per-process connection pool and jump-host streams (``fetch_host_key``);
 - ``channel``: a command's stdout/stderr pump, exit status, streamed process;
 - ``sftp``: atomic, hashed upload and download;
+- ``bulk``: resumable uploads through the system OpenSSH client, held to edgelab's host-key trust;
 - ``transport``: ``SSHTransport``, the transport surface built from the above.
 
 ``from edgelab.transport.ssh import X`` keeps working for every name re-exported here.

@@ -119,7 +119,10 @@ atexit.register(POOL.close_all)
 
 
 def close_all() -> None:
-    """Close every pooled SSH connection of this process."""
+    """Close every pooled SSH connection of this process, and the OpenSSH uploaders beside them."""
+    from edgelab.transport.ssh import bulk
+
+    bulk.close_all()
     POOL.close_all()
 
 

@@ -33,6 +33,7 @@ from edgelab.transport.base import (
 )
 from edgelab.transport.forward import Forward
 from edgelab.transport.quoting import Shell, encode_powershell, join_posix
+from edgelab.transport.ssh.bulk import ENV_SWITCH, BulkUnavailable, OpenSSHBulk, bulk_for, forget, ssh_binary
 from edgelab.transport.ssh.channel import KILL_GRACE_S, Pump, SSHInteractive, SSHProcess, exit_code, feed
 from edgelab.transport.ssh.connect import MAX_PACKET, WINDOW_SIZE, resolve_endpoint
 from edgelab.transport.ssh.pool import POOL, PoolKey
@@ -44,6 +45,10 @@ log = logging.getLogger(__name__)
 _LOGIN_SHELLS: dict[
     PoolKey, str
 ] = {}  # pool key -> the default shell a Windows host's sshd runs (cmd | powershell)
+_MEMOS: dict[PoolKey, dict[str, Any]] = {}  # pool key -> what the transports on it remember
+_NO_BULK: dict[
+    tuple, str
+] = {}  # (pool key, keys offered) -> why OpenSSH could not upload (SFTP from then on)
 
 
 class SSHTransport(Transport):
@@ -68,6 +73,7 @@ class SSHTransport(Transport):
         self._lock = threading.Lock()
         self._sftp: paramiko.SFTPClient | None = None
         self._sftp_for: paramiko.Transport | None = None
+        self._bulk: OpenSSHBulk | None = None
         self._closed = False
 
     # -- connection --------------------------------------------------------------------------
@@ -121,6 +127,11 @@ class SSHTransport(Transport):
                 f"{endpoint.name}: connected, but `true` exited {res.exit_code}: {res.stderr.strip()}",
             )
         return "online", None
+
+    @property
+    def memo(self) -> dict[str, Any]:
+        """Shared by every transport on this pooled connection (and kept across its reconnects)."""
+        return _MEMOS.setdefault(self.hop.pool_key, {})
 
     @property
     def paramiko_transport(self) -> paramiko.Transport:
@@ -315,7 +326,77 @@ class SSHTransport(Transport):
         return put_file(self.sftp(), local, remote, name=self.name, progress=progress)
 
     def _put_from(self, local: Path, remote: str, offset: int, progress: Progress | None) -> None:
+        """Through the system ``ssh`` client where it may be used (``bulk``), else over SFTP; either
+        way ``last_put_via`` says which, and why SFTP."""
+        bulk, why = self._bulk_path()
+        if bulk is not None:
+            try:
+                self.last_put_via = bulk.send(local, remote, offset, progress)
+                return
+            except BulkUnavailable as e:
+                why = str(e)
+                _NO_BULK[self._bulk_key] = why
+                self._bulk = None
+                forget(bulk)
+                log.info("%s: OpenSSH bulk path unavailable (%s); using SFTP", self.name, why)
         put_from(self.sftp(), local, remote, offset, name=self.name, progress=progress)
+        self.last_put_via = f"sftp (paramiko; {why})" if why else "sftp (paramiko)"
+
+    def prepare_put(self) -> None:
+        """Start the OpenSSH client of the next put now (``bulk``), when that path may be used."""
+        bulk, _why = self._bulk_path()
+        if bulk is not None:
+            try:
+                bulk.prepare()
+            except BulkUnavailable as e:
+                _NO_BULK[self._bulk_key] = str(e)
+                self._bulk = None
+                forget(bulk)
+
+    def _jump_keys(self) -> list[tuple[Hop, paramiko.PKey]]:
+        """Each jump host of this connection (outermost first) with the key verified for it: the
+        paramiko session of hop i rides a channel of hop i-1's session."""
+        hops: list[Hop] = []
+        j = self.hop.jump[0] if self.hop.jump else None
+        while j is not None:
+            hops.append(j)
+            j = j.jump[0] if j.jump else None
+        keys: list[paramiko.PKey] = []
+        t = self._client
+        while isinstance(t.sock, paramiko.Channel):
+            t = t.sock.get_transport()
+            keys.append(t.get_remote_server_key())
+        if len(keys) != len(hops):
+            raise BulkUnavailable("the jump chain of the connection does not match its hops")
+        return list(reversed(list(zip(hops, keys, strict=True))))
+
+    @property
+    def _bulk_key(self) -> tuple:
+        return (self.hop.pool_key, self.hop.identity_files, self.hop.identities_only)
+
+    def _bulk_path(self) -> tuple[OpenSSHBulk | None, str | None]:
+        """This connection's OpenSSH uploader, or why there is none (the SFTP fallback's reason)."""
+        if self._bulk is not None:
+            return self._bulk, None
+        if self.shell is Shell.POWERSHELL:
+            return None, "Windows endpoint"
+        if why := _NO_BULK.get(self._bulk_key):
+            return None, why
+        binary = ssh_binary()
+        if binary is None:
+            off = os.environ.get(ENV_SWITCH)
+            return None, f"{ENV_SWITCH}={off}" if off else "no ssh client on PATH"
+        try:
+            # the keys hostkeys.verify accepted on this connection: the only ones ssh will accept
+            key = self._client.get_remote_server_key()
+            jumps = self._jump_keys()
+            self._bulk = bulk_for(
+                self.hop, key, name=self.name, timeout=self.timeout, binary=binary, jumps=jumps
+            )
+        except BulkUnavailable as e:
+            _NO_BULK[self._bulk_key] = str(e)
+            return None, str(e)
+        return self._bulk, None
 
     def get(self, remote: str, local: Path, *, progress: Progress | None = None) -> str:
         return get_file(self.sftp(), remote, Path(local), name=self.name, progress=progress)
@@ -347,6 +428,7 @@ class SSHTransport(Transport):
                 return
             self._closed = True
             sftp, self._sftp = self._sftp, None
+            self._bulk = None  # the uploader stays with the pooled connection (bulk.close_all)
         if sftp is not None:
             try:
                 sftp.close()
