@@ -2,7 +2,8 @@
 
 On the real sshd (POSIX, root under ``$HOME``) and the real adb server in front of the emulator
 (toybox, fixed root): the answer is the one ``open_store`` + ``inspect`` give in two or more
-commands, a missing blob reads as absent, and nothing is created on the device.
+commands, a missing blob reads as absent, nothing is created on the device, and what the command
+learnt of the store (POSIX: root and hasher) spares the push that follows its own question.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 import pytest
 from fixtures.adb_lab import adb_endpoint
 
-from edgelab.artifacts.devstore import open_store, stat_blobs
+from edgelab.artifacts.devstore import _MEMO_KEY, open_store, stat_blobs
 from edgelab.transport.adb import ADBTransport
 
 
@@ -39,13 +40,19 @@ def _check(t) -> None:
     assert t.run(["mkdir", "-p", store.root]).ok
     assert t.run(["sh", "-c", 'printf x > "$1"', "put", store.blob(sha)]).ok
     try:
-        counted = _Counting(t)
-        seen = stat_blobs(counted, [sha, absent])
-        assert seen is not None and len(counted.commands) == 1, counted.commands
-        quick, stats = seen
-        assert quick.root == store.root
-        assert stats == [store.inspect(sha)[0], None]
-        assert stats[0] is not None and stats[0][0] == 1
+        for fresh in (True, False):  # a connection that knows nothing of the store yet, then one that does
+            if fresh:
+                t.memo.pop(_MEMO_KEY, None)
+            counted = _Counting(t)
+            seen = stat_blobs(counted, [sha, absent])
+            assert seen is not None and len(counted.commands) == 1, counted.commands
+            quick, stats = seen
+            assert (quick.root, quick.hasher) == (store.root, store.hasher)
+            assert stats == [store.inspect(sha)[0], None]
+            assert stats[0] is not None and stats[0][0] == 1
+            # what it learnt is the connection's: the push that follows a miss asks nothing again
+            again = open_store(counted)
+            assert len(counted.commands) == 1 and (again.root, again.hasher) == (store.root, store.hasher)
         assert not t.run(["test", "-e", store.blob(absent)]).ok
     finally:
         t.run(["rm", "-f", store.blob(sha)])

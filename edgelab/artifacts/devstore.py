@@ -524,27 +524,35 @@ def stat_blobs(
 ) -> tuple[DeviceStore, list[tuple[int, str] | None]] | None:
     """The device's store and the (size, stamp) of each blob (None: absent), in ONE round trip.
 
-    What an unchanged re-push asks: ``open_store`` (on POSIX a command of its own, for ``$HOME``)
-    and a stat per blob, as one command. ``None`` where the store is not reached so (Windows) or the
+    What an unchanged re-push asks: ``open_store`` (on POSIX a command of its own, for ``$HOME`` and
+    the hasher, unless the connection already knows them) and a stat per blob, as one command. What
+    ``open_store`` learns it remembers for the connection here too, so a push that follows (a blob
+    was missing) asks nothing again. ``None`` where the store is not reached so (Windows) or the
     answer is not plain: the caller asks ``open_store`` and ``inspect``.
     """
     if transport.shell is Shell.POWERSHELL:
         return None
-    if transport.shell is Shell.TOYBOX:
+    known = transport.memo.get(_MEMO_KEY)
+    if transport.shell is Shell.TOYBOX or known is not None:
+        store = DeviceStore(transport, ANDROID_ROOT) if known is None else DeviceStore(transport, *known)
         script = "r=$1; shift; " + _STAT_LOOP
-        res = transport.run(["sh", "-c", script, "edgelab-stat", ANDROID_ROOT, *shas], timeout=30)
-        lines, root = res.stdout.splitlines(), ANDROID_ROOT
-    else:  # the root under $HOME, resolved on the device as open_store resolves it
-        script = 'case "$HOME" in /*) ;; *) exit 2 ;; esac; printf "%s\\n" "$HOME"; r=$HOME/$1; shift; '
-        res = transport.run(
-            ["sh", "-c", script + _STAT_LOOP, "edgelab-stat", POSIX_ROOT[2:], *shas], timeout=30
-        )
+        res = transport.run(["sh", "-c", script, "edgelab-stat", store.root, *shas], timeout=30)
         lines = res.stdout.splitlines()
-        root = posixpath.join(lines[0].strip(), POSIX_ROOT[2:]) if lines else ""
-        lines = lines[1:]
-    if not res.ok or len(lines) != len(shas) or not root.startswith("/"):
+    else:  # open_store's question ($HOME, then the hasher's one line) and the stats, in one command
+        script = f'case "$HOME" in /*) ;; *) exit 2 ;; esac; printf "%s\\n" "$HOME"; {hashers.PROBE}; '
+        script += "r=$HOME/$1; shift; " + _STAT_LOOP
+        res = transport.run(["sh", "-c", script, "edgelab-stat", POSIX_ROOT[2:], *shas], timeout=30)
+        lines = res.stdout.splitlines()
+        if not res.ok or len(lines) != len(shas) + 2 or not lines[0].startswith("/"):
+            return None
+        known = transport.memo[_MEMO_KEY] = (
+            posixpath.join(lines[0].strip(), POSIX_ROOT[2:]),
+            hashers.parse_probe(lines[1]),
+        )
+        store, lines = DeviceStore(transport, *known), lines[2:]
+    if not res.ok or len(lines) != len(shas):
         return None
-    return DeviceStore(transport, root), [_parse_stat(ln.strip()) for ln in lines]
+    return store, [_parse_stat(ln.strip()) for ln in lines]
 
 
 def open_store(transport: Transport, root: str | None = None) -> DeviceStore:
