@@ -8,6 +8,9 @@ Every figure is the wall time of a whole command as a user types it, start-up in
   ADB (persona s25, the real adb server in front of edgelab's adbd emulator): ``edgelab push NAME
   -d s25``, ``adb push FILE`` and the hand-verified peer ``adb push FILE && adb shell sha256sum FILE``.
 
+Before each timed ``edgelab push`` the device's copy goes with ``edgelab store rm`` (blob and record:
+a fresh push, as a user makes one); a second row times the push after the store was wiped behind
+edgelab's back (its record says verified, the check finds the blob gone: one connection more),
 plus an unchanged re-push (``edgelab push`` again: the blob is recorded as verified), and how
 edgelab's bytes travelled (``"via"``: the OpenSSH client and its cipher, or SFTP and why; the
 device's SHA-256 tool) from one more, untimed, push. Rounds are
@@ -122,8 +125,16 @@ def main() -> int:
                 rem_ssh = f"bench/{blob.name}"
                 rem_adb = f"/data/local/tmp/bench/{blob.name}"
                 ssh_s, adb_s = " ".join(map(q, ssh)), " ".join(map(q, adb))
+                el = q(edgelab)
                 tools = {
+                    # a fresh push as a user makes one: the device's copy and its record removed
                     "ssh edgelab push": (
+                        f"{el} store rm orin-agx {q(name)}",
+                        [edgelab, "push", name, "-d", "orin-agx"],
+                    ),
+                    # the store wiped behind edgelab's back: the record says verified, the check finds
+                    # it gone, the push follows (one connection and one round trip more)
+                    "ssh edgelab push, stale record": (
                         f"{ssh_s} rm -rf .edgelab/store",
                         [edgelab, "push", name, "-d", "orin-agx"],
                     ),
@@ -140,6 +151,10 @@ def main() -> int:
                         f"scp -F {q(str(cfg))} {q(str(blob))} orin-agx:{q(rem_ssh)} && {ssh_s} sha256sum {q(rem_ssh)}",
                     ),
                     "adb edgelab push": (
+                        f"{el} store rm s25 {q(name)}",
+                        [edgelab, "push", name, "-d", "s25"],
+                    ),
+                    "adb edgelab push, stale record": (
                         f"{adb_s} shell rm -rf /data/local/tmp/edgelab/store",
                         [edgelab, "push", name, "-d", "s25"],
                     ),

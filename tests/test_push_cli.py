@@ -7,6 +7,7 @@ import os
 
 import pytest
 from fixtures.adb_lab import adb_endpoint
+from sqlmodel import select
 from typer.testing import CliRunner
 
 from edgelab.artifacts.devstore import ANDROID_ROOT
@@ -95,6 +96,36 @@ def test_push_skip_store_ls_and_gc(db, tmp_path):
     assert [e["name"] for e in json.loads(res.stdout)] == [sha256_path(b)]
     res = cli(db, "store", "ls", "phone", "--json")
     assert [e["name"] for e in json.loads(res.stdout)["entries"]] == [sha256_path(a)]
+
+
+def test_store_rm_removes_the_device_copy_and_its_record_so_the_next_push_sends_it(db, tmp_path):
+    a, b = tmp_path / "a.bin", tmp_path / "b.bin"
+    a.write_bytes(os.urandom(70_000))
+    b.write_bytes(os.urandom(900))
+    for f in (a, b):
+        assert cli(db, "artifact", "add", str(f), "--kind", "weights", "--target", "any").exit_code == 0
+    assert cli(db, "push", "a.bin", "b.bin", "--device", "phone").exit_code == 0
+    res = cli(db, "store", "rm", "phone", "a.bin", "--dry-run", "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout) == [{"name": sha256_path(a), "size": 70_000, "artifacts": ["a.bin"]}]
+    res = cli(db, "push", "a.bin", "--device", "phone", "--json")
+    assert json.loads(res.stdout)[0]["blobs"][0]["status"] == "present"  # a dry run removed nothing
+    res = cli(db, "store", "rm", "phone", "a.bin")
+    assert res.exit_code == 0, res.output
+    assert f"removed {sha256_path(a)} (70000 B; a.bin)" in res.stdout
+    listing = json.loads(cli(db, "store", "ls", "phone", "--json").stdout)
+    assert [e["name"] for e in listing["entries"]] == [sha256_path(b)]  # the other blob stays
+    with session_scope(get_engine(db), write=False) as s:
+        from edgelab.artifacts.stamps import DbStamps
+
+        dev = s.exec(select(Device).where(Device.name == "phone")).one()
+        recorded = set(DbStamps(get_engine(db), dev.id).all())
+    assert sha256_path(a) not in recorded and sha256_path(b) in recorded
+    res = cli(db, "push", "a.bin", "--device", "phone", "--json")
+    assert json.loads(res.stdout)[0]["blobs"][0]["status"] == "uploaded"  # sent again, verified again
+    assert "a.bin" in [x["name"] for x in json.loads(cli(db, "artifact", "ls", "--json").stdout)]
+    res = cli(db, "store", "rm", "phone", "nope")
+    assert res.exit_code == 1 and "nope" in res.output
 
 
 def test_push_errors(db, tmp_path):

@@ -149,3 +149,45 @@ def gc_device(engine: Engine, device_name: str, *, dry_run: bool = False) -> lis
             if e.sha256:
                 stamps.drop(e.sha256)
     return [StoreRow(e.name, e.size, [], None) for e in doomed]
+
+
+def store_rm(
+    engine: Engine,
+    device_name: str,
+    refs: Sequence[str],
+    *,
+    dry_run: bool = False,
+    lease_id: str | None = None,
+) -> list[StoreRow]:
+    """Remove the named artifacts' blobs (and their partial uploads) from a device's store, and the
+    records that said they were verified there: to free space, or so the next push sends them again.
+
+    The artifacts stay registered here; only the device's copies go. Runs under a lease on the
+    device (the caller's, or one of its own), as a push does.
+    """
+    from edgelab.lease import held
+
+    with session_scope(engine, write=False) as s:
+        dev = get_device(s, device_name)
+        names: dict[str, list[str]] = {}
+        for ref in refs:
+            art = get_artifact(s, ref)
+            for f in artifact_files(s, art):
+                names.setdefault(f.sha256, []).append(art.name)
+    with held(engine, [dev.name], f"store rm {', '.join(refs)}"[:200], lease_id=lease_id):
+        t = open_transport(dev.endpoint())
+        try:
+            store = open_store(t)
+            doomed = [e for e in store.list() if (e.sha256 or e.name.split(".", 1)[0]) in names]
+            if not dry_run and doomed:
+                store.remove([store.blob(e.name) for e in doomed])
+        finally:
+            t.close()
+        if not dry_run:
+            stamps = DbStamps(engine, dev.id)
+            for sha in names:
+                stamps.drop(sha)
+    return [
+        StoreRow(e.name, e.size, sorted(names.get(e.sha256 or e.name.split(".", 1)[0], [])), None)
+        for e in doomed
+    ]

@@ -184,6 +184,33 @@ def store_ls(device: Annotated[str, typer.Argument()], as_json: JsonOpt = False)
     console.print(table if rows else "  (empty)")
 
 
+@store_app.command("rm")
+def store_rm(
+    device: Annotated[str, typer.Argument(help="The device whose store to clean.")],
+    artifacts: Annotated[list[str], typer.Argument(help="Artifacts (name or id) whose blobs go.")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only list what would be removed.")] = False,
+    lease: LeaseOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Remove artifacts' blobs from a device's store, and the records that they were verified there.
+
+    The artifacts stay registered; the next `edgelab push` sends them again. Use it to free space
+    on a device, or to time a fresh push:
+
+        edgelab store rm s25 qwen3-tts-talker-q4 && edgelab push qwen3-tts-talker-q4 -d s25
+    """
+    from edgelab.artifacts.service import store_rm as do_rm
+
+    gone = do_rm(open_engine(), device, artifacts, dry_run=dry_run, lease_id=lease)
+    if as_json:
+        print_json([{"name": r.name, "size": r.size, "artifacts": r.artifacts} for r in gone])
+        return
+    verb = "would remove" if dry_run else "removed"
+    for r in gone:
+        print(f"{verb} {r.name} ({r.size} B; {', '.join(r.artifacts)})")
+    print(f"{verb} {len(gone)} file(s), {sum(r.size for r in gone)} B from {device}")
+
+
 def gc(
     device: Annotated[str, typer.Argument()],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only list what would be removed.")] = False,
