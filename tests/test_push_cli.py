@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from edgelab.artifacts.devstore import ANDROID_ROOT
 from edgelab.artifacts.hashing import sha256_path
 from edgelab.cli import app
+from edgelab.lease import Holder, acquire
 from edgelab.store import db as dbmod
 from edgelab.store.db import get_engine, session_scope
 from edgelab.store.devices import add_device
@@ -126,6 +127,13 @@ def test_store_rm_removes_the_device_copy_and_its_record_so_the_next_push_sends_
     assert "a.bin" in [x["name"] for x in json.loads(cli(db, "artifact", "ls", "--json").stdout)]
     res = cli(db, "store", "rm", "phone", "nope")
     assert res.exit_code == 1 and "nope" in res.output
+    # someone else's lease: neither store rm nor gc touches the device
+    acquire(get_engine(db), names=["phone"], holder=Holder("bob@lab2"), ttl_s=600, purpose="bench")
+    for args in (("store", "rm", "phone", "a.bin"), ("gc", "phone")):
+        res = cli(db, *args)
+        assert res.exit_code == 1 and "leased to bob@lab2" in " ".join(res.output.split()), res.output
+    listing = json.loads(cli(db, "store", "ls", "phone", "--json").stdout)
+    assert sorted(e["name"] for e in listing["entries"]) == sorted([sha256_path(a), sha256_path(b)])
 
 
 def test_push_errors(db, tmp_path):

@@ -125,29 +125,35 @@ def store_ls(engine: Engine, device_name: str) -> tuple[str, list[StoreRow]]:
 STALE_PART_S = 15 * 60  # a partial upload untouched this long is abandoned (a resume would have written it)
 
 
-def gc_device(engine: Engine, device_name: str, *, dry_run: bool = False) -> list[StoreRow]:
-    """Remove blobs no registered artifact names, and leftover partial uploads."""
+def gc_device(
+    engine: Engine, device_name: str, *, dry_run: bool = False, lease_id: str | None = None
+) -> list[StoreRow]:
+    """Remove blobs no registered artifact names, and leftover partial uploads (under a lease on the
+    device, as a push: never while someone else holds it)."""
+    from edgelab.lease import held
+
     with session_scope(engine, write=False) as s:
         dev = get_device(s, device_name)
         keep = referenced_hashes(s)
-    t = open_transport(dev.endpoint())
-    try:
-        store = open_store(t)
-        # a partial still being written (an upload in flight, resumable) stays; a stale one goes
-        doomed = [
-            e
-            for e in store.list()
-            if e.sha256 not in keep and not (e.partial and e.age_s is not None and e.age_s < STALE_PART_S)
-        ]
-        if not dry_run and doomed:
-            store.remove([store.blob(e.name) for e in doomed])
-    finally:
-        t.close()
-    if not dry_run:
-        stamps = DbStamps(engine, dev.id)
-        for e in doomed:
-            if e.sha256:
-                stamps.drop(e.sha256)
+    with held(engine, [dev.name], "gc", lease_id=lease_id):
+        t = open_transport(dev.endpoint())
+        try:
+            store = open_store(t)
+            # a partial still being written (an upload in flight, resumable) stays; a stale one goes
+            doomed = [
+                e
+                for e in store.list()
+                if e.sha256 not in keep and not (e.partial and e.age_s is not None and e.age_s < STALE_PART_S)
+            ]
+            if not dry_run and doomed:
+                store.remove([store.blob(e.name) for e in doomed])
+        finally:
+            t.close()
+        if not dry_run:
+            stamps = DbStamps(engine, dev.id)
+            for e in doomed:
+                if e.sha256:
+                    stamps.drop(e.sha256)
     return [StoreRow(e.name, e.size, [], None) for e in doomed]
 
 

@@ -214,12 +214,13 @@ def store_rm(
 def gc(
     device: Annotated[str, typer.Argument()],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only list what would be removed.")] = False,
+    lease: LeaseOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Remove blobs in a device's store that no registered artifact references (and stale partials)."""
     from edgelab.artifacts.service import gc_device
 
-    gone = gc_device(open_engine(), device, dry_run=dry_run)
+    gone = gc_device(open_engine(), device, dry_run=dry_run, lease_id=lease)
     if as_json:
         print_json([{"name": r.name, "size": r.size} for r in gone])
         return
