@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from edgelab.artifacts.devstore import open_store
+from edgelab.errors import ConfigError
 from edgelab.transport import hashers
 from edgelab.transport.local import LocalTransport
 
@@ -74,6 +75,22 @@ def test_probe_picks_the_fastest_working_tool(tmp_path, tools, scripts, expected
     assert res.returncode == 0 and len(res.stdout.splitlines()) == 1
     got = hashers.parse_probe(res.stdout)
     assert (got.name if got else None) == expected
+
+
+def test_an_operator_pin_is_the_only_tool_asked_for(tmp_path, monkeypatch):
+    path = _bin(tmp_path, ["openssl", "sha256sum"], {})
+    monkeypatch.setenv(hashers.ENV, "sha256sum")
+    assert hashers.parse_probe(_sh(hashers.probe(), path).stdout) == hashers.SHA256SUM  # openssl is there
+    assert hashers.fallback_fn() == hashers.fallback_fn(toybox=True) == hashers.SHA256SUM.fn
+    monkeypatch.setenv(hashers.ENV, "busybox sha256sum, shasum")
+    assert [h.name for h in hashers.candidates()] == ["busybox sha256sum", "shasum"]
+    assert hashers.parse_probe(_sh(hashers.probe(), path).stdout) is None  # neither is there: none
+    monkeypatch.setenv(hashers.ENV, "md5sum")
+    with pytest.raises(ConfigError, match="'md5sum' is not a hasher") as err:
+        hashers.candidates()
+    assert "openssl" in err.value.remedy
+    monkeypatch.delenv(hashers.ENV)
+    assert hashers.probe() == hashers.PROBE and hashers.candidates() == hashers.CANDIDATES
 
 
 def test_probe_rides_with_other_output():

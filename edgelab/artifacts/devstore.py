@@ -8,6 +8,7 @@ arguments go through ``quote_powershell`` (Windows).
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 from dataclasses import dataclass
@@ -33,8 +34,6 @@ def hash_timeout(size: int) -> float:
 # `h FILE...` prints "<sha256> ..." per file: the device's fastest SHA-256 tool
 # (``transport.hashers``), probed in ``open_store``'s round trip; before a probe, openssl when
 # present, else sha256sum (Android's toybox: sha256sum, built on the platform's libcrypto).
-_HASH_FN_POSIX = hashers.fallback_fn()
-_HASH_FN_TOYBOX = hashers.fallback_fn(toybox=True)
 
 
 FOLLOW_STEP = 16 << 20  # the follower hashes .part in steps of this many bytes (whole MiB)
@@ -225,19 +224,21 @@ class DeviceStore:
     def _hash_fn(self) -> str:
         if self.hasher is not None:
             return self.hasher.fn
-        return _HASH_FN_TOYBOX if self.t.shell is Shell.TOYBOX else _HASH_FN_POSIX
+        return hashers.fallback_fn(toybox=self.t.shell is Shell.TOYBOX)
 
     @property
     def hasher_name(self) -> str:
         """What hashes on the device, for reports: the probed tool, else what ``_hash_fn`` tries."""
         if self.hasher is not None:
             return self.hasher.name
+        if os.environ.get(hashers.ENV, "").strip():
+            return f"{hashers.candidates()[0].name} (not probed)"
         return "sha256sum" if self.t.shell is Shell.TOYBOX else "openssl or sha256sum (not probed)"
 
     def probe_hasher(self) -> hashers.Hasher | None:
         """Ask the device for its fastest working SHA-256 tool (one round trip; ``open_store``
         folds it into its own). Keeps the fallback when none answers right."""
-        res = self._run(["sh", "-c", hashers.PROBE])
+        res = self._run(["sh", "-c", hashers.probe()])
         self.hasher = hashers.parse_probe(res.stdout) if res.ok else None
         self._probed = True
         return self.hasher
@@ -292,14 +293,14 @@ class DeviceStore:
 
         ``probe``: a push is about to hash; a store whose device hasher was not probed yet
         (Android's: ``open_store`` makes no round trip there) probes it in this same command
-        (``hashers.PROBE``: its one line comes first)."""
+        (``hashers.probe()``: its one line comes first)."""
         probe = probe and self.hasher is None and not self._probed
         script = (
             'mkdir -p "$1" || exit 1; shift; for f in "$@"; do '
             'if [ -f "$f" ]; then stat -c "%s|%z|%i" "$f" || exit 1; else echo -; fi; done'
         )
         if probe:
-            script = hashers.PROBE + "; " + script
+            script = hashers.probe() + "; " + script
         res = self._must(
             ["sh", "-c", script, "edgelab-inspect", self.root, self.blob(sha), self.part(sha)],
             "inspect the store",
@@ -539,7 +540,7 @@ def stat_blobs(
         res = transport.run(["sh", "-c", script, "edgelab-stat", store.root, *shas], timeout=30)
         lines = res.stdout.splitlines()
     else:  # open_store's question ($HOME, then the hasher's one line) and the stats, in one command
-        script = f'case "$HOME" in /*) ;; *) exit 2 ;; esac; printf "%s\\n" "$HOME"; {hashers.PROBE}; '
+        script = f'case "$HOME" in /*) ;; *) exit 2 ;; esac; printf "%s\\n" "$HOME"; {hashers.probe()}; '
         script += "r=$HOME/$1; shift; " + _STAT_LOOP
         res = transport.run(["sh", "-c", script, "edgelab-stat", POSIX_ROOT[2:], *shas], timeout=30)
         lines = res.stdout.splitlines()
@@ -570,7 +571,7 @@ def open_store(transport: Transport, root: str | None = None) -> DeviceStore:
     known = transport.memo.get(_MEMO_KEY)  # asked once per connection
     if known is None:
         # $HOME and the device's SHA-256 tool in one round trip
-        res = transport.run(["sh", "-c", 'printf "%s\\n" "$HOME"; ' + hashers.PROBE], timeout=30)
+        res = transport.run(["sh", "-c", 'printf "%s\\n" "$HOME"; ' + hashers.probe()], timeout=30)
         home = res.stdout.splitlines()[0].strip() if res.stdout else ""
         if not res.ok or not home.startswith("/"):
             raise TransportError(

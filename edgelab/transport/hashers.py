@@ -16,8 +16,11 @@ with PowerShell's Get-FileHash (``winscripts``) instead.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
+
+from edgelab.errors import ConfigError
 
 EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
@@ -48,9 +51,29 @@ BY_NAME = {h.name: h for h in CANDIDATES}
 _PROBE_MARK = "edgelab-hasher="
 
 
-def _probe() -> str:
+ENV = "EDGELAB_HASHERS"
+
+
+def candidates() -> tuple[Hasher, ...]:
+    """The tools a device is asked for, fastest first; ``EDGELAB_HASHERS`` (names, comma-separated,
+    in the order to try) pins them: to hash with the same tool as a hand-verified peer, or to keep
+    clear of a device's broken one."""
+    raw = os.environ.get(ENV, "").strip()
+    if not raw:
+        return CANDIDATES
+    names = [n.strip() for n in raw.split(",") if n.strip()]
+    for n in names:
+        if n not in BY_NAME:
+            raise ConfigError(
+                f"{ENV}={raw}: {n!r} is not a hasher edgelab knows",
+                remedy=f"name some of: {', '.join(BY_NAME)}",
+            )
+    return tuple(BY_NAME[n] for n in names)
+
+
+def _probe(order: tuple[Hasher, ...]) -> str:
     tries = []
-    for h in CANDIDATES:
+    for h in order:
         tool = h.command.split()[0]
         tries.append(
             f"if command -v {tool} >/dev/null 2>&1; then "
@@ -61,9 +84,15 @@ def _probe() -> str:
     return "edgelab_hasher() { " + "; ".join(tries) + f"; echo {_PROBE_MARK}none; }}; edgelab_hasher"
 
 
-PROBE = _probe()
+PROBE = _probe(CANDIDATES)
 """A shell snippet printing one ``edgelab-hasher=NAME`` line (``none`` when no tool works); it
 exits 0 whatever it finds, so it can follow or precede other commands in one ``sh -c``."""
+
+
+def probe() -> str:
+    """``PROBE`` over ``candidates()``: what a store asks its device (``EDGELAB_HASHERS`` respected)."""
+    order = candidates()
+    return PROBE if order == CANDIDATES else _probe(order)
 
 
 def parse_probe(text: str) -> Hasher | None:
@@ -93,6 +122,8 @@ def parse_digest(text: str) -> str | None:
 def fallback_fn(toybox: bool = False) -> str:
     """The shell function ``h`` for a device not probed yet: openssl when present, else sha256sum
     (Android's toybox has no openssl binary; its sha256sum uses the platform's libcrypto)."""
+    if os.environ.get(ENV, "").strip():
+        return candidates()[0].fn  # pinned: never another tool than the operator named
     if toybox:
         return SHA256SUM.fn
     return (
