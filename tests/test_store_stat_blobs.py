@@ -69,3 +69,26 @@ def test_adb_store_root_and_stamps_in_one_command(adb_lab, persona) -> None:
         _check(t)
     finally:
         t.close()
+
+
+def test_a_push_learns_the_store_and_its_first_blob_in_one_command(ssh_transport) -> None:
+    """``open_store(inspect=sha)`` on a connection that knows nothing yet: $HOME, the hasher and the
+    blob's and its ``.part``'s stats in the one command resolving the store costs anyway; the first
+    ``inspect`` is answered from it, the next one asks again (a retry sees the device as it is)."""
+    t = ssh_transport
+    plain = open_store(t)
+    data = os.urandom(2048)
+    sha = hashlib.sha256(data).hexdigest()
+    assert t.run(["mkdir", "-p", plain.root]).ok
+    assert t.run(["sh", "-c", 'printf abc > "$1"', "put", plain.part(sha)]).ok
+    try:
+        t.memo.pop(_MEMO_KEY, None)
+        counted = _Counting(t)
+        store = open_store(counted, inspect=sha)
+        assert len(counted.commands) == 1 and (store.root, store.hasher) == (plain.root, plain.hasher)
+        first = store.inspect(sha, probe=True)
+        assert len(counted.commands) == 1  # answered from the store's own command
+        assert first == plain.inspect(sha) and first[0] is None and first[1] is not None and first[1][0] == 3
+        assert store.inspect(sha) == first and len(counted.commands) == 2  # asked again
+    finally:
+        t.run(["rm", "-f", plain.part(sha)])

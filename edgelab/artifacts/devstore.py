@@ -195,6 +195,8 @@ class DeviceStore:
         self.root = root
         self.hasher = hasher  # the probed SHA-256 tool (None: not probed, see _hash_fn)
         self._probed = hasher is not None
+        # what open_store(inspect=sha) learnt in its own command: the first inspect(sha) is answered
+        self._inspected: dict[str, tuple[tuple[int, str] | None, tuple[int, str] | None]] = {}
 
     # -- naming ---------------------------------------------------------------------------------
     def blob(self, sha: str) -> str:
@@ -294,11 +296,10 @@ class DeviceStore:
         ``probe``: a push is about to hash; a store whose device hasher was not probed yet
         (Android's: ``open_store`` makes no round trip there) probes it in this same command
         (``hashers.probe()``: its one line comes first)."""
+        if (known := self._inspected.pop(sha, None)) is not None:
+            return known
         probe = probe and self.hasher is None and not self._probed
-        script = (
-            'mkdir -p "$1" || exit 1; shift; for f in "$@"; do '
-            'if [ -f "$f" ]; then stat -c "%s|%z|%i" "$f" || exit 1; else echo -; fi; done'
-        )
+        script = 'mkdir -p "$1" || exit 1; shift; ' + _INSPECT_LOOP
         if probe:
             script = hashers.probe() + "; " + script
         res = self._must(
@@ -556,10 +557,17 @@ def stat_blobs(
     return store, [_parse_stat(ln.strip()) for ln in lines]
 
 
-def open_store(transport: Transport, root: str | None = None) -> DeviceStore:
+_INSPECT_LOOP = (
+    'for f in "$@"; do if [ -f "$f" ]; then stat -c "%s|%z|%i" "$f" || exit 1; else echo -; fi; done'
+)
+
+
+def open_store(transport: Transport, root: str | None = None, *, inspect: str | None = None) -> DeviceStore:
     """The store of the device behind ``transport``, its root resolved to an absolute path.
 
     ``root`` overrides the per-OS default (tests and benches keep their blobs in a scratch dir).
+    ``inspect``: a blob the caller will ``inspect`` first (a push); where resolving the store costs a
+    command of its own, that command answers it too (one round trip less before the bytes go).
     """
     if root is not None:
         cls = WindowsStore if transport.shell is Shell.POWERSHELL else DeviceStore
@@ -569,17 +577,27 @@ def open_store(transport: Transport, root: str | None = None) -> DeviceStore:
     if transport.shell is Shell.POWERSHELL:
         return WindowsStore(transport, windows_store_root(transport)[0])
     known = transport.memo.get(_MEMO_KEY)  # asked once per connection
-    if known is None:
-        # $HOME and the device's SHA-256 tool in one round trip
-        res = transport.run(["sh", "-c", 'printf "%s\\n" "$HOME"; ' + hashers.probe()], timeout=30)
-        home = res.stdout.splitlines()[0].strip() if res.stdout else ""
-        if not res.ok or not home.startswith("/"):
-            raise TransportError(
-                f"{getattr(transport, 'name', 'device')}: cannot resolve $HOME",
-                remedy="check the login shell",
-            )
-        known = transport.memo[_MEMO_KEY] = (
-            posixpath.join(home, POSIX_ROOT[2:]),
-            hashers.parse_probe(res.stdout),
+    if known is not None:
+        return DeviceStore(transport, *known)
+    # $HOME and the device's SHA-256 tool in one round trip (and the first blob's stats)
+    script = 'printf "%s\\n" "$HOME"; ' + hashers.probe()
+    argv = ["sh", "-c", script]
+    if inspect is not None:  # then the blob's and its .part's stats, one line each (as inspect)
+        script += '; r=$HOME/$1; mkdir -p "$r" || exit 1; set -- "$r/$2" "$r/$2.part"; '
+        argv = ["sh", "-c", script + _INSPECT_LOOP, "edgelab-open", POSIX_ROOT[2:], inspect]
+    res = transport.run(argv, timeout=30)
+    lines = res.stdout.splitlines()
+    home = lines[0].strip() if lines else ""
+    if not res.ok or not home.startswith("/"):
+        raise TransportError(
+            f"{getattr(transport, 'name', 'device')}: cannot resolve $HOME",
+            remedy="check the login shell",
         )
-    return DeviceStore(transport, *known)
+    known = transport.memo[_MEMO_KEY] = (
+        posixpath.join(home, POSIX_ROOT[2:]),
+        hashers.parse_probe(res.stdout),
+    )
+    store = DeviceStore(transport, *known)
+    if inspect is not None and len(lines) == 4:  # $HOME, the hasher, the two stats; else: asked again
+        store._inspected[inspect] = (_parse_stat(lines[2].strip()), _parse_stat(lines[3].strip()))
+    return store

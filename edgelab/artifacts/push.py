@@ -282,7 +282,8 @@ def push_to_device(
             # a blob with no verification on record is likely sent: the upload's set-up (SSH: the
             # OpenSSH client's connection) overlaps the store's round trips
             transport.prepare_put()  # type: ignore[attr-defined]
-        store = open_store(transport)  # type: ignore[arg-type]
+        # the store and the first blob's stats in one round trip where resolving the store costs one
+        store = open_store(transport, inspect=blobs[0].sha256 if blobs else None)  # type: ignore[arg-type]
         for blob in blobs:
             cb = (lambda sha, d, t: progress(device, sha, d, t)) if progress else None
             out.blobs.append(push_blob(store, blob, stamps=stamps, verify=verify, progress=cb, cancel=cancel))
