@@ -9,7 +9,7 @@ from pathlib import Path
 from sqlalchemy import Engine
 from sqlmodel import select
 
-from edgelab.artifacts.devstore import open_store
+from edgelab.artifacts.devstore import StoreEntry, open_store
 from edgelab.artifacts.hashing import cached_sha256
 from edgelab.artifacts.push import BlobSpec, DeviceResult, push_parallel
 from edgelab.artifacts.registry import artifact_files, get_artifact, referenced_hashes
@@ -125,35 +125,56 @@ def store_ls(engine: Engine, device_name: str) -> tuple[str, list[StoreRow]]:
 STALE_PART_S = 15 * 60  # a partial upload untouched this long is abandoned (a resume would have written it)
 
 
-def gc_device(
-    engine: Engine, device_name: str, *, dry_run: bool = False, lease_id: str | None = None
-) -> list[StoreRow]:
-    """Remove blobs no registered artifact names, and leftover partial uploads (under a lease on the
-    device, as a push: never while someone else holds it)."""
+def _remove_from_store(
+    engine: Engine,
+    dev: Device,
+    purpose: str,
+    pick: Callable[[StoreEntry], bool],
+    *,
+    dry_run: bool,
+    lease_id: str | None,
+    forget: Sequence[str] = (),
+) -> list[StoreEntry]:
+    """Remove the entries ``pick`` chooses from a device's store, and the records that said their
+    blobs (and ``forget``'s) were verified there; under a lease on the device, as a push."""
     from edgelab.lease import held
 
-    with session_scope(engine, write=False) as s:
-        dev = get_device(s, device_name)
-        keep = referenced_hashes(s)
-    with held(engine, [dev.name], "gc", lease_id=lease_id):
+    with held(engine, [dev.name], purpose[:200], lease_id=lease_id):
         t = open_transport(dev.endpoint())
         try:
             store = open_store(t)
-            # a partial still being written (an upload in flight, resumable) stays; a stale one goes
-            doomed = [
-                e
-                for e in store.list()
-                if e.sha256 not in keep and not (e.partial and e.age_s is not None and e.age_s < STALE_PART_S)
-            ]
+            doomed = [e for e in store.list() if pick(e)]
             if not dry_run and doomed:
                 store.remove([store.blob(e.name) for e in doomed])
         finally:
             t.close()
         if not dry_run:
             stamps = DbStamps(engine, dev.id)
-            for e in doomed:
-                if e.sha256:
-                    stamps.drop(e.sha256)
+            for sha in dict.fromkeys([*(e.sha256 for e in doomed if e.sha256), *forget]):
+                stamps.drop(sha)
+    return doomed
+
+
+def _blob_of(e: StoreEntry) -> str:
+    """The blob an entry holds or is on its way to (``<sha>.part``)."""
+    return e.sha256 or e.name.split(".", 1)[0]
+
+
+def gc_device(
+    engine: Engine, device_name: str, *, dry_run: bool = False, lease_id: str | None = None
+) -> list[StoreRow]:
+    """Remove blobs no registered artifact names, and leftover partial uploads (under a lease on the
+    device, as a push: never while someone else holds it)."""
+    with session_scope(engine, write=False) as s:
+        dev = get_device(s, device_name)
+        keep = referenced_hashes(s)
+
+    def pick(e: StoreEntry) -> bool:
+        # a partial still being written (an upload in flight, resumable) stays; a stale one goes
+        fresh_part = e.partial and e.age_s is not None and e.age_s < STALE_PART_S
+        return e.sha256 not in keep and not fresh_part
+
+    doomed = _remove_from_store(engine, dev, "gc", pick, dry_run=dry_run, lease_id=lease_id)
     return [StoreRow(e.name, e.size, [], None) for e in doomed]
 
 
@@ -171,8 +192,6 @@ def store_rm(
     The artifacts stay registered here; only the device's copies go. Runs under a lease on the
     device (the caller's, or one of its own), as a push does.
     """
-    from edgelab.lease import held
-
     with session_scope(engine, write=False) as s:
         dev = get_device(s, device_name)
         names: dict[str, list[str]] = {}
@@ -180,20 +199,13 @@ def store_rm(
             art = get_artifact(s, ref)
             for f in artifact_files(s, art):
                 names.setdefault(f.sha256, []).append(art.name)
-    with held(engine, [dev.name], f"store rm {', '.join(refs)}"[:200], lease_id=lease_id):
-        t = open_transport(dev.endpoint())
-        try:
-            store = open_store(t)
-            doomed = [e for e in store.list() if (e.sha256 or e.name.split(".", 1)[0]) in names]
-            if not dry_run and doomed:
-                store.remove([store.blob(e.name) for e in doomed])
-        finally:
-            t.close()
-        if not dry_run:
-            stamps = DbStamps(engine, dev.id)
-            for sha in names:
-                stamps.drop(sha)
-    return [
-        StoreRow(e.name, e.size, sorted(names.get(e.sha256 or e.name.split(".", 1)[0], [])), None)
-        for e in doomed
-    ]
+    doomed = _remove_from_store(
+        engine,
+        dev,
+        f"store rm {', '.join(refs)}",
+        lambda e: _blob_of(e) in names,
+        dry_run=dry_run,
+        lease_id=lease_id,
+        forget=list(names),
+    )
+    return [StoreRow(e.name, e.size, sorted(names[_blob_of(e)]), None) for e in doomed]
