@@ -37,13 +37,9 @@ def test_import_cli_loads_no_heavy_library() -> None:
     assert _loaded("import edgelab.cli") == []
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [["--help"], ["device", "--help"], ["deploy", "--help"], ["sim", "up", "--help"], ["--version"]],
-    ids=" ".join,
-)
-def test_help_loads_no_heavy_library(argv) -> None:
-    body = (
+def _main_body(argv: list[str]) -> str:
+    """Code that runs ``edgelab ARGV`` in the probe's interpreter, its stdout kept in ``buf``."""
+    return (
         "import contextlib, io\n"
         "from edgelab.cli import main\n"
         f"sys.argv = ['edgelab', *{argv!r}]\n"
@@ -53,8 +49,16 @@ def test_help_loads_no_heavy_library(argv) -> None:
         "        main()\n"
         "    except SystemExit as e:\n"
         "        assert e.code in (0, None), e.code\n"
-        "assert buf.getvalue().strip(), 'no help printed'\n"
     )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--help"], ["device", "--help"], ["deploy", "--help"], ["sim", "up", "--help"], ["--version"]],
+    ids=" ".join,
+)
+def test_help_loads_no_heavy_library(argv) -> None:
+    body = _main_body(argv) + "assert buf.getvalue().strip(), 'no help printed'\n"
     allowed = set() if argv in (["--help"], ["--version"]) else TYPER_OWN
     assert set(_loaded(body)) <= allowed
 
@@ -107,16 +111,7 @@ def test_device_ls_json_on_sqlite_loads_no_orm_no_rich_no_transport(dbpath) -> N
             env=env,
         )
         assert add.returncode == 0, add.stderr
-    body = (
-        "import contextlib, io\n"
-        "from edgelab.cli import main\n"
-        "sys.argv = ['edgelab', 'device', 'ls', '--json']\n"
-        "buf = io.StringIO()\n"
-        "with contextlib.redirect_stdout(buf):\n"
-        "    try:\n"
-        "        main()\n"
-        "    except SystemExit as e:\n"
-        "        assert e.code in (0, None), e.code\n"
+    body = _main_body(["device", "ls", "--json"]) + (
         "assert [d['name'] for d in json.loads(buf.getvalue())] == ['d0', 'd1', 'd2'], buf.getvalue()\n"
         "assert 'edgelab.transport.base' not in sys.modules\n"
     )
