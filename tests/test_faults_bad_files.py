@@ -245,18 +245,22 @@ def test_gc_removes_stale_partials_and_keeps_one_being_written(adb_lab, tmp_path
     try:
         store = open_store(t)
         old, fresh, hidden = "a" * 64 + ".part", "b" * 64 + ".part", ".c.adb-part"
+        digest, fresh_digest = f".{'d' * 64}.sha256", f".{'b' * 64}.sha256"  # a receive's, cut for good
         t.run(["mkdir", "-p", store.root])
-        for name in (old, fresh, hidden):
+        for name in (old, fresh, hidden, digest, fresh_digest):
             t.run(["sh", "-c", 'echo partial > "$1"', "x", f"{store.root}/{name}"])
         stamp = time.strftime("%Y%m%d%H%M", time.localtime(time.time() - STALE_PART_S - 600))
-        for name in (old, hidden):
+        for name in (old, hidden, digest):
             t.run(["touch", "-t", stamp, f"{store.root}/{name}"])
         names = {e.name: e for e in store.list()}
-        assert {old, fresh, hidden} <= set(names) and names[old].age_s > STALE_PART_S > names[fresh].age_s
+        assert {old, fresh, hidden, digest} <= set(names) and names[old].age_s > STALE_PART_S > names[
+            fresh
+        ].age_s
         gone = {r.name for r in gc_device(engine, "s25")}
-        assert old in gone and hidden in gone and fresh not in gone
-        assert {e.name for e in store.list()} & {old, fresh, hidden} == {fresh}
-        store.remove([f"{store.root}/{fresh}"])
+        assert {old, hidden, digest} <= gone and not {fresh, fresh_digest} & gone
+        left = {e.name for e in store.list()} & {old, fresh, hidden, digest, fresh_digest}
+        assert left == {fresh, fresh_digest}
+        store.remove([f"{store.root}/{fresh}", f"{store.root}/{fresh_digest}"])
     finally:
         t.close()
         dbmod.dispose_engines()

@@ -177,8 +177,11 @@ class StoreEntry:
 
     @property
     def partial(self) -> bool:
-        """An upload not finished: ours (``<sha>.part``) or one adbd left hidden (``.<name>.adb-part``)."""
-        return self.name.endswith((".part", ".adb-part"))
+        """An upload not finished: ours (``<sha>.part``, and the receive's hidden ``.<sha>.sha256``)
+        or one adbd left hidden (``.<name>.adb-part``)."""
+        return self.name.endswith((".part", ".adb-part")) or (
+            self.name.startswith(".") and self.name.endswith(".sha256")
+        )
 
     @property
     def sha256(self) -> str | None:
@@ -391,7 +394,7 @@ class DeviceStore:
     def list(self) -> list[StoreEntry]:
         # the device's clock first, then "size mtime name" per file (hidden adb leftovers included)
         script = (
-            'cd "$1" 2>/dev/null || exit 0; date +%s; for f in * .*.adb-part; do '
+            'cd "$1" 2>/dev/null || exit 0; date +%s; for f in * .*.adb-part .*.sha256; do '
             'if [ -f "$f" ]; then stat -c "%s %Y %n" "$f"; fi; done; true'
         )
         res = self._must(["sh", "-c", script, "edgelab-ls", self.root], "list the store")

@@ -156,8 +156,8 @@ def _remove_from_store(
 
 
 def _blob_of(e: StoreEntry) -> str:
-    """The blob an entry holds or is on its way to (``<sha>.part``)."""
-    return e.sha256 or e.name.split(".", 1)[0]
+    """The blob an entry holds or is on its way to (``<sha>.part``, ``.<sha>.sha256``, ``.<sha>.adb-part``)."""
+    return e.sha256 or e.name.lstrip(".").split(".", 1)[0]
 
 
 def gc_device(
