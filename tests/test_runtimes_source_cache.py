@@ -211,6 +211,19 @@ def test_a_patched_build_keys_and_records_its_patch_and_leaves_the_shared_source
     (rec,) = m["patches"]
     assert rec["file"] == "patches/quiet.patch" and len(rec["sha256"]) == 64
     assert read_manifest(plain.folder)["patches"] == []
+    (rt / "patches" / "twice.patch").write_text(
+        _QUIET_TO_PATCHED.replace('-puts("hello");', '-puts("patched");').replace(
+            '+puts("patched', '+puts("twice'
+        )
+    )
+    both = ensure_build(
+        _runtime_file(rt, patches="[patches/quiet.patch, patches/twice.patch]"),
+        "linux-x86_64",
+        source=sd,
+        root=tmp_path / "cache",
+    )
+    out = subprocess.run([str(both.products["hello"])], capture_output=True, text=True).stdout
+    assert out == "twice\n" and tree_sha256(tree) == before  # the second builds on the first
     (rt / "patches" / "quiet.patch").write_text(_QUIET_TO_PATCHED.replace("+puts", "+ puts"))
     again = ensure_build(
         _runtime_file(rt, patches="[patches/quiet.patch]"), "linux-x86_64", source=sd, root=tmp_path / "cache"

@@ -93,10 +93,12 @@ def patched_tree(src: Path, patches: list[Patch], dest: Path) -> Path:
         )
     for p in patches:
         for rel in p.touched():
-            f = dest / rel
-            if f.is_file():  # break the hard link: the shared source must not change
+            f, orig = dest / rel, src / rel
+            # break the hard link (the shared source must not change), once: a file an earlier
+            # patch already changed is a copy of its own
+            if f.is_file() and orig.is_file() and os.path.samefile(f, orig):
                 f.unlink()
-                shutil.copy2(src / rel, f)
+                shutil.copy2(orig, f)
         res = subprocess.run(
             [
                 exe,
