@@ -169,6 +169,10 @@ def _run_jobs(
                         if failed
                         else "skipped: the play was stopped",
                     )
+                    if not failed and not any(r.status == "interrupted" for r in job.steps):
+                        # the Ctrl-C came between two steps: the one it kept from running says so,
+                        # so the report (and its JUnit) always carries the interruption
+                        res.status, res.message = "interrupted", "interrupted (Ctrl-C) before it started"
                     job.steps.append(res)
                     report(job, res)
                     continue
