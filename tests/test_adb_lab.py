@@ -100,3 +100,25 @@ def test_shell_service_names() -> None:
     assert parse_shell_service("exec:cat /x") == ("exec", set(), "cat /x")
     assert parse_shell_service("sync:") is None
     assert exit_status(-15) == 143 and exit_status(3) == 3
+
+
+def test_a_command_gone_before_its_stdin_is_widened_still_gets_its_exit_status() -> None:
+    """The emulator widens a command's stdin pipe right after starting it. A command quick enough
+    to be reaped first has that pipe closed already; the widening raised ValueError there, the
+    service died without its exit packet, and ``device check --all`` saw "the shell ended without
+    an exit status" in about 1 run of 5 (emulator log: ``I/O operation on closed file``)."""
+    import asyncio
+
+    from edgelab.sim.adb_emulator.shell import _widen_stdin
+
+    async def scenario() -> int:
+        proc = await asyncio.create_subprocess_exec(
+            "true", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL
+        )
+        assert proc.stdin is not None
+        await proc.wait()
+        proc.stdin.get_extra_info("pipe").close()  # what the loop does once it reaped the child
+        _widen_stdin(proc)  # must not raise: the command's status still has to be sent
+        return proc.returncode
+
+    assert asyncio.run(scenario()) == 0

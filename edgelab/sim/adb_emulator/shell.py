@@ -97,8 +97,10 @@ def _widen_stdin(proc: asyncio.subprocess.Process) -> None:
         return
     try:
         fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, STDIN_PIPE_BYTES)
-    except OSError:
-        pass  # above /proc/sys/fs/pipe-max-size: the default pipe works, only slower
+    except (OSError, ValueError):
+        # above /proc/sys/fs/pipe-max-size, or a command so quick its pipe is already closed:
+        # the default pipe works, only slower; the command must still report its exit status
+        pass
 
 
 async def _start(spec: DeviceSpec, command: str, merge_stderr: bool) -> asyncio.subprocess.Process:
