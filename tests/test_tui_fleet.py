@@ -119,6 +119,33 @@ async def test_probe_check_and_open_a_real_device(engine) -> None:
         assert isinstance(app.screen, FleetScreen)
 
 
+async def test_a_read_that_began_earlier_never_puts_older_rows_back(engine) -> None:
+    """A fleet read begun before a probe was recorded can end after the read begun once it was (a
+    thread worker runs on when a newer one replaces it): the older rows must not come back."""
+    import dataclasses
+
+    from edgelab.tui.messages import FleetLoaded
+    from edgelab.views.fleet import load_fleet
+
+    with session_scope(engine) as s:
+        add_device(s, Device(name="lab-host", transport="local"))
+    app = EdgelabApp(engine, poll_s=60)  # no poll of its own during the test
+    async with app.run_test(size=SIZE) as pilot:
+        await fleet_ready(app, pilot)
+        fleet = app.screen
+        assert isinstance(fleet, FleetScreen)
+        (row,) = load_fleet(engine)
+        newer, older = dataclasses.replace(row, state="online"), dataclasses.replace(row, state="offline")
+        base = fleet._shown_seq
+        fleet.post_message(FleetLoaded([newer], base + 2))
+        fleet.post_message(FleetLoaded([older], base + 1))  # began first, ended last
+        await settle(app, pilot)
+        assert str(table(app).get_row("lab-host")[3]) == "online"
+        fleet.post_message(FleetLoaded([older], base + 3))  # a later read is shown, whatever it says
+        await settle(app, pilot)
+        assert str(table(app).get_row("lab-host")[3]) == "offline"
+
+
 async def test_deploy_dry_run_shows_strategies_and_plan(engine) -> None:
     from edgelab.tui.screens.deploy import DeployScreen
 

@@ -10,9 +10,10 @@ from textual.message import Message
 
 @dataclass
 class FleetLoaded(Message):
-    """A fresh read of the fleet (list of data.FleetRow)."""
+    """A fresh read of the fleet (list of data.FleetRow); ``seq`` orders reads begun earlier or later."""
 
     rows: list
+    seq: int = 0
 
 
 @dataclass

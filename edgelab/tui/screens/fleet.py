@@ -44,6 +44,10 @@ class FleetScreen(Screen):
         self.loaded = False
         self.busy: set[str] = set()  # devices with a probe/check in flight
         self.last_action: tuple[str, bool] | None = None
+        # reads are numbered as they begin: a read begun before a probe was recorded may end after
+        # the one begun once it was (a thread worker runs on when a newer one replaces it), and
+        # must not put the older rows back
+        self._load_seq = self._shown_seq = 0
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -60,13 +64,17 @@ class FleetScreen(Screen):
     # ------------------------------------------------------------ data
 
     def action_refresh(self) -> None:
-        self._load()
+        self._load_seq += 1
+        self._load(self._load_seq)
 
     @work(thread=True, exclusive=True, group="fleet-load")
-    def _load(self) -> None:
-        self.post_message(FleetLoaded(load_fleet(self.app.engine)))
+    def _load(self, seq: int) -> None:
+        self.post_message(FleetLoaded(load_fleet(self.app.engine), seq))
 
     def on_fleet_loaded(self, message: FleetLoaded) -> None:
+        if message.seq < self._shown_seq:
+            return  # older than what is shown
+        self._shown_seq = message.seq
         self.rows = message.rows
         self.loaded = True
         self._show()
