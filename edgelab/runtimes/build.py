@@ -20,6 +20,7 @@ from sqlmodel import Session
 
 from edgelab.artifacts.registry import add_artifact
 from edgelab.errors import BuildError, NotFound
+from edgelab.metrics.provenance import git_state
 from edgelab.runtimes.cache import (
     build_dir,
     build_key,
@@ -144,21 +145,11 @@ def _version(tool: str) -> str:
 
 
 def _git_state(path: Path) -> str | None:
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30
-        )
-        if head.returncode != 0:
-            return None
-        dirty = subprocess.run(
-            ["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-        return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.TimeoutExpired):
+    """``<commit>`` or ``<commit>-dirty`` of a git checkout (``provenance.git_state``), else None."""
+    state = git_state(path)
+    if state is None:
         return None
+    return state["commit"] + ("-dirty" if state["dirty"] else "")
 
 
 def _label(step: tuple[str, ...] | list[str]) -> str:
