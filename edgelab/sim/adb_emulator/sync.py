@@ -88,24 +88,27 @@ async def _do_stat_v1(stream: Stream, spec: DeviceSpec, remote: str) -> None:
     await stream.write(out)
 
 
+def _v2_fields(st: os.stat_result) -> tuple[int, ...]:
+    """What STA2/LST2 and DNT2 both carry after their error field, in the sync protocol's order."""
+    return (
+        st.st_dev,
+        st.st_ino,
+        st.st_mode,
+        st.st_nlink,
+        st.st_uid,
+        st.st_gid,
+        st.st_size,
+        int(st.st_atime),
+        int(st.st_mtime),
+        int(st.st_ctime),
+    )
+
+
 async def _do_stat_v2(stream: Stream, spec: DeviceSpec, remote: str, ident: bytes) -> None:
     try:
         path = read_path(spec, remote)
         st = os.stat(path) if ident == b"STA2" else os.lstat(path)
-        out = _STAT_V2.pack(
-            ident,
-            0,
-            st.st_dev,
-            st.st_ino,
-            st.st_mode,
-            st.st_nlink,
-            st.st_uid,
-            st.st_gid,
-            st.st_size,
-            int(st.st_atime),
-            int(st.st_mtime),
-            int(st.st_ctime),
-        )
+        out = _STAT_V2.pack(ident, 0, *_v2_fields(st))
     except OSError as e:
         out = _STAT_V2.pack(ident, e.errno or errno.EIO, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
     await stream.write(out)
@@ -124,21 +127,7 @@ async def _do_list(stream: Stream, spec: DeviceSpec, remote: str, v2: bool) -> N
             continue
         raw = name.encode("utf-8", "surrogateescape")
         if v2:
-            head = _DENT_V2.pack(
-                b"DNT2",
-                0,
-                st.st_dev,
-                st.st_ino,
-                st.st_mode,
-                st.st_nlink,
-                st.st_uid,
-                st.st_gid,
-                st.st_size,
-                int(st.st_atime),
-                int(st.st_mtime),
-                int(st.st_ctime),
-                len(raw),
-            )
+            head = _DENT_V2.pack(b"DNT2", 0, *_v2_fields(st), len(raw))
         else:
             head = _DENT_V1.pack(b"DENT", st.st_mode, st.st_size & 0xFFFFFFFF, int(st.st_mtime), len(raw))
         await stream.write(head + raw)
