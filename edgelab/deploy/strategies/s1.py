@@ -37,16 +37,7 @@ def build(ctx: PlanContext, reason: str) -> ExecutionPlan:
     fit = ctx.pipeline_profile.fit
     backend = "cpu" if runtime == REFERENCE else "cuda"
     if runtime == REFERENCE:
-        proc, needs = template_process(ctx, "server", runtime, "S1", backend, {"schedule": "server"})
-        plan = base_plan(
-            ctx,
-            "S1",
-            runtime,
-            reason,
-            stage_plans(ctx, runtime, backend, process="server"),
-            [proc],
-            needs=needs,
-        )
+        values: dict = {"schedule": "server"}
     else:
         b = fit.budget
         max_len = max(ctx.spec.min_context_tokens, (b.max_tokens_per_seq or 0) if b else 0)
@@ -57,16 +48,11 @@ def build(ctx: PlanContext, reason: str) -> ExecutionPlan:
             "dtype": "bfloat16" if ctx.profile.dtype == "bf16" else "float16",
             "gpu_mem_util": "0.90",
         }
-        proc, needs = template_process(ctx, "server", runtime, "S1", backend, values)
-        plan = base_plan(
-            ctx,
-            "S1",
-            runtime,
-            reason,
-            stage_plans(ctx, runtime, backend, process="server"),
-            [proc],
-            needs=needs,
-        )
+    proc, needs = template_process(ctx, "server", runtime, "S1", backend, values)
+    plan = base_plan(
+        ctx, "S1", runtime, reason, stage_plans(ctx, runtime, backend, process="server"), [proc], needs=needs
+    )
+    if runtime != REFERENCE:
         frac = gpu_fraction(ctx, plan)
         pool = ctx.profile.budget_pool
         if frac is not None and pool is not None and proc.unavailable is None:  # a fraction comes from a pool
