@@ -4,22 +4,23 @@ An unknown key is refused until the operator trusts it (``edgelab device trust``
 a key that differs from a recorded one is refused loudly, because that is what
 a man in the middle looks like. Only public keys and fingerprints live here; reaching a
 server to read its key is ``transport.ssh`` (``fetch_host_key``), which imports this module.
+Reading known_hosts lines is ``transport.known_hosts`` (standard library only, so a path that
+runs the system ssh can find the trusted keys without paramiko); ``lookup`` loads its keys.
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import paramiko
-from paramiko.hostkeys import HostKeyEntry, HostKeys
 
 from edgelab.config import known_hosts_path
 from edgelab.errors import HostKeyError
+from edgelab.transport import known_hosts
 
 # Host-key algorithm names a key of each type may be negotiated under.
 _ALGOS_FOR_TYPE = {"ssh-rsa": ("rsa-sha2-512", "rsa-sha2-256")}
@@ -47,8 +48,7 @@ class HostKey:
 
 def fingerprint(key: paramiko.PKey | bytes) -> str:
     """OpenSSH's SHA256 fingerprint: unpadded base64 of the SHA-256 of the key blob."""
-    blob = key if isinstance(key, bytes) else key.asbytes()
-    return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode("ascii").rstrip("=")
+    return known_hosts.fingerprint(key if isinstance(key, bytes) else key.asbytes())
 
 
 def normalize_fingerprint(fp: str) -> str:
@@ -59,9 +59,7 @@ def normalize_fingerprint(fp: str) -> str:
     return fp.rstrip("=")
 
 
-def known_host_name(host: str, port: int = 22) -> str:
-    """The name known_hosts uses: ``host`` on port 22, ``[host]:port`` otherwise."""
-    return host if port == 22 else f"[{host}]:{port}"
+known_host_name = known_hosts.host_name  # ``host`` on port 22, ``[host]:port`` otherwise
 
 
 def default_known_hosts_files() -> list[Path]:
@@ -73,15 +71,6 @@ def default_known_hosts_files() -> list[Path]:
     ]
 
 
-def _name_matches(pattern: str, name: str) -> bool:
-    if pattern.startswith("|1|"):
-        try:
-            return HostKeys.hash_host(name, pattern) == pattern
-        except Exception:  # a corrupt hashed entry matches nothing
-            return False
-    return pattern == name
-
-
 @dataclass(frozen=True)
 class KnownEntry:
     path: Path
@@ -91,32 +80,18 @@ class KnownEntry:
 
 
 def lookup(files: Iterable[os.PathLike | str], host: str, port: int = 22) -> list[KnownEntry]:
-    """Every known_hosts entry for ``host``/``port`` across ``files`` (hashed names included)."""
-    name = known_host_name(host, port)
+    """Every known_hosts entry for ``host``/``port`` across ``files`` (hashed names included).
+
+    The lines are read by ``known_hosts.lookup``; an entry whose key paramiko cannot load
+    (a type it does not know, or key material it refuses) is skipped, as a garbage line is.
+    """
     found: list[KnownEntry] = []
-    for f in dict.fromkeys(Path(p) for p in files):
+    for k in known_hosts.lookup(files, host, port):
         try:
-            text = f.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+            key = paramiko.PKey.from_type_string(k.key_type, k.blob)
+        except Exception:  # UnknownKeyType, or what bad key bytes raise (SSHException, ValueError, ...)
             continue
-        for lineno, raw in enumerate(text.splitlines(), 1):
-            line = raw.strip()
-            if not line or line.startswith("#"):
-                continue
-            revoked = False
-            if line.startswith("@"):
-                marker, _, line = line.partition(" ")
-                if marker != "@revoked":
-                    continue  # @cert-authority: certificates are not used here
-                revoked = True
-            try:
-                entry = HostKeyEntry.from_line(line.strip(), lineno)
-            except Exception:
-                continue
-            if entry is None or not entry.valid:
-                continue
-            if any(_name_matches(p, name) for p in entry.hostnames):
-                found.append(KnownEntry(f, lineno, entry.key, revoked))
+        found.append(KnownEntry(k.path, k.lineno, key, k.revoked))
     return found
 
 
