@@ -6,7 +6,8 @@ import alone is a noticeable part of a short command), so the one known_hosts pa
 names it matches, follow what edgelab accepted when paramiko parsed the files: fields split on one
 space or tab, comma-separated exact names (no wildcards; a negated ``!name`` equals no name),
 hashed ``|1|salt|hash`` names, ``@revoked`` kept, every other marker skipped. A key counts only
-when its base64 decodes strictly and the blob names the line's key type.
+when its base64 decodes strictly and the blob names the line's key type (then its fields, framed
+as SSH strings: the key material itself is not checked, no crypto library is loaded here).
 """
 
 from __future__ import annotations
@@ -79,17 +80,46 @@ def _name_matches(pattern: str, name: str) -> bool:
     return pattern == name
 
 
+# How many fields (SSH strings; an mpint is one) follow the type name in a public key blob of each
+# type OpenSSH knows (sshkey.c); a type not listed needs at least one.
+_FIELDS = {
+    "ssh-ed25519": 1,  # the 32-byte key
+    "ecdsa": 2,  # curve name, point
+    "ssh-rsa": 2,  # e, n
+    "ssh-dss": 4,  # p, q, g, y
+    "sk-ssh-ed25519@openssh.com": 2,  # key, application
+    "sk-ecdsa-sha2-nistp256@openssh.com": 3,  # curve name, point, application
+}
+
+
+def _ssh_strings(blob: bytes) -> list[bytes] | None:
+    """``blob`` split into SSH strings (4-byte big-endian length + bytes), or None unless it is
+    exactly a sequence of them."""
+    out, i = [], 0
+    while i < len(blob):
+        if i + 4 > len(blob):
+            return None
+        n = int.from_bytes(blob[i : i + 4], "big")
+        if i + 4 + n > len(blob):
+            return None
+        out.append(blob[i + 4 : i + 4 + n])
+        i += 4 + n
+    return out
+
+
 def _key_blob(key_type: str, b64: str) -> bytes | None:
-    """The blob of a key field, or None unless it decodes strictly and starts with ``key_type``."""
+    """The blob of a key field, or None unless it decodes strictly and is framed as a public key
+    of ``key_type``: that type's name, then its key fields, each an SSH string (an mpint is one)."""
     try:
         blob = binascii.a2b_base64(b64.encode("ascii"), strict_mode=True)
     except (binascii.Error, ValueError, UnicodeEncodeError):
         return None
-    want = key_type.encode("utf-8")
-    if len(blob) < 4 + len(want):
+    fields = _ssh_strings(blob)
+    if fields is None or len(fields) < 2 or fields[0] != key_type.encode("utf-8"):
         return None
-    if int.from_bytes(blob[:4], "big") != len(want) or blob[4 : 4 + len(want)] != want:
-        return None
+    want = _FIELDS.get("ecdsa" if key_type.startswith("ecdsa-sha2-") else key_type)
+    if want is not None and len(fields) - 1 != want:
+        return None  # cut, or data after the key: OpenSSH refuses both
     return blob
 
 
