@@ -12,16 +12,17 @@ import glob
 import io
 import os
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import paramiko
+from typing import TYPE_CHECKING, Any, Protocol
 
 from edgelab.config import state_dir
 from edgelab.errors import ConfigError
 from edgelab.transport.base import Endpoint
+
+if TYPE_CHECKING:
+    import paramiko
 
 DEFAULT_KEEPALIVE_S = 15.0
 
@@ -95,7 +96,16 @@ def _read_with_includes(path: Path, depth: int = 0) -> list[str]:
     return out
 
 
+class Lookup(Protocol):
+    """A resolved ssh config: the options for one alias, lower-case keys (paramiko's SSHConfig, or
+    ``ssh -G`` through ``edgelab.transport.openssh_config``); the rules of ``resolve`` sit on top."""
+
+    def lookup(self, alias: str, /) -> Mapping[str, Any]: ...
+
+
 def load_config(explicit: str | os.PathLike | None = None) -> paramiko.SSHConfig:
+    import paramiko  # here, not at the top: a resolve through ssh -G never pays its import
+
     cfg = paramiko.SSHConfig()
     for path in config_files(explicit):
         cfg.parse(io.StringIO("\n".join(_read_with_includes(path)) + "\n"))
@@ -141,7 +151,7 @@ def resolve(
     *,
     ssh_config: str | os.PathLike | None = None,
     known_hosts: str | os.PathLike | None = None,
-    cfg: paramiko.SSHConfig | None = None,
+    cfg: Lookup | None = None,
 ) -> Hop:
     """The hop chain for ``endpoint``: config values, overridden by endpoint fields."""
     cfg = cfg or load_config(ssh_config)
@@ -176,8 +186,43 @@ def resolve(
     )
 
 
+def resolve_openssh(
+    endpoint: Endpoint,
+    *,
+    binary: str,
+    ssh_config: str | os.PathLike | None = None,
+    known_hosts: str | os.PathLike | None = None,
+    timeout: float = 5.0,
+) -> Hop:
+    """``resolve`` with OpenSSH's own reading of the same config files (``binary -G``), no paramiko.
+
+    The same files in the same order (``config_files``), the same rules on top (endpoint fields
+    win, ``extra`` keys and trust files, a device stored by address finds the keys of its named
+    block, ProxyJump chains); each alias costs one ``ssh -G`` (ms, never a connection; a
+    ``Match exec`` command runs, as it does under paramiko). Raises ConfigError when ssh refuses
+    the config, times out or cannot run: the caller may fall back to ``resolve``.
+
+    Where OpenSSH reads a config differently from paramiko, this follows OpenSSH, as the ssh that
+    connects will: an unknown option, or a group/world-writable file is an error; ``Host`` and
+    ``Match host`` patterns match case-insensitively; ``Match canonical`` never matches without
+    CanonicalizeHostname (paramiko applies it); time units (``ServerAliveInterval 1m``) count;
+    ``~`` and ``%d`` in UserKnownHostsFile, and a relative ``Include`` name, are taken from the
+    passwd home, not $HOME; an IdentityFile's ``%p``/``%n``/``%k``/``%L``/``%i``/``%%`` tokens are
+    expanded (paramiko leaves them) and ``%l`` is the host name, not a looked-up FQDN. A value
+    equal to ssh's default counts as unset, so ``ServerAliveInterval 0`` keeps edgelab's 15 s
+    keepalive and a ``User`` equal to the account name gives ``getpass.getuser()``.
+    """
+    from edgelab.transport.openssh_config import OpenSSHConfig
+
+    with OpenSSHConfig(binary, config_files(ssh_config), timeout=timeout) as cfg:
+        cfg.start(endpoint.ssh_host or endpoint.name)
+        if endpoint.ssh_host and endpoint.ssh_host != endpoint.name:
+            cfg.start(endpoint.name)  # the fallback block's lookup, in parallel
+        return resolve(endpoint, known_hosts=known_hosts, cfg=cfg)
+
+
 def _resolve_hop(
-    cfg: paramiko.SSHConfig,
+    cfg: Lookup,
     *,
     name: str,
     alias: str,
@@ -269,6 +314,8 @@ class ConfigText:
     a ``Match``/``exec`` block it cannot evaluate."""
 
     def __init__(self, text: str) -> None:
+        import paramiko
+
         try:
             self._cfg = paramiko.SSHConfig.from_text(text)
         except (ValueError, paramiko.ConfigParseError) as err:
