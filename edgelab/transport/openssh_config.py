@@ -4,15 +4,18 @@
 defaults too, which paramiko's lookup leaves out; so a value equal to the one ``ssh -G -F
 /dev/null`` prints (learnt once per binary, in parallel with the first lookup) counts as unset, and
 ``lookup`` returns what paramiko's would: lower-case keys, ``identityfile`` (a list) and
-``userknownhostsfile`` (a list here) only where the config set them. What is left of ssh's own
-reading (tilde from the passwd home, Include rules, permission checks, time units, tokens) is
-listed in ``edgelab.transport.ssh_config.resolve_openssh``.
+``userknownhostsfile`` (a list here) only where the config set them. ``user`` is the exception:
+ssh's default, the account's passwd name, is kept, because it is whom ssh logs in as (the virtual
+lab's config names that account, and a default must not turn it into $USER). Where ssh's own reading
+still differs from paramiko's (listed in ``edgelab.transport.ssh_config.resolve_openssh``), this
+gives ssh's.
 """
 
 from __future__ import annotations
 
 import getpass
 import os
+import signal
 import socket
 import subprocess
 import tempfile
@@ -138,6 +141,7 @@ class OpenSSHConfig:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
+                start_new_session=True,  # its own group: a timeout also stops a Match exec command
             )
         except OSError as e:
             raise ConfigError(
@@ -190,9 +194,10 @@ class OpenSSHConfig:
             if key == "host":
                 continue
             if key == "hostname":
-                if values != opts.get("host"):  # ssh's default HostName is the (lower-cased) alias
+                # ssh's default HostName is the alias, lower-cased as ssh lower-cases every HostName
+                if [v.lower() for v in opts.get("host", [])] != values:
                     out[key] = values[0]
-            elif values != defaults.get(key):
+            elif key == "user" or values != defaults.get(key):  # the default User is ssh's choice too
                 out[key] = list(values) if key in _MULTI else values[0]
         if "userknownhostsfile" in out:
             out["userknownhostsfile"] = _known_hosts_paths(out["userknownhostsfile"])
@@ -211,6 +216,10 @@ def _check_alias(alias: str) -> None:
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:
+    """Kill one lookup and whatever it started (its session's group is its own pid)."""
     if proc.poll() is None:
-        proc.kill()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     proc.communicate()

@@ -11,6 +11,7 @@ import getpass
 import glob
 import io
 import os
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -108,8 +109,20 @@ def load_config(explicit: str | os.PathLike | None = None) -> paramiko.SSHConfig
 
     cfg = paramiko.SSHConfig()
     for path in config_files(explicit):
-        cfg.parse(io.StringIO("\n".join(_read_with_includes(path)) + "\n"))
+        lines = [_shell_quoted_known_hosts(line) for line in _read_with_includes(path)]
+        cfg.parse(io.StringIO("\n".join(lines) + "\n"))
     return cfg
+
+
+_ONE_QUOTED_KNOWN_HOSTS = re.compile(r'^\s*(userknownhostsfile)(?:\s*=\s*|\s+)"([^"]*)"\s*$', re.IGNORECASE)
+
+
+def _shell_quoted_known_hosts(line: str) -> str:
+    """``UserKnownHostsFile "/a b/kh"`` handed to paramiko shell-quoted: paramiko strips the quotes of
+    a value that is one quoted word, and ``_split_paths`` would then split it at the space (the
+    virtual lab quotes its state dir, which may hold one)."""
+    m = _ONE_QUOTED_KNOWN_HOSTS.match(line)
+    return f"{m.group(1)} {shlex.quote(m.group(2))}" if m else line
 
 
 def _split_paths(value: object) -> list[str]:
@@ -203,14 +216,15 @@ def resolve_openssh(
     the config, times out or cannot run: the caller may fall back to ``resolve``.
 
     Where OpenSSH reads a config differently from paramiko, this follows OpenSSH, as the ssh that
-    connects will: an unknown option, or a group/world-writable file is an error; ``Host`` and
-    ``Match host`` patterns match case-insensitively; ``Match canonical`` never matches without
-    CanonicalizeHostname (paramiko applies it); time units (``ServerAliveInterval 1m``) count;
-    ``~`` and ``%d`` in UserKnownHostsFile, and a relative ``Include`` name, are taken from the
-    passwd home, not $HOME; an IdentityFile's ``%p``/``%n``/``%k``/``%L``/``%i``/``%%`` tokens are
-    expanded (paramiko leaves them) and ``%l`` is the host name, not a looked-up FQDN. A value
-    equal to ssh's default counts as unset, so ``ServerAliveInterval 0`` keeps edgelab's 15 s
-    keepalive and a ``User`` equal to the account name gives ``getpass.getuser()``.
+    connects will: an unknown option, or a config file others can write, is an error (paramiko
+    ignores both); HostName comes back lower-cased; time units count (``ServerAliveInterval 1m``
+    is 60 s; paramiko falls back to 15 s); ``~`` and ``%d`` in UserKnownHostsFile are the passwd
+    home, not $HOME (Include and IdentityFile use $HOME under both); an IdentityFile's ``%p``,
+    ``%n``, ``%k``, ``%L``, ``%i`` and ``%%`` are expanded (paramiko leaves them), ``%l`` is the host
+    name (paramiko's: a looked-up FQDN) and ``%C`` stays as written (paramiko: its own hash). A value equal to ssh's default counts as unset, so
+    ``ServerAliveInterval 0`` keeps edgelab's 15 s keepalive (paramiko: 0). Without a User, the
+    user is ssh's default, the account's passwd name, where paramiko's path takes
+    ``getpass.getuser()`` ($LOGNAME/$USER first): they differ only when those name someone else.
     """
     from edgelab.transport.openssh_config import OpenSSHConfig
 
