@@ -290,6 +290,13 @@ def test_an_alias_ssh_would_read_as_more_is_refused(home: Path, tmp_path: Path, 
         resolve_openssh(ep(ssh_host=alias), binary=SSH, ssh_config=cfg)
 
 
+def test_a_config_path_an_include_cannot_name_is_refused(home: Path, tmp_path: Path) -> None:
+    cfg = write(tmp_path / "odd[1]", "Host orin\n  Port 2200\n")
+    assert resolve(ep(ssh_host="orin"), ssh_config=cfg).port == 2200
+    with pytest.raises(ConfigError, match="cannot be named in an OpenSSH Include"):
+        resolve_openssh(ep(ssh_host="orin"), binary=SSH, ssh_config=cfg)
+
+
 def test_the_temporary_config_is_removed(home: Path, tmp_path: Path, monkeypatch) -> None:
     scratch = tmp_path / "scratch"
     scratch.mkdir()

@@ -87,9 +87,9 @@ def _expand_tokens(path: str, opts: Mapping[str, Any], alias: str) -> str:
 
 def _include_line(path: Path) -> str:
     text = str(path.absolute())
-    if any(c in text for c in '"\n\r'):
+    if any(c in text for c in '"\n\r*?['):  # Include globs its argument and cannot quote a quote
         raise ConfigError(
-            f"ssh config path {text!r} cannot be named in an OpenSSH Include (it holds a quote or newline)",
+            f"ssh config path {text!r} cannot be named in an OpenSSH Include (a quote, newline or glob character)",
             remedy="rename the file, or let edgelab read it with paramiko",
         )
     return f'Include "{text}"\n'
@@ -125,6 +125,8 @@ class OpenSSHConfig:
             self._config = None
 
     def _config_file(self) -> str:
+        if not self._files:
+            return os.devnull  # ssh's defaults alone (its User among them), no file to write
         if self._config is None:
             lines = "".join(_include_line(f) for f in self._files)
             fd, name = tempfile.mkstemp(prefix="edgelab-ssh-", suffix=".conf")  # 0600, ours alone
@@ -150,7 +152,7 @@ class OpenSSHConfig:
 
     def start(self, alias: str) -> None:
         """Launch the lookup of ``alias`` (and, the first time for this binary, of the defaults)."""
-        if not self._files or alias in self._done or alias in self._running:
+        if alias in self._done or alias in self._running:
             return
         _check_alias(alias)
         if self.binary not in _DEFAULTS and "\0defaults" not in self._running:
@@ -178,8 +180,6 @@ class OpenSSHConfig:
 
     def lookup(self, alias: str) -> dict[str, Any]:
         """The options the config files set for ``alias`` (lower-case keys, as paramiko's lookup)."""
-        if not self._files:
-            return {}  # nothing but ssh's defaults, which count as unset
         if alias not in self._done:
             self.start(alias)
             if "\0defaults" in self._running:
