@@ -216,15 +216,21 @@ def resolve_openssh(
     the config, times out or cannot run: the caller may fall back to ``resolve``.
 
     Where OpenSSH reads a config differently from paramiko, this follows OpenSSH, as the ssh that
-    connects will: an unknown option, or a config file others can write, is an error (paramiko
-    ignores both); HostName comes back lower-cased; time units count (``ServerAliveInterval 1m``
-    is 60 s; paramiko falls back to 15 s); ``~`` and ``%d`` in UserKnownHostsFile are the passwd
-    home, not $HOME (Include and IdentityFile use $HOME under both); an IdentityFile's ``%p``,
-    ``%n``, ``%k``, ``%L``, ``%i`` and ``%%`` are expanded (paramiko leaves them), ``%l`` is the host
-    name (paramiko's: a looked-up FQDN) and ``%C`` stays as written (paramiko: its own hash). A value equal to ssh's default counts as unset, so
-    ``ServerAliveInterval 0`` keeps edgelab's 15 s keepalive (paramiko: 0). Without a User, the
-    user is ssh's default, the account's passwd name, where paramiko's path takes
-    ``getpass.getuser()`` ($LOGNAME/$USER first): they differ only when those name someone else.
+    connects will (tests/test_ssh_config_openssh.py checks each):
+
+    - an unknown option, or a config file others can write, is an error (paramiko ignores both);
+    - HostName comes back lower-cased;
+    - time units count: ``ServerAliveInterval 1m`` is 60 s (paramiko: unreadable, so 15 s);
+    - a value equal to ssh's default counts as unset: ``ServerAliveInterval 0`` keeps the 15 s
+      keepalive (paramiko: 0);
+    - without a User, the user is ssh's default, the account's passwd name (paramiko's path:
+      ``getpass.getuser()``, $LOGNAME/$USER first; the same unless those name someone else);
+    - ``~`` and ``%d`` in UserKnownHostsFile are the passwd home, not $HOME (ssh -G prints them
+      expanded). A relative or ``~`` Include is $HOME under both; an IdentityFile's ``~``/``%d``,
+      which -G leaves as written, are read as $HOME here as by paramiko;
+    - in an IdentityFile ``%p``, ``%n``, ``%k``, ``%L``, ``%i`` and ``%%`` are expanded (paramiko
+      leaves them), ``%l`` is the host name (paramiko: a looked-up FQDN), ``%C`` stays as written
+      (paramiko: a hash of its own).
     """
     from edgelab.transport.openssh_config import OpenSSHConfig
 
