@@ -212,6 +212,28 @@ def test_identity_tokens_both_expand(home: Path, tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "text,alias",
+    [
+        ("Host orin\n  HostName orin.lab\nMatch originalhost orin\n  Port 2001\n", "orin"),
+        ("Host orin\n  User nvidia\nMatch user nvidia\n  Port 2002\n", "orin"),
+        (f"Match localuser {ACCOUNT.pw_name}\n  Port 2003\n", "orin"),
+        ("Match all\n  Port 2004\n", "orin"),
+        ("Match final\n  User fin\n", "orin"),
+        ("Host=orin\n  Port=2005\n  IdentityFile = /k/eq\n", "orin"),
+        ("# a comment\nHost a orin b # trailing\n  Port 2006\n", "orin"),
+        ("Host orin\n  Port 2000\n", "ORIN"),  # Host patterns see the alias as given, under both
+        (
+            "Host inner\n  ProxyJump relay\nHost relay\n  HostName relay.lab\n  ProxyJump bastion\n"
+            "Host bastion\n  User b\n",
+            "inner",
+        ),
+    ],
+)
+def test_more_config_forms_agree(home: Path, tmp_path: Path, text: str, alias: str) -> None:
+    both(ep(ssh_host=alias), ssh_config=write(tmp_path / "cfg", text))
+
+
 def test_the_virtual_labs_generated_config(home: Path, tmp_path: Path, monkeypatch) -> None:
     state = tmp_path / "lab state"  # a space in the path: the config quotes it, ssh -G prints it bare
     state.mkdir()
@@ -330,6 +352,8 @@ def test_differences_ssh_follows_openssh(home: Path, tmp_path: Path, monkeypatch
     assert (p.host, o.host) == ("Orin.Lab.Invalid", "orin.lab.invalid")
     p, o = pair("Host orin\n  IdentityFile /keys/%h-%p\n  Port 2200\n")  # %p: only ssh expands it
     assert (p.identity_files, o.identity_files) == (("/keys/orin-%p",), ("/keys/orin-2200",))
+    p, o = pair("Host orin\n  HostKeyAlias k1\n  IdentityFile /k/%n-%k-%%-%i\n")
+    assert (p.identity_files, o.identity_files) == (("/k/%n-%k-%%-%i",), (f"/k/orin-k1-%-{os.getuid()}",))
     p, o = pair("Host orin\n  Port 2200\n")  # no User: ssh's default is the passwd name
     assert p.user == o.user == ACCOUNT.pw_name
     monkeypatch.setenv("LOGNAME", "operator")
