@@ -14,11 +14,10 @@ from pathlib import Path
 import paramiko
 
 from edgelab.errors import SSHAuthError
+from edgelab.transport.ssh.openssh import DEFAULT_KEY_FILES
 from edgelab.transport.ssh_config import Hop
 
 log = logging.getLogger(__name__)
-
-DEFAULT_KEY_FILES = ("id_ed25519", "id_ecdsa", "id_rsa")
 
 
 def candidate_keys(hop: Hop) -> Iterator[tuple[str, paramiko.PKey]]:

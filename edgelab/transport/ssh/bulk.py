@@ -30,15 +30,11 @@ or key it cannot reach, ...).
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import fcntl
 import logging
 import os
-import re
-import shutil
 import subprocess
-import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -49,28 +45,21 @@ from edgelab.errors import BulkUnavailable, HostKeyError, TransportError
 from edgelab.transport.base import Progress
 from edgelab.transport.hostkeys import fingerprint
 from edgelab.transport.quoting import join_posix
+from edgelab.transport.ssh.openssh import (
+    CIPHER_LINE,
+    CIPHERS,
+    HOSTKEY_REFUSED,
+    ClientFiles,
+    PinnedKey,
+)
 from edgelab.transport.ssh_config import Hop
 
 log = logging.getLogger(__name__)
 
-# Client preference order (the client's first that the server has wins): AES-GCM uses AES-NI /
-# the ARMv8 AES instructions and beat OpenSSH's default chacha20-poly1305 on the push bench
-# (256 MiB over loopback); the rest stay offered so any server still negotiates.
-CIPHERS = (
-    "aes128-gcm@openssh.com",
-    "aes256-gcm@openssh.com",
-    "chacha20-poly1305@openssh.com",
-    "aes128-ctr",
-    "aes192-ctr",
-    "aes256-ctr",
-)
-ENV_SWITCH = "EDGELAB_SSH_BULK"  # "off" (or 0/no/false): always SFTP
-HOST_ALIAS = "edgelab-device"  # the known_hosts name of the one trusted key
 FEED = 1 << 20  # bytes per progress report (and cancel check) while feeding ssh
 PIPE_SIZE = 1 << 20  # the feeding pipe, where Linux allows (fewer wake-ups of ssh)
 PENDING_S = 30.0  # a prepared client nobody used for this long is stopped
 READY, DONE = "edgelab-bulk-ready", "edgelab-bulk-done"
-_ALGOS_FOR_TYPE = {"ssh-rsa": "rsa-sha2-512,rsa-sha2-256"}
 
 # The first line of stdin is "OFFSET PATH" (the client starts before the caller knows either:
 # ``prepare``); ``read`` takes a pipe byte by byte, so the file's bytes that follow stay for cat.
@@ -92,115 +81,6 @@ echo edgelab-bulk-ready
 cat >> "$p" || exit 1
 echo edgelab-bulk-done
 """
-
-
-def ssh_binary() -> str | None:
-    """The ``ssh`` client on PATH, unless ``EDGELAB_SSH_BULK`` turns the path off."""
-    if os.environ.get(ENV_SWITCH, "").strip().lower() in ("off", "0", "no", "false"):
-        return None
-    return shutil.which("ssh")
-
-
-def _conf_value(text: str) -> str:
-    """One ssh_config argument: ``%`` doubled (ssh expands tokens), quoted; a ``"`` or newline
-    cannot be written, so the path falls back."""
-    if any(c in text for c in ('"', "\n", "\r")):
-        raise BulkUnavailable(f"{text!r} cannot be written into an OpenSSH config")
-    return '"' + text.replace("%", "%%") + '"'
-
-
-def _identity_files(hop: Hop) -> list[str]:
-    """IdentityFile lines in the order paramiko offers keys (``auth.candidate_keys``)."""
-    from edgelab.transport.ssh.auth import DEFAULT_KEY_FILES
-
-    files = list(hop.identity_files)
-    if not hop.identities_only:
-        files += [str(Path("~/.ssh").expanduser() / n) for n in DEFAULT_KEY_FILES]
-    return [f for f in dict.fromkeys(files) if os.path.isfile(f)]
-
-
-def _block(
-    alias: str, hop: Hop, host_key: paramiko.PKey, known_hosts: Path, timeout: float, via: str | None
-) -> list[str]:
-    """One Host block: every option that decides trust or auth for this hop set here."""
-    algos = _ALGOS_FOR_TYPE.get(host_key.get_name(), host_key.get_name())
-    ids = _identity_files(hop)
-    if not ids and hop.identities_only:
-        raise BulkUnavailable(f"no identity file to offer {hop.name} (IdentitiesOnly)")
-    agent = bool(os.environ.get("SSH_AUTH_SOCK")) and not hop.identities_only
-    return [
-        f"Host {alias}",
-        f"  HostName {_conf_value(hop.host)}",
-        f"  Port {int(hop.port)}",
-        f"  User {_conf_value(hop.user)}",
-        f"  HostKeyAlias {alias}",
-        f"  HostKeyAlgorithms {algos}",
-        "  StrictHostKeyChecking yes",
-        f"  UserKnownHostsFile {_conf_value(str(known_hosts))}",
-        "  GlobalKnownHostsFile /dev/null",
-        "  UpdateHostKeys no",
-        "  CheckHostIP no",
-        "  VerifyHostKeyDNS no",
-        "  BatchMode yes",
-        "  PreferredAuthentications publickey",
-        "  PasswordAuthentication no",
-        "  KbdInteractiveAuthentication no",
-        "  HostbasedAuthentication no",
-        "  GSSAPIAuthentication no",
-        f"  IdentitiesOnly {'no' if agent else 'yes'}",
-        *(f"  IdentityFile {_conf_value(f)}" for f in ids),
-        "  AddKeysToAgent no",
-        "  ForwardAgent no",
-        "  ForwardX11 no",
-        "  ClearAllForwardings yes",
-        "  PermitLocalCommand no",
-        # only ever a block of this file, checked the same way (with ProxyCommand set, even to
-        # none, ssh would ignore ProxyJump: the first of the two obtained wins)
-        f"  ProxyJump {via}" if via else "  ProxyCommand none",
-        "  ControlMaster no",
-        "  ControlPath none",
-        "  RequestTTY no",
-        "  EscapeChar none",
-        "  Compression no",
-        f"  Ciphers {','.join(CIPHERS)}",
-        f"  ConnectTimeout {max(1, int(timeout))}",
-        f"  ServerAliveInterval {max(1, int(hop.keepalive_s))}",
-        "  ServerAliveCountMax 3",
-        "  IPQoS throughput",
-        "  LogLevel DEBUG1",  # the negotiated cipher is read from it; it holds no secret
-    ]
-
-
-def aliases(n_jumps: int) -> list[str]:
-    """Host aliases of a chain, outermost jump host first, the device (``HOST_ALIAS``) last."""
-    return [f"edgelab-jump-{i}" for i in range(n_jumps)] + [HOST_ALIAS]
-
-
-def client_config(chain: Sequence[tuple[Hop, paramiko.PKey]], known_hosts: Path, *, timeout: float) -> str:
-    """The private ssh_config for a hop chain (outermost jump host first, the device last): each
-    hop reached through the one before it (``ProxyJump`` to that hop's block, which ``ssh`` reads
-    from this same file: ``-F`` is passed on to the jump's own client)."""
-    names = aliases(len(chain) - 1)
-    lines: list[str] = []
-    for i, (hop, key) in enumerate(chain):
-        lines += _block(names[i], hop, key, known_hosts, timeout, names[i - 1] if i else None)
-        lines.append("")
-    return "\n".join(lines)
-
-
-def known_hosts_text(chain: Sequence[tuple[Hop, paramiko.PKey]]) -> str:
-    """One line per hop: its alias and the one key edgelab's check accepted for it."""
-    names = aliases(len(chain) - 1)
-    return "".join(f"{names[i]} {k.get_name()} {k.get_base64()}\n" for i, (_h, k) in enumerate(chain))
-
-
-_CIPHER_LINE = re.compile(r"kex: client->server cipher: (\S+)")
-_HOSTKEY_REFUSED = (  # lower case: what ssh prints when the server is not the trusted one
-    "host key verification failed",
-    "remote host identification has changed",
-    "host key is known",
-    "no matching host key type",
-)
 
 
 class _Client:
@@ -266,17 +146,9 @@ class OpenSSHBulk:
         """``jumps``: the hosts on the way (outermost first), each with the key verified for it."""
         self.hop, self.name, self.binary = hop, name, binary
         self.host_key = host_key
-        chain = [*jumps, (hop, host_key)]
-        self.dir = Path(tempfile.mkdtemp(prefix="edgelab-ssh-"))  # 0700: ours alone
-        atexit.register(self.close)
-        try:
-            self.known_hosts = self.dir / "known_hosts"
-            self.known_hosts.write_text(known_hosts_text(chain))
-            self.config = self.dir / "config"
-            self.config.write_text(client_config(chain, self.known_hosts, timeout=timeout))
-        except BaseException:
-            self.close()
-            raise
+        chain = [(h, [PinnedKey(k.get_name(), k.get_base64())]) for h, k in [*jumps, (hop, host_key)]]
+        self.files = ClientFiles(chain, timeout=timeout, binary=binary)
+        self.dir, self.config = self.files.dir, self.files.config
         self.cipher: str | None = None  # negotiated, once a transfer ran
         self._pending: _Client | None = None  # started by prepare, used by the next send
         self._lock = threading.Lock()
@@ -288,8 +160,7 @@ class OpenSSHBulk:
         return f"openssh ({self.cipher or CIPHERS[0] + ' offered first'})"
 
     def argv(self) -> list[str]:
-        line = join_posix(["sh", "-c", _RECEIVE, "edgelab-receive"])
-        return [self.binary, "-F", str(self.config), "-T", HOST_ALIAS, line]
+        return self.files.argv(join_posix(["sh", "-c", _RECEIVE, "edgelab-receive"]))
 
     def _start(self) -> _Client:
         self._count += 1
@@ -362,12 +233,12 @@ class OpenSSHBulk:
             raise
         finally:
             self.running = None
-        if m := _CIPHER_LINE.search(log_text):
+        if m := CIPHER_LINE.search(log_text):
             self.cipher = m.group(1)
         said = [ln for ln in log_text.splitlines() if ln.strip() and not ln.startswith("debug")]
         detail = "; ".join(said)[-300:] or f"exit status {code}"
         if READY not in out:
-            if any(s in log_text.lower() for s in _HOSTKEY_REFUSED):
+            if any(s in log_text.lower() for s in HOSTKEY_REFUSED):
                 raise HostKeyError(
                     f"{self.name}: the OpenSSH client was shown a host key other than the trusted "
                     f"{fingerprint(self.host_key)} ({detail})",
@@ -418,9 +289,7 @@ class OpenSSHBulk:
 
     def close(self) -> None:
         self._drop_pending()
-        with contextlib.suppress(OSError):
-            shutil.rmtree(self.dir)
-        atexit.unregister(self.close)
+        self.files.close()
 
 
 _REGISTRY: dict[tuple, OpenSSHBulk] = {}

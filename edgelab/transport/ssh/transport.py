@@ -33,9 +33,10 @@ from edgelab.transport.base import (
 )
 from edgelab.transport.forward import Forward
 from edgelab.transport.quoting import Shell, encode_powershell, join_posix
-from edgelab.transport.ssh.bulk import ENV_SWITCH, BulkUnavailable, OpenSSHBulk, bulk_for, forget, ssh_binary
+from edgelab.transport.ssh.bulk import BulkUnavailable, OpenSSHBulk, bulk_for, forget
 from edgelab.transport.ssh.channel import KILL_GRACE_S, Pump, SSHInteractive, SSHProcess, exit_code, feed
 from edgelab.transport.ssh.connect import MAX_PACKET, WINDOW_SIZE, resolve_endpoint
+from edgelab.transport.ssh.openssh import ssh_binary, switched_off
 from edgelab.transport.ssh.pool import POOL, PoolKey
 from edgelab.transport.ssh.sftp import get_file, open_client, put_file, put_from
 from edgelab.transport.ssh_config import Hop
@@ -384,8 +385,7 @@ class SSHTransport(Transport):
             return None, why
         binary = ssh_binary()
         if binary is None:
-            off = os.environ.get(ENV_SWITCH)
-            return None, f"{ENV_SWITCH}={off}" if off else "no ssh client on PATH"
+            return None, switched_off()
         try:
             # the keys hostkeys.verify accepted on this connection: the only ones ssh will accept
             key = self._client.get_remote_server_key()
