@@ -11,17 +11,19 @@ import getpass
 import glob
 import io
 import os
+import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import paramiko
+from typing import TYPE_CHECKING, Any, Protocol
 
 from edgelab.config import state_dir
 from edgelab.errors import ConfigError
 from edgelab.transport.base import Endpoint
+
+if TYPE_CHECKING:
+    import paramiko
 
 DEFAULT_KEEPALIVE_S = 15.0
 
@@ -95,11 +97,32 @@ def _read_with_includes(path: Path, depth: int = 0) -> list[str]:
     return out
 
 
+class Lookup(Protocol):
+    """A resolved ssh config: the options for one alias, lower-case keys (paramiko's SSHConfig, or
+    ``ssh -G`` through ``edgelab.transport.openssh_config``); the rules of ``resolve`` sit on top."""
+
+    def lookup(self, alias: str, /) -> Mapping[str, Any]: ...
+
+
 def load_config(explicit: str | os.PathLike | None = None) -> paramiko.SSHConfig:
+    import paramiko  # here, not at the top: a resolve through ssh -G never pays its import
+
     cfg = paramiko.SSHConfig()
     for path in config_files(explicit):
-        cfg.parse(io.StringIO("\n".join(_read_with_includes(path)) + "\n"))
+        lines = [_shell_quoted_known_hosts(line) for line in _read_with_includes(path)]
+        cfg.parse(io.StringIO("\n".join(lines) + "\n"))
     return cfg
+
+
+_ONE_QUOTED_KNOWN_HOSTS = re.compile(r'^\s*(userknownhostsfile)(?:\s*=\s*|\s+)"([^"]*)"\s*$', re.IGNORECASE)
+
+
+def _shell_quoted_known_hosts(line: str) -> str:
+    """``UserKnownHostsFile "/a b/kh"`` handed to paramiko shell-quoted: paramiko strips the quotes of
+    a value that is one quoted word, and ``_split_paths`` would then split it at the space (the
+    virtual lab quotes its state dir, which may hold one)."""
+    m = _ONE_QUOTED_KNOWN_HOSTS.match(line)
+    return f"{m.group(1)} {shlex.quote(m.group(2))}" if m else line
 
 
 def _split_paths(value: object) -> list[str]:
@@ -141,7 +164,7 @@ def resolve(
     *,
     ssh_config: str | os.PathLike | None = None,
     known_hosts: str | os.PathLike | None = None,
-    cfg: paramiko.SSHConfig | None = None,
+    cfg: Lookup | None = None,
 ) -> Hop:
     """The hop chain for ``endpoint``: config values, overridden by endpoint fields."""
     cfg = cfg or load_config(ssh_config)
@@ -176,8 +199,50 @@ def resolve(
     )
 
 
+def resolve_openssh(
+    endpoint: Endpoint,
+    *,
+    binary: str,
+    ssh_config: str | os.PathLike | None = None,
+    known_hosts: str | os.PathLike | None = None,
+    timeout: float = 5.0,
+) -> Hop:
+    """``resolve`` with OpenSSH's own reading of the same config files (``binary -G``), no paramiko.
+
+    The same files in the same order (``config_files``), the same rules on top (endpoint fields
+    win, ``extra`` keys and trust files, a device stored by address finds the keys of its named
+    block, ProxyJump chains); each alias costs one ``ssh -G`` (ms, never a connection; a
+    ``Match exec`` command runs, as it does under paramiko). Raises ConfigError when ssh refuses
+    the config, times out or cannot run: the caller may fall back to ``resolve``.
+
+    Where OpenSSH reads a config differently from paramiko, this follows OpenSSH, as the ssh that
+    connects will (tests/test_ssh_config_openssh.py checks each):
+
+    - an unknown option, or a config file others can write, is an error (paramiko ignores both);
+    - HostName comes back lower-cased;
+    - time units count: ``ServerAliveInterval 1m`` is 60 s (paramiko: unreadable, so 15 s);
+    - a value equal to ssh's default counts as unset: ``ServerAliveInterval 0`` keeps the 15 s
+      keepalive (paramiko: 0);
+    - without a User, the user is ssh's default, the account's passwd name (paramiko's path:
+      ``getpass.getuser()``, $LOGNAME/$USER first; the same unless those name someone else);
+    - ``~`` and ``%d`` in UserKnownHostsFile are the passwd home, not $HOME (ssh -G prints them
+      expanded). A relative or ``~`` Include is $HOME under both; an IdentityFile's ``~``/``%d``,
+      which -G leaves as written, are read as $HOME here as by paramiko;
+    - in an IdentityFile ``%p``, ``%n``, ``%k``, ``%L``, ``%i`` and ``%%`` are expanded (paramiko
+      leaves them), ``%l`` is the host name (paramiko: a looked-up FQDN), ``%C`` stays as written
+      (paramiko: a hash of its own).
+    """
+    from edgelab.transport.openssh_config import OpenSSHConfig
+
+    with OpenSSHConfig(binary, config_files(ssh_config), timeout=timeout) as cfg:
+        cfg.start(endpoint.ssh_host or endpoint.name)
+        if endpoint.ssh_host and endpoint.ssh_host != endpoint.name:
+            cfg.start(endpoint.name)  # the fallback block's lookup, in parallel
+        return resolve(endpoint, known_hosts=known_hosts, cfg=cfg)
+
+
 def _resolve_hop(
-    cfg: paramiko.SSHConfig,
+    cfg: Lookup,
     *,
     name: str,
     alias: str,
@@ -269,6 +334,8 @@ class ConfigText:
     a ``Match``/``exec`` block it cannot evaluate."""
 
     def __init__(self, text: str) -> None:
+        import paramiko
+
         try:
             self._cfg = paramiko.SSHConfig.from_text(text)
         except (ValueError, paramiko.ConfigParseError) as err:
