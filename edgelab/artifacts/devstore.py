@@ -83,9 +83,10 @@ RECEIVE_WRONG_SIZE = 7
 # The receive (``DeviceStore.receive``): the bytes arrive on stdin and ``cat`` appends them to .part
 # while a follower in the background reads .part back as it grows (all the whole steps the file
 # holds beyond what it read, by one dd that skips to them: each byte read once; it naps only when
-# it caught up) into ONE hash of [0, size): the digest of what the device STORED, the
-# resumed prefix included. After the last byte: the size must be exact, the hasher's output
-# exactly 64 hex digits, the digest the blob's name; then rename into place. The follower ends
+# it caught up: 50 ms, or 10 ms once the last step is arriving, so the end waits little) into ONE
+# hash of [0, size): the digest of what the device STORED, the resumed prefix included. After the
+# last byte: the size must be exact, the hasher's output exactly 64 hex digits, the digest the
+# blob's name; then rename into place. The follower ends
 # when the receiving shell does (a cut: stdin ends early, exit 8, unless adbd ended the group
 # first; .part keeps what arrived). A follower that could not read .part leaves a marker, and the
 # whole file is hashed again.
@@ -104,7 +105,8 @@ follow() {
     if [ "$have" -ge "$total" ]; then end=$total; else end=$((have / step * step)); fi
     if [ "$end" -le "$at" ]; then
       kill -0 "$main" 2>/dev/null || return 5
-      sleep 0.05 2>/dev/null || sleep 1
+      if [ $((total - have)) -le "$step" ]; then nap=0.01; else nap=0.05; fi
+      sleep "$nap" 2>/dev/null || sleep 1
       continue
     fi
     dd if="$part" bs=$mib skip=$((at / mib)) count=$(((end - at + mib - 1) / mib)) 2>/dev/null || return 1
