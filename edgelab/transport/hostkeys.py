@@ -18,7 +18,6 @@ from pathlib import Path
 
 import paramiko
 
-from edgelab.config import known_hosts_path
 from edgelab.errors import HostKeyError
 from edgelab.transport import known_hosts
 
@@ -51,24 +50,11 @@ def fingerprint(key: paramiko.PKey | bytes) -> str:
     return known_hosts.fingerprint(key if isinstance(key, bytes) else key.asbytes())
 
 
-def normalize_fingerprint(fp: str) -> str:
-    """Accept ``SHA256:xxx`` with or without base64 padding; compare in one form."""
-    fp = fp.strip()
-    if not fp.startswith("SHA256:"):
-        fp = "SHA256:" + fp
-    return fp.rstrip("=")
-
-
+normalize_fingerprint = known_hosts.normalize_fingerprint
 known_host_name = known_hosts.host_name  # ``host`` on port 22, ``[host]:port`` otherwise
 
 
-def default_known_hosts_files() -> list[Path]:
-    """The user's and system's known_hosts, then edgelab's own (written by ``device trust``)."""
-    return [
-        Path("~/.ssh/known_hosts").expanduser(),
-        Path("/etc/ssh/ssh_known_hosts"),
-        known_hosts_path(),
-    ]
+default_known_hosts_files = known_hosts.default_files
 
 
 @dataclass(frozen=True)

@@ -164,3 +164,22 @@ def lookup(files: Iterable[os.PathLike | str], host: str, port: int = 22) -> lis
             if key is not None:
                 found.append(key)
     return found
+
+
+def normalize_fingerprint(fp: str) -> str:
+    """Accept ``SHA256:xxx`` with or without base64 padding; compare in one form."""
+    fp = fp.strip()
+    if not fp.startswith("SHA256:"):
+        fp = "SHA256:" + fp
+    return fp.rstrip("=")
+
+
+def default_files() -> list[Path]:
+    """The user's and system's known_hosts, then edgelab's own (written by ``device trust``)."""
+    from edgelab.config import known_hosts_path
+
+    return [
+        Path("~/.ssh/known_hosts").expanduser(),
+        Path("/etc/ssh/ssh_known_hosts"),
+        known_hosts_path(),
+    ]
