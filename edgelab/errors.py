@@ -26,7 +26,8 @@ from it. The hierarchy::
     │   ├── SSHUnreachable          no SSH session: refused, timed out, unresolvable, bad handshake
     │   │   └── SSHNotAnswering     accepted, no banner/handshake (also a DeviceNotAnswering)
     │   ├── HashMismatch            pushed bytes on the device do not hash to what was sent
-    │   ├── BulkUnavailable         the OpenSSH client cannot upload here: SSH falls back to SFTP
+    │   ├── BulkUnavailable         the OpenSSH client cannot be used here: SFTP or paramiko instead
+    │   ├── SessionEnded            the one-login OpenSSH session ended before it answered
     │   └── FrameError              a codec-token frame that does not match its header or stream
     ├── Refusal                     a plan refused before anything ran: code, device, pool, numbers
     ├── DeviceInUse                 a device with running deployments or an open lease
@@ -197,8 +198,14 @@ class HashMismatch(TransportError):
 
 
 class BulkUnavailable(TransportError):
-    """The system OpenSSH client cannot carry an upload here (no binary, it could not log in, ...);
-    the message says why. The SSH transport catches it and falls back to SFTP."""
+    """The system OpenSSH client cannot be used here (no binary, it could not log in, no trusted
+    key on file, ...); the message says why. The SSH transport falls back to SFTP for an upload,
+    a push's one-login session to the paramiko transport."""
+
+
+class SessionEnded(TransportError):
+    """The OpenSSH session of a push (``transport.ssh.session``) ended before it answered: its
+    ``ssh`` quit, or the connection was cut. The transport reads ssh's log to say why."""
 
 
 class FrameError(TransportError):

@@ -96,11 +96,13 @@ def _recorded(entries, device_id: int) -> dict[str, tuple[int, str | None]]:
 
 
 def quick_repush(
-    refs: Sequence[str], devices: Sequence[str], *, url: str | None = None
+    refs: Sequence[str], devices: Sequence[str], *, url: str | None = None, keep: dict | None = None
 ) -> list[DeviceResult] | None:
     """Per-device results, all blobs ``present``, when nothing needs sending; else ``None``.
 
     ``url``: the database (``--db``), else ``EDGELAB_DB`` or the default, as ``edgelab.config.db_url``.
+    ``keep``: where the transport of a device that needs a push is left open, by device name,
+    for ``quick_push(sessions=keep)`` (an SSH session already logged in serves the push too).
     """
     seen = _read_lab(refs, devices, url)
     if seen is None:
@@ -115,9 +117,10 @@ def quick_repush(
             return None
         try:
             from edgelab.artifacts.devstore import open_store, stat_blobs
-            from edgelab.transport import open_transport
+            from edgelab.transport import open_push_transport
 
-            t = open_transport(_endpoint(dev))
+            t = open_push_transport(_endpoint(dev))
+            kept = False
             try:
                 shas = [b.sha256 for b in blobs]
                 seen = stat_blobs(t, shas)  # the store and every blob's stamp in one round trip
@@ -129,6 +132,8 @@ def quick_repush(
                 for b, have in zip(blobs, stats, strict=True):
                     if have is None or have != recorded[b.sha256]:
                         t.prepare_put()  # the full push follows: its upload's set-up starts now
+                        if keep is not None:
+                            keep[name], kept = t, True
                         return None
                     out.blobs.append(
                         BlobResult(
@@ -140,7 +145,8 @@ def quick_repush(
                         )
                     )
             finally:
-                t.close()
+                if not kept:
+                    t.close()
         except EdgelabError:
             return None  # the full path reports it properly
         results.append(out)
@@ -179,6 +185,7 @@ def quick_push(
     url: str | None = None,
     progress: Callable[[str, str, int, int], None] | None = None,
     workers: int = 8,
+    sessions: dict | None = None,
 ) -> list[DeviceResult] | None:
     """``push_artifacts`` without the ORM, when no device is under any open lease; else ``None``.
 
@@ -186,7 +193,8 @@ def quick_push(
     lease of the push's own on every device (``edgelab.lease.quick``), ``push_parallel`` with the
     device's recorded verifications, the new ones written once the devices are done, the lease
     given back. Anything this path cannot answer for certain goes to the ORM path (``None``),
-    before a byte is sent.
+    before a byte is sent. ``sessions``: transports ``quick_repush`` left open, by device name,
+    used (and closed) here instead of opening new ones.
     """
     names = list(dict.fromkeys(devices))
     seen = _read_lab(refs, names, url)
@@ -196,6 +204,7 @@ def quick_push(
     conn = connect(url)
     if conn is None:
         return None
+    opened = _open_all(names, by_name, sessions or {})  # their logins run while the lease is taken
     try:
         lease = take(conn, [by_name[n] for n in names], f"push {', '.join(refs)}"[:200])
         if lease is None:
@@ -205,9 +214,7 @@ def quick_push(
             dev = by_name[name]
             stamps[name] = _QuickStamps(dev.id, _recorded(entries, dev.id))
         try:
-            from edgelab.transport import open_transport
-
-            jobs = [(n, (lambda ep=_endpoint(by_name[n]): open_transport(ep)), stamps[n]) for n in names]
+            jobs = [(n, _handed(opened[n], _endpoint(by_name[n])), stamps[n]) for n in names]
             results = push_parallel(jobs, blobs, progress=progress, workers=workers)
         finally:
             lease.stop_renewing()  # one connection: no heartbeat inside the transactions below
@@ -218,4 +225,41 @@ def quick_push(
                 lease.end()
         return results
     finally:
+        for t in opened.values():
+            if t is not None and not isinstance(t, EdgelabError):
+                t.close()  # a second close of what push_parallel closed is a no-op
         conn.close()
+
+
+def _open_all(names: Sequence[str], by_name, ready: dict) -> dict:
+    """Each device's push session whose login starts now, before the lease (``start_push_session``:
+    no command reaches a device before the lease is held, but the login is under way meanwhile);
+    None for a device no session can carry, or the error its start raised."""
+    from edgelab.transport import start_push_session
+
+    out: dict = {}
+    for n in names:
+        if n in ready:
+            out[n] = ready.pop(n)
+            continue
+        try:
+            out[n] = start_push_session(_endpoint(by_name[n]))
+        except EdgelabError as e:
+            out[n] = e
+    return out
+
+
+def _handed(opened, endpoint):
+    """``push_parallel``'s factory: the session started already, else the usual transport opened in
+    the device's own thread; an error raised there is that device's result."""
+
+    def factory():
+        if isinstance(opened, EdgelabError):
+            raise opened
+        if opened is not None:
+            return opened
+        from edgelab.transport import open_transport
+
+        return open_transport(endpoint)
+
+    return factory

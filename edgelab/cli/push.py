@@ -42,21 +42,34 @@ def push(
     """Push artifacts into device stores: skip verified blobs, resume cut uploads, verify SHA-256 on the device."""
     if device and all_devices:
         fail("give --device or --all, not both", code=2)
-    if device and not verify and lease is None:
-        from edgelab.artifacts.quickpush import quick_repush
-        from edgelab.cli.common import state
+    opened: dict = {}  # transports the re-push check left open for the push (an SSH login made)
+    try:
+        if device and not verify and lease is None:
+            from edgelab.artifacts.quickpush import quick_repush
+            from edgelab.cli.common import state
 
-        quick = quick_repush(artifacts, device, url=state.db)  # nothing to send: answered without the ORM
-        if quick is not None:
-            _report(quick, as_json)
-            return
+            # nothing to send: answered without the ORM
+            quick = quick_repush(artifacts, device, url=state.db, keep=opened)
+            if quick is not None:
+                _report(quick, as_json)
+                return
+        results = _push(artifacts, device, all_devices, verify, parallel, lease, as_json, opened)
+    finally:
+        for t in opened.values():
+            t.close()
+    _report(results, as_json)
+
+
+def _push(artifacts, device, all_devices, verify, parallel, lease, as_json, opened):
     with _progress_bar(enabled=not as_json and _is_terminal(sys.stderr)) as progress:
         results = None
         if device and not verify and lease is None:
             from edgelab.artifacts.quickpush import quick_push
             from edgelab.cli.common import state
 
-            results = quick_push(artifacts, device, url=state.db, progress=progress, workers=parallel)
+            results = quick_push(
+                artifacts, device, url=state.db, progress=progress, workers=parallel, sessions=opened
+            )
         if results is None:
             from edgelab.artifacts.service import push_artifacts, resolve_devices
 
@@ -74,7 +87,7 @@ def push(
                 workers=parallel,
                 lease_id=lease,
             )
-    _report(results, as_json)
+    return results
 
 
 def _is_terminal(stream) -> bool:

@@ -54,6 +54,8 @@ __all__ = [
     "Transport",
     "TransportOptions",
     "check",
+    "open_push_transport",
+    "start_push_session",
     "open_transport",
     "options_for",
     "transport_class",
@@ -87,6 +89,29 @@ def open_transport(endpoint: Endpoint, options: TransportOptions | None = None, 
     cls = transport_class(endpoint.kind)
     opts = options if options is not None else options_for(endpoint, **knobs)
     return cls.open(endpoint, opts)
+
+
+def start_push_session(
+    endpoint: Endpoint, options: TransportOptions | None = None, **knobs: Any
+) -> Transport | None:
+    """A transport for a push whose login has started: over SSH to a POSIX device, one system
+    ``ssh`` login that serves the whole push without loading paramiko
+    (``transport.ssh.session_transport``; it opens the paramiko transport itself where it must).
+    None where no such session can carry ``endpoint``: the caller opens ``open_transport``'s."""
+    if endpoint.kind != "ssh":
+        return None
+    from edgelab.transport.options import options_for
+    from edgelab.transport.ssh.session_transport import start_session
+
+    opts = options if options is not None else options_for(endpoint, **knobs)
+    return start_session(endpoint, opts)  # type: ignore[arg-type]
+
+
+def open_push_transport(
+    endpoint: Endpoint, options: TransportOptions | None = None, **knobs: Any
+) -> Transport:
+    """``start_push_session``'s transport where there is one, else ``open_transport``'s."""
+    return start_push_session(endpoint, options, **knobs) or open_transport(endpoint, options, **knobs)
 
 
 def check(endpoint: Endpoint, *, timeout: float = 5.0, **knobs: Any) -> Reachability:

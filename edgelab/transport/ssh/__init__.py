@@ -7,7 +7,9 @@ The package, by concept (lower modules never import higher ones):
 - ``pool``: the per-process connection pool and jump-host streams (``fetch_host_key``);
 - ``channel``: a command's stdout/stderr pump, exit status, streamed process;
 - ``sftp``: atomic, hashed upload and download;
-- ``bulk``: resumable uploads through the system OpenSSH client, held to edgelab's host-key trust;
+- ``openssh``: the system OpenSSH client's private config and known_hosts (edgelab's trust only);
+- ``bulk``: resumable uploads through that client, beside a paramiko connection;
+- ``session``, ``session_transport``: a fresh push in one OpenSSH login, without paramiko;
 - ``transport``: ``SSHTransport``, the transport surface built from the above.
 
 ``from edgelab.transport.ssh import X`` keeps working for every name re-exported here.
@@ -15,28 +17,66 @@ The package, by concept (lower modules never import higher ones):
 
 from __future__ import annotations
 
-from edgelab.transport.ssh.auth import DEFAULT_KEY_FILES
-from edgelab.transport.ssh.channel import COPY_CHUNK, KILL_GRACE_S, SSHProcess
-from edgelab.transport.ssh.connect import (
-    MAX_PACKET,
-    PREFERRED_CIPHERS,
-    WINDOW_SIZE,
-    handshake,
-    resolve_endpoint,
-    unreachable,
-)
-from edgelab.transport.ssh.pool import (
-    IDLE_CLOSE_S,
-    POOL,
-    close_all,
-    fetch_host_key,
-    open_socket,
-    release_jump,
-)
-from edgelab.transport.ssh.sftp import SFTP_READ
-from edgelab.transport.ssh.transport import SSHTransport
+import importlib
+from typing import TYPE_CHECKING, Any
 
-_POOL = POOL  # the name tests and older callers use
+if TYPE_CHECKING:
+    from edgelab.transport.ssh.channel import COPY_CHUNK, KILL_GRACE_S, SSHProcess
+    from edgelab.transport.ssh.connect import (
+        MAX_PACKET,
+        PREFERRED_CIPHERS,
+        WINDOW_SIZE,
+        handshake,
+        resolve_endpoint,
+        unreachable,
+    )
+    from edgelab.transport.ssh.openssh import DEFAULT_KEY_FILES
+    from edgelab.transport.ssh.pool import (
+        IDLE_CLOSE_S,
+        POOL,
+        close_all,
+        fetch_host_key,
+        open_socket,
+        release_jump,
+    )
+    from edgelab.transport.ssh.sftp import SFTP_READ
+    from edgelab.transport.ssh.transport import SSHTransport
+
+# The names above load on first use (PEP 562), so a module of this package that needs no paramiko
+# (``openssh``, ``session``, ``session_transport``: a fresh push in one OpenSSH login) is imported
+# without it.
+_LAZY = {
+    "COPY_CHUNK": "channel",
+    "KILL_GRACE_S": "channel",
+    "SSHProcess": "channel",
+    "MAX_PACKET": "connect",
+    "PREFERRED_CIPHERS": "connect",
+    "WINDOW_SIZE": "connect",
+    "handshake": "connect",
+    "resolve_endpoint": "connect",
+    "unreachable": "connect",
+    "DEFAULT_KEY_FILES": "openssh",
+    "IDLE_CLOSE_S": "pool",
+    "POOL": "pool",
+    "_POOL": "pool",  # the name tests and older callers use
+    "close_all": "pool",
+    "fetch_host_key": "pool",
+    "open_socket": "pool",
+    "release_jump": "pool",
+    "SFTP_READ": "sftp",
+    "SSHTransport": "transport",
+}
+
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> Any:
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), "POOL" if name == "_POOL" else name)
+        globals()[name] = value
+        return value
+
 
 __all__ = [
     "COPY_CHUNK",

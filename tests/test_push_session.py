@@ -1,0 +1,239 @@
+"""A fresh push in one OpenSSH login (``transport.ssh.session_transport``), on the virtual Jetson's
+real sshd: the request loop's framing, the push end to end without paramiko, a cut resumed, a
+corrupt stream refused, another host key refused, and the paramiko fallbacks."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from edgelab.artifacts.devstore import open_store
+from edgelab.artifacts.hashing import sha256_path
+from edgelab.artifacts.push import BlobSpec, push_blob
+from edgelab.errors import HashMismatch, HostKeyError
+from edgelab.transport import open_push_transport, start_push_session
+from edgelab.transport.options import SSHOptions
+from edgelab.transport.quoting import Shell, join_posix
+from edgelab.transport.ssh.session import LOOP, Session
+from edgelab.transport.ssh.session_transport import SessionTransport, plan
+
+pytestmark = pytest.mark.skipif(not shutil.which("ssh"), reason="no OpenSSH client on this host")
+
+
+def _blob(tmp_path: Path, size: int, name: str = "blob.bin") -> BlobSpec:
+    p = tmp_path / name
+    p.write_bytes(os.urandom(size))
+    return BlobSpec(p, sha256_path(p), size)
+
+
+def _logins(ssh_lab) -> int:
+    """Logins the lab's sshd accepted so far (its VERBOSE log)."""
+    log = Path(ssh_lab.state_dir) / "ssh" / "sshd.log"
+    return log.read_text(errors="replace").count("Accepted publickey")
+
+
+@pytest.fixture
+def session(ssh_endpoint):
+    t = start_push_session(ssh_endpoint, timeout=30)
+    assert isinstance(t, SessionTransport), "the virtual Jetson must be reachable by a session"
+    try:
+        yield t
+    finally:
+        t.close()
+
+
+def test_the_loop_frames_any_output_and_keeps_commands_apart(session):
+    """Output that looks like a frame, stderr, exit codes, a command that exits, no stdin, 1 MiB."""
+    tricky = session.run(["sh", "-c", 'printf "edgelab-rc 0 0 0\\n"; echo oops >&2; exit 7'])
+    assert (tricky.exit_code, tricky.stdout, tricky.stderr) == (7, "edgelab-rc 0 0 0\n", "oops\n")
+    assert session.run(["sh", "-c", "exit 3"]).exit_code == 3  # its exit ends only itself
+    assert session.run(["cat"]).stdout == ""  # a command never reads the session's own stdin
+    big = session.run(["sh", "-c", "head -c 1048576 /dev/zero | tr '\\0' x"])
+    assert big.ok and big.stdout == "x" * (1 << 20)
+    uni = session.run(["printf", "%s", "Grüße [s25] $HOME 'q' \"d\""])
+    assert uni.stdout == "Grüße [s25] $HOME 'q' \"d\""
+    assert session.logins == 1 and session.fell_back is None
+
+
+def test_a_raw_session_answers_in_order(ssh_endpoint, tmp_path):
+    """``Session`` alone, on the lab's own ssh_config: three requests, one login, then the end."""
+    t = start_push_session(ssh_endpoint, timeout=30)
+    assert isinstance(t, SessionTransport)
+    try:
+        s = Session(t.files.argv(join_posix(["sh", "-c", LOOP, "x"])), tmp_path / "log", name="raw")
+        try:
+            got = [s.run(join_posix(["echo", str(i)]), timeout=30).stdout for i in range(3)]
+            assert got == ["0\n", "1\n", "2\n"]
+            assert s.close() == 0  # its stdin closed: the loop ends, ssh exits 0
+        finally:
+            s.stop()
+    finally:
+        t.close()
+
+
+_CHILD = r"""
+import json, sys
+from pathlib import Path
+from edgelab.artifacts.devstore import open_store
+from edgelab.artifacts.push import BlobSpec, push_blob
+from edgelab.transport import start_push_session
+from edgelab.transport.base import Endpoint
+from edgelab.transport.quoting import Shell
+a = json.loads(sys.argv[1])
+ep = Endpoint(**{**a["endpoint"], "shell": Shell(a["endpoint"]["shell"])})
+t = start_push_session(ep, timeout=30)
+store = open_store(t, root=a["root"], inspect=a["sha"])
+res = push_blob(store, BlobSpec(Path(a["path"]), a["sha"], a["size"]))
+t.close()
+print(json.dumps({"status": res.status, "via": res.via, "hasher": res.hasher, "logins": t.logins,
+                  "paramiko": any(m.split(".")[0] in ("paramiko", "cryptography", "nacl") for m in sys.modules)}))
+"""
+
+
+def test_a_fresh_push_is_one_login_and_never_loads_paramiko(ssh_endpoint, ssh_lab, tmp_path):
+    blob = _blob(tmp_path, (3 << 20) + 77)
+    root = tmp_path / "device-store"
+    arg = {
+        "endpoint": {**dataclasses.asdict(ssh_endpoint), "shell": ssh_endpoint.shell.value},
+        "root": str(root),
+        "sha": blob.sha256,
+        "path": str(blob.path),
+        "size": blob.size,
+    }
+    before = _logins(ssh_lab)
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, json.dumps(arg)], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout)
+    assert got["status"] == "uploaded" and got["hasher"] == "openssl"
+    assert got["via"] == "openssh session (aes128-gcm@openssh.com)"
+    assert got["logins"] == 1 and got["paramiko"] is False
+    deadline = time.monotonic() + 5
+    while _logins(ssh_lab) == before and time.monotonic() < deadline:
+        time.sleep(0.05)  # sshd logs the login asynchronously
+    assert _logins(ssh_lab) - before == 1  # one login did the store's question and the upload
+    assert sha256_path(root / blob.sha256) == blob.sha256
+    assert not (root / f"{blob.sha256}.part").exists()
+
+
+def test_a_cut_session_upload_resumes_in_a_new_login(session, tmp_path):
+    blob = _blob(tmp_path, 24 << 20)
+    store = open_store(session, root=str(tmp_path / "device-store"))
+    killed = []
+
+    def progress(sha, done, total):
+        s = session._session
+        if not killed and s is not None and done >= total // 2:
+            killed.append(done)
+            os.kill(s.proc.pid, signal.SIGKILL)  # the client and its TCP connection go away
+
+    res = push_blob(store, blob, progress=progress)
+    assert killed, "the upload never reached the kill point"
+    assert res.status == "resumed" and res.attempts == 2 and res.resumed_from > 0
+    assert res.sent < blob.size + killed[0]  # the prefix on the device was not sent again
+    assert res.via.startswith("openssh session (")
+    assert session.logins == 2 and session.fell_back is None
+    assert sha256_path(Path(res.remote_path)) == blob.sha256
+
+
+def test_a_corrupt_stream_never_lands_under_the_final_name(session, tmp_path):
+    blob = _blob(tmp_path, 8 << 20)
+    store = open_store(session, root=str(tmp_path / "device-store"))
+    flipped = []
+
+    def progress(sha, done, total):
+        if not flipped and done >= total // 4:
+            with open(blob.path, "r+b") as f:  # bytes not sent yet change: the stream is corrupt
+                f.seek(total - 1000)
+                f.write(b"\xff" * 16)
+            flipped.append(done)
+
+    with pytest.raises(HashMismatch):
+        push_blob(store, blob, progress=progress)
+    assert flipped
+    assert not Path(store.blob(blob.sha256)).exists()
+    assert not Path(store.part(blob.sha256)).exists()
+
+
+def _keypair(tmp_path: Path, name: str) -> tuple[Path, str]:
+    key = tmp_path / name
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    return key, (tmp_path / f"{name}.pub").read_text().split()[1]
+
+
+def test_another_host_key_is_refused_never_fallen_back(ssh_endpoint, tmp_path):
+    """Trust on file names another key for this address: ssh meets the real one and refuses."""
+    _key, b64 = _keypair(tmp_path, "impostor")
+    kh = tmp_path / "known_hosts"
+    kh.write_text(f"[{ssh_endpoint.ssh_host}]:{ssh_endpoint.ssh_port} ssh-ed25519 {b64}\n")
+    import base64
+
+    from edgelab.transport.known_hosts import fingerprint
+
+    ep = dataclasses.replace(
+        ssh_endpoint,
+        host_key_fingerprint=fingerprint(base64.b64decode(b64)),
+        extra={**ssh_endpoint.extra, "known_hosts": str(kh)},
+    )
+    t = start_push_session(ep, timeout=30)
+    assert isinstance(t, SessionTransport)
+    try:
+        with pytest.raises(HostKeyError, match="other than the trusted"):
+            t.run(["true"])
+        assert t.fell_back is None  # refused, not handed to paramiko
+    finally:
+        t.close()
+
+
+def test_no_trusted_key_on_file_goes_to_paramiko_which_refuses_it(ssh_endpoint, tmp_path):
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    ep = dataclasses.replace(
+        ssh_endpoint, host_key_fingerprint=None, extra={**ssh_endpoint.extra, "known_hosts": str(empty)}
+    )
+    assert plan(ep, SSHOptions(timeout=30)) == "no trusted host key on file"
+    assert start_push_session(ep, timeout=30) is None
+    with pytest.raises(HostKeyError, match="unknown host key"):
+        open_push_transport(ep, timeout=30)
+
+
+def test_a_key_openssh_will_not_use_falls_back_to_paramiko(ssh_endpoint, tmp_path):
+    """OpenSSH refuses a private key others can read; paramiko uses it: the push still lands."""
+    loose = tmp_path / "loose_key"
+    shutil.copy(ssh_endpoint.extra["identity_file"], loose)
+    loose.chmod(0o644)
+    ep = dataclasses.replace(ssh_endpoint, extra={**ssh_endpoint.extra, "identity_file": str(loose)})
+    t = start_push_session(ep, timeout=30)
+    assert isinstance(t, SessionTransport)
+    try:
+        blob = _blob(tmp_path, 1 << 20)
+        store = open_store(t, root=str(tmp_path / "device-store"))
+        res = push_blob(store, blob)
+        assert res.status == "uploaded"
+        assert t.fell_back and "could not log in" in t.fell_back
+        assert res.via and res.via.startswith("sftp (paramiko;")  # its own ssh client refused it too
+        assert sha256_path(Path(res.remote_path)) == blob.sha256
+    finally:
+        t.close()
+
+
+def test_what_a_session_cannot_carry_is_said(ssh_endpoint, monkeypatch):
+    opts = SSHOptions(timeout=30)
+    win = dataclasses.replace(ssh_endpoint, shell=Shell.POWERSHELL)
+    assert plan(win, opts) == "Windows endpoint"
+    jumped = dataclasses.replace(
+        ssh_endpoint, ssh_jump=f"root@{ssh_endpoint.ssh_host}:{ssh_endpoint.ssh_port}"
+    )
+    assert "jump host" in str(plan(jumped, opts))
+    monkeypatch.setenv("EDGELAB_SSH_BULK", "off")
+    assert plan(ssh_endpoint, opts) == "EDGELAB_SSH_BULK=off"
