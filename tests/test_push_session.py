@@ -126,7 +126,12 @@ def test_a_fresh_push_is_one_login_and_never_loads_paramiko(ssh_endpoint, ssh_la
     assert not (root / f"{blob.sha256}.part").exists()
 
 
-def test_a_cut_session_upload_resumes_in_a_new_login(session, tmp_path):
+@pytest.mark.parametrize("mode", ["part", "fed"])  # the session goes on after it / ends with it
+def test_a_cut_session_upload_resumes_in_a_new_login(session, tmp_path, monkeypatch, mode):
+    from edgelab.transport.ssh import session_transport
+
+    if mode == "fed":
+        monkeypatch.setattr(session_transport, "KEEP_SESSION_BELOW", 0)
     blob = _blob(tmp_path, 24 << 20)
     store = open_store(session, root=str(tmp_path / "device-store"))
     killed = []
@@ -144,6 +149,31 @@ def test_a_cut_session_upload_resumes_in_a_new_login(session, tmp_path):
     assert res.via.startswith("openssh session (")
     assert session.logins == 2 and session.fell_back is None
     assert sha256_path(Path(res.remote_path)) == blob.sha256
+
+
+def test_several_blobs_share_one_login_and_a_large_one_ends_it(session, ssh_endpoint, tmp_path, monkeypatch):
+    from edgelab.artifacts.push import push_to_device
+    from edgelab.transport.ssh import session_transport
+
+    monkeypatch.setattr(session_transport, "KEEP_SESSION_BELOW", 2 << 20)
+    small = [_blob(tmp_path, 300_000 + i, name=f"s{i}.bin") for i in range(3)]
+    res = push_to_device(lambda: session, "orin", small)  # the default store; it closes the transport
+    assert res.ok, res.error
+    assert [b.status for b in res.blobs] == ["uploaded"] * 3
+    assert session.logins == 1  # the store's question and three uploads: one login
+    t = start_push_session(ssh_endpoint, timeout=30)
+    assert isinstance(t, SessionTransport)
+    try:
+        store = open_store(t, root=str(tmp_path / "device-store"))
+        large = push_blob(store, _blob(tmp_path, 3 << 20, name="large.bin"))
+        assert large.status == "uploaded" and t._session is not None and t._session.ended
+        after = push_blob(store, _blob(tmp_path, 1000, name="after.bin"))
+        assert after.status == "uploaded" and t.logins == 2  # the large one ended its login
+        for b in [*res.blobs, large, after]:
+            assert t.run(["sha256sum", b.remote_path]).stdout.split()[0] == b.sha256
+        assert t.run(["rm", "-f", *(b.remote_path for b in res.blobs)]).ok
+    finally:
+        t.close()
 
 
 def test_a_corrupt_stream_never_lands_under_the_final_name(session, tmp_path):
@@ -237,3 +267,119 @@ def test_what_a_session_cannot_carry_is_said(ssh_endpoint, monkeypatch):
     assert "jump host" in str(plan(jumped, opts))
     monkeypatch.setenv("EDGELAB_SSH_BULK", "off")
     assert plan(ssh_endpoint, opts) == "EDGELAB_SSH_BULK=off"
+
+
+@pytest.fixture
+def lab_db(tmp_path, ssh_lab, monkeypatch):
+    """An inventory holding the virtual Jetson as ``sim up`` registers it (by address, the lab's
+    ssh_config naming its key and known_hosts)."""
+    from edgelab.sim.lab import _ssh_rows
+    from edgelab.store import db as dbmod
+    from edgelab.store.db import get_engine, session_scope
+    from edgelab.store.devices import add_device
+
+    monkeypatch.setenv("EDGELAB_SIM_DIR", str(ssh_lab.state_dir))
+    dbmod.dispose_engines()
+    url = str(tmp_path / "push.db")
+    with session_scope(get_engine(url)) as s:
+        for row in _ssh_rows(ssh_lab):
+            if row.name == "orin-agx":
+                add_device(s, row)
+    try:
+        yield url
+    finally:
+        dbmod.dispose_engines()
+
+
+def test_edgelab_push_fresh_stale_and_unchanged_each_take_one_login(lab_db, ssh_lab, ssh_endpoint, tmp_path):
+    from typer.testing import CliRunner
+
+    from edgelab.cli import app
+
+    runner = CliRunner()
+    blob = _blob(tmp_path, (2 << 20) + 5, name="weights.bin")
+    name = f"sess-{blob.sha256[:8]}"
+    add = runner.invoke(
+        app,
+        [
+            "--db",
+            lab_db,
+            "artifact",
+            "add",
+            str(blob.path),
+            "--kind",
+            "weights",
+            "--target",
+            "any",
+            "--name",
+            name,
+        ],
+    )
+    assert add.exit_code == 0, add.output
+    t = start_push_session(ssh_endpoint, timeout=30)
+    assert t is not None
+    try:
+        assert t.run(["true"]).ok  # this test's own login is done (and logged) before any count
+
+        def push() -> tuple[dict, int]:
+            before = _logins(ssh_lab)
+            res = runner.invoke(app, ["--db", lab_db, "push", name, "-d", "orin-agx", "--json"])
+            assert res.exit_code == 0, res.output
+            deadline = time.monotonic() + 5
+            while _logins(ssh_lab) == before and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.2)  # a second login, were there one, is logged by now
+            return json.loads(res.stdout)[0]["blobs"][0], _logins(ssh_lab) - before
+
+        fresh, logins = push()
+        assert fresh["status"] == "uploaded" and logins == 1
+        assert fresh["via"] == "openssh session (aes128-gcm@openssh.com)" and fresh["hasher"] == "openssl"
+        # the store wiped behind edgelab's back: the re-push check finds the blob gone and its
+        # login serves the push that follows
+        assert t.run(["rm", "-f", fresh["remote_path"]]).ok
+        stale, logins = push()
+        assert stale["status"] == "uploaded" and logins == 1
+        same, logins = push()
+        assert same["status"] == "present" and logins == 1 and same["sent"] == 0
+        assert t.run(["sha256sum", same["remote_path"]]).stdout.split()[0] == blob.sha256
+        assert t.run(["rm", "-f", same["remote_path"]]).ok
+    finally:
+        t.close()
+
+
+def test_ctrl_c_stops_the_session_and_the_next_push_resumes_in_a_new_login(session, tmp_path):
+    import threading
+
+    from edgelab.errors import Interrupted
+
+    blob = _blob(tmp_path, 16 << 20)
+    store = open_store(session, root=str(tmp_path / "device-store"))
+    cancel = threading.Event()
+    clients = []
+
+    def progress(sha, done, total):
+        if session._session is not None:
+            clients.append(session._session.proc)
+        if done >= total // 2:
+            cancel.set()  # what push_parallel does on a Ctrl-C
+
+    with pytest.raises(Interrupted):
+        push_blob(store, blob, progress=progress, cancel=cancel)
+    assert clients and all(c.poll() is not None for c in clients)  # no ssh left running
+    res = push_blob(store, blob)
+    assert res.status == "resumed" and 0 < res.resumed_from < blob.size
+    assert session.logins == 2 and sha256_path(Path(res.remote_path)) == blob.sha256
+
+
+def test_a_session_that_died_between_commands_is_replaced_by_a_new_login(session, tmp_path):
+    assert session.run(["true"]).ok
+    first = session._session
+    assert first is not None
+    os.kill(first.proc.pid, signal.SIGKILL)
+    first.proc.wait()
+    from edgelab.errors import TransportError
+
+    with pytest.raises(TransportError):
+        session.run(["true"])  # the request met a dead session: said, not retried behind the caller
+    assert session.run(["echo", "again"]).stdout == "again\n"
+    assert session.logins == 2 and session.fell_back is None

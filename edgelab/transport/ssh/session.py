@@ -6,13 +6,17 @@ exchange, and a session per command beside the OpenSSH client that carries the b
 system client logs in once and its remote shell serves every request of the push in turn, the last
 one with the file on its stdin, as rsync does its whole job in one session.
 
-The device side (``LOOP``) reads a request from its stdin: a line ``run N`` or ``fed N``, then N
-bytes, a command line quoted with ``join_posix``. ``read`` takes a pipe byte by byte and ``dd bs=1``
-reads exactly the bytes asked, so nothing beyond the request is consumed. ``run`` runs the command
-with no stdin; ``fed`` gives it the rest of the session's stdin (the file's bytes, to the end) and
-is the session's last request. Each answer is framed by length (``edgelab-rc RC OUT ERR``, then OUT
-bytes of stdout and ERR bytes of stderr, captured in a private directory), so no output of a
-command can pass for the frame. Every command runs in a subshell: its ``exit`` ends only itself.
+The device side (``LOOP``) reads a request from its stdin: a line ``run N``, ``fed N`` or
+``part N SIZE``, then N bytes, a command line quoted with ``join_posix``. ``read`` takes a pipe byte
+by byte and ``dd bs=1`` reads exactly the bytes asked, so nothing beyond the request is consumed.
+``run`` runs the command with no stdin. ``fed`` gives it the rest of the session's stdin (a file's
+bytes, to the end) and is the session's last request. ``part`` gives it exactly SIZE bytes through
+``head -c`` and the session goes on: the next blob of a push needs no new login, at the price of
+one more copy of each byte on the device (measured: 256 MiB took 0.93 s instead of 0.79 s; a login
+takes about 0.15 s), so the caller sends large files with ``fed``. Each answer is framed by length
+(``edgelab-rc RC OUT ERR``, then OUT bytes of stdout and ERR bytes of stderr, captured in a private
+directory), so no output of a command can pass for the frame. Every command runs in a subshell:
+its ``exit`` ends only itself.
 
 Nothing here decides trust: the caller hands in the argv of an ``ssh`` held to edgelab's own
 config and known_hosts (``transport.ssh.fast``). This module only speaks the loop's protocol.
@@ -43,12 +47,15 @@ trap 'rm -rf "$t"' EXIT
 trap 'exit 129' HUP
 trap 'exit 143' TERM
 echo edgelab-session-ready
-while IFS=' ' read -r kind n; do
+while IFS=' ' read -r kind n size; do
   case $n in ''|*[!0-9]*) echo "bad request" >&2; exit 2;; esac
   c=$(dd bs=1 count="$n" 2>/dev/null)
   case $kind in
   run) (eval "$c") < /dev/null > "$t/o" 2> "$t/e"; rc=$?;;
   fed) (eval "$c") > "$t/o" 2> "$t/e"; rc=$?;;
+  part)
+    case $size in ''|*[!0-9]*) echo "bad request" >&2; exit 2;; esac
+    head -c "$size" | (eval "$c") > "$t/o" 2> "$t/e"; rc=$?;;
   *) echo "bad request" >&2; exit 2;;
   esac
   printf 'edgelab-rc %s %s %s\n' "$rc" $(wc -c < "$t/o") $(wc -c < "$t/e")
@@ -140,12 +147,13 @@ class Session:
 
     # -- requests --------------------------------------------------------------------------------
 
-    def _request(self, kind: str, line: str) -> None:
+    def _request(self, kind: str, line: str, size: int | None = None) -> None:
         body = line.encode()
         stdin = self.proc.stdin
         assert stdin is not None
+        extra = "" if size is None else f" {size}"
         try:
-            stdin.write(f"{kind} {len(body)}\n".encode() + body)
+            stdin.write(f"{kind} {len(body)}{extra}\n".encode() + body)
             stdin.flush()
         except (BrokenPipeError, ConnectionResetError):
             raise SessionEnded(f"{self.name}: the ssh session ended") from None
@@ -155,21 +163,32 @@ class Session:
         if self.ended:
             raise SessionEnded(f"{self.name}: the session already ended")
         deadline = time.monotonic() + timeout
-        self.wait_ready(deadline)
-        self._request("run", line)
         try:
+            self.wait_ready(deadline)
+            self._request("run", line)
             return self._answer(deadline)
         except RemoteTimeout:
             self.stop()
             raise RemoteTimeout(
                 f"{self.name}: command did not finish within {timeout:g}s and was stopped"
             ) from None
+        except SessionEnded:
+            self.stop()  # the next request logs in again
+            raise
 
     def run_fed(
-        self, line: str, local: Path, *, offset: int, progress: Progress | None, timeout: float
+        self,
+        line: str,
+        local: Path,
+        *,
+        offset: int,
+        progress: Progress | None,
+        timeout: float,
+        keep: bool = False,
     ) -> tuple[Answer, int]:
         """``line`` with bytes ``[offset, size)`` of ``local`` on its stdin: its result and the
-        position reached. The session ends with it. The kernel copies the bytes into ssh's stdin
+        position reached. The session ends with it (``fed``), or with ``keep`` goes on (``part``:
+        the device reads exactly those bytes). The kernel copies the bytes into ssh's stdin
         (``sendfile``); Python only counts them. ``timeout``: how long the command may run on
         after the last byte."""
         if self.ended:
@@ -179,8 +198,11 @@ class Session:
         except OSError as e:
             raise TransportError(f"cannot read {local}: {e.strerror}") from e
         self.wait_ready(time.monotonic() + timeout)
-        self._request("fed", line)
-        self.ended = True
+        if keep:
+            self._request("part", line, size=total - offset)
+        else:
+            self._request("fed", line)
+            self.ended = True
         stdin = self.proc.stdin
         assert stdin is not None
         pos = offset
@@ -199,9 +221,12 @@ class Session:
                         pos += n
                     if progress:
                         progress(pos, total)  # may raise Interrupted (a Ctrl-C): the session is stopped
-            stdin.close()
+            if keep:
+                stdin.flush()
+            else:
+                stdin.close()
         except (BrokenPipeError, ConnectionResetError):
-            pass  # ssh quit: the answer (or its absence) says why
+            self.ended = True  # ssh quit: the answer (or its absence) says why
         except BaseException:
             self.stop()
             raise
@@ -213,6 +238,7 @@ class Session:
                 f"{self.name}: the command ran on past {timeout:g}s after its input ended and was stopped"
             ) from None
         except SessionEnded:
+            self.stop()
             return Answer(-1, "", ""), pos
 
     # -- ending ----------------------------------------------------------------------------------

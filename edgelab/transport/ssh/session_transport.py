@@ -63,6 +63,9 @@ from edgelab.transport.ssh_config import Hop, resolve_openssh
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 10.0  # when the options set none: SSHTransport.connect's default
+# Files smaller than this go as a ``part`` (the login serves the next blob too); larger ones as
+# the session's last ``fed``, whose bytes the device copies once less (``session``'s numbers).
+KEEP_SESSION_BELOW = 128 << 20
 
 # lower case, from ssh's log: it could not reach the host at all, so paramiko would only wait again
 _UNREACHABLE = {
@@ -261,10 +264,17 @@ class SessionTransport(Transport):
         if s is None:
             assert self._fallback is not None
             return self._fallback.run_fed(argv, local, offset=offset, progress=progress, timeout=timeout)
-        log.debug("%s: feeding %s from byte %d", self.name, local, offset)
-        ans, pos = s.run_fed(join_posix(argv), Path(local), offset=offset, progress=progress, timeout=timeout)
+        try:
+            keep = Path(local).stat().st_size - offset < KEEP_SESSION_BELOW
+        except OSError as e:
+            raise TransportError(f"cannot read {local}: {e.strerror}") from e
+        log.debug("%s: feeding %s from byte %d (%s)", self.name, local, offset, "part" if keep else "fed")
+        ans, pos = s.run_fed(
+            join_posix(argv), Path(local), offset=offset, progress=progress, timeout=timeout, keep=keep
+        )
         log.debug("%s: the fed command answered (exit %d)", self.name, ans.exit_code)
-        s.close(wait=5.0)
+        if s.ended:
+            s.close(wait=5.0)
         if m := CIPHER_LINE.search(s.log_text()):
             self.cipher = m.group(1)
         self.last_put_via = f"openssh session ({self.cipher or 'cipher not logged'})"
