@@ -265,6 +265,9 @@ def test_what_a_session_cannot_carry_is_said(ssh_endpoint, monkeypatch):
         ssh_endpoint, ssh_jump=f"root@{ssh_endpoint.ssh_host}:{ssh_endpoint.ssh_port}"
     )
     assert "jump host" in str(plan(jumped, opts))
+    monkeypatch.setenv("EDGELAB_SSH_SESSION", "off")
+    assert plan(ssh_endpoint, opts) == "EDGELAB_SSH_SESSION=off"
+    monkeypatch.delenv("EDGELAB_SSH_SESSION")
     monkeypatch.setenv("EDGELAB_SSH_BULK", "off")
     assert plan(ssh_endpoint, opts) == "EDGELAB_SSH_BULK=off"
 

@@ -24,6 +24,7 @@ the bytes. A host key other than the trusted ones is never a fallback: it raises
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -66,6 +67,7 @@ CONNECT_TIMEOUT_S = 10.0  # when the options set none: SSHTransport.connect's de
 # Files smaller than this go as a ``part`` (the login serves the next blob too); larger ones as
 # the session's last ``fed``, whose bytes the device copies once less (``session``'s numbers).
 KEEP_SESSION_BELOW = 128 << 20
+ENV_SWITCH = "EDGELAB_SSH_SESSION"  # "off" (or 0/no/false): paramiko, the ssh binary for bytes only
 
 # lower case, from ssh's log: it could not reach the host at all, so paramiko would only wait again
 _UNREACHABLE = {
@@ -98,6 +100,8 @@ def plan(endpoint: Endpoint, options: SSHOptions) -> tuple[Hop, list[PinnedKey],
         return f"{endpoint.kind} endpoint"
     if endpoint.shell is not Shell.POSIX:
         return "Windows endpoint"
+    if os.environ.get(ENV_SWITCH, "").strip().lower() in ("off", "0", "no", "false"):
+        return f"{ENV_SWITCH}={os.environ[ENV_SWITCH]}"
     binary = ssh_binary()
     if binary is None:
         return switched_off() or "no ssh client"
