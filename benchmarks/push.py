@@ -19,7 +19,10 @@ off by 2x for any tool. Loopback numbers compare the tools on the same path; the
 about a real device's link. Goals (issue 14): >= 0.9x rsync over SSH, >= 1.0x the hand-verified
 peer over ADB, unchanged re-push <= 1 s.
 
-    python benchmarks/push.py [--sizes 16,256,1024] [--repeat 3]
+    python benchmarks/push.py [--sizes 16,256,1024] [--repeat 3] [--files 50]
+
+A last section pushes one artifact of ``--files`` small files (a runtime build's shape) against
+``rsync -r``, ``scp -r`` and ``adb push`` of the directory (none of which verifies on the device).
 """
 
 from __future__ import annotations
@@ -66,6 +69,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="16,256,1024", help="MiB, comma-separated (default 16,256,1024)")
     ap.add_argument("--repeat", type=int, default=3, help="rounds per tool and size (median kept)")
+    ap.add_argument(
+        "--files", type=int, default=50, help="also push a directory of this many 100 KiB files (0: skip)"
+    )
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     load_before = os.getloadavg()
@@ -74,6 +80,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="edgelab-bench-push-"))
     ssh_state, adb_state = work / "ssh-lab", work / "adb-lab"
     results: dict[int, dict[str, list[float]]] = {}
+    many_times: dict[str, list[float]] = {}
     paths: dict[int, dict[str, str]] = {}
     try:
         info = start_ssh_lab(ssh_state, ["orin-agx"], port=free_port(["127.0.0.11"]))
@@ -197,6 +204,58 @@ def main() -> int:
                 run([*ssh, f"rm -f {q(rem_ssh)}; rm -rf .edgelab/store"], env)
                 run([*adb, "shell", f"rm -f {rem_adb}; rm -rf /data/local/tmp/edgelab/store"], env)
                 blob.unlink()
+            if args.files > 0:
+                many = work / "many"
+                many.mkdir()
+                for i in range(args.files):
+                    (many / f"f{i:03d}.bin").write_bytes(os.urandom(100 << 10))
+                run(
+                    [
+                        edgelab,
+                        "artifact",
+                        "add",
+                        str(many),
+                        "--kind",
+                        "runtime",
+                        "--target",
+                        "any",
+                        "--name",
+                        "bench-many",
+                        "--replace",
+                    ],
+                    env,
+                )
+                run([*ssh, "mkdir -p bench-many"], env)
+                tools = {
+                    "ssh edgelab push": (
+                        f"{el} store rm orin-agx bench-many",
+                        [edgelab, "push", "bench-many", "-d", "orin-agx"],
+                    ),
+                    "ssh rsync -r": (
+                        f"{ssh_s} rm -rf bench-many",
+                        ["rsync", "-r", "-e", f"ssh -F {cfg}", f"{many}/", "orin-agx:bench-many/"],
+                    ),
+                    "ssh scp -r": (
+                        f"{ssh_s} rm -rf bench-many",
+                        ["scp", "-r", "-F", str(cfg), str(many), "orin-agx:bench-many"],
+                    ),
+                    "adb edgelab push": (
+                        f"{el} store rm s25 bench-many",
+                        [edgelab, "push", "bench-many", "-d", "s25"],
+                    ),
+                    "adb adb push": (
+                        f"{adb_s} shell rm -rf /data/local/tmp/bench-many",
+                        [*adb, "push", str(many), "/data/local/tmp/bench-many"],
+                    ),
+                }
+                times = {k: [] for k in tools}
+                for _ in range(rounds):
+                    for tool, (reset, cmd) in tools.items():
+                        subprocess.run(reset, shell=True, env=env, check=True, capture_output=True)
+                        times[tool].append(timed(cmd, env))
+                many_times = times
+                run([*ssh, "rm -rf bench-many .edgelab/store"], env)
+                run([*adb, "shell", "rm -rf /data/local/tmp/bench-many /data/local/tmp/edgelab/store"], env)
         finally:
             stop_adb_lab(adb_state)
             stop_ssh_lab(ssh_state)
@@ -247,6 +306,15 @@ def main() -> int:
             print(
                 f"    {path}  unchanged re-push {s:.2f} s   goal <= 1 s: {'met' if s <= 1.0 else 'NOT met'}"
             )
+        print()
+    if many_times:
+        med = {k: statistics.median(v) for k, v in many_times.items()}
+        print(f"{args.files} files of 100 KiB (one artifact; peers copy the directory, unverified)")
+        for tool, secs in many_times.items():
+            print(f"  {tool:40} {med[tool]:9.2f} s   ({', '.join(f'{x:.2f}' for x in secs)})")
+        print("  ratios, peer's time / edgelab push's (same run):")
+        for path, peer in (("ssh", "rsync -r"), ("ssh", "scp -r"), ("adb", "adb push")):
+            print(f"    {path}  vs {peer:32} {med[f'{path} {peer}'] / med[f'{path} edgelab push']:5.2f}x")
         print()
     return 0
 
