@@ -68,7 +68,7 @@ def parse(text: str) -> TunnelSpec:
                 remedy="write the adb server's port on that host after a slash: ssh://host/5037",
             )
         adb_port = int(adb)
-    from edgelab.transport.ssh_config import parse_jump_spec  # noqa: PLC0415 - loads paramiko
+    from edgelab.transport.ssh_config import parse_jump_spec  # noqa: PLC0415 - only an ssh:// server needs it
 
     user, host, port = parse_jump_spec(
         addr
