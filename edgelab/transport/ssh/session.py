@@ -172,7 +172,7 @@ class Session:
             raise RemoteTimeout(
                 f"{self.name}: command did not finish within {timeout:g}s and was stopped"
             ) from None
-        except SessionEnded:
+        except BaseException:  # ended, garbled, or a Ctrl-C between request and answer: out of step
             self.stop()  # the next request logs in again
             raise
 
@@ -240,6 +240,9 @@ class Session:
         except SessionEnded:
             self.stop()
             return Answer(-1, "", ""), pos
+        except BaseException:  # a Ctrl-C while the device hashes: the answer will never be read
+            self.stop()
+            raise
 
     # -- ending ----------------------------------------------------------------------------------
 

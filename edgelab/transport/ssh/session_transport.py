@@ -188,10 +188,9 @@ class SessionTransport(Transport):
         if s is None or s.ended:
             s = self._session = self._start()
         try:
-            s.wait_ready(time.monotonic() + self.timeout + 5.0)
-            if s.ready and not getattr(s, "_said_ready", False):
+            if not s.ready:
+                s.wait_ready(time.monotonic() + self.timeout + 5.0)
                 log.debug("%s: OpenSSH session %d ready", self.name, self.logins)
-                s._said_ready = True  # type: ignore[attr-defined]
             return s
         except SessionEnded:
             s.close(wait=5.0)
