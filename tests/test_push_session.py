@@ -386,3 +386,20 @@ def test_a_session_that_died_between_commands_is_replaced_by_a_new_login(session
         session.run(["true"])  # the request met a dead session: said, not retried behind the caller
     assert session.run(["echo", "again"]).stdout == "again\n"
     assert session.logins == 2 and session.fell_back is None
+
+
+def test_prefetch_answers_each_blob_as_its_own_inspect_would(session, tmp_path):
+    root = tmp_path / "device-store"
+    store = open_store(session, root=str(root))
+    whole, part, absent = ("a" * 64, "b" * 64, "c" * 64)
+    store.ensure()
+    (root / whole).write_bytes(b"x" * 10)
+    (root / f"{part}.part").write_bytes(b"y" * 7)
+    before = session.logins
+    store.prefetch([whole, part, absent, whole])
+    fresh = open_store(session, root=str(root))  # asks per blob
+    for sha in (whole, part, absent):
+        assert store.inspect(sha) == fresh.inspect(sha)
+    assert store.inspect(whole)[0] == fresh.inspect(whole)[0]  # used once: then asked again
+    assert store.inspect(part)[1][0] == 7 and store.inspect(absent) == (None, None)
+    assert session.logins == before

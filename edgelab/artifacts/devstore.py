@@ -318,6 +318,27 @@ class DeviceStore:
             raise TransportError(f"{self.t_name}: unexpected store listing {res.stdout[:120]!r}")
         return _parse_stat(lines[0]), _parse_stat(lines[1])
 
+    def prefetch(self, shas: list[str]) -> None:
+        """``inspect`` every blob of ``shas`` now, in ONE command (with the hasher's probe when it is
+        still due): a push of many files asks once, not once per file. Each answer is used by that
+        blob's next ``inspect``; nothing else in the store changes those files meanwhile."""
+        shas = [sha for sha in dict.fromkeys(shas) if sha not in self._inspected]
+        if not shas:
+            return
+        probe = self.hasher is None and not self._probed
+        script = 'mkdir -p "$1" || exit 1; shift; ' + _INSPECT_LOOP
+        if probe:
+            script = hashers.probe() + "; " + script
+        paths = [p for sha in shas for p in (self.blob(sha), self.part(sha))]
+        res = self._must(["sh", "-c", script, "edgelab-inspect", self.root, *paths], "inspect the store")
+        lines = [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
+        if probe and lines:
+            self.hasher, self._probed = hashers.parse_probe(lines.pop(0)), True
+        if len(lines) != len(paths):
+            raise TransportError(f"{self.t_name}: unexpected store listing {res.stdout[:120]!r}")
+        for i, sha in enumerate(shas):
+            self._inspected[sha] = (_parse_stat(lines[2 * i]), _parse_stat(lines[2 * i + 1]))
+
     def finalize(self, sha: str, size: int) -> tuple[int, str] | None:
         """Hash ``.part`` on the device; if it is ``sha``, rename it into place and return its stat.
 
@@ -458,6 +479,9 @@ class WindowsStore(DeviceStore):
         if not _SHA.fullmatch(digest):
             raise TransportError(f"{self.t_name}: Get-FileHash printed {res.stdout[:80]!r}")
         return digest
+
+    def prefetch(self, shas: list[str]) -> None:
+        """Windows asks per blob (``inspect``): a push there goes over SFTP, file by file, anyway."""
 
     def inspect(
         self, sha: str, *, probe: bool = False

@@ -284,6 +284,7 @@ def push_to_device(
             transport.prepare_put()  # type: ignore[attr-defined]
         # the store and the first blob's stats in one round trip where resolving the store costs one
         store = open_store(transport, inspect=blobs[0].sha256 if blobs else None)  # type: ignore[arg-type]
+        store.prefetch([b.sha256 for b in blobs[1:]])  # the other blobs' stats in one more round trip
         for blob in blobs:
             cb = (lambda sha, d, t: progress(device, sha, d, t)) if progress else None
             out.blobs.append(push_blob(store, blob, stamps=stamps, verify=verify, progress=cb, cancel=cancel))
