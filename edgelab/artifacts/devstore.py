@@ -130,6 +130,33 @@ mv -f "$part" "$blob" || exit 1
 printf '%s\n' "$line"
 stat -c "%s|%z|%i" "$blob"
 """
+# The receive of many small files in one command (``DeviceStore.receive_many``): stdin is a tar
+# stream (ustar: exact sizes on every tar there is, so nothing depends on how a ``head -c`` reads a
+# pipe) of files named by their SHA-256. They land in a private directory of the store; what is
+# left of stdin after the archive's end is drained; ONE hasher call reads them all back from disk
+# (the digest of what the device STORED); each file whose digest is its name is renamed into place
+# and said "ok SHA SIZE|STAMP|INODE", any other "mismatch SHA DIGEST" and removed with the
+# directory. A file the hasher did not list is not said at all: the caller pushes it again alone.
+# Exit 9: tar could not read the stream.
+_RECEIVE_MANY_SCRIPT = r"""
+root=$1 d=$1/.batch.$$
+trap 'rm -rf "$d"' EXIT
+trap 'exit 129' HUP
+trap 'exit 143' TERM
+rm -rf "$d" && mkdir -p "$d" || exit 1
+{ tar -xf - -C "$d"; t=$?; cat > /dev/null; [ "$t" = 0 ]; } || { echo "tar failed" >&2; exit 9; }
+h "$d"/* | while IFS= read -r line; do
+  got=${line%% *} f=${line#* }; f=${f#[* ]}; n=${f##*/}
+  if [ "$got" = "$n" ] && mv -f "$f" "$root/$n"; then
+    printf 'ok %s ' "$n"; stat -c "%s|%z|%i" "$root/$n"
+  else
+    echo "mismatch $n $got"
+  fi
+done
+"""
+_RECEIVED = re.compile(r"ok ([0-9a-f]{64}) (\d+)\|([^\n|]*)\|(\d+)")
+_MISMATCHED = re.compile(r"mismatch ([0-9a-f]{64}) (\S*)")
+
 _STAT_LINE = re.compile(r"(\d+)\|([^\n|]*)\|(\d+)")
 _MISMATCH = re.compile(r"mismatch ([0-9a-f]{64})\n?")
 
@@ -339,6 +366,11 @@ class DeviceStore:
         for i, sha in enumerate(shas):
             self._inspected[sha] = (_parse_stat(lines[2 * i]), _parse_stat(lines[2 * i + 1]))
 
+    def peek(self, sha: str) -> tuple[tuple[int, str] | None, tuple[int, str] | None] | None:
+        """What ``prefetch`` (or ``open_store``) learnt of ``sha``, left for its ``inspect``; None
+        when nothing was asked yet."""
+        return self._inspected.get(sha)
+
     def finalize(self, sha: str, size: int) -> tuple[int, str] | None:
         """Hash ``.part`` on the device; if it is ``sha``, rename it into place and return its stat.
 
@@ -409,6 +441,32 @@ class DeviceStore:
         argv += [str(size), sha, self.blob(sha), str(RECEIVE_STEP), self.hash_file(sha)]
         res = self.t.run_fed(argv, local, offset=offset, progress=progress, timeout=hash_timeout(size))
         return parse_receive(res, sha, self.t_name, self.hasher_name)
+
+    def receive_many(
+        self, stream: Path, shas: list[str], progress: Progress | None = None
+    ) -> dict[str, tuple[int, str] | None]:
+        """Files named by ``shas`` from ``stream`` (a tar of them, see ``_RECEIVE_MANY_SCRIPT``),
+        each renamed into place only once its SHA-256 on the device is its name: one command for
+        them all. Per sha: the blob's (size, stamp), or None when its digest did not match. A sha
+        missing from the answer was not confirmed (the caller pushes it alone); a stream the
+        device's tar cannot read raises TransportError."""
+        size = stream.stat().st_size
+        argv = ["sh", "-c", self._hash_fn + _RECEIVE_MANY_SCRIPT, "edgelab-receive-many", self.root]
+        res = self.t.run_fed(argv, stream, progress=progress, timeout=hash_timeout(size))
+        if not res.ok:
+            raise TransportError(
+                f"{self.t_name}: receiving {len(shas)} files in one stream failed (exit "
+                f"{res.exit_code}): {res.stderr.strip()[:200]}",
+                remedy="push again: each file then goes on its own",
+            )
+        want = set(shas)
+        out: dict[str, tuple[int, str] | None] = {}
+        for line in res.stdout.splitlines():
+            if (m := _RECEIVED.fullmatch(line)) and m.group(1) in want:
+                out[m.group(1)] = (int(m.group(2)), f"{m.group(3)}|{m.group(4)}")
+            elif (m := _MISMATCHED.fullmatch(line)) and m.group(1) in want:
+                out[m.group(1)] = None
+        return out
 
     def hash_file(self, sha: str) -> str:
         """Where the receiving command's hasher leaves its digest (hidden: not a store entry)."""

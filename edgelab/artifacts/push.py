@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from edgelab.artifacts.batch import push_small
 from edgelab.artifacts.devstore import DeviceStore, open_store
 from edgelab.artifacts.hashing import sha256_path
 from edgelab.artifacts.upload import upload
@@ -284,9 +285,26 @@ def push_to_device(
             transport.prepare_put()  # type: ignore[attr-defined]
         # the store and the first blob's stats in one round trip where resolving the store costs one
         store = open_store(transport, inspect=blobs[0].sha256 if blobs else None)  # type: ignore[arg-type]
-        store.prefetch([b.sha256 for b in blobs[1:]])  # the other blobs' stats in one more round trip
+        store.prefetch([b.sha256 for b in blobs])  # every other blob's stats: one more round trip
+        cb = (lambda sha, d, t: progress(device, sha, d, t)) if progress else None
+        # small files the device lacks: one stream for them all (``batch``); the rest one by one
+        streamed = push_small(store, blobs, progress=cb, cancel=cancel)
         for blob in blobs:
-            cb = (lambda sha, d, t: progress(device, sha, d, t)) if progress else None
+            if (got := streamed.get(blob.sha256)) is not None:
+                (stamps or NoStamps()).put(blob.sha256, *got.stat)
+                out.blobs.append(
+                    BlobResult(
+                        blob.sha256,
+                        blob.size,
+                        "uploaded",
+                        store.blob(blob.sha256),
+                        sent=blob.size,
+                        seconds=got.seconds,
+                        via=got.via,
+                        hasher=store.hasher_name,
+                    )
+                )
+                continue
             out.blobs.append(push_blob(store, blob, stamps=stamps, verify=verify, progress=cb, cancel=cancel))
     except EdgelabError as e:
         out.error, out.remedy = str(e), e.remedy
