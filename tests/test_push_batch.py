@@ -133,3 +133,13 @@ def test_a_whole_push_sends_small_files_in_one_stream_and_large_ones_alone(adb_l
             t2.close()
     finally:
         t.close()
+
+
+def test_what_a_killed_stream_left_is_removed_by_the_next(store, tmp_path):
+    store.ensure()
+    dead = f"{store.root}/.batch.999999"  # no such process
+    assert store.t.run(["sh", "-c", 'mkdir -p "$1" && printf x > "$1/f"', "x", dead]).ok
+    blobs = [_blob(tmp_path, 100 + i, f"k{i}") for i in range(2)]
+    store.prefetch([b.sha256 for b in blobs])
+    assert set(batch.push_small(store, blobs)) == {b.sha256 for b in blobs}
+    assert _listing(store) == sorted([".", "..", *(b.sha256 for b in blobs)])

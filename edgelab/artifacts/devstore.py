@@ -137,9 +137,13 @@ stat -c "%s|%z|%i" "$blob"
 # (the digest of what the device STORED); each file whose digest is its name is renamed into place
 # and said "ok SHA SIZE|STAMP|INODE", any other "mismatch SHA DIGEST" and removed with the
 # directory. A file the hasher did not list is not said at all: the caller pushes it again alone.
-# Exit 9: tar could not read the stream.
+# A directory a killed receive left (its shell gone) is removed by the next one. Exit 9: tar could
+# not read the stream.
 _RECEIVE_MANY_SCRIPT = r"""
 root=$1 d=$1/.batch.$$
+for o in "$root"/.batch.*; do  # what a killed receive left: its shell is gone
+  [ -d "$o" ] && ! kill -0 "${o##*.}" 2>/dev/null && rm -rf "$o"
+done
 trap 'rm -rf "$d"' EXIT
 trap 'exit 129' HUP
 trap 'exit 143' TERM
