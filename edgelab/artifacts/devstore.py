@@ -134,11 +134,11 @@ stat -c "%s|%z|%i" "$blob"
 # stream (ustar: exact sizes on every tar there is, so nothing depends on how a ``head -c`` reads a
 # pipe) of files named by their SHA-256. They land in a private directory of the store; what is
 # left of stdin after the archive's end is drained; ONE hasher call reads them all back from disk
-# (the digest of what the device STORED); each file whose digest is its name is renamed into place
-# and said "ok SHA SIZE|STAMP|INODE", any other "mismatch SHA DIGEST" and removed with the
-# directory. A file the hasher did not list is not said at all: the caller pushes it again alone.
-# A directory a killed receive left (its shell gone) is removed by the next one. Exit 9: tar could
-# not read the stream.
+# (the digest of what the device STORED); the files whose digest is their name are renamed into
+# place by one ``mv`` and said "ok SHA SIZE|STAMP|INODE" by one ``stat``, any other "mismatch SHA
+# DIGEST" and removed with the directory. A file the hasher did not list is not said at all: the
+# caller pushes it again alone. A directory a killed receive left (its shell gone) is removed by
+# the next one. Exit 9: tar could not read the stream.
 _RECEIVE_MANY_SCRIPT = r"""
 root=$1 d=$1/.batch.$$
 for o in "$root"/.batch.*; do  # what a killed receive left: its shell is gone
@@ -149,14 +149,14 @@ trap 'exit 129' HUP
 trap 'exit 143' TERM
 rm -rf "$d" && mkdir -p "$d" || exit 1
 { tar -xf - -C "$d"; t=$?; cat > /dev/null; [ "$t" = 0 ]; } || { echo "tar failed" >&2; exit 9; }
-h "$d"/* | while IFS= read -r line; do
+h "$d"/* > "$d/.sums"
+set --
+while IFS= read -r line; do
   got=${line%% *} f=${line#* }; f=${f#[* ]}; n=${f##*/}
-  if [ "$got" = "$n" ] && mv -f "$f" "$root/$n"; then
-    printf 'ok %s ' "$n"; stat -c "%s|%z|%i" "$root/$n"
-  else
-    echo "mismatch $n $got"
-  fi
-done
+  if [ "$got" = "$n" ]; then set -- "$@" "$n"; else echo "mismatch $n $got"; fi
+done < "$d/.sums"
+[ $# -gt 0 ] || exit 0
+cd "$d" && mv -f -- "$@" "$root/" && cd "$root" && stat -c "ok %n %s|%z|%i" -- "$@"
 """
 _RECEIVED = re.compile(r"ok ([0-9a-f]{64}) (\d+)\|([^\n|]*)\|(\d+)")
 _MISMATCHED = re.compile(r"mismatch ([0-9a-f]{64}) (\S*)")
