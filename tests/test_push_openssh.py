@@ -20,7 +20,7 @@ from edgelab.artifacts.hashing import sha256_path
 from edgelab.artifacts.push import BlobSpec, push_blob
 from edgelab.errors import HashMismatch, HostKeyError
 from edgelab.transport.hostkeys import HostKey
-from edgelab.transport.ssh import SSHTransport, bulk, openssh
+from edgelab.transport.ssh import SSHTransport, bulk, pinned_client
 
 pytestmark = pytest.mark.skipif(not shutil.which("ssh"), reason="no OpenSSH client on this host")
 
@@ -161,7 +161,7 @@ def test_the_trusted_key_is_the_one_paramiko_verified(transport):
     b, why = transport._bulk_path()
     assert why is None and b is not None
     line = b.files.known_hosts.read_text().split()
-    assert line[0] == openssh.HOST_ALIAS and len(line) == 3
+    assert line[0] == pinned_client.HOST_ALIAS and len(line) == 3
     assert line[2] == transport.paramiko_transport.get_remote_server_key().get_base64()
     cfg = b.config.read_text()
     for must in ("StrictHostKeyChecking yes", "GlobalKnownHostsFile /dev/null", "BatchMode yes"):
@@ -172,7 +172,7 @@ def test_the_trusted_key_is_the_one_paramiko_verified(transport):
 @pytest.mark.parametrize("why", ["switched off", "no ssh binary"])
 def test_sftp_takes_over_without_an_openssh_client(ssh_endpoint, tmp_path, monkeypatch, why):
     if why == "switched off":
-        monkeypatch.setenv(openssh.ENV_SWITCH, "off")
+        monkeypatch.setenv(pinned_client.ENV_SWITCH, "off")
     else:
         empty = tmp_path / "bin"
         empty.mkdir()

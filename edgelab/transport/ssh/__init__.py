@@ -7,7 +7,7 @@ The package, by concept (lower modules never import higher ones):
 - ``pool``: the per-process connection pool and jump-host streams (``fetch_host_key``);
 - ``channel``: a command's stdout/stderr pump, exit status, streamed process;
 - ``sftp``: atomic, hashed upload and download;
-- ``openssh``: the system OpenSSH client's private config and known_hosts (edgelab's trust only);
+- ``pinned_client``: the system OpenSSH client's private config and known_hosts (edgelab's trust only);
 - ``bulk``: resumable uploads through that client, beside a paramiko connection;
 - ``session``, ``session_transport``: a fresh push in one OpenSSH login, without paramiko;
 - ``transport``: ``SSHTransport``, the transport surface built from the above.
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
         resolve_endpoint,
         unreachable,
     )
-    from edgelab.transport.ssh.openssh import DEFAULT_KEY_FILES
+    from edgelab.transport.ssh.pinned_client import DEFAULT_KEY_FILES
     from edgelab.transport.ssh.pool import (
         IDLE_CLOSE_S,
         POOL,
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from edgelab.transport.ssh.transport import SSHTransport
 
 # The names above load on first use (PEP 562), so a module of this package that needs no paramiko
-# (``openssh``, ``session``, ``session_transport``: a fresh push in one OpenSSH login) is imported
+# (``pinned_client``, ``session``, ``session_transport``: a fresh push in one OpenSSH login) is imported
 # without it.
 _LAZY = {
     "COPY_CHUNK": "channel",
@@ -55,7 +55,7 @@ _LAZY = {
     "handshake": "connect",
     "resolve_endpoint": "connect",
     "unreachable": "connect",
-    "DEFAULT_KEY_FILES": "openssh",
+    "DEFAULT_KEY_FILES": "pinned_client",
     "IDLE_CLOSE_S": "pool",
     "POOL": "pool",
     "_POOL": "pool",  # the name tests and older callers use

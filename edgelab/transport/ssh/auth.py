@@ -14,7 +14,7 @@ from pathlib import Path
 import paramiko
 
 from edgelab.errors import SSHAuthError
-from edgelab.transport.ssh.openssh import DEFAULT_KEY_FILES
+from edgelab.transport.ssh.pinned_client import DEFAULT_KEY_FILES
 from edgelab.transport.ssh_config import Hop
 
 log = logging.getLogger(__name__)

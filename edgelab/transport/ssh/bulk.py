@@ -45,7 +45,7 @@ from edgelab.errors import BulkUnavailable, HostKeyError, TransportError
 from edgelab.transport.base import Progress
 from edgelab.transport.hostkeys import fingerprint
 from edgelab.transport.quoting import join_posix
-from edgelab.transport.ssh.openssh import (
+from edgelab.transport.ssh.pinned_client import (
     CIPHER_LINE,
     CIPHERS,
     HOSTKEY_REFUSED,

@@ -8,7 +8,7 @@ starts when the transport is made, so it overlaps whatever the caller does first
 device's lease). Nothing on this path imports paramiko.
 
 Trust is edgelab's, unchanged: the keys written to the client's private known_hosts
-(``openssh.ClientFiles``) are exactly the keys ``hostkeys.verify`` would accept for the hop: the
+(``pinned_client.ClientFiles``) are exactly the keys ``hostkeys.verify`` would accept for the hop: the
 live (not ``@revoked``) entries for its name in the hop's own and the default known_hosts files,
 narrowed to the device row's recorded fingerprint when it has one. No such key on file means no
 session: the paramiko transport takes the push, and its check refuses the unknown key as
@@ -50,7 +50,7 @@ from edgelab.transport.base import (
 )
 from edgelab.transport.options import SSHOptions
 from edgelab.transport.quoting import Shell, join_posix
-from edgelab.transport.ssh.openssh import (
+from edgelab.transport.ssh.pinned_client import (
     CIPHER_LINE,
     HOSTKEY_REFUSED,
     ClientFiles,

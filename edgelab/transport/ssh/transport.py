@@ -36,7 +36,7 @@ from edgelab.transport.quoting import Shell, encode_powershell, join_posix
 from edgelab.transport.ssh.bulk import BulkUnavailable, OpenSSHBulk, bulk_for, forget
 from edgelab.transport.ssh.channel import KILL_GRACE_S, Pump, SSHInteractive, SSHProcess, exit_code, feed
 from edgelab.transport.ssh.connect import MAX_PACKET, WINDOW_SIZE, resolve_endpoint
-from edgelab.transport.ssh.openssh import ssh_binary, switched_off
+from edgelab.transport.ssh.pinned_client import ssh_binary, switched_off
 from edgelab.transport.ssh.pool import POOL, PoolKey
 from edgelab.transport.ssh.sftp import get_file, open_client, put_file, put_from
 from edgelab.transport.ssh_config import Hop
