@@ -403,3 +403,66 @@ def test_prefetch_answers_each_blob_as_its_own_inspect_would(session, tmp_path):
     assert store.inspect(whole)[0] == fresh.inspect(whole)[0]  # used once: then asked again
     assert store.inspect(part)[1][0] == 7 and store.inspect(absent) == (None, None)
     assert session.logins == before
+
+
+def test_a_host_that_accepts_and_never_answers_is_said_once_not_waited_twice(ssh_endpoint, tmp_path):
+    """A frozen sshd (the TCP connection accepted, no banner): the session's own timeout says so
+    as the paramiko path would, and paramiko is not made to wait a second time."""
+    import socket
+
+    from edgelab.errors import SSHNotAnswering
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(5)
+    try:
+        port = srv.getsockname()[1]
+        lab_kh = Path(ssh_endpoint.extra["known_hosts"]).read_text().split("\n")[0].split()
+        kh = tmp_path / "known_hosts"
+        kh.write_text(f"[127.0.0.1]:{port} {lab_kh[1]} {lab_kh[2]}\n")
+        ep = dataclasses.replace(
+            ssh_endpoint,
+            ssh_host="127.0.0.1",
+            ssh_port=port,
+            host_key_fingerprint=None,
+            extra={**ssh_endpoint.extra, "known_hosts": str(kh)},
+        )
+        t = start_push_session(ep, timeout=2)
+        assert isinstance(t, SessionTransport)
+        try:
+            with pytest.raises(SSHNotAnswering, match="did not answer within 2s"):
+                t.run(["true"])
+            assert t.fell_back is None
+        finally:
+            t.close()
+    finally:
+        srv.close()
+
+
+def test_a_refused_connection_is_said_without_trying_paramiko(ssh_endpoint, tmp_path):
+    import socket
+
+    from edgelab.errors import SSHUnreachable
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    lab_kh = Path(ssh_endpoint.extra["known_hosts"]).read_text().split("\n")[0].split()
+    kh = tmp_path / "known_hosts"
+    kh.write_text(f"[127.0.0.1]:{port} {lab_kh[1]} {lab_kh[2]}\n")
+    ep = dataclasses.replace(
+        ssh_endpoint,
+        ssh_host="127.0.0.1",
+        ssh_port=port,
+        host_key_fingerprint=None,
+        extra={**ssh_endpoint.extra, "known_hosts": str(kh)},
+    )
+    t = start_push_session(ep, timeout=5)
+    assert isinstance(t, SessionTransport)
+    try:
+        with pytest.raises(SSHUnreachable, match=f"connection refused at 127.0.0.1:{port}"):
+            t.run(["true"])
+        assert t.fell_back is None
+    finally:
+        t.close()

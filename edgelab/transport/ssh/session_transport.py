@@ -35,6 +35,7 @@ from edgelab.errors import (
     ConfigError,
     HostKeyError,
     SessionEnded,
+    SSHNotAnswering,
     SSHUnreachable,
     TransportError,
 )
@@ -207,6 +208,13 @@ class SessionTransport(Transport):
     def _check_log(self, s: Session) -> None:
         """Raise for what ssh's log shows must not fall back: another host key, no route at all."""
         text = s.log_text().lower()
+        if "timed out during banner exchange" in text:  # said as the paramiko path says it
+            raise SSHNotAnswering(
+                f"{self.name}: {self.hop.address} accepted the connection but sshd did not answer "
+                f"within {self.timeout:g}s: frozen or hung",
+                remedy="the host or its sshd hangs (SIGSTOPped, swapping, overloaded): check its "
+                "console, restart sshd or reboot it, then retry",
+            )
         for mark, why in _UNREACHABLE.items():
             if mark in text:
                 raise SSHUnreachable(
