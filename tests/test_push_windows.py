@@ -40,6 +40,7 @@ def test_get_filehash_verifies_on_the_windows_persona(win, tmp_path):
     f.write_bytes(os.urandom(5000))
     store = WindowsStore(win, str(tmp_path))
     assert store.sha256(str(f), 5000) == sha256_path(f)
+    assert store.hasher_name == "Get-FileHash"  # what a push reports as its device-side hasher
     with pytest.raises(TransportError, match="Get-FileHash"):
         store.sha256(str(tmp_path / "absent.bin"), 0)
 

@@ -506,6 +506,11 @@ class WindowsStore(DeviceStore):
     os_family = "windows"
     follows = False
 
+    @property
+    def hasher_name(self) -> str:
+        """Windows hashes with PowerShell's Get-FileHash, whatever else the host has."""
+        return "Get-FileHash"
+
     def blob(self, sha: str) -> str:
         return self.root.rstrip("\\") + "\\" + sha
 
