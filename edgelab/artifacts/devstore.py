@@ -81,13 +81,13 @@ RECEIVE_STEP = 16 << 20  # the receive's hasher reads .part in whole steps of th
 RECEIVE_WRONG_SIZE = 7
 
 # The receive (``DeviceStore.receive``): the bytes arrive on stdin and ``cat`` appends them to .part
-# while a follower in the background reads .part back as it grows into ONE hash of [0, size): the
-# digest of what the device STORED, the resumed prefix included. It reads all the whole steps the
-# file holds beyond what it read, by one dd that skips to them (each byte read once); over the last
-# two steps, whole MiB as they come; it naps only when it caught up (50 ms, 10 ms once the last step
-# is arriving), so the end waits little. After the last byte: the size must be exact, the hasher's
-# output exactly 64 hex digits, the digest the blob's name; then rename into place. The follower
-# ends when the receiving shell does (a cut: stdin ends early, exit 8, unless adbd ended the group
+# while a follower in the background reads .part back as it grows (all the whole steps the file
+# holds beyond what it read, by one dd that skips to them: each byte read once; it naps only when
+# it caught up: 50 ms, or 10 ms once the last step is arriving, so the end waits little) into ONE
+# hash of [0, size): the digest of what the device STORED, the resumed prefix included. After the
+# last byte: the size must be exact, the hasher's output exactly 64 hex digits, the digest the
+# blob's name; then rename into place. The follower ends
+# when the receiving shell does (a cut: stdin ends early, exit 8, unless adbd ended the group
 # first; .part keeps what arrived). A follower that could not read .part leaves a marker, and the
 # whole file is hashed again.
 # Exit 3: wrong digest (.part removed); 4: the hasher printed no digest; 7: .part is not the resume
@@ -102,9 +102,7 @@ follow() {
   at=0
   while [ "$at" -lt "$total" ]; do
     have=$(stat -c %s "$part" 2>/dev/null) || return 1
-    if [ "$have" -ge "$total" ]; then end=$total
-    elif [ $((total - at)) -le $((2 * step)) ]; then end=$((have / mib * mib))
-    else end=$((have / step * step)); fi
+    if [ "$have" -ge "$total" ]; then end=$total; else end=$((have / step * step)); fi
     if [ "$end" -le "$at" ]; then
       kill -0 "$main" 2>/dev/null || return 5
       if [ $((total - have)) -le "$step" ]; then nap=0.01; else nap=0.05; fi
