@@ -405,6 +405,20 @@ def test_prefetch_answers_each_blob_as_its_own_inspect_would(session, tmp_path):
     assert session.logins == before
 
 
+def _trusted_at(ssh_endpoint, tmp_path: Path, port: int):
+    """The lab device's endpoint moved to 127.0.0.1:``port``, its host key trusted there."""
+    lab_kh = Path(ssh_endpoint.extra["known_hosts"]).read_text().split("\n")[0].split()
+    kh = tmp_path / "known_hosts"
+    kh.write_text(f"[127.0.0.1]:{port} {lab_kh[1]} {lab_kh[2]}\n")
+    return dataclasses.replace(
+        ssh_endpoint,
+        ssh_host="127.0.0.1",
+        ssh_port=port,
+        host_key_fingerprint=None,
+        extra={**ssh_endpoint.extra, "known_hosts": str(kh)},
+    )
+
+
 def test_a_host_that_accepts_and_never_answers_is_said_once_not_waited_twice(ssh_endpoint, tmp_path):
     """A frozen sshd (the TCP connection accepted, no banner): the session's own timeout says so
     as the paramiko path would, and paramiko is not made to wait a second time."""
@@ -416,18 +430,7 @@ def test_a_host_that_accepts_and_never_answers_is_said_once_not_waited_twice(ssh
     srv.bind(("127.0.0.1", 0))
     srv.listen(5)
     try:
-        port = srv.getsockname()[1]
-        lab_kh = Path(ssh_endpoint.extra["known_hosts"]).read_text().split("\n")[0].split()
-        kh = tmp_path / "known_hosts"
-        kh.write_text(f"[127.0.0.1]:{port} {lab_kh[1]} {lab_kh[2]}\n")
-        ep = dataclasses.replace(
-            ssh_endpoint,
-            ssh_host="127.0.0.1",
-            ssh_port=port,
-            host_key_fingerprint=None,
-            extra={**ssh_endpoint.extra, "known_hosts": str(kh)},
-        )
-        t = start_push_session(ep, timeout=2)
+        t = start_push_session(_trusted_at(ssh_endpoint, tmp_path, srv.getsockname()[1]), timeout=2)
         assert isinstance(t, SessionTransport)
         try:
             with pytest.raises(SSHNotAnswering, match="did not answer within 2s"):
@@ -448,17 +451,7 @@ def test_a_refused_connection_is_said_without_trying_paramiko(ssh_endpoint, tmp_
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()  # nothing listens there now
-    lab_kh = Path(ssh_endpoint.extra["known_hosts"]).read_text().split("\n")[0].split()
-    kh = tmp_path / "known_hosts"
-    kh.write_text(f"[127.0.0.1]:{port} {lab_kh[1]} {lab_kh[2]}\n")
-    ep = dataclasses.replace(
-        ssh_endpoint,
-        ssh_host="127.0.0.1",
-        ssh_port=port,
-        host_key_fingerprint=None,
-        extra={**ssh_endpoint.extra, "known_hosts": str(kh)},
-    )
-    t = start_push_session(ep, timeout=5)
+    t = start_push_session(_trusted_at(ssh_endpoint, tmp_path, port), timeout=5)
     assert isinstance(t, SessionTransport)
     try:
         with pytest.raises(SSHUnreachable, match=f"connection refused at 127.0.0.1:{port}"):

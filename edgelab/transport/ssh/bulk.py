@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import logging
-import os
 import subprocess
 import threading
 from collections.abc import Sequence
@@ -52,12 +51,11 @@ from edgelab.transport.ssh.pinned_client import (
     ClientFiles,
     PinnedKey,
 )
+from edgelab.transport.ssh.session import PIPE_SIZE, end_process, send_file
 from edgelab.transport.ssh_config import Hop
 
 log = logging.getLogger(__name__)
 
-FEED = 1 << 20  # bytes per progress report (and cancel check) while feeding ssh
-PIPE_SIZE = 1 << 20  # the feeding pipe, where Linux allows (fewer wake-ups of ssh)
 PENDING_S = 30.0  # a prepared client nobody used for this long is stopped
 READY, DONE = "edgelab-bulk-ready", "edgelab-bulk-done"
 
@@ -116,13 +114,7 @@ class _Client:
 
     def stop(self) -> None:
         """End the client (the device's ``cat`` sees the end of its input: what arrived stays)."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        end_process(self.proc)
         with contextlib.suppress(OSError):
             if self.proc.stdin:
                 self.proc.stdin.close()
@@ -264,27 +256,15 @@ class OpenSSHBulk:
         the kernel copies them, Python only counts); the position reached (short when ssh quit)."""
         stdin = client.proc.stdin
         assert stdin is not None
-        pos = offset
         try:
             stdin.write(f"{offset} {remote}\n".encode())
             stdin.flush()
-            out = stdin.fileno()
-            with open(local, "rb") as fin:
-                src = fin.fileno()
-                while pos < total:
-                    goal = min(total, pos + FEED)
-                    while pos < goal:
-                        n = os.sendfile(out, src, pos, goal - pos)
-                        if n == 0:
-                            raise TransportError(
-                                f"{local} shrank while it was being pushed", remedy="push again"
-                            )
-                        pos += n
-                    if progress:
-                        progress(pos, total)  # may raise Interrupted (a Ctrl-C): the client is stopped
-            stdin.close()
         except (BrokenPipeError, ConnectionResetError):
-            pass  # ssh quit: finish() says why
+            return offset  # ssh quit: finish() says why
+        pos = send_file(stdin.fileno(), local, offset, total, progress)  # a Ctrl-C stops the client
+        if pos == total:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                stdin.close()
         return pos
 
     def close(self) -> None:

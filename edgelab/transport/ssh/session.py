@@ -65,6 +65,40 @@ done
 """
 
 
+def end_process(proc: subprocess.Popen, grace: float = 5.0) -> None:
+    """Stop a client we started: SIGTERM, then SIGKILL after ``grace`` seconds; reaped either way."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def send_file(out: int, local: Path, start: int, total: int, progress: Progress | None) -> int:
+    """Bytes ``[start, total)`` of ``local`` into the pipe ``out`` (``sendfile``: the kernel copies
+    them, Python only counts), reporting ``progress`` every ``FEED`` bytes (it may raise, e.g.
+    Interrupted on a Ctrl-C). The position reached: ``total``, or less when the reader went away.
+    TransportError when the file shrank meanwhile."""
+    pos = start
+    try:
+        with open(local, "rb") as fin:
+            src = fin.fileno()
+            while pos < total:
+                goal = min(total, pos + FEED)
+                while pos < goal:
+                    n = os.sendfile(out, src, pos, goal - pos)
+                    if n == 0:
+                        raise TransportError(f"{local} shrank while it was being pushed", remedy="push again")
+                    pos += n
+                if progress:
+                    progress(pos, total)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    return pos
+
+
 class Answer(NamedTuple):
     """One command's exit status and output, as the loop framed them."""
 
@@ -205,29 +239,15 @@ class Session:
             self.ended = True
         stdin = self.proc.stdin
         assert stdin is not None
-        pos = offset
         try:
-            out = stdin.fileno()
-            with open(local, "rb") as fin:
-                src = fin.fileno()
-                while pos < total:
-                    goal = min(total, pos + FEED)
-                    while pos < goal:
-                        n = os.sendfile(out, src, pos, goal - pos)
-                        if n == 0:
-                            raise TransportError(
-                                f"{local} shrank while it was being pushed", remedy="push again"
-                            )
-                        pos += n
-                    if progress:
-                        progress(pos, total)  # may raise Interrupted (a Ctrl-C): the session is stopped
-            if keep:
+            pos = send_file(stdin.fileno(), local, offset, total, progress)
+            if pos < total:
+                self.ended = True  # ssh quit: the answer (or its absence) says why
+            elif keep:
                 stdin.flush()
             else:
                 stdin.close()
-        except (BrokenPipeError, ConnectionResetError):
-            self.ended = True  # ssh quit: the answer (or its absence) says why
-        except BaseException:
+        except BaseException:  # a shrunk file, a Ctrl-C (Interrupted from ``progress``)
             self.stop()
             raise
         try:
@@ -267,13 +287,7 @@ class Session:
     def stop(self) -> None:
         """Stop ssh now (the device's shell sees its input end: what arrived stays)."""
         self.ended = True
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        end_process(self.proc)
         for f in (self.proc.stdin, self.proc.stdout):
             with contextlib.suppress(OSError):
                 if f:
