@@ -1,6 +1,7 @@
 """Shared test fixtures. Virtual devices are real server processes (sshd, the adb server)."""
 
 import os
+import sys
 import types
 
 import pytest
@@ -97,6 +98,16 @@ def _lanes_are_declared(request):
             f"{', '.join(missing)}: mark it (or the fixture param that requests it)",
             pytrace=False,
         )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _openssh_clients_closed():
+    """The uploaders a worker's pushes left in ``bulk``'s registry are closed when its session ends:
+    an xdist worker leaves without running exit handlers, which would leave their private files."""
+    yield
+    bulk = sys.modules.get("edgelab.transport.ssh.bulk")
+    if bulk is not None:
+        bulk.close_all()
 
 
 @pytest.fixture(autouse=True)

@@ -459,3 +459,30 @@ def test_a_refused_connection_is_said_without_trying_paramiko(ssh_endpoint, tmp_
         assert t.fell_back is None
     finally:
         t.close()
+
+
+def test_private_client_files_a_dead_process_left_are_removed_by_the_next(tmp_path, monkeypatch):
+    """A process killed before its exit handlers ran leaves its ``edgelab-ssh-<pid>-*`` directory;
+    the next ``ClientFiles`` removes it, and never a live process's."""
+    import tempfile
+
+    from edgelab.transport.ssh.pinned_client import ClientFiles, PinnedKey
+    from edgelab.transport.ssh_config import Hop
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = tmp_path / "edgelab-ssh-999999-x1"  # no such process
+    live = tmp_path / f"edgelab-ssh-{os.getppid()}-x2"  # this test's parent runs
+    other = tmp_path / "edgelab-ssh-notapid-x3"
+    for d in (dead, live, other):
+        d.mkdir()
+        (d / "config").write_text("Host x\n")
+    key = tmp_path / "id"
+    key.write_text("")
+    hop = Hop(name="d", host="127.0.0.1", port=22, user="u", identity_files=(str(key),), identities_only=True)
+    files = ClientFiles([(hop, [PinnedKey("ssh-ed25519", "AAAA")])], timeout=5, binary="ssh")
+    try:
+        assert files.dir.parent == tmp_path and files.dir.name.startswith(f"edgelab-ssh-{os.getpid()}-")
+        assert not dead.exists() and live.exists() and other.exists()
+    finally:
+        files.close()
+    assert not files.dir.exists()

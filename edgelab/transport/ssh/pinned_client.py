@@ -192,13 +192,39 @@ def known_hosts_text(chain: Chain) -> str:
     return "".join(f"{names[i]} {k.key_type} {k.b64}\n" for i, (_h, keys) in enumerate(chain) for k in keys)
 
 
+_DIR_PREFIX = "edgelab-ssh-"
+
+
+def _collect_dead() -> None:
+    """Remove the private directories of edgelab processes that are gone: one killed (SIGKILL, the
+    OOM killer) or ended without running its exit handlers leaves its ``ClientFiles`` behind. Each
+    directory is named by its process (``edgelab-ssh-<pid>-...``); a live pid keeps its own."""
+    for d in Path(tempfile.gettempdir()).glob(f"{_DIR_PREFIX}*-*"):
+        pid = d.name[len(_DIR_PREFIX) :].split("-", 1)[0]
+        try:
+            mine = d.is_dir() and d.stat().st_uid == os.getuid()
+        except OSError:
+            continue
+        if not mine or not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            with contextlib.suppress(OSError):
+                shutil.rmtree(d)
+        except PermissionError:  # a live process of someone else's
+            continue
+
+
 class ClientFiles:
     """A private 0700 directory holding the config and known_hosts of one chain (removed on
-    ``close``, and at exit): what ``argv`` hands to ``ssh``."""
+    ``close``, and at exit; what a killed process left is removed by the next one): what ``argv``
+    hands to ``ssh``."""
 
     def __init__(self, chain: Chain, *, timeout: float, binary: str):
         self.binary = binary
-        self.dir = Path(tempfile.mkdtemp(prefix="edgelab-ssh-"))  # 0700: ours alone
+        _collect_dead()
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{os.getpid()}-"))  # 0700: ours alone
         atexit.register(self.close)
         try:
             self.known_hosts = self.dir / "known_hosts"
