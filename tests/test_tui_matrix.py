@@ -275,6 +275,7 @@ def test_matrix_snapshot(engine, snap_compare) -> None:
     async def ready(pilot):
         await open_matrix(app, pilot)
         await pilot.press(*["down"] * 8, "right")  # galaxy-s25 x qwen3-tts: qualified, real evidence
+        await settle(app, pilot)  # the grid's column widths are laid out after the cursor moves
 
     assert snap_compare(app, terminal_size=SIZE, run_before=ready)
 
