@@ -334,29 +334,14 @@ class DeviceStore:
         (``hashers.probe()``: its one line comes first)."""
         if (known := self._inspected.pop(sha, None)) is not None:
             return known
-        probe = probe and self.hasher is None and not self._probed
-        script = 'mkdir -p "$1" || exit 1; shift; ' + _INSPECT_LOOP
-        if probe:
-            script = hashers.probe() + "; " + script
-        res = self._must(
-            ["sh", "-c", script, "edgelab-inspect", self.root, self.blob(sha), self.part(sha)],
-            "inspect the store",
-        )
-        lines = [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
-        if probe and lines:
-            self.hasher, self._probed = hashers.parse_probe(lines.pop(0)), True
-        if len(lines) != 2:
-            raise TransportError(f"{self.t_name}: unexpected store listing {res.stdout[:120]!r}")
-        return _parse_stat(lines[0]), _parse_stat(lines[1])
+        return self._inspect_all([sha], probe=probe)[0]
 
-    def prefetch(self, shas: list[str]) -> None:
-        """``inspect`` every blob of ``shas`` now, in ONE command (with the hasher's probe when it is
-        still due): a push of many files asks once, not once per file. Each answer is used by that
-        blob's next ``inspect``; nothing else in the store changes those files meanwhile."""
-        shas = [sha for sha in dict.fromkeys(shas) if sha not in self._inspected]
-        if not shas:
-            return
-        probe = self.hasher is None and not self._probed
+    def _inspect_all(
+        self, shas: list[str], *, probe: bool
+    ) -> list[tuple[tuple[int, str] | None, tuple[int, str] | None]]:
+        """One command: make the store, then the stats of each blob and its ``.part`` (the hasher's
+        probe first when ``probe`` and it is still due)."""
+        probe = probe and self.hasher is None and not self._probed
         script = 'mkdir -p "$1" || exit 1; shift; ' + _INSPECT_LOOP
         if probe:
             script = hashers.probe() + "; " + script
@@ -367,8 +352,15 @@ class DeviceStore:
             self.hasher, self._probed = hashers.parse_probe(lines.pop(0)), True
         if len(lines) != len(paths):
             raise TransportError(f"{self.t_name}: unexpected store listing {res.stdout[:120]!r}")
-        for i, sha in enumerate(shas):
-            self._inspected[sha] = (_parse_stat(lines[2 * i]), _parse_stat(lines[2 * i + 1]))
+        return [(_parse_stat(lines[i]), _parse_stat(lines[i + 1])) for i in range(0, len(lines), 2)]
+
+    def prefetch(self, shas: list[str]) -> None:
+        """``inspect`` every blob of ``shas`` now, in ONE command (with the hasher's probe when it is
+        still due): a push of many files asks once, not once per file. Each answer is used by that
+        blob's next ``inspect``; nothing else in the store changes those files meanwhile."""
+        shas = [sha for sha in dict.fromkeys(shas) if sha not in self._inspected]
+        if shas:
+            self._inspected.update(zip(shas, self._inspect_all(shas, probe=True), strict=True))
 
     def peek(self, sha: str) -> tuple[tuple[int, str] | None, tuple[int, str] | None] | None:
         """What ``prefetch`` (or ``open_store``) learnt of ``sha``, left for its ``inspect``; None

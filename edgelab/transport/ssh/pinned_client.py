@@ -79,9 +79,14 @@ class PinnedKey(NamedTuple):
     b64: str
 
 
+def switched_off_by(var: str) -> bool:
+    """Whether the environment variable ``var`` says "off" (or 0/no/false)."""
+    return os.environ.get(var, "").strip().lower() in ("off", "0", "no", "false")
+
+
 def ssh_binary() -> str | None:
     """The ``ssh`` client on PATH, unless ``EDGELAB_SSH_BULK`` turns its use off."""
-    if os.environ.get(ENV_SWITCH, "").strip().lower() in ("off", "0", "no", "false"):
+    if switched_off_by(ENV_SWITCH):
         return None
     return shutil.which("ssh")
 

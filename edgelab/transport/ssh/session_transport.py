@@ -58,6 +58,7 @@ from edgelab.transport.ssh.pinned_client import (
     PinnedKey,
     ssh_binary,
     switched_off,
+    switched_off_by,
 )
 from edgelab.transport.ssh.session import LOOP, Session
 from edgelab.transport.ssh_config import Hop, resolve_openssh
@@ -101,7 +102,7 @@ def plan(endpoint: Endpoint, options: SSHOptions) -> tuple[Hop, list[PinnedKey],
         return f"{endpoint.kind} endpoint"
     if endpoint.shell is not Shell.POSIX:
         return "Windows endpoint"
-    if os.environ.get(ENV_SWITCH, "").strip().lower() in ("off", "0", "no", "false"):
+    if switched_off_by(ENV_SWITCH):
         return f"{ENV_SWITCH}={os.environ[ENV_SWITCH]}"
     binary = ssh_binary()
     if binary is None:
