@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from edgelab.metrics.tegrastats import parse_line
 from edgelab.metrics.telemetry import from_tegrastats
+from edgelab.probe.parsers.tegrastats import parse_line
 
 CORPUS = Path(__file__).parent / "corpus" / "jetson"
 BOARDS = ["tx1", "tx2", "nano", "agx-xavier", "xavier-nx", "orin-jp5", "orin-r36", "orin-no-emc"]

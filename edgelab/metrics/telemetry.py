@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from edgelab.metrics.events import ResourceSample
-from edgelab.metrics.tegrastats import parse_line
 from edgelab.probe.parsers.android import parse_dumpsys_battery
+from edgelab.probe.parsers.tegrastats import parse_line
 from edgelab.probe.parsers.thermal import parse_thermal
 from edgelab.transport.base import Transport
 
@@ -24,7 +24,7 @@ Clock = Callable[[], float]
 
 
 def from_tegrastats(line: str, *, t: float, device: str | None = None) -> ResourceSample | None:
-    """One tegrastats line (:mod:`edgelab.metrics.tegrastats` grammar): CPU load (mean of online
+    """One tegrastats line (:mod:`edgelab.probe.parsers.tegrastats` grammar): CPU load (mean of online
     cores), RAM available, temps, rail power (current), GR3D as GPU util; every other field in raw."""
     v = parse_line(line)
     if v is None or "ram_total_mb" not in v:

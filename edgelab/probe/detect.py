@@ -367,7 +367,7 @@ def facts_from_outputs(outputs: dict[str, Any]) -> tuple[Facts, list[ParseResult
     for key, text in outputs.items():
         res = parse_any(text, key if key in BY_NAME else None)
         if res is None:
-            res = ParseResult(command=str(key), warnings=[f"{key}: output not recognized"])
+            res = ParseResult(command=str(key), warnings=["output not recognized"])
         results.append(res)
     facts = merge([(r.command, r.facts) for r in results])
     for r in results:  # parser warnings travel with the facts (e.g. "JetPack: unknown for L4T ...")

@@ -19,7 +19,8 @@ from typing import Any
 class Identity:
     vendor: str | None = None
     model: str | None = None
-    board: str | None = None
+    board: str | None = None  # Android ro.product.board, device-tree board ...
+    device: str | None = None  # Android ro.product.device (the codename: dipper, cepheus ...)
     hostname: str | None = None
     soc_vendor: str | None = None
     soc_part: str | None = None  # SM8750, tegra234, X1E-78-100 ... kept raw when unknown
@@ -77,6 +78,7 @@ class MemoryPool:
     total_bytes: int | None = None
     used_bytes: int | None = None
     free_bytes: int | None = None
+    cached_bytes: int | None = None  # swap cached in RAM (tegrastats "SWAP a/bMB (cached cMB)")
     device: str | None = None  # the GPU a VRAM pool belongs to
 
 
@@ -84,6 +86,18 @@ class MemoryPool:
 class Memory:
     pools: list[MemoryPool] = field(default_factory=list)
     unified: bool | None = None  # CPU and GPU/NPU share the RAM (Jetson, phones, Snapdragon PCs)
+
+
+@dataclass
+class GpuProcess:
+    """One row of nvidia-smi's processes table."""
+
+    pid: int | None = None
+    type: str | None = None  # C (compute), G (graphics), C+G, M ...
+    name: str | None = None  # as printed (Windows paths arrive cut to "...name.exe")
+    memory_mib: int | None = None  # None: "N/A" (WDDM does not account per process)
+    gpu_instance: str | None = None  # MIG GI/CI ("N/A" without MIG)
+    compute_instance: str | None = None
 
 
 @dataclass
@@ -100,6 +114,16 @@ class Accelerator:
     bus_id: str | None = None
     usable: bool | None = None  # None: not known yet
     reason: str | None = None
+    # state at probe time, as the vendor tool printed it (nvidia-smi's table or -q -x)
+    temperature_c: float | None = None
+    power_draw_w: float | None = None
+    power_cap_w: float | None = None
+    fan_pct: int | None = None  # None: "N/A" (passively cooled, laptop, Jetson)
+    perf_state: str | None = None  # P0 ... P12
+    utilization_pct: int | None = None
+    mig_mode: str | None = None  # Enabled | Disabled | N/A (not MIG-capable)
+    mig_devices: int | None = None  # MIG instances listed under "MIG devices:"
+    processes: list[GpuProcess] | None = None  # [] when the tool says "No running processes found"
 
 
 @dataclass
@@ -117,8 +141,21 @@ class Power:
     power_mode: str | None = None
     power_mode_id: int | None = None
     temperatures_c: dict[str, float] = field(default_factory=dict)
-    rails_mw: dict[str, int] = field(default_factory=dict)
+    rails_mw: dict[str, int] = field(default_factory=dict)  # current reading
+    rails_avg_mw: dict[str, int] = field(default_factory=dict)  # the tool's running average
+    rails_peak_mw: dict[str, int] = field(default_factory=dict)  # third figure (Thor, JetPack 7.2)
     battery: Battery | None = None
+
+
+@dataclass
+class Engine:
+    """A hardware engine at probe time (tegrastats: GR3D, EMC, NVENC, NVDLA0, VIC, PVA0 ...):
+    utilisation and clock are separate facts, and an engine printed ``off`` stays in the list."""
+
+    name: str = ""  # as printed, without the _FREQ suffix (GR3D, NVENC0, NVDLA1)
+    load_pct: float | None = None
+    mhz: list[int] = field(default_factory=list)  # one per GPC/instance; empty: no clock printed
+    on: bool | None = None  # False: printed "off"
 
 
 @dataclass
@@ -129,6 +166,7 @@ class Facts:
     memory: Memory = field(default_factory=Memory)
     accelerators: list[Accelerator] = field(default_factory=list)
     power: Power = field(default_factory=Power)
+    engines: list[Engine] = field(default_factory=list)
     software: dict[str, str] = field(default_factory=dict)  # cuda, cudnn, tensorrt, python ... as reported
     provenance: dict[str, str] = field(default_factory=dict)  # "os.kernel" -> "uname -a"
     warnings: list[str] = field(default_factory=list)
@@ -202,8 +240,18 @@ def _merge_into(dst: Any, src: Any, path: str, source: str, out: Facts) -> None:
             setattr(dst, name, new)
             out.provenance[key] = source
         elif old != new:
-            first = out.provenance.get(key, "?")
-            out.warnings.append(f"{key}: {first!s} says {old!r}, {source} says {new!r}; kept the first")
+            first = source_of(out.provenance, key)
+            out.warnings.append(f"{key}: {first} says {old!r}, {source} says {new!r}; kept the first")
+
+
+def source_of(provenance: dict[str, str], key: str) -> str:
+    """The command that gave ``key``, or the nearest enclosing fact's (a battery or an accelerator
+    arrives whole, so ``power.battery.level_pct`` is ``power.battery``'s)."""
+    while key:
+        if key in provenance:
+            return provenance[key]
+        key = key.rsplit(".", 1)[0] if "." in key else ""
+    return "an earlier command"
 
 
 def _same_accelerator(a: Accelerator, b: Accelerator) -> bool:
@@ -231,14 +279,15 @@ def merge(fragments: list[tuple[str, Facts]]) -> Facts:
         )
         _merge_into(out, shallow, "", source, out)
         for acc in frag_accels:
-            twin = next((a for a in out.accelerators if _same_accelerator(a, acc)), None)
-            if twin is None:
+            idx = next((i for i, a in enumerate(out.accelerators) if _same_accelerator(a, acc)), None)
+            if idx is None:
                 out.accelerators.append(dataclasses.replace(acc, apis=list(acc.apis)))
                 out.provenance.setdefault(f"accelerators[{len(out.accelerators) - 1}]", source)
             else:
+                twin = out.accelerators[idx]
                 if acc.name and twin.name and len(acc.name.rstrip(".")) > len(twin.name.rstrip(".")):
                     twin.name = acc.name  # a full name beats a truncated table cell
-                _merge_into(twin, dataclasses.replace(acc, name=None), "accelerators[]", source, out)
+                _merge_into(twin, dataclasses.replace(acc, name=None), f"accelerators[{idx}]", source, out)
         for pool in frag_pools:
             if not any(p.kind == pool.kind and p.device == pool.device for p in out.memory.pools):
                 out.memory.pools.append(dataclasses.replace(pool))

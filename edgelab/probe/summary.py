@@ -16,8 +16,19 @@ def summarize(facts: dict[str, Any] | None) -> dict[str, Any]:
     if not facts:
         return {"soc_model": None, "os": None, "ram": None, "ram_bytes": None, "accelerators": []}
     ident, osi = facts.get("identity") or {}, facts.get("os") or {}
-    soc = ident.get("soc_name") or ident.get("soc_part")
-    model = ident.get("module_name") or ident.get("model") or (facts.get("cpu") or {}).get("model")
+    # a name from the tables, else the raw ID the device printed, marked so (as jetson-stats shows
+    # an unknown module's P-number): nothing is hidden because a table lacks a row
+    soc = ident.get("soc_name") or (
+        f"{ident['soc_part']} (not in the tables)"
+        if ident.get("soc_part")
+        else (f"platform {ident['board_platform']}" if ident.get("board_platform") else None)
+    )
+    model = (
+        ident.get("module_name")
+        or ident.get("model")
+        or (f"module {ident['module_pnumber']}" if ident.get("module_pnumber") else None)
+        or (facts.get("cpu") or {}).get("model")
+    )
     soc_model = " / ".join(x for x in (soc, model) if x) or None
     if osi.get("family") == "android":
         os_text = f"Android {osi.get('android_release') or '?'}" + (

@@ -71,9 +71,12 @@ def qualcomm_part(part: str | None) -> dict[str, Any] | None:
         return None
     parts = load("qualcomm")["parts"]
     want = _norm_part(part)
-    for key, row in parts.items():
+    for key, row in parts.items():  # an exact part (SM8250-AC, the 870) before its base (SM8250)
+        if want == _norm_part(key):
+            return {**row, "part": key}
+    for key, row in parts.items():  # SM8750-AB: a package/bin suffix of a known part
         nk = _norm_part(key)
-        if want == nk or (want.startswith(nk) and len(want) - len(nk) <= 2 and not want[len(nk) :].isdigit()):
+        if want.startswith(nk) and len(want) - len(nk) <= 2 and not want[len(nk) :].isdigit():
             return {**row, "part": key}
     return None
 

@@ -122,6 +122,16 @@ def _nearness(c: Candidate) -> tuple[int, int]:
     return len(c.failed), -(len(c.results) - len(c.failed))
 
 
+def closest_entry(cands: list[Candidate], device_class: str) -> str | None:
+    """The nearest entry of the device's own class, and the rules that stopped it; None when the
+    catalog has no entry of that class (an x86 GPU server is never "closest" to a Jetson)."""
+    same = [c for c in cands if c.entry.device_class == device_class]
+    if not same:
+        return None
+    c = min(same, key=_nearness)
+    return f"{c.entry.id}: " + "; ".join(r.describe() for r in c.failed)
+
+
 def evaluate_entry(entry: DeviceEntry, facts: Facts) -> Candidate:
     best: Candidate | None = None
     for rules in entry.match_sets:
@@ -146,14 +156,12 @@ def classify(facts: Facts, catalog: DeviceCatalog) -> Classification:
     ids = raw_ids(facts)
     pool = [c for c in holding if not c.entry.variant] or holding
     if not pool:
-        near = sorted(cands, key=_nearness)
-        closest = None
-        if near:
-            c = near[0]
-            closest = f"{c.entry.id}: " + "; ".join(r.describe() for r in c.failed)
+        closest = closest_entry(cands, gclass)
         reasons = [f"no catalog entry matches; generic rule: {gwhy}"]
         if closest:
             reasons.append(f"closest entry {closest}")
+        else:
+            reasons.append(f"no closest entry: the catalog has no entry of class {gclass}")
         return Classification(None, gclass, 0, reasons, ids, gclass, [], closest)
     pool.sort(key=lambda c: (c.score, c.entry.priority), reverse=True)
     win = pool[0]

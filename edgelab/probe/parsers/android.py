@@ -54,6 +54,17 @@ def read_getprop(text: str, warnings: list[str]) -> dict[str, str]:
     return props
 
 
+def hexagon_apis(version: str) -> list[str]:
+    """QNN's backend for a Hexagon version: HTP from v68 on, the DSP backend for v65/v66, none
+    before (HVX only)."""
+    n = int(version.lstrip("v")) if version.lstrip("v").isdigit() else 0
+    if n >= 68:
+        return [f"QNN HTP {version}"]
+    if n >= 65:
+        return [f"QNN DSP {version}"]
+    return [f"Hexagon DSP {version} (HVX)"]
+
+
 def fill_from_props(res: ParseResult, props: dict[str, str]) -> None:
     """Typed facts from Android properties; unknown SoC parts and platforms are kept raw."""
     f = res.facts
@@ -73,30 +84,43 @@ def fill_from_props(res: ParseResult, props: dict[str, str]) -> None:
         "ro.product.manufacturer", "ro.product.vendor.manufacturer", "ro.product.system.manufacturer"
     )
     f.identity.model = p(
-        "ro.product.marketname", "ro.product.vendor.marketname", "ro.product.model", "ro.product.vendor.model"
+        "ro.product.marketname",
+        "ro.product.vendor.marketname",
+        "ro.display.series",  # OnePlus: the marketing name
+        "ro.product.model",
+        "ro.product.vendor.model",
     )
-    f.identity.board = p("ro.product.device", "ro.product.vendor.device", "ro.product.board")
+    f.identity.board = p("ro.product.board", "ro.product.vendor.board")
+    f.identity.device = p("ro.product.device", "ro.product.vendor.device", "ro.build.product")
     abi = p("ro.product.cpu.abi", "ro.vendor.product.cpu.abilist", "ro.product.cpu.abilist")
     f.os.arch = norm_arch(abi.split(",")[0]) if abi else None
     f.cpu.arch = f.os.arch
     platform = p("ro.board.platform", "ro.vendor.board.platform")
     f.identity.board_platform = platform
-    soc_model = p("ro.soc.model", "ro.vendor.soc.model.part_name", "ro.vendor.soc.model")
+    soc_key = next(
+        (k for k in ("ro.soc.model", "ro.vendor.soc.model.part_name", "ro.vendor.soc.model") if props.get(k)),
+        None,
+    )
+    if soc_key is None and (props.get("ro.boot.platform_name") or "").upper().startswith(
+        ("SM", "SDM", "MSM")
+    ):
+        soc_key = "ro.boot.platform_name"  # the bootloader's name for the part (Android 11 and before)
+    soc_model = props[soc_key] if soc_key else None
+    if soc_key:
+        res.values["soc_model_from"] = soc_key
     soc_maker = p("ro.soc.manufacturer", "ro.vendor.soc.manufacturer")
     candidates = tables.board_platform(platform)
     part = None
     if soc_model:
         row = tables.qualcomm_part(soc_model)
         part = row["part"] if row else soc_model
-        if not row and (soc_maker or "").upper() in ("QTI", "QUALCOMM"):
-            res.warnings.append(f"Qualcomm part {soc_model} not in the qualcomm table (kept raw)")
         if candidates and part not in candidates:
-            res.warnings.append(f"ro.soc.model {soc_model} is not a usual part for platform {platform}")
+            res.warnings.append(f"{soc_key} {soc_model} is not a usual part for platform {platform}")
     elif candidates:
         part = candidates[0] if len(candidates) == 1 else None
         if part is None:
             res.warnings.append(
-                f"platform {platform} is one of {', '.join(candidates)}; no ro.soc.model to decide"
+                f"platform {platform} is one of {', '.join(candidates)}; no ro.soc.model to decide (kept raw)"
             )
     elif platform:
         res.warnings.append(f"board platform {platform} not in the qualcomm table (kept raw)")
@@ -121,9 +145,13 @@ def fill_from_props(res: ParseResult, props: dict[str, str]) -> None:
                         kind="npu",
                         vendor="Qualcomm",
                         name=f"Hexagon {row['hexagon']}",
-                        apis=[f"QNN HTP {row['hexagon']}"],
+                        apis=hexagon_apis(str(row["hexagon"])),
                     )
                 )
+        elif part:
+            res.warnings.append(
+                f"Qualcomm part {part} not in the qualcomm table: no name, GPU or NPU (kept raw)"
+            )
     elif soc_maker:
         f.identity.soc_vendor = soc_maker
     f.memory.unified = True

@@ -7,8 +7,9 @@ from __future__ import annotations
 import re
 
 from edgelab.probe import tables
-from edgelab.probe.facts import Accelerator, Facts, MemoryPool
-from edgelab.probe.parsers.base import ParseResult, norm_arch, parser, to_int
+from edgelab.probe.facts import Accelerator, Engine, Facts, MemoryPool
+from edgelab.probe.parsers import tegrastats
+from edgelab.probe.parsers.base import ParseResult, norm_arch, parser
 
 _RELEASE_RE = re.compile(
     r"#\s*R(?P<major>\d+)\s*\((?P<kind>[^)]*)\)\s*,\s*REVISION:\s*(?P<rev>[\d.]+)"
@@ -188,60 +189,101 @@ def parse_nvpmodel(text: str, res: ParseResult) -> None:
     res.facts.power.power_mode_id = res.values.get("nvpmodel_id")
 
 
-_TS_TIME = re.compile(r"^(\d{2}-\d{2}-\d{4} \d{2}:\d{2}:\d{2})")
+def _engine_key(name: str) -> str:
+    """'GR3D_FREQ' -> 'gr3d', 'NVENC0_FREQ' -> 'nvenc0', 'VIC' -> 'vic': the flat-view stem."""
+    return re.sub(r"_FREQ$", "", name).lower()
+
+
+def _number(x: float) -> int | float:
+    return int(x) if float(x).is_integer() else x
 
 
 @parser("tegrastats")
 def parse_tegrastats(text: str, res: ParseResult) -> None:
-    """One tegrastats line (the last complete one when several are given)."""
+    """One tegrastats line (the last complete one when several are given), every field through
+    the one grammar (:mod:`edgelab.probe.parsers.tegrastats`): engines with utilisation and clock
+    apart (``off`` kept), rails with their average (and peak), swap with its cache."""
     lines = [ln for ln in text.split("\n") if "RAM " in ln]
-    if not lines:
+    g = tegrastats.parse_line(lines[-1]) if lines else None
+    if g is None:
         return
-    line = lines[-1]
     v, f = res.values, res.facts
-    if m := _TS_TIME.match(line.strip()):
-        v["timestamp"] = m[1]
-    if m := re.search(r"RAM (\d+)/(\d+)MB", line):
-        v["ram_used_mb"], v["ram_total_mb"] = int(m[1]), int(m[2])
-        mib = 1024 * 1024
-        f.memory.pools.append(MemoryPool(kind="ram", total_bytes=int(m[2]) * mib, used_bytes=int(m[1]) * mib))
-        f.memory.unified = True
-    if m := re.search(r"SWAP (\d+)/(\d+)MB", line):
-        v["swap_used_mb"], v["swap_total_mb"] = int(m[1]), int(m[2])
-        mib = 1024 * 1024
+    mib = 1024 * 1024
+    for key in ("timestamp", "lfb_blocks", "mts_fg_pct", "mts_bg_pct"):
+        if key in g:
+            v[key] = g[key]
+    for key in ("ram_used_mb", "ram_total_mb", "lfb_block_mb", "swap_used_mb", "swap_total_mb"):
+        if key in g:
+            v[key] = _number(g[key])
+    for key in ("swap_cached_mb", "iram_used_kb", "iram_total_kb", "iram_lfb_kb"):
+        if key in g:
+            v[key] = _number(g[key])
+    if "ram_total_mb" in g:
         f.memory.pools.append(
-            MemoryPool(kind="swap", total_bytes=int(m[2]) * mib, used_bytes=int(m[1]) * mib)
+            MemoryPool(
+                kind="ram", total_bytes=int(g["ram_total_mb"] * mib), used_bytes=int(g["ram_used_mb"] * mib)
+            )
         )
-    if m := re.search(r"CPU \[([^\]]*)\]", line):
-        cores = [c.strip() for c in m[1].split(",") if c.strip()]
+        f.memory.unified = True
+    if "swap_total_mb" in g:
+        cached = g.get("swap_cached_mb")
+        f.memory.pools.append(
+            MemoryPool(
+                kind="swap",
+                total_bytes=int(g["swap_total_mb"] * mib),
+                used_bytes=int(g["swap_used_mb"] * mib),
+                cached_bytes=int(cached * mib) if cached is not None else None,
+            )
+        )
+    cores = g.get("cpus") or []
+    if cores:
         v["cpu_count"] = len(cores)
         f.cpu.logical_cores = len(cores)
-        freqs = [to_int(c.split("@")[1]) for c in cores if "@" in c]
-        loads = [to_int(c.split("%")[0]) for c in cores if "%" in c]
-        v["cpu_online"] = sum(1 for c in cores if c.lower() != "off")
+        v["cpu_online"] = sum(1 for c in cores if c.get("online"))
+        freqs = [int(c["mhz"]) for c in cores if c.get("mhz") is not None]
+        loads = [int(c["load_pct"]) for c in cores if c.get("load_pct") is not None]
         if freqs and len(set(freqs)) == 1:
             v["cpu_freq_mhz_all"] = freqs[0]
         elif freqs:
             v["cpu_freq_mhz"] = freqs
         if loads:
             v["cpu_load_pct"] = loads
-    for name in ("EMC_FREQ", "GR3D_FREQ"):
-        if m := re.search(rf"{name} (\S+)", line):
+    for name in ("EMC_FREQ", "GR3D_FREQ"):  # the raw token too, as earlier snapshots keep it
+        if m := re.search(rf"\b{name} (\S+)", lines[-1]):
             v[name.lower()] = m[1]
-    for name in ("VIC_FREQ", "APE", "NVENC", "NVDEC", "NVJPG"):
-        if m := re.search(rf"\b{name} (\d+)\b", line):
-            v[name.lower()] = int(m[1])
-    for name, temp in re.findall(r"\b([A-Za-z][\w]*)@(-?\d+(?:\.\d+)?)C\b", line):
-        t = float(temp)
-        if t <= -200:  # -256C: sensor not present/off
-            continue
+    for name, eng in g["engines"].items():
+        key = _engine_key(name)
+        clocks = eng.get("mhz")
+        mhz = [int(x) for x in clocks] if isinstance(clocks, list) else ([int(clocks)] if clocks else [])
+        load = eng.get("load_pct")
+        off = eng.get("state") == "off"
+        if load is not None:
+            v[f"{key}_load_pct"] = _number(load)
+        if mhz:
+            v[f"{key}_mhz"] = mhz[0] if len(mhz) == 1 else mhz
+        if off:
+            v[f"{key}_state"] = "off"
+        f.engines.append(
+            Engine(name=re.sub(r"_FREQ$", "", name), load_pct=load, mhz=mhz, on=False if off else True)
+        )
+    for name, t in g["temps_c"].items():
         v[f"temp_{name.lower()}_c"] = t
         f.power.temperatures_c[name] = t
-    for name, cur, _avg in re.findall(r"\b([A-Z][A-Z0-9_]*) (\d+)mW/(\d+)mW", line):
+    if g.get("sensors_off"):
+        v["sensors_off"] = list(g["sensors_off"])
+    for name, cur in g["rails_mw"].items():
         if name == "NC":
             continue
-        v[f"{name.lower()}_mw"] = int(cur)
-        f.power.rails_mw[name] = int(cur)
+        avg = g["rails_avg_mw"][name]
+        v[f"{name.lower()}_mw"], v[f"{name.lower()}_avg_mw"] = cur, avg
+        f.power.rails_mw[name], f.power.rails_avg_mw[name] = cur, avg
+        peak = (g.get("rails_peak_mw") or {}).get(name)
+        if peak is not None:
+            v[f"{name.lower()}_peak_mw"] = peak
+            f.power.rails_peak_mw[name] = peak
+    if g.get("unparsed"):
+        v["unparsed"] = list(g["unparsed"])
+        res.warnings.append(f"tokens no tegrastats field matches (kept raw): {' '.join(g['unparsed'])}")
 
 
 def _dash_fields(text: str) -> dict[str, str]:

@@ -1,7 +1,9 @@
-"""``uname -a`` and ``/proc/version``: kernel release, machine, and WSL detection.
+"""``uname -a`` and ``/proc/version``: kernel release, machine, WSL detection, the build toolchain.
 
 WSL1 kernels say ``Microsoft`` (4.4.0-19041-Microsoft); WSL2 kernels say ``microsoft-standard``,
-with ``-WSL2`` only from 5.10 on (early WSL2 shipped 4.19.104-microsoft-standard)."""
+with ``-WSL2`` only from 5.10 on (early WSL2 shipped 4.19.104-microsoft-standard). WSL1 has no
+kernel of its own: the number in its release is the Windows build it runs on (4.4.0-18985 is
+build 18985); the first WSL (Windows 10 1607) printed a bare ``3.4.0-Microsoft`` without one."""
 
 from __future__ import annotations
 
@@ -22,6 +24,13 @@ def wsl_generation(release: str) -> int | None:
     return None
 
 
+def wsl1_windows_build(release: str) -> str | None:
+    """The Windows build a WSL1 release names (4.4.0-18985-Microsoft -> 18985); Windows 10 builds
+    start at 10240, so a smaller number is not one."""
+    m = re.fullmatch(r"\d+\.\d+\.\d+-(\d{5,})-Microsoft", release)
+    return m[1] if m and int(m[1]) >= 10240 else None
+
+
 def _fill(res: ParseResult, release: str) -> None:
     v, f = res.values, res.facts
     v["kernel_release"] = release
@@ -29,6 +38,13 @@ def _fill(res: ParseResult, release: str) -> None:
     v["is_wsl"] = gen is not None
     if gen is not None:
         v["wsl_generation"] = gen
+    if gen == 1:
+        build = wsl1_windows_build(release)
+        if build:
+            v["windows_build"] = build
+            f.os.windows_build = build
+        else:
+            res.warnings.append(f"WSL1 release {release} names no Windows build")
     f.os.kernel = release
     f.os.is_wsl = gen is not None
     f.os.wsl_generation = gen
@@ -100,6 +116,45 @@ def parse_proc_version(text: str, res: ParseResult) -> None:
     if groups and "@" in groups[0]:
         v["builder"] = groups.pop(0)
     if groups:
-        v["compiler"] = groups[0]
+        fill_toolchain(res, groups[0])
     if pos < len(rest):
         v["kernel_version"] = rest[pos:].strip()
+
+
+_VERSION = r"(\d+(?:\.\d+)+[\w.+~-]*)"
+
+
+def _tool(part: str) -> tuple[str | None, str | None]:
+    """('gcc', '11.4.0') from 'gcc (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0' or 'gcc version 5.4.0 (GCC)';
+    ('clang', '14.0.6') from 'Android (...) clang version 14.0.6 (...)'; ('GNU ld', '2.38') ..."""
+    flat = re.sub(r"\([^()]*\)", " ", part)  # vendor notes in parentheses are not the version
+    if m := re.search(rf"\b(clang|gcc|cc)\s+version\s+{_VERSION}", part):
+        return m[1], m[2]
+    name = None
+    if m := re.search(r"\b(clang|gcc|GNU ld|LLD|ld\.lld|ld)\b", flat):
+        name = m[1]
+    elif m := re.search(r"\b([\w.+-]*-(?:gcc|clang))\b", flat):
+        name = m[1]
+    versions = re.findall(_VERSION, flat)
+    return name, versions[-1] if versions else None
+
+
+def fill_toolchain(res: ParseResult, text: str) -> None:
+    """The compiler (and, from gcc 9's banner on, the linker) the kernel was built with, as name and
+    version; the printed text is kept, stripped, in ``compiler``."""
+    v, f = res.values, res.facts
+    v["compiler"] = text.strip()
+    parts = [p.strip() for p in re.split(r",\s*(?![^()]*\))", text) if p.strip()]
+    name, version = _tool(parts[0]) if parts else (None, None)
+    if name:
+        v["compiler_name"] = "gcc" if name.endswith("gcc") or name == "cc" else name
+    if version:
+        v["compiler_version"] = version
+    if name and version:
+        f.software["kernel_compiler"] = f"{v['compiler_name']} {version}"
+    if len(parts) > 1:
+        lname, lversion = _tool(parts[1])
+        if lname:
+            v["linker_name"] = lname
+        if lversion:
+            v["linker_version"] = lversion

@@ -20,7 +20,17 @@ _INT_KEYS = {
     "sockets",
     "clusters",
     "numa_nodes",
+    "sockets_per_book",
+    "books",
+    "books_per_drawer",
+    "drawers",
 }
+_TOPOLOGY = ("threads_per_core", "cores_per_socket", "cores_per_cluster", "sockets", "clusters") + (
+    "sockets_per_book",
+    "books",
+    "books_per_drawer",
+    "drawers",
+)
 _FLOAT_KEYS = {"cpu_max_mhz", "cpu_min_mhz", "cpu_mhz"}
 _LABEL_RE = re.compile(r"^(\s*)([^:：]+?)\s*[:：](.*)$")
 
@@ -32,6 +42,7 @@ def parse_lscpu(text: str, res: ParseResult) -> None:
     unmapped: dict[str, str] = {}
     last_key: str | None = None
     value_col = 0
+    blocks: list[dict[str, int]] = [{}]  # one per "Model name" (a hybrid SoC lists each core type)
     for line in text.split("\n"):
         m = _LABEL_RE.match(line)
         if not m or (last_key == "flags" and line[:value_col].strip() == "" and ":" not in line):
@@ -46,6 +57,11 @@ def parse_lscpu(text: str, res: ParseResult) -> None:
         if key is None:
             unmapped.setdefault(label, value)
             continue
+        if key == "model_name" and blocks[-1]:
+            blocks.append({})
+        count = to_int(value) if key in _TOPOLOGY else None
+        if count is not None:
+            blocks[-1].setdefault(key, count)
         if key in v:
             continue
         if key in _INT_KEYS:
@@ -87,3 +103,52 @@ def parse_lscpu(text: str, res: ParseResult) -> None:
         f.cpu.physical_cores = v["cores_per_cluster"] * v["clusters"]
     if v.get("architecture") is None:
         res.warnings.append("no Architecture line: not a full lscpu output")
+    _check_topology(res, [b for b in blocks if b])
+
+
+def _block_cpus(b: dict[str, int]) -> int | None:
+    """threads x cores x sockets of one block; cores counted per cluster where lscpu prints
+    clusters instead (ARM servers), sockets per book and drawer on s390x."""
+    threads = b.get("threads_per_core")
+    if threads is None:
+        return None
+    if "cores_per_socket" in b:
+        cores = b["cores_per_socket"]
+        sockets = b.get("sockets")
+        if sockets is None and "sockets_per_book" in b:
+            books = (
+                b.get("books", 1)
+                if "books_per_drawer" not in b
+                else b["books_per_drawer"] * b.get("drawers", 1)
+            )
+            sockets = b["sockets_per_book"] * books
+        return threads * cores * sockets if sockets is not None else None
+    if "cores_per_cluster" in b and "clusters" in b:
+        return threads * b["cores_per_cluster"] * b["clusters"]
+    return None
+
+
+def _check_topology(res: ParseResult, blocks: list[dict[str, int]]) -> None:
+    """A topology that does not multiply out to CPU(s) is a hypervisor's (or firmware's) invention:
+    say so, so nobody sizes threads from Core(s) per socket on that machine."""
+    cpus = res.values.get("cpus")
+    per_block = [_block_cpus(b) for b in blocks]
+    if not isinstance(cpus, int) or not per_block or None in per_block:
+        return
+    total = sum(n for n in per_block if n is not None)
+    if total == cpus:
+        return
+    shown = " + ".join(
+        " x ".join(
+            f"{b[k]} {k.replace('_', ' ')}"
+            for k in _TOPOLOGY
+            if k in b and not (k == "sockets" and "sockets_per_book" in b)
+        )
+        for b in blocks
+    )
+    res.values["topology_cpus"] = total
+    res.warnings.append(
+        f"lscpu topology does not multiply out: {shown} = {total}, but CPU(s) is {cpus} "
+        "(a virtual machine or partition reporting a made-up topology; physical cores unknown)"
+    )
+    res.facts.cpu.physical_cores = None

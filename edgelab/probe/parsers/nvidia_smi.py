@@ -8,8 +8,9 @@ import csv
 import io
 import re
 import xml.etree.ElementTree as ET
+from typing import Any
 
-from edgelab.probe.facts import Accelerator, MemoryPool
+from edgelab.probe.facts import Accelerator, GpuProcess, MemoryPool
 from edgelab.probe.parsers.base import ParseResult, parser, to_float, to_int
 from edgelab.units import MIB
 
@@ -61,8 +62,117 @@ _HDR = re.compile(r"(NVIDIA-SMI|Driver Version|KMD Version|CUDA UMD Version|CUDA
 _HDR2 = re.compile(r"NVIDIA-SMI\s+(\S+)")
 
 
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def _gpu_rows(block: list[str], second_col: str) -> dict[str, Any] | None:
+    """One GPU's rows of the table (two before driver 450, three with the ``MIG M.`` row)."""
+    first = _cells(block[0])
+    m = re.match(r"^(\d+)\s+(.+?)\s{2,}(\S+)$", first[0]) if len(first) >= 3 else None
+    if not m:
+        return None
+    gpu: dict[str, Any] = {"index": int(m[1]), "name": m[2].strip(), second_col: m[3]}
+    bus = first[1].split()
+    if bus:
+        gpu["bus_id"] = bus[0]
+        if len(bus) > 1:
+            gpu["disp_a"] = bus[1]
+    gpu["ecc"] = first[2]
+    nxt = _cells(block[1]) if len(block) > 1 else []
+    if len(nxt) >= 3:
+        pm = re.match(r"^(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*/\s*(\S+)$", nxt[0])
+        if pm:
+            gpu["fan_pct"] = to_int(pm[1].rstrip("%"))
+            gpu["temp_c"] = to_int(pm[2].rstrip("C"))
+            gpu["pstate"] = pm[3]
+            gpu["power_w"] = to_int(pm[4].rstrip("W"))
+            gpu["power_cap_w"] = to_int(pm[5].rstrip("W"))
+        mm = re.match(r"^(\d+)MiB\s*/\s*(\d+)MiB$", nxt[1])
+        if mm:
+            gpu["mem_used_mib"], gpu["mem_total_mib"] = int(mm[1]), int(mm[2])
+        um = re.match(r"^(\S+?)%?\s+(.+)$", nxt[2])
+        if um:
+            gpu["util_pct"] = to_int(um[1])
+            gpu["compute_mode"] = um[2].strip()
+    third = _cells(block[2]) if len(block) > 2 else []
+    if len(third) >= 3 and third[2]:
+        gpu["mig_mode"] = third[2]
+    return gpu
+
+
+_PROC_ROW = re.compile(
+    r"^\|\s+(\d+)\s+(?:(\S+)\s+(\S+)\s+)?(\d+)\s+(C\+G|G\+C|C|G|M|M\+C|M\+C\+G)\s+(.+?)\s+(\d+MiB|N/A)\s*\|$"
+)
+
+
+def _boxes(lines: list[str], title: str) -> list[str] | None:
+    """The body rows (below the ``|===`` rule, up to the closing ``+---+``) of the box whose
+    first row is ``title``; None when the output has no such box."""
+    top = next((i for i, ln in enumerate(lines) if ln.startswith("|") and _cells(ln)[0] == title), None)
+    if top is None:
+        return None
+    rule = next((i for i in range(top + 1, len(lines)) if re.match(r"^\|=+", lines[i])), len(lines))
+    body: list[str] = []
+    for ln in lines[rule + 1 :]:
+        if not ln.strip() or re.fullmatch(r"\+-+\+", ln.strip()):
+            break
+        body.append(ln)
+    return body
+
+
+def _processes(lines: list[str]) -> list[dict[str, Any]] | None:
+    body = _boxes(lines, "Processes:")
+    if body is None:
+        return None
+    rows: list[dict[str, Any]] = []
+    for ln in body:
+        if "No running processes found" in ln:
+            return []
+        m = _PROC_ROW.match(ln.rstrip())
+        if m:
+            rows.append(
+                {
+                    "gpu": int(m[1]),
+                    "gi": m[2],
+                    "ci": m[3],
+                    "pid": int(m[4]),
+                    "type": m[5],
+                    "name": m[6].strip(),
+                    "memory_mib": int(m[7][:-3]) if m[7].endswith("MiB") else None,
+                }
+            )
+    return rows
+
+
+def _mig_devices(lines: list[str]) -> list[dict[str, Any]]:
+    body = _boxes(lines, "MIG devices:") or []
+    out = []
+    for ln in body:
+        c = _cells(ln)
+        m = re.fullmatch(r"(\d+)\s+(\d+)\s+(\d+)\s+(\d+)", c[0]) if c else None
+        if not m or len(c) < 3:
+            continue
+        mem = re.search(r"(\d+)MiB\s*/\s*(\d+)MiB", c[1])
+        sm = c[2].split()
+        out.append(
+            {
+                "gpu": int(m[1]),
+                "gi": int(m[2]),
+                "ci": int(m[3]),
+                "mig_dev": int(m[4]),
+                "mem_used_mib": int(mem[1]) if mem else None,
+                "mem_total_mib": int(mem[2]) if mem else None,
+                "sm": to_int(sm[0]) if sm else None,
+            }
+        )
+    return out
+
+
 @parser("nvidia-smi")
 def parse_nvidia_smi_table(text: str, res: ParseResult) -> None:
+    """The default table: header versions, per GPU the rows up to ``MIG M.``, then the
+    ``MIG devices:`` and ``Processes:`` boxes (``No running processes found`` is an empty list)."""
     v = res.values
     if m := re.search(r"^\s*(\w{3} \w{3}\s+\d+ \d{2}:\d{2}:\d{2} \d{4})\s*$", text, re.M):
         v["timestamp"] = m[1]
@@ -82,7 +192,7 @@ def parse_nvidia_smi_table(text: str, res: ParseResult) -> None:
             "CUDA Version: ERR! - the CUDA user-mode driver does not match the kernel driver "
             "(typical in WSL when nvidia-smi and the Windows driver differ)"
         )
-    second_col = "driver_model" if re.search(r"Driver-Model", text) else "persistence_mode"
+    second_col = "driver_model" if re.search(r"Driver-Model|TCC/WDDM", text) else "persistence_mode"
     lines = text.split("\n")
     try:
         start = next(i for i, ln in enumerate(lines) if re.match(r"^\|=+\+", ln))
@@ -91,43 +201,26 @@ def parse_nvidia_smi_table(text: str, res: ParseResult) -> None:
             return
         res.warnings.append("no GPU table found below the header")
         start = len(lines)
-    gpus = []
-    i = start + 1
-    while i < len(lines):
-        ln = lines[i]
-        if ln.strip() == "" or "Processes:" in ln:
-            break
-        cells = [c.strip() for c in ln.strip().strip("|").split("|")]
-        m = re.match(r"^(\d+)\s+(.+?)\s{2,}(\S+)$", cells[0]) if len(cells) >= 3 else None
-        if m and i + 1 < len(lines):
-            nxt = [c.strip() for c in lines[i + 1].strip().strip("|").split("|")]
-            gpu = {"index": int(m[1]), "name": m[2].strip(), second_col: m[3]}
-            bus = cells[1].split()
-            if bus:
-                gpu["bus_id"] = bus[0]
-                if len(bus) > 1:
-                    gpu["disp_a"] = bus[1]
-            gpu["ecc"] = cells[2]
-            if len(nxt) >= 3:
-                pm = re.match(r"^(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*/\s*(\S+)$", nxt[0])
-                if pm:
-                    gpu["fan_pct"] = to_int(pm[1].rstrip("%"))
-                    gpu["temp_c"] = to_int(pm[2].rstrip("C"))
-                    gpu["pstate"] = pm[3]
-                    gpu["power_w"] = to_int(pm[4].rstrip("W"))
-                    gpu["power_cap_w"] = to_int(pm[5].rstrip("W"))
-                mm = re.match(r"^(\d+)MiB\s*/\s*(\d+)MiB$", nxt[1])
-                if mm:
-                    gpu["mem_used_mib"], gpu["mem_total_mib"] = int(mm[1]), int(mm[2])
-                um = re.match(r"^(\S+)%\s+(.+)$", nxt[2])
-                if um:
-                    gpu["util_pct"] = to_int(um[1])
-                    gpu["compute_mode"] = um[2].strip()
-            gpus.append(gpu)
-            i += 2
+    gpus: list[dict[str, Any]] = []
+    block: list[str] = []
+    for ln in [*lines[start + 1 :], ""]:
+        if ln.startswith("|") and not re.match(r"^\|[-=]+[+|]", ln):
+            block.append(ln)
             continue
-        i += 1
+        if block:
+            gpu = _gpu_rows(block, second_col)
+            if gpu is not None:
+                gpus.append(gpu)
+            block = []
+        if not ln.strip() or "Processes:" in ln:
+            break
     v["gpu_count"] = len(gpus) if gpus else v.get("gpu_count", 0)
+    procs = _processes(lines)
+    migs = _mig_devices(lines)
+    if migs:
+        v["mig_devices"] = migs
+    if procs is not None:
+        v["processes"] = procs
     driver = v.get("driver_version") or v.get("kmd_version")
     cuda = v.get("cuda_version") or v.get("cuda_umd_version")
     for g in gpus:
@@ -138,6 +231,27 @@ def parse_nvidia_smi_table(text: str, res: ParseResult) -> None:
             if k != "index":
                 v[p + k] = val
         _gpu(res, name, g.get("bus_id"), g.get("mem_total_mib"), g.get("mem_used_mib"), driver, cuda)
+        acc = res.facts.accelerators[-1]
+        acc.temperature_c = float(g["temp_c"]) if g.get("temp_c") is not None else None
+        acc.power_draw_w = float(g["power_w"]) if g.get("power_w") is not None else None
+        acc.power_cap_w = float(g["power_cap_w"]) if g.get("power_cap_w") is not None else None
+        acc.fan_pct, acc.perf_state = g.get("fan_pct"), g.get("pstate")
+        acc.utilization_pct, acc.mig_mode = g.get("util_pct"), g.get("mig_mode")
+        mine = [d for d in migs if d["gpu"] == g["index"]]
+        acc.mig_devices = len(mine) if mine else None
+        if procs is not None:
+            acc.processes = [
+                GpuProcess(
+                    pid=r["pid"],
+                    type=r["type"],
+                    name=r["name"],
+                    memory_mib=r["memory_mib"],
+                    gpu_instance=r["gi"],
+                    compute_instance=r["ci"],
+                )
+                for r in procs
+                if r["gpu"] == g["index"]
+            ]
     if not gpus and v:
         res.warnings.append("header read but no GPU rows")
 
@@ -195,6 +309,10 @@ def _xml_text(el: ET.Element | None, path: str) -> str | None:
     return t if t and t != "N/A" else None
 
 
+def _float_of(x: object) -> float | None:
+    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
+
+
 def _num(s: str | None) -> float | None:
     if not s:
         return None
@@ -243,6 +361,8 @@ def parse_nvidia_smi_xml(text: str, res: ParseResult) -> None:
             ("fb_memory_usage/used", "fb_used_mib"),
             ("fb_memory_usage/free", "fb_free_mib"),
             ("temperature/gpu_temp", "gpu_temp_c"),
+            ("fan_speed", "fan_pct"),
+            ("utilization/gpu_util", "util_pct"),
         ):
             n = _num(_xml_text(gpu, tag))
             if n is not None:
@@ -269,3 +389,18 @@ def parse_nvidia_smi_xml(text: str, res: ParseResult) -> None:
             v.get("driver_version"),
             v.get("cuda_version"),
         )
+        acc = res.facts.accelerators[-1]
+        acc.temperature_c = _float_of(g.get("gpu_temp_c"))
+        acc.power_draw_w = _float_of(g.get("power_draw_w"))
+        acc.power_cap_w = _float_of(g.get("current_power_limit_w"))
+        fan, util = _float_of(g.get("fan_pct")), _float_of(g.get("util_pct"))
+        acc.fan_pct = int(fan) if fan is not None else None
+        acc.utilization_pct = int(util) if util is not None else None
+        state = g.get("performance_state")
+        acc.perf_state = state if isinstance(state, str) else None
+        node = gpu.find("mig_mode/current_mig")
+        mig = (node.text or "").strip() if node is not None else ""
+        if mig:  # "N/A" kept: the GPU is not MIG-capable, as the table's MIG M. column says
+            acc.mig_mode = mig
+            g["mig_mode"] = mig
+            v[p + "mig_mode"] = mig
