@@ -42,8 +42,19 @@ def test_speech_server_process():
     proc, info = _serve("speech", "--frames-per-s", "0")
     try:
         assert info["url"].startswith("ws://127.0.0.1:") and info["weights"] == "random"
+        assert info["vllm_omni"] == "0131cb5 (0131cb5560450800b800e889fb849ea2c851bd3f)"
         res = SpeechStreamClient(info["url"]).synthesize("Hello from a server process.")
         assert res.ok and len(res.pcm) > 0
+    finally:
+        assert _stop(proc) == 0
+
+
+def test_speech_server_process_follows_the_pinned_vllm_omni_version():
+    proc, info = _serve("speech", "--frames-per-s", "0", "--vllm-omni-compat", "6a96e66")
+    try:
+        assert info["vllm_omni"] == "6a96e66 (6a96e66ea6f85ea42d3d514cf3feb1ed1a1a1ca2)"
+        res = SpeechStreamClient(info["url"], compat="6a96e66").synthesize("One here. Two here.")
+        assert res.ok and res.total_sentences == 2 and res.protocol == "vLLM-Omni 6a96e66"
     finally:
         assert _stop(proc) == 0
 

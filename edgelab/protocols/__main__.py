@@ -30,8 +30,17 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--slow-every", type=int, default=0, help="openpi: inject a slow step every N inferences")
     s.add_argument("--slow-ms", type=float, default=0.0)
+    s.add_argument(
+        "--vllm-omni-compat",
+        default="current",
+        metavar="COMMIT",
+        help="speech: follow this vLLM-Omni version's stream protocol: 'current' (0131cb5: utterances "
+        "on one connection, no split by default) or '6a96e66' (one utterance per connection, "
+        "sentence split by default); a client may also send vllm_omni_compat in session.config",
+    )
     args = p.parse_args(argv)
     logs.setup(args.log_level)
+    info: dict[str, str] = {}
     try:
         if args.protocol == "openpi":
             from edgelab.protocols.openpi import OpenPIServer, ReferencePolicy
@@ -41,11 +50,17 @@ def main(argv: list[str] | None = None) -> int:
             server = OpenPIServer(ReferencePolicy(vla), host=args.host, port=args.port or None).start()
             url = server.url
         else:
+            from edgelab.protocols.omni_versions import behaviour
             from edgelab.protocols.speech_ws import ServerOptions
 
+            version = behaviour(args.vllm_omni_compat)  # an unknown one: a ConfigError, exit 2 below
             opts = ServerOptions(
-                frames_per_s=args.frames_per_s or None, schedule=args.schedule, seed=args.seed
+                frames_per_s=args.frames_per_s or None,
+                schedule=args.schedule,
+                seed=args.seed,
+                compat=version.name,
             )
+            info["vllm_omni"] = f"{version.name} ({version.commit})"
             if args.protocol == "speech":
                 from edgelab.protocols.speech_ws import SpeechServer
 
@@ -62,7 +77,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  -> {err.remedy}", file=sys.stderr)
         return 2
     print(
-        json.dumps({"protocol": args.protocol, "url": url, "runtime": "reference", "weights": "random"}),
+        json.dumps(
+            {"protocol": args.protocol, "url": url, "runtime": "reference", "weights": "random", **info}
+        ),
         flush=True,
     )
     done = threading.Event()

@@ -123,6 +123,11 @@ async def iterate_in_thread(make: Callable[[], Iterator[Any]]) -> AsyncIterator[
         yield value
 
 
+INVALID = (
+    "__invalid__"  # an Inbox item for a text message that is not a JSON object ("reason": json | object)
+)
+
+
 class Inbox:
     """Reads a connection's messages in the background: JSON text as dicts, binary as bytes,
     None once closed. Lets a session stream while still hearing ``input.cancel``."""
@@ -145,8 +150,11 @@ class Inbox:
                 try:
                     d = json.loads(msg)
                 except ValueError:
-                    d = None
-                await self._q.put(d if isinstance(d, dict) else {"type": "__invalid__", "raw": msg[:200]})
+                    await self._q.put({"type": INVALID, "raw": msg[:200], "reason": "json"})
+                    continue
+                await self._q.put(
+                    d if isinstance(d, dict) else {"type": INVALID, "raw": msg[:200], "reason": "object"}
+                )
         except ConnectionClosed:
             pass
         finally:

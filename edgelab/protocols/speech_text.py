@@ -1,8 +1,9 @@
 """How vLLM-Omni's speech stream cuts incoming text into synthesis units (``split_granularity``).
 
-The behaviour follows vLLM-Omni's ``SpeechTextSplitter`` (``speech_text_splitter.py``), which
-is what a real server does with the same ``input.text`` chunks, so edgelab's lab-side server
-emits the same sentences and ``sentence_index`` values:
+:class:`TextSplitter` follows vLLM-Omni's ``SpeechTextSplitter`` (``speech_text_splitter.py``,
+the current server: :mod:`edgelab.protocols.omni_versions`), which is what a real server does
+with the same ``input.text`` chunks, so edgelab's lab-side server emits the same sentences and
+``sentence_index`` values:
 
 - ``none``: nothing is emitted before ``input.done``; the flush is one unit (the whole text).
 - ``sentence``: a unit ends at ``. ! ?`` followed by whitespace (or the flush: these are
@@ -10,9 +11,16 @@ emits the same sentences and ``sentence_index`` values:
 - ``clause``: as ``sentence``, plus ``, ; ， ； ،`` which end a unit at once.
 
 Units are stripped; empty units are never emitted.
+
+:class:`BoundarySplitter` is the older ``SentenceSplitter`` (``text_splitter.py`` at 6a96e66):
+sentence (the default there) or clause only; a unit ends at whitespace after ``. ! ?`` or at once
+after ``。！？`` (clause: also ``，；``); a unit shorter than two characters is carried into the
+next; the flush is whatever is left, as one unit.
 """
 
 from __future__ import annotations
+
+import re
 
 GRANULARITIES = ("none", "sentence", "clause")
 
@@ -80,3 +88,47 @@ class TextSplitter:
             return [whole] if whole else []
         units, self._buf = split_units(self._buf, self._at_once, flush=True)
         return units
+
+
+_BOUNDARY = {
+    "sentence": re.compile(r"(?<=[.!?])\s+|(?<=[。！？])"),
+    "clause": re.compile(r"(?<=[.!?])\s+|(?<=[。！？，；])"),
+}
+MAX_BUFFER = 100_000  # characters the older splitter holds before it refuses more
+
+
+class BoundarySplitter:
+    """vLLM-Omni's splitter at 6a96e66, fed in chunks; ``feed`` and ``flush`` return finished units."""
+
+    def __init__(self, granularity: str = "sentence", min_length: int = 2):
+        if granularity not in _BOUNDARY:
+            raise ValueError(f"split_granularity {granularity!r} is not one of {', '.join(_BOUNDARY)}")
+        self.granularity = granularity
+        self._re, self._min, self._buf = _BOUNDARY[granularity], min_length, ""
+
+    def feed(self, text: str) -> list[str]:
+        if not text:
+            return []
+        self._buf += text
+        if len(self._buf) > MAX_BUFFER:
+            raise ValueError(
+                f"Text buffer exceeded maximum size ({MAX_BUFFER} chars). "
+                "Consider adding sentence-ending punctuation to your input."
+            )
+        parts = self._re.split(self._buf)
+        if len(parts) <= 1:
+            return []
+        units: list[str] = []
+        carry = ""
+        for part in parts[:-1]:
+            piece, carry = carry + part, ""
+            if len(piece.strip()) >= self._min:
+                units.append(piece.strip())
+            elif piece.strip():
+                carry = piece  # too short to stand alone ("A."): joins the next part
+        self._buf = carry + parts[-1]
+        return units
+
+    def flush(self) -> list[str]:
+        rest, self._buf = self._buf.strip(), ""
+        return [rest] if rest else []

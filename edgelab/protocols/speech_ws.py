@@ -33,11 +33,20 @@ from typing import Any
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
+from edgelab.errors import ConfigError
 from edgelab.metrics.audio import AudioMetrics, SentenceTiming, audio_metrics, sentence_timings
 from edgelab.metrics.audio import Chunk as AudioSample
 from edgelab.metrics.events import AudioChunk, ErrorEvent, Event, RequestEnd, RequestStart, StageTiming
-from edgelab.protocols.serving import BackgroundServer, Inbox, iterate_in_thread
-from edgelab.protocols.speech_text import GRANULARITIES, TextSplitter
+from edgelab.protocols.omni_versions import (
+    COMPAT_KEY,
+    CURRENT,
+    INVALID_JSON,
+    NOT_OBJECT,
+    OmniBehaviour,
+)
+from edgelab.protocols.omni_versions import behaviour as omni_behaviour
+from edgelab.protocols.serving import INVALID, BackgroundServer, Inbox, iterate_in_thread
+from edgelab.protocols.speech_text import BoundarySplitter, TextSplitter
 from edgelab.protocols.wav import parse_wav_header, wav_file
 from edgelab.protocols.ws import (
     PATH,
@@ -86,6 +95,7 @@ class SpeechResult:
     utterance: int | None = None  # the server's utterance_index
     total_sentences: int | None = None  # session.done's count
     sentences: list[SentenceResult] = field(default_factory=list)
+    protocol: str = CURRENT.label  # the vLLM-Omni behaviour the client followed
 
     @property
     def ok(self) -> bool:
@@ -134,7 +144,10 @@ class SpeechSession:
 
     ``utterance()`` sends text (one string or several ``input.text`` chunks) and ``input.done``
     and reads the per-sentence answer up to ``session.done``; ``configure()`` replaces the
-    session config between utterances; ``close()`` sends ``session.close``.
+    session config between utterances; ``close()`` sends ``session.close``. With ``compat`` set
+    to a pinned vLLM-Omni version (``6a96e66``), whose server takes one utterance per connection,
+    each utterance opens its own connection with the session config and no ``session.close`` is
+    sent; the config then carries ``vllm_omni_compat`` so a lab server follows the same version.
     """
 
     def __init__(
@@ -146,9 +159,13 @@ class SpeechSession:
         on_event: EventSink | None = None,
         timeout: float = 120.0,
         name: str | None = None,
+        compat: str | None = None,
     ):
         self.url = stream_url(url)
+        self.version = omni_behaviour(compat or (config or {}).get(COMPAT_KEY))
         self.config = {**DEFAULT_CLIENT_CONFIG, **(config or {})}
+        if self.version is not CURRENT:
+            self.config[COMPAT_KEY] = self.version.name
         self.run, self.on_event, self.timeout = run, on_event, timeout
         self.name = name or run or "speech"
         self._n = 0
@@ -164,9 +181,11 @@ class SpeechSession:
         return self
 
     def configure(self, config: dict[str, Any]) -> None:
-        """A new session.config between utterances (vLLM-Omni keeps it for the next ones)."""
+        """A new session.config between utterances (vLLM-Omni keeps it for the next ones; a pinned
+        server takes it with the next utterance's connection)."""
         self.config = {**self.config, **config}
-        self._send({"type": "session.config", **self.config})
+        if self._ws is not None and self.version.multi_utterance:
+            self._send({"type": "session.config", **self.config})
 
     def _send(self, msg: dict[str, Any]) -> None:
         try:
@@ -178,6 +197,8 @@ class SpeechSession:
         if self._ws is None:
             return
         try:
+            if not self.version.multi_utterance:
+                return  # the pinned server has no session.close (it would answer "Unknown message type")
             self._send({"type": "session.close"})
             try:  # drain until the server closes (an older server answers session.done first)
                 while True:
@@ -207,7 +228,7 @@ class SpeechSession:
         pieces = [text] if isinstance(text, str) else list(text)
         self._n += 1
         rid = request or f"{self.name}-r{self._n:03d}"
-        res = SpeechResult(request=rid, submit_t=time.time())
+        res = SpeechResult(request=rid, submit_t=time.time(), protocol=self.version.label)
         rec = Recorder(res, self.run, self.on_event)
         if self._connect is not None:
             # the session's, not a request's (a request row made by it would clash with RequestStart's)
@@ -231,6 +252,9 @@ class SpeechSession:
             self._send({"type": "input.done"})
             self._read(res, rec)
             self._gaps(res, rec)
+            if not self.version.multi_utterance and self._ws is not None:
+                self._ws.close()  # the pinned server ends the connection after session.done
+                self._ws = None
         self._check_counts(res, rec)
         res.end_t = time.time()
         rec(RequestEnd(t=res.end_t, request=rid, ok=res.ok, error=res.error))
@@ -380,10 +404,12 @@ class SpeechStreamClient:
         run: str | None = None,
         on_event: EventSink | None = None,
         timeout: float = 120.0,
+        compat: str | None = None,
     ):
         self.url = stream_url(url)
         self.config = {**DEFAULT_CLIENT_CONFIG, **(config or {})}
         self.run, self.on_event, self.timeout = run, on_event, timeout
+        self.compat = compat
         self._n = 0
 
     def session(self, config: dict[str, Any] | None = None) -> SpeechSession:
@@ -393,6 +419,7 @@ class SpeechStreamClient:
             run=self.run,
             on_event=self.on_event,
             timeout=self.timeout,
+            compat=self.compat,
         )
 
     def synthesize(
@@ -414,46 +441,48 @@ class SpeechStreamClient:
 
 @dataclass
 class ServerOptions:
-    """How the reference server behaves: talker speed, chunk schedule, seed."""
+    """How the reference server behaves: talker speed, chunk schedule, seed, and the vLLM-Omni
+    version whose protocol it follows (:mod:`edgelab.protocols.omni_versions`)."""
 
     frames_per_s: float | None = 25.0
     schedule: str = "server"
     seed: int = 0
+    compat: str = CURRENT.name
 
 
 RESPONSE_FORMATS = ("wav", "pcm")
 
 
-def session_config(msg: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+def session_config(
+    msg: dict[str, Any], version: OmniBehaviour = CURRENT
+) -> tuple[dict[str, Any] | None, str | None]:
     """(config, None) for a valid ``session.config`` message, (None, why) otherwise.
 
-    The defaults are vLLM-Omni's: ``response_format`` wav, ``stream_audio`` false,
-    ``split_granularity`` none.
+    The defaults and refusals are the vLLM-Omni version's (current: ``response_format`` wav,
+    ``stream_audio`` false, ``split_granularity`` none; stream_audio only with pcm); edgelab's
+    extensions pass through, and a format vLLM-Omni knows but this server cannot encode is refused.
     """
-    cfg = {k: v for k, v in msg.items() if k != "type"}
-    cfg.setdefault("response_format", "wav")
-    cfg["response_format"] = cfg["response_format"] or "wav"
-    if cfg.get("output_mode") == "codec_tokens":
-        return cfg, None
+    if msg.get("output_mode") == "codec_tokens":
+        codec = {k: v for k, v in msg.items() if k != "type"}
+        codec.setdefault("response_format", "wav")
+        return codec, None
+    cfg, why = version.session_config(msg)
+    if cfg is None:
+        return None, why
+    if msg.get(COMPAT_KEY):
+        cfg[COMPAT_KEY] = msg[COMPAT_KEY]
     if cfg["response_format"] not in RESPONSE_FORMATS:
         return None, (
             f"Invalid session config: response_format {cfg['response_format']!r} is not served "
             f"here (use {' or '.join(RESPONSE_FORMATS)})"
         )
-    gran = cfg.get("split_granularity") or "none"
-    if gran not in GRANULARITIES:
-        return (
-            None,
-            f"Invalid session config: split_granularity {gran!r} is not one of {', '.join(GRANULARITIES)}",
-        )
-    cfg["split_granularity"] = gran
-    if not isinstance(cfg.get("stream_audio", False), bool):
-        return None, "Invalid session config: stream_audio must be a boolean"
-    for key in ("initial_codec_chunk_frames", "seed"):
-        v = cfg.get(key)
-        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
-            return None, f"Invalid session config: {key} must be a non-negative integer"
     return cfg, None
+
+
+_NO_ALIGNER = (
+    "word_timestamps=true but the server was launched without --forced-aligner; either restart the "
+    "server with that flag or set word_timestamps=false in session.config."
+)
 
 
 async def _sentence_response(
@@ -465,9 +494,14 @@ async def _sentence_response(
     *,
     utterance: int,
     sentence: int,
+    version: OmniBehaviour = CURRENT,
 ) -> list:
-    """Synthesize one sentence: audio.start, binary audio, audio.done. Returns the messages
-    that arrived meanwhile (the session loop handles them next, in order)."""
+    """Synthesize one sentence: audio.start, binary audio, audio.done, shaped as ``version``'s
+    server shapes them. Returns the messages that arrived meanwhile (the session loop handles them
+    next, in order)."""
+    if cfg.get("word_timestamps"):  # this server has no forced aligner: vLLM-Omni's refusal
+        await ws.send(json_message("error", message=_NO_ALIGNER))
+        return []
     sched = list(schedule_of(opts.schedule))
     if cfg.get("initial_codec_chunk_frames"):
         sched[0] = int(cfg["initial_codec_chunk_frames"])
@@ -477,14 +511,13 @@ async def _sentence_response(
         frames_per_s=opts.frames_per_s, schedule=sched, seed=seed, talker=talker, decoder=decoder
     )
     fmt, streamed = cfg["response_format"], bool(cfg.get("stream_audio", False))
+    describe_pcm = streamed and fmt == "pcm" and version.pcm_start_with_audio
     start = {
-        "utterance_index": utterance,
-        "sentence_index": sentence,
-        "sentence_text": text,
-        "format": fmt,
+        **version.start_message(
+            utterance=utterance, sentence=sentence, text=text, fmt=fmt, streamed_pcm=streamed and fmt == "pcm"
+        ),
         **PROVENANCE,
     }
-    describe_pcm = streamed and fmt == "pcm"  # sent with the first audio, stating its rate and channels
     if not describe_pcm:
         await ws.send(json_message("audio.start", **start))
     started = not describe_pcm
@@ -514,57 +547,77 @@ async def _sentence_response(
         if not started:
             await ws.send(json_message("audio.start", **start))
             started = True
-        await ws.send(
-            json_message(
-                "error",
-                message=f"Generation failed for utterance {utterance}, sentence "
-                f"{sentence}: {type(err).__name__}: {err}",
-            )
-        )
+        fields = version.generation_failed(err, utterance=utterance, sentence=sentence, partial=total > 0)
+        await ws.send(json_message("error", **fields))
     finally:
         watcher.cancel()
     if not started:
         await ws.send(json_message("audio.start", **start))  # keep start/done paired when no audio came
-    await ws.send(
-        json_message(
-            "audio.done",
-            utterance_index=utterance,
-            sentence_index=sentence,
-            total_bytes=total,
-            error=failed,
-            cancelled=stop.is_set(),
-        )
-    )
+    done = version.done_message(utterance=utterance, sentence=sentence, total_bytes=total, error=failed)
+    await ws.send(json_message("audio.done", **done, cancelled=stop.is_set()))
     return deferred
 
 
 async def speech_session(ws: ServerConnection, opts: ServerOptions) -> None:
-    """One connection of the speech stream protocol: any number of utterances."""
+    """One connection of the speech stream protocol, as the vLLM-Omni version of ``opts.compat``
+    (or the ``vllm_omni_compat`` key of the connection's session.config) serves it."""
+    version = omni_behaviour(opts.compat)
     inbox = Inbox(ws)
     cfg: dict[str, Any] | None = None
-    splitter = TextSplitter("none")
+    splitter: TextSplitter | BoundarySplitter = version.splitter(
+        "none" if version.multi_utterance else "sentence"
+    )
     utterance = sentence = 0
     open_utterance = False
     pending: list = []
+
+    async def error(message: str) -> None:
+        await ws.send(json_message("error", message=message))
+
+    async def speak(units: list[str]) -> None:
+        nonlocal sentence
+        for unit in units:
+            pending.extend(
+                await _sentence_response(
+                    ws, inbox, cfg or {}, unit, opts, utterance=utterance, sentence=sentence, version=version
+                )
+            )
+            sentence += 1
+
     try:
         while True:
             msg = pending.pop(0) if pending else await inbox.get()
             if msg is None:
                 return
-            kind = msg.get("type") if isinstance(msg, dict) else None
-            if kind == "session.config":
+            if isinstance(msg, dict) and msg.get("type") == INVALID:
+                json_broken = msg.get("reason") == "json"
+                if cfg is None:  # a malformed handshake: the error, then the server closes
+                    await error(
+                        version.handshake_invalid_json if json_broken else version.handshake_not_object
+                    )
+                    return
+                await error(INVALID_JSON if json_broken else NOT_OBJECT)
+                continue
+            d: dict[str, Any] = msg if isinstance(msg, dict) else {}
+            kind = d.get("type")
+            if cfg is None and kind != "session.config":
+                await error(f"Expected session.config, got: {kind}")
+                return
+            if kind == "session.config" and (cfg is None or version.multi_utterance):
                 if open_utterance:
-                    await ws.send(
-                        json_message(
-                            "error",
-                            message="session.config cannot be applied while an utterance "
-                            "is in progress; send input.done first",
-                        )
+                    await error(
+                        "session.config cannot be applied while an utterance is in progress; send input.done first"
                     )
                     continue
-                new, why = session_config(msg)
+                if cfg is None and d.get(COMPAT_KEY):
+                    try:
+                        version = omni_behaviour(str(d[COMPAT_KEY]))
+                    except ConfigError as err:
+                        await error(f"Invalid session config: {err}")
+                        return
+                new, why = session_config(d, version)
                 if new is None:
-                    await ws.send(json_message("error", message=why))
+                    await error(why or "Invalid session config")
                     if cfg is None:
                         return  # a refused handshake closes the connection
                     continue  # keep serving with the previous config
@@ -574,40 +627,29 @@ async def speech_session(ws: ServerConnection, opts: ServerOptions) -> None:
 
                     await codec_session(ws, inbox, cfg, opts, pending=pending)
                     return
-                splitter = TextSplitter(cfg["split_granularity"])
-            elif cfg is None:
-                await ws.send(
-                    json_message(
-                        "error", message=f"Expected session.config, got: {kind or type(msg).__name__}"
-                    )
-                )
-                return
+                splitter = version.splitter(cfg["split_granularity"])
             elif kind == "input.text":
-                text = msg.get("text", "")
+                text = d.get("text", "")
                 if not isinstance(text, str):
-                    await ws.send(json_message("error", message="input.text requires a string value"))
+                    await error("input.text requires a string value")
                     continue
                 open_utterance = open_utterance or bool(text)
-                for unit in splitter.feed(text):
-                    pending.extend(
-                        await _sentence_response(
-                            ws, inbox, cfg, unit, opts, utterance=utterance, sentence=sentence
-                        )
-                    )
-                    sentence += 1
+                try:
+                    units = splitter.feed(text)
+                except ValueError as err:  # the older splitter's buffer limit ends the session there
+                    await error(f"Internal error: {err}")
+                    return
+                await speak(units)
             elif kind == "input.done":
-                for unit in splitter.flush():
-                    pending.extend(
-                        await _sentence_response(
-                            ws, inbox, cfg, unit, opts, utterance=utterance, sentence=sentence
-                        )
-                    )
-                    sentence += 1
+                await speak(splitter.flush())
                 await ws.send(
-                    json_message("session.done", utterance_index=utterance, total_sentences=sentence)
+                    json_message("session.done", **version.session_done(utterance=utterance, total=sentence))
                 )
+                if not version.multi_utterance:
+                    await ws.close()  # the pinned server's handler returns: one utterance per connection
+                    return
                 utterance, sentence, open_utterance = utterance + 1, 0, False
-            elif kind == "session.close":
+            elif kind == "session.close" and version.multi_utterance:
                 # vLLM-Omni just closes; a session.done first keeps older edgelab clients working
                 await ws.send(
                     json_message(
@@ -619,9 +661,7 @@ async def speech_session(ws: ServerConnection, opts: ServerOptions) -> None:
             elif kind == "input.cancel":
                 continue  # nothing is streaming (an edgelab extension; vLLM-Omni has no cancel here)
             else:
-                await ws.send(
-                    json_message("error", message=f"Unknown message type: {kind or type(msg).__name__}")
-                )
+                await error(f"Unknown message type: {kind}")
     except ConnectionClosed:
         return
     finally:
@@ -633,6 +673,7 @@ class SpeechServer(BackgroundServer):
 
     def __init__(self, opts: ServerOptions | None = None, *, host: str = "127.0.0.1", port: int = 0):
         self.opts = opts or ServerOptions()
+        self.behaviour = omni_behaviour(self.opts.compat)  # an unknown version fails here, not per connection
         loaded_models(self.opts.seed)  # load before the first request, as a real server does
 
         async def handler(ws: ServerConnection) -> None:
