@@ -8,6 +8,7 @@ from edgelab import __version__
 from edgelab.cli import (
     artifact,
     bench,
+    compare,
     deploy,
     device,
     facts,
@@ -51,6 +52,7 @@ app.add_typer(runtime.app, name="runtime")
 push.register(app)
 deploy.register(app)
 bench.register(app)
+compare.register(runs.app)
 app.add_typer(runs.app, name="runs")
 watch.register(app)
 app.add_typer(metrics.app, name="metrics")

@@ -7,6 +7,6 @@ no table module imports this one (it would close an import cycle).
 
 from __future__ import annotations
 
-from edgelab.store import artifacts, deployments, leases, matrix, models, runs
+from edgelab.store import artifacts, baselines, deployments, leases, matrix, models, runs
 
-__all__ = ["artifacts", "deployments", "leases", "matrix", "models", "runs"]
+__all__ = ["artifacts", "baselines", "deployments", "leases", "matrix", "models", "runs"]
