@@ -63,6 +63,9 @@ class BenchRequest:
     threads: int | None = None  # override the profile's threads
     ready_timeout: float | None = None  # llama-server start-up limit (default 120 s)
     hog: int = 0  # S3 controller: fault injection, N busy CPU processes beside the control loop
+    values: dict[str, Any] = field(
+        default_factory=dict
+    )  # launch template values (-o key=value) over the plan's
 
 
 @dataclass
@@ -308,7 +311,7 @@ def _run_bench(
             req.strategy,
             req.runtime,
             model=req.model,
-            values=template_values(kind, req),
+            values={**template_values(kind, req), **req.values},
             threads=req.threads,
             purpose="bench",
         ),
@@ -332,6 +335,8 @@ def _run_bench(
         "template": bits["template"],
         "target": bits["target"],
     }
+    if req.values:
+        meta["options"] = dict(req.values)
     if planned.virtual and p.runtime != "reference":
         meta["virtual_note"] = "virtual device: lab host build"
     if kind == "vla":

@@ -40,9 +40,9 @@ def bench(
         typer.Option(
             "--endpoint-option",
             "-o",
-            help="KEY=VALUE for the "
-            "endpoint's session (voice, response_format, split_granularity, observation=droid|"
-            "aloha|libero); repeatable.",
+            help="KEY=VALUE, repeatable: for an --endpoint its session's options (voice, "
+            "response_format, split_granularity, observation=droid|aloha|libero); for a launched "
+            "workload a launch template value (schedule=2,4,8, ctx=4096, ...).",
         ),
     ] = None,
     runtime: Annotated[str | None, typer.Option("--runtime", help="Runtime (reference, ...).")] = None,
@@ -89,13 +89,43 @@ def bench(
     ready_timeout: Annotated[
         float | None, typer.Option("--ready-timeout", help="Seconds a server may take to load (default 120).")
     ] = None,
+    ab: Annotated[
+        str | None,
+        typer.Option(
+            "--ab",
+            help="Interleaved A/B: also measure OTHER (threads=1, model=NAME, strategy=S5, "
+            "runtime=NAME, schedule=1+25, ...; ';' joins several) in alternating blocks under one "
+            "lease; two linked runs and their comparison.",
+        ),
+    ] = None,
+    sweep: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--sweep",
+            help="KEY=V1,V2,...: measure the cross product of all --sweep axes in interleaved "
+            "rounds; one run per point, a table and the best point per metric.",
+        ),
+    ] = None,
+    block: Annotated[
+        int,
+        typer.Option("--block", help="--ab/--sweep: measured requests per block (1: request by request)."),
+    ] = 5,
+    order: Annotated[
+        str, typer.Option("--order", help="--ab/--sweep: interleaved (ABBA rounds) or back-to-back.")
+    ] = "interleaved",
+    confidence: Annotated[
+        float, typer.Option("--confidence", help="--ab: confidence of the comparison's interval.")
+    ] = 0.99,
+    tag: Annotated[
+        list[str] | None, typer.Option("--tag", help="Tag the stored run(s) (compare with tag:NAME).")
+    ] = None,
     lease: LeaseOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")] = False,
 ) -> None:
     """Warm-up then measured requests, batch 1 (single_request_batch1_v1); raw records and summary stored."""
     from rich.table import Table
 
-    from edgelab.bench import BenchRequest, run_bench
+    from edgelab.bench import run_bench
     from edgelab.errors import Refusal
     from edgelab.store.db import get_engine
 
@@ -110,7 +140,26 @@ def bench(
             "--runtime/--strategy choose what edgelab launches; an --endpoint server is already running",
             code=2,
         )
+    if (ab is not None or sweep) and (endpoint is not None or (ab is not None and sweep)):
+        fail("--ab and --sweep measure launched workloads, one of them at a time", code=2)
     where = escape(endpoint or device or "")
+    if ab is not None or sweep:
+        from edgelab.cli import sweep as sweep_cli
+
+        base = _request(locals())
+        sweep_cli.run(
+            engine,
+            base,
+            ab=ab,
+            sweep=sweep,
+            block=block,
+            order=order,
+            confidence=confidence,
+            tags=tag,
+            lease=lease,
+            json_out=json_out,
+        )
+        return
     if not json_out:
         err_console.print(
             f"[dim]bench {escape(pipeline)} on {where}: {warmup} warm-up + {requests} measured ...[/]",
@@ -127,25 +176,13 @@ def bench(
                 ),
             )
         else:
-            req = BenchRequest(
-                device,
-                pipeline,
-                runtime,
-                strategy,
-                warmup,
-                requests,
-                band,
-                control_hz,
-                frames_per_s,
-                frames,
-                slow_every,
-                slow_ms,
-                model=model,
-                threads=threads,
-                ready_timeout=ready_timeout,
-                hog=hog,
-            )
-            result = run_bench(engine, req, lease_id=lease)
+            result = run_bench(engine, _request(locals()), lease_id=lease)
+            if tag:
+                from edgelab.metrics.runsets import tag_runs
+                from edgelab.store.db import session_scope
+
+                with session_scope(engine) as s:
+                    tag_runs(s, [result.run_id], tag)
     except Refusal as r:
         if json_out:
             print_json({"device": device, "pipeline": pipeline, "refusal": r.to_dict()})
@@ -236,6 +273,35 @@ def bench(
                 f"{pv['runtime_build']} {str(pv.get('runtime_sha256'))[:12]}, threads {pv.get('threads')}",
             )
     console.print(t)
+
+
+def _request(args: dict[str, Any]) -> Any:
+    """The launched workload's request from the command's arguments (-o pairs: template values)."""
+    from edgelab.bench import BenchRequest
+    from edgelab.bench.sweep import ALIASES
+
+    values = {ALIASES.get(k, k): v for k, v in _options(args["endpoint_option"]).items()}
+    if "schedule" in values:
+        values["schedule"] = str(values["schedule"]).replace("+", ",")
+    return BenchRequest(
+        args["device"],
+        args["pipeline"],
+        args["runtime"],
+        args["strategy"],
+        args["warmup"],
+        args["requests"],
+        args["band"],
+        args["control_hz"],
+        args["frames_per_s"],
+        args["frames"],
+        args["slow_every"],
+        args["slow_ms"],
+        model=args["model"],
+        threads=args["threads"],
+        ready_timeout=args["ready_timeout"],
+        hog=args["hog"],
+        values={k: str(v) for k, v in values.items()},
+    )
 
 
 def _options(pairs: list[str] | None) -> dict[str, Any]:

@@ -301,6 +301,8 @@ def provenance_diff(a: RunSet, b: RunSet) -> list[dict[str, Any]]:
 
 
 def _text(v: Any) -> str:
+    if isinstance(v, dict) and not v:
+        return "-"
     if isinstance(v, dict):
         return ", ".join(f"{k}={_text(x)}" for k, x in sorted(v.items()))
     return "-" if v is None else str(v)
@@ -406,6 +408,17 @@ def compare_refs(
     return compare_sets(session, a, b, **kwargs)
 
 
+def tag_runs(session: Session, ids: list[str], tags: list[str]) -> None:
+    """Add ``tags`` to the runs' ``meta.tags`` (what ``tag:NAME`` finds)."""
+    for rid in ids:
+        run = get_run(session, rid)
+        meta = dict(run.meta or {})
+        meta["tags"] = list(dict.fromkeys([*(meta.get("tags") or []), *tags]))
+        run.meta = meta
+        session.add(run)
+    session.flush()
+
+
 def trend(
     session: Session, device: str, pipeline: str, metric: str, *, last: int = 20
 ) -> list[dict[str, Any]]:
@@ -429,5 +442,6 @@ __all__ = [
     "refusals",
     "resolve",
     "run_values",
+    "tag_runs",
     "trend",
 ]

@@ -12,6 +12,7 @@ from sqlalchemy import delete, func, update
 from sqlmodel import Session, col, select
 
 from edgelab.errors import ConfigError
+from edgelab.store.baselines import current_baselines
 from edgelab.store.deployments import ACTIVE_STATES, DeployAttempt, Deployment, DeploymentProcess, Reservation
 from edgelab.store.matrix import MatrixCell
 from edgelab.store.runs import (
@@ -60,6 +61,14 @@ def delete_runs(session: Session, refs: list[str], *, force: bool = False) -> li
             f"run {rid} is evidence of matrix cell {cell_id}",
             remedy="keep it, or pass --force (the cell then cites a run that is gone)",
         )
+    if not force:
+        for base in current_baselines(session):
+            held = [rid for rid in base.runs if rid in ids]
+            if held:
+                raise ConfigError(
+                    f"run {held[0]} is in baseline {base.name} ({base.pipeline} on {base.device})",
+                    remedy="set the baseline on other runs first, or pass --force (it then names a run that is gone)",
+                )
     out = []
     for run in runs:
         n_req = session.exec(

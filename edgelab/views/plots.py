@@ -34,7 +34,7 @@ def plot_comparison(comp: Any, path: Path | str) -> Path:
         )
     cols = min(3, len(results))
     rows = (len(results) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(max(6.5, 4.2 * cols), 1.0 + 3.4 * rows), squeeze=False)
     for ax in axes.flat[len(results) :]:
         ax.set_visible(False)
     for ax, r in zip(axes.flat, results, strict=False):
@@ -56,7 +56,7 @@ def plot_comparison(comp: Any, path: Path | str) -> Path:
         else ""
     )
     fig.suptitle(
-        f"A: {comp.a.label}   B: {comp.b.label}{virtual}\n{comp.confidence:.0%} bootstrap interval of median ratio",
+        f"A: {comp.a.label}\nB: {comp.b.label}{virtual}\n{comp.confidence:.0%} bootstrap interval of the ratio of medians",
         fontsize=9,
     )
     fig.tight_layout()
