@@ -29,6 +29,14 @@ def play(
     collect: Annotated[
         Path | None, typer.Option("--collect", help="Directory for collect steps' files.")
     ] = None,
+    update_baseline: Annotated[
+        bool,
+        typer.Option(
+            "--update-baseline",
+            help="On a job's success, make the runs its relative gates judged its step's baseline "
+            "(the old one stays as history).",
+        ),
+    ] = False,
     lease: LeaseOpt = None,
 ) -> None:
     """Run a playbook over its devices in parallel; per-step output, JUnit for CI."""
@@ -90,6 +98,7 @@ def play(
             out_dir=collect,
             on_step=on_step,
             lease_id=lease,
+            update_baseline=update_baseline,
             on_stop=lambda: err_console.print(
                 "stopping: the current steps end, then the cleanup runs "
                 "(Ctrl-C again cuts the cleanup short)",
@@ -131,6 +140,8 @@ def play(
         for job in result.jobs:
             for note in job.matrix:
                 console.print(f"  matrix: {escape(note)}", highlight=False)
+            for note in job.baselines:
+                console.print(f"  baseline: {escape(note)}", highlight=False)
     raise typer.Exit(0 if result.ok else 1)
 
 

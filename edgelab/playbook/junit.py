@@ -60,6 +60,10 @@ def to_junit(result: PlayResult) -> str:
             ("runs", ",".join(job.run_ids)),
         ]
         pairs += [(f"artifact_sha256:{name}", sha) for name, sha in sorted(job.artifacts.items())]
+        for step in job.steps:  # the baseline each relative gate judged against, by its runs
+            base = step.details.get("baseline") if step.kind == "gate" else None
+            if base:
+                pairs.append((f"baseline:{base['name']}", ",".join(base["runs"])))
         for name, value in pairs:
             ET.SubElement(props, "property", name=name, value=value)
         for step in job.steps:

@@ -51,6 +51,7 @@ class JobResult:
     artifacts: dict[str, str] = field(default_factory=dict)  # file/artifact name -> sha256
     steps: list[StepResult] = field(default_factory=list)
     matrix: list[str] = field(default_factory=list)
+    baselines: list[str] = field(default_factory=list)  # baselines this job moved (--update-baseline)
     duration_s: float = 0.0
 
     @property
@@ -77,6 +78,7 @@ class JobResult:
             "artifacts": dict(self.artifacts),
             "runs": self.run_ids,
             "matrix": list(self.matrix),
+            "baselines": list(self.baselines),
             "duration_s": round(self.duration_s, 3),
             "steps": [s.to_dict() for s in self.steps],
         }

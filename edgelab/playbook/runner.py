@@ -89,6 +89,7 @@ def run_playbook(
     stop_event: threading.Event | None = None,
     lease_id: str | None = None,
     on_stop: Callable[[], None] | None = None,
+    update_baseline: bool = False,
 ) -> PlayResult:
     """Run every job (in parallel up to ``pb.parallel``); returns the results, never raises per job.
 
@@ -104,7 +105,7 @@ def run_playbook(
     for device in sorted({j.device for j in jobs}):
         reap(engine, device)  # what a dead command (a killed play too) left there is finished first
     with held(engine, sorted({j.device for j in jobs}), f"play {pb.name}", lease_id=lease_id):
-        return _run_jobs(engine, pb, jobs, variables, out_dir, on_step, stop_event, on_stop)
+        return _run_jobs(engine, pb, jobs, variables, out_dir, on_step, stop_event, on_stop, update_baseline)
 
 
 def _run_jobs(
@@ -116,6 +117,7 @@ def _run_jobs(
     on_step: OnStep | None,
     stop_event: threading.Event | None,
     on_stop: Callable[[], None] | None = None,
+    update_baseline: bool = False,
 ) -> PlayResult:
     """Jobs in threads; this (main) thread waits and takes the Ctrl-Cs.
 
@@ -200,6 +202,8 @@ def _run_jobs(
                 report(job, res)
             if pb.matrix_update and not stop_event.is_set():  # an interrupted play qualifies nothing
                 _update_matrix(engine, pb, ctx)
+            if update_baseline and job.ok and not stop_event.is_set():
+                _update_baselines(engine, pb, job)
         finally:
             ctx.close()
             job.duration_s = time.monotonic() - t0
@@ -294,6 +298,22 @@ def _run_step(ctx: JobContext, step: Step) -> StepResult:
         res.status, res.category, res.message = "failed", "infra", f"{type(err).__name__}: {err}"
     res.duration_s = time.monotonic() - t0
     return res
+
+
+def _update_baselines(engine: Engine, pb: Playbook, job: JobResult) -> None:
+    """A passed job's gated runs become its gate steps' baselines (one new row each: history kept)."""
+    from edgelab.lease.owner import whoami
+    from edgelab.metrics.baseline import set_baseline
+
+    for step in job.steps:
+        name = step.details.get("baseline_name") if step.kind == "gate" else None
+        if not name or not step.run_id or step.status != "passed":
+            continue
+        with session_scope(engine) as s:
+            row = set_baseline(
+                s, name, [step.run_id], set_by=f"{whoami().label()} (play {pb.name})", note=f"play {pb.file}"
+            )
+        job.baselines.append(f"{name} of {row.pipeline} on {row.device} is now {step.run_id}")
 
 
 def _row_key(engine: Engine, ctx: JobContext) -> str | None:

@@ -59,7 +59,13 @@ OPTION_SPECS: dict[str, dict[str, Field]] = {
         "endpoint": Field(str),  # a server edgelab did not launch (ws://, http://): measured, not launched
         "endpoint_options": Field(dict),
     },
-    "gate": {"checks": Field(list, required=True, items=str), "run": Field(str)},
+    "gate": {
+        "checks": Field(list, required=True, items=str),
+        "run": Field(str),
+        "baseline": Field(str),  # relative gates: the baseline NAME of the run's device and pipeline
+        "confidence": Field((float, str)),  # verdict gates: the comparison's confidence (default 0.99)
+        "missing_baseline": Field(str, choices=("pass", "fail")),  # none set yet: not judged, or failed
+    },
     "soak": {"minutes": Field((float, str), required=True), "interval_s": Field((float, str), minimum=0.1)},
     "collect": {"files": Field(list, items=str), "logs": Field(bool)},
     "stop": {},

@@ -16,6 +16,7 @@ from sqlalchemy import Engine
 
 from edgelab.errors import (
     BenchFailed,
+    ConfigError,
     DeviceStateError,
     EdgelabError,
     NotFound,
@@ -380,15 +381,48 @@ def do_gate(
         raise StepFailure(
             f"gate has no run to judge ({'no bench step ran before it' if ref == 'last' else ref})", "infra"
         )
-    results = [evaluate(g, got["summary"]) for g in step.gates]
     out.run_id = got["run_id"]
+    base, unjudged = _baseline(ctx, step, opts, got["run_id"])
+    gates = [g for g in step.gates if not (unjudged and g.needs_baseline)]
+    results = [evaluate(g, got["summary"], base) for g in gates]
     out.details = {"gates": [{"check": r.gate.text, "ok": r.ok, "actual": r.actual} for r in results]}
+    if opts.get("baseline"):
+        out.details["baseline"] = (
+            {"name": base.name, "runs": base.runs, "comparison": base.comparison.to_dict()} if base else None
+        )
+        out.details["baseline_name"] = str(opts["baseline"])
+    if unjudged:
+        out.details["not_judged"] = [g.text for g in step.gates if g.needs_baseline]
     failed = [r for r in results if not r.ok]
     got["gated"] = True
     got["gates_ok"] = not failed
     if failed:
         raise StepFailure("; ".join(r.message for r in failed), "test", out.details)
-    out.message = "; ".join(r.message for r in results)
+    out.message = "; ".join([*(r.message for r in results), *([unjudged] if unjudged else [])])
+
+
+def _baseline(ctx: JobContext, step: Step, opts: dict[str, Any], run_id: str) -> tuple[Any, str | None]:
+    """(the baseline's figures, None), or (None, why the relative gates were not judged): a
+    baseline not set yet is not judged unless the step says ``missing_baseline: fail``."""
+    from edgelab.playbook.relative import baseline_for
+
+    name = opts.get("baseline")
+    if not any(g.needs_baseline for g in step.gates):
+        return None, None
+    if not name:
+        raise StepFailure("a relative gate needs the step's baseline: NAME", "infra")
+    try:
+        with session_scope(ctx.engine, write=False) as s:
+            return baseline_for(s, str(name), run_id, confidence=float(opts.get("confidence") or 0.99)), None
+    except NotFound as err:
+        if opts.get("missing_baseline", "pass") == "fail":
+            raise StepFailure(f"baseline {name}: {err}", "test") from err
+        return (
+            None,
+            f"relative gates not judged: no baseline {name} for this run's device and pipeline yet ({err})",
+        )
+    except ConfigError as err:
+        raise StepFailure(f"baseline {name}: {err}", "infra") from err
 
 
 # ---------------------------------------------------------------- soak
