@@ -10,8 +10,8 @@ runs: nothing measured is lost.
 
 from __future__ import annotations
 
-from sqlalchemy import String, literal, update
-from sqlmodel import Session
+from sqlalchemy import CursorResult, String, literal, update
+from sqlmodel import Session, col
 
 from edgelab.store.purge import delete_runs
 from edgelab.store.runs import RunLog, RunRequest, RunSample, TelemetrySample
@@ -23,20 +23,20 @@ def move_run_rows(session: Session, src: str, dst: str, prefix: str) -> int:
     def renamed(column):
         return literal(prefix, String) + column
 
-    moved = session.execute(
+    moved: CursorResult = session.execute(  # type: ignore[assignment]  # an UPDATE's result has rowcount
         update(RunRequest)
-        .where(RunRequest.run_id == src)
+        .where(col(RunRequest.run_id) == src)
         .values(run_id=dst, request=renamed(RunRequest.request))
-    ).rowcount
+    )
     session.execute(
         update(RunSample)
-        .where(RunSample.run_id == src)
+        .where(col(RunSample.run_id) == src)
         .values(run_id=dst, request=renamed(RunSample.request))
     )
     session.execute(
-        update(RunLog).where(RunLog.run_id == src).values(run_id=dst, request=renamed(RunLog.request))
+        update(RunLog).where(col(RunLog.run_id) == src).values(run_id=dst, request=renamed(RunLog.request))
     )
-    session.execute(update(TelemetrySample).where(TelemetrySample.run_id == src).values(run_id=dst))
+    session.execute(update(TelemetrySample).where(col(TelemetrySample.run_id) == src).values(run_id=dst))
     session.flush()
     delete_runs(session, [src])  # the emptied run, with whatever else refers to it (its reservation)
-    return int(moved or 0)
+    return int(moved.rowcount or 0)
