@@ -99,7 +99,9 @@ def test_sweep_cli_stores_one_run_per_point_and_compare_and_baseline_cli_read_th
     assert res.exit_code == 0, res.output
     plot = tmp_path / "cmp.svg"
     res = runner.invoke(
-        app, ["--db", url, "runs", "compare", "baseline:nightly", slow, "--json", "--plot", str(plot)], env=env
+        app,
+        ["--db", url, "runs", "compare", "baseline:nightly", slow, "--json", "--plot", str(plot)],
+        env=env,
     )
     assert res.exit_code == 0, res.output
     cmp = json.loads(res.stdout)
@@ -108,7 +110,9 @@ def test_sweep_cli_stores_one_run_per_point_and_compare_and_baseline_cli_read_th
     assert plot.read_text().lstrip().startswith("<?xml") and "TTFA" in plot.read_text()
     res = runner.invoke(app, ["--db", url, "runs", "compare", fast, slow], env=env)  # the table
     assert res.exit_code == 0 and "slower" in res.stdout and "B/A" in res.stdout
-    res = runner.invoke(app, ["--db", url, "runs", "compare", fast, slow, "--device", "x", "-m", "ttfa"], env=env)
+    res = runner.invoke(
+        app, ["--db", url, "runs", "compare", fast, slow, "--device", "x", "-m", "ttfa"], env=env
+    )
     assert res.exit_code == 0  # --device narrows sets by name only; two run ids ignore it
     res = runner.invoke(app, ["--db", url, "runs", "baseline", "ls", "--json"], env=env)
     assert [b["runs"] for b in json.loads(res.stdout)] == [[fast]]
