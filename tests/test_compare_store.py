@@ -248,3 +248,20 @@ def test_provenance_diff_lists_within_side_differences_too(engine):
         assert sha["a"] == ["b" * 64, "a" * 64] and sha["b"] == ["a" * 64]
         c = compare_sets(s, resolve(s, a1), resolve(s, b))
         assert c.result("ttfa").verdict == "no difference"
+
+
+def test_trend_of_a_device_and_pipeline_draws_the_runs_and_the_baseline_line(engine):
+    from edgelab.views.trend import load_trend
+
+    runs = [tts_run(engine, [100.0 + 10 * i] * 5) for i in range(4)]
+    with session_scope(engine) as s:
+        set_baseline(s, "nightly", runs[:1], set_by="ci")
+    view = load_trend(engine, "orin-agx")
+    assert view is not None and view.metric == "ttfa" and view.pipeline == "qwen3-tts"
+    assert [round(p["median"]) for p in view.points] == [100, 110, 120, 130]  # oldest first
+    assert (
+        view.baseline == pytest.approx(100.0, abs=1e-3) and view.baseline_name == "nightly" and view.virtual
+    )
+    text = view.text(width=60, height=12)
+    assert "baseline nightly" in text and "TTFA median, qwen3-tts, last 4 (VIRTUAL)" in text
+    assert load_trend(engine, "thor") is None

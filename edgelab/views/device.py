@@ -13,6 +13,7 @@ from edgelab.inventory.view import address_of
 from edgelab.store.db import session_scope
 from edgelab.units import gib, human_bytes
 from edgelab.views.fleet import max_temperature
+from edgelab.views.trend import TrendView, load_trend
 
 SNAPSHOT_HISTORY = 30  # probe snapshots behind the device telemetry sparklines
 
@@ -36,6 +37,7 @@ class DeviceDetail:
     telemetry: dict[str, list[float]]  # series name -> values, oldest first
     artifacts: Section
     runs: Section
+    trend: TrendView | None = None  # the headline metric over the last runs, with the baseline's line
 
 
 def _fmt(value: Any) -> str:
@@ -195,4 +197,5 @@ def load_device(engine: Engine, name: str, *, pipeline: str | None = None) -> De
         telemetry=_telemetry(snaps),
         artifacts=artifacts,
         runs=runs,
+        trend=load_trend(engine, name),
     )

@@ -103,6 +103,7 @@ def trend_text(
     width: int = 60,
     height: int = 12,
     unit: str | None = None,
+    baseline_label: str = "baseline",
 ) -> str:
     """A metric's medians over runs (oldest left) as a plotext chart, the baseline as a line.
 
@@ -116,13 +117,13 @@ def trend_text(
     xs = list(range(1, len(ys) + 1))
     if ys:
         plx.plot(xs, ys, marker="dot", label="median")
-    if baseline is not None and ys:
-        plx.hline(baseline)
-        plx.text("baseline", x=1, y=baseline)
-    plx.title(title)
+        if baseline is not None:
+            plx.plot(xs, [baseline] * len(xs), marker="-", label=baseline_label)
+        plx.xticks(xs if len(xs) <= 12 else xs[:: max(1, len(xs) // 10)])
+    plx.title(title if len(title) <= width - 4 else title[: width - 7] + "...")
     if unit:
         plx.ylabel(unit)
     plx.xlabel("run (oldest -> newest)")
-    text = plx.build()
+    text = plx.uncolorize(plx.build())
     plx.clear_figure()
     return str(text)

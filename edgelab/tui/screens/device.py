@@ -107,11 +107,13 @@ class DeviceScreen(Screen):
             yield InfoPanel("strategies per pipeline (eligible / refused with reasons)", id="strategies")
             yield InfoPanel("artifacts in the device store", id="artifacts")
             yield InfoPanel("recent runs", id="runs")
+            yield Static(id="device-trend", classes="panel")
         yield StatusLine(id="status")
         yield Footer()
 
     def on_mount(self) -> None:
         self.query_one("#telemetry").border_title = "telemetry (probe history)"
+        self.query_one("#device-trend").border_title = "trend (last runs, baseline line)"
         self.action_refresh()
         self.set_interval(self.app.poll_s, self.action_refresh)
 
@@ -188,6 +190,11 @@ class DeviceScreen(Screen):
         self._telemetry(d.telemetry)
         self._section("#artifacts", d.artifacts, ["name", "sha256", "size", "pushed"])
         self._section("#runs", d.runs, ["id", "pipeline", "strategy", "state", "started_at"])
+        self.query_one("#device-trend", Static).update(
+            Text(d.trend.text(width=72, height=12))
+            if d.trend
+            else Text("no finished runs to plot yet", style="dim")
+        )
 
     def _telemetry(self, series: dict[str, list[float]]) -> None:
         box = self.query_one("#telemetry", Vertical)

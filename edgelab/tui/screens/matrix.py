@@ -79,6 +79,7 @@ class MatrixScreen(Screen):
     #matrix-bottom { height: 13; }
     #matrix-detail { width: 1fr; height: 100%; }
     #matrix-evidence { width: 1fr; border: round $primary 40%; }
+    #matrix-trend { width: 1fr; height: 100%; border: round $primary 40%; }
     """
 
     def __init__(self) -> None:
@@ -94,12 +95,14 @@ class MatrixScreen(Screen):
         with Horizontal(id="matrix-bottom"):
             yield InfoPanel("cell", id="matrix-detail")
             yield EvidenceTable(self.app.clock, id="matrix-evidence")
+            yield Static(id="matrix-trend")
         yield Static(Text(LEGEND, style="dim"), id="matrix-legend", classes="note")
         yield StatusLine(id="status")
         yield Footer()
 
     def on_mount(self) -> None:
         self.query_one("#matrix-evidence").border_title = "evidence runs (enter opens)"
+        self.query_one("#matrix-trend").border_title = "trend (last runs, baseline line)"
         self.query_one(MatrixGrid).focus()
         self.query_one(StatusLine).say("loading the matrix...")
         self.action_refresh()
@@ -167,3 +170,22 @@ class MatrixScreen(Screen):
         panel.border_title = f"cell {cell.row}/{cell.col}"
         panel.show_pairs(detail_pairs(cell))
         table.show(cell.evidence)
+        self._trend(cell)
+
+    @work(thread=True, exclusive=True, group="matrix-trend")
+    def _trend(self, cell: MatrixCellView) -> None:
+        """The cell's pipeline on the device of its newest evidence run, drawn off the UI thread."""
+        from edgelab.views.trend import load_trend
+
+        runs = sorted((e for e in cell.evidence if e.device and e.state != "missing"), key=lambda e: e.id)
+        view = None
+        if runs:
+            newest = max(runs, key=lambda e: e.created_at.timestamp() if e.created_at else 0.0)
+            try:
+                view = load_trend(self.app.engine, newest.device or "", newest.pipeline or cell.pipeline)
+            except EdgelabError:
+                view = None
+        text = view.text(width=44, height=10) if view else "no finished runs of this cell to plot"
+        self.app.call_from_thread(
+            self.query_one("#matrix-trend", Static).update, Text(text, style="" if view else "dim")
+        )
