@@ -95,6 +95,21 @@ def test_sweep_cli_stores_one_run_per_point_and_compare_and_baseline_cli_read_th
     assert [p["label"] for p in out["points"]] == ["frames_per_s=25", "frames_per_s=18"]
     assert out["best"]["rtf_streamed"] == "frames_per_s=25" and out["virtual"] is True
     fast, slow = (p["run"] for p in out["points"])
+    res = runner.invoke(
+        app,
+        ["--db", url, "profile", "orin-agx", "--pipeline", "qwen3-tts", "--from-sweep", slow, "--metric",
+         "rtf_streamed", "--json"],
+        env=env,
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    prof = json.loads(res.stdout)["profile"]
+    assert prof["from_sweep"] == {
+        "sweep": out["sweep"],
+        "run": fast,
+        "point": "frames_per_s=25",
+        "metric": "rtf_streamed",
+    }
+    assert prof["rules"][-1]["name"] == "from_sweep" and "VIRTUAL" in prof["rules"][-1]["why"]
     res = runner.invoke(app, ["--db", url, "runs", "baseline", "set", "nightly", fast, "--json"], env=env)
     assert res.exit_code == 0, res.output
     plot = tmp_path / "cmp.svg"

@@ -458,3 +458,53 @@ def _close(engine: Engine, results: list[PointResult], state: str, why: str | No
             err = pr.error or (why if end != "finished" else None)
             set_state(s, run, end, error=err)
         pr.state = end
+
+
+HEADLINE_BY_KIND = {"tts": "ttfa", "text_lm": "decode_tok_s", "vla": "action_latency"}
+
+
+def best_from_sweep(session, ref: str, *, metric: str | None = None) -> dict[str, Any]:
+    """The best point of the sweep a run belongs to, by ``metric`` (default: the pipeline's headline
+    that every point measured): its settings, run and median, beside every point's median."""
+    from edgelab.catalog.pipelines import load_pipelines
+    from edgelab.deploy import planning
+
+    run = get_run(session, ref)
+    sw = (run.meta or {}).get("sweep")
+    if not sw or not sw.get("points"):
+        raise ConfigError(
+            f"run {run.id} is not part of a sweep", remedy="pass a run stored by bench --sweep or --ab"
+        )
+    points = []
+    for p in sw["points"]:
+        r = get_run(session, p["run"])
+        if r.state != "finished":
+            raise ConfigError(
+                f"point {p['label']} ({r.id}) is {r.state}", remedy="take a sweep that finished"
+            )
+        vals = run_values(session, r)
+        points.append({"label": p["label"], "run": r.id, "config": (r.meta.get("sweep") or {}).get("config", {}),
+                       "medians": {k: cmp.side(v).median for k, v in vals.items()}})  # fmt: skip
+    shared = set.intersection(*(set(p["medians"]) for p in points))
+    if metric is None:
+        kind = load_pipelines()[planning.resolve_pipeline(str(run.pipeline))].kind
+        metric = HEADLINE_BY_KIND.get(kind)
+        if metric not in shared:
+            metric = next((n for n in cmp.METRICS if n in shared), None)
+    if metric is None or metric not in shared:
+        raise ConfigError(
+            f"sweep {sw['id']}: not every point measured {metric or 'a comparable metric'}",
+            remedy=f"pass --metric one of {', '.join(sorted(shared)) or '(none)'}",
+        )
+    m = cmp.metric(metric)
+    best = (min if m.better == "lower" else max)(points, key=lambda p: p["medians"][metric])
+    return {
+        "sweep": sw["id"],
+        "device": run.device_name,
+        "pipeline": run.pipeline,
+        "metric": metric,
+        "better": m.better,
+        "best": best,
+        "points": points,
+        "virtual": bool(run.virtual),
+    }

@@ -14,9 +14,11 @@ from edgelab.cli.common import (
     err_console,
     escape,
     fail,
+    fail_from,
     open_engine,
     print_json,
 )
+from edgelab.errors import ConfigError
 
 if TYPE_CHECKING:
     import click
@@ -270,6 +272,18 @@ def profile(
     explain: Annotated[
         bool, typer.Option("--explain", help="Every rule that fired, with its inputs and why.")
     ] = False,
+    from_sweep: Annotated[
+        str | None,
+        typer.Option(
+            "--from-sweep",
+            help="Take the best point of this sweep (a run of `bench --sweep`) back: its threads and "
+            "chunk schedule replace the derived ones, the rule says why.",
+        ),
+    ] = None,
+    metric: Annotated[
+        str | None,
+        typer.Option("--metric", help="--from-sweep: best by this metric (default: the headline)."),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """The deploy profile of DEVICE, derived from its latest probe snapshot (never hand-typed)."""
@@ -277,10 +291,66 @@ def profile(
 
     snap = _latest(device)
     prof = profile_from_facts(snap.facts or {}, pipeline)
+    if from_sweep is not None:
+        prof = _take_sweep(prof, device, pipeline, from_sweep, metric)
     if json_out:
         print_json({"device": device, "snapshot": _snap_meta(snap), "profile": prof})
         return
     _render_profile(device, snap, prof, explain)
+
+
+def _take_sweep(
+    prof: dict[str, Any], device: str, pipeline: str | None, ref: str, metric: str | None
+) -> dict:
+    """The profile with the sweep's best point applied (threads, chunk schedule) and a rule saying so."""
+    from edgelab.bench.sweep import best_from_sweep
+    from edgelab.errors import NotFound
+    from edgelab.store.db import session_scope
+
+    try:
+        with session_scope(open_engine(), write=False) as s:
+            got = best_from_sweep(s, ref, metric=metric)
+    except NotFound as err:
+        fail_from(err)
+    except ConfigError as err:
+        fail_from(err, code=2)
+    if got["device"] != device or (pipeline and got["pipeline"] != pipeline):
+        fail(
+            f"sweep {got['sweep']} ran {got['pipeline']} on {got['device']}, not on {device}",
+            "take a sweep of this device (and pipeline)",
+            code=2,
+        )
+    best = got["best"]
+    cfg = dict(best["config"])
+    if "threads" in cfg:
+        prof["threads"] = int(cfg["threads"])
+    for pipe in prof.get("pipelines") or []:
+        if "schedule" in cfg and pipe.get("pipeline") == got["pipeline"] and pipe.get("chunk_schedule"):
+            pipe["chunk_schedule"] = {
+                **pipe["chunk_schedule"],
+                "edge": [int(x) for x in cfg["schedule"].split(",")],
+            }
+    value = best["medians"][got["metric"]]
+    prof.setdefault("rules", []).append(
+        {
+            "name": "from_sweep",
+            "inputs": {
+                "sweep": got["sweep"],
+                "points": [{p["label"]: p["medians"].get(got["metric"])} for p in got["points"]],
+            },
+            "result": cfg,
+            "why": f"best {got['metric']} median ({got['better']} is better) of sweep {got['sweep']}: "
+            f"{best['label']} at {value:.4g} (run {best['run']})"
+            + (" - measured on a VIRTUAL device" if got["virtual"] else ""),
+        }
+    )
+    prof["from_sweep"] = {
+        "sweep": got["sweep"],
+        "run": best["run"],
+        "point": best["label"],
+        "metric": got["metric"],
+    }
+    return prof
 
 
 def _render_profile(device: str, snap, prof: dict[str, Any], explain: bool) -> None:

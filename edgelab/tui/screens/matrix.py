@@ -95,7 +95,7 @@ class MatrixScreen(Screen):
         with Horizontal(id="matrix-bottom"):
             yield InfoPanel("cell", id="matrix-detail")
             yield EvidenceTable(self.app.clock, id="matrix-evidence")
-            yield Static(id="matrix-trend")
+            yield Static(Text("no finished runs of this cell to plot", style="dim"), id="matrix-trend")
         yield Static(Text(LEGEND, style="dim"), id="matrix-legend", classes="note")
         yield StatusLine(id="status")
         yield Footer()
