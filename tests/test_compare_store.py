@@ -265,3 +265,57 @@ def test_trend_of_a_device_and_pipeline_draws_the_runs_and_the_baseline_line(eng
     text = view.text(width=60, height=12)
     assert "baseline nightly" in text and "TTFA median, qwen3-tts, last 4 (VIRTUAL)" in text
     assert load_trend(engine, "thor") is None
+
+
+def _study(path, scale: float, n: int = 8):
+    """A study results directory (requests.jsonl + report.json) of ``n`` measured requests whose
+    chunk times are the fixture's first request's, times ``scale`` (a little jitter each)."""
+    import hashlib
+    import json
+
+    path.mkdir(parents=True)
+    (path / "report.json").write_text(
+        json.dumps(
+            {
+                "protocol": "single_request_batch1_v1",
+                "model": "qwen3-tts-0.6b",
+                "device": "rtx5090-laptop-wsl",
+            }
+        )
+    )
+    lines = []
+    for i in range(n):
+        t0 = 1_750_000_000.0 + 10 * i
+        times = [x * scale * (1 + 0.01 * (i % 3)) for x in (412.5, 1650.0, 2900.0)]
+        chunks = [
+            {"idx": k, "t_ms": t, "samples": s, "sr": 24000, "terminal": False,
+             "sha256": hashlib.sha256(f"{i}-{k}".encode()).hexdigest()}
+            for k, (t, s) in enumerate(zip(times, (1920, 48000, 48000), strict=True))
+        ]  # fmt: skip
+        lines.append(
+            json.dumps(
+                {
+                    "request_id": f"short-{i}",
+                    "phase": "measured",
+                    "length_band": "short",
+                    "submitted_unix": t0,
+                    "finished_unix": t0 + times[-1] / 1000 + 0.1,
+                    "sr": 24000,
+                    "chunks_all": chunks,
+                }
+            )  # fmt: skip
+        )
+    (path / "requests.jsonl").write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_imported_study_runs_compare_like_any_run(engine, tmp_path):
+    from edgelab.metrics.results import import_study
+
+    before = import_study(engine, _study(tmp_path / "before", 1.0))
+    after = import_study(engine, _study(tmp_path / "after", 1.3))
+    with session_scope(engine, write=False) as s:
+        c = compare_refs(s, before, after)
+    assert not c.refused and c.a.key()["protocol"] == "single_request_batch1_v1"
+    r = c.result("ttfa")
+    assert r.a.count == r.b.count == 8 and r.verdict == "slower" and r.ratio == pytest.approx(1.3, rel=1e-3)
