@@ -77,7 +77,7 @@ def smallest(a, b, reps: int, confidence: float, metric: str) -> int | None:
     return None
 
 
-def hog_pass(engine, opts, order: str, hog: int, pool: int) -> dict[str, tuple[float, float]]:
+def hog_pass(engine, opts, order: str, hog: int, pool: int, block: int) -> dict[str, tuple[float, float]]:
     """A/A unpaced, with ``hog`` busy processes from halfway through the pass: A2/A ratios of the
     means and of the medians. With half of the requests under the hog a median sits on the edge
     between the two clusters, so the mean is the steadier figure here."""
@@ -85,7 +85,7 @@ def hog_pass(engine, opts, order: str, hog: int, pool: int) -> dict[str, tuple[f
         "orin-agx", "qwen3-tts", runtime="reference", requests=pool, frames=6, frames_per_s=0.0
     )
     points = [Point("A", {}), Point("A2", {})]
-    total = 2 * ((pool + 4) // 5)
+    total = 2 * ((pool + block - 1) // block)
     hogs: list[subprocess.Popen] = []
     seen = [0]
 
@@ -95,7 +95,7 @@ def hog_pass(engine, opts, order: str, hog: int, pool: int) -> dict[str, tuple[f
             hogs.extend(subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(hog))
 
     try:
-        res = run_points(engine, base, points, block=5, order=order, opts=opts, on_block=on_block)
+        res = run_points(engine, base, points, block=block, order=order, opts=opts, on_block=on_block)
     finally:
         for p in hogs:
             p.kill()
@@ -107,6 +107,50 @@ def hog_pass(engine, opts, order: str, hog: int, pool: int) -> dict[str, tuple[f
     }
 
 
+def rates(engine, opts, args, t0: float) -> None:
+    """Sections 1-4: the pools, then the A/A, planted and smallest-difference rates."""
+    base = BenchRequest("orin-agx", "qwen3-tts", runtime="reference", requests=args.pool, frames=8)
+    planted = f"{25 / 1.1:.4f}"
+    print(f"pools: A, A2 (same), B (frames_per_s {planted} vs 25: +10 % per frame), "
+          f"{args.pool} requests each, interleaved in blocks of 10 ...", flush=True)  # fmt: skip
+    res = run_points(
+        engine,
+        base,
+        [Point("A", {}), Point("A2", {}), Point("B", {"frames_per_s": planted})],
+        block=10,
+        opts=opts,
+    )
+    pools = {p.point.label: values(engine, p.run_id) for p in res.points}
+    print(f"  ({time.monotonic() - t0:.0f} s; virtual device, reference runtime, random weights)")
+    print(f"\nconfidence {args.confidence:.0%}, n = {N} per side, {args.reps} seeded repetitions")
+    print(f"{'metric':14} {'A/A no difference':>18} {'planted slower':>15} {'measured B/A':>13}"
+          f" {'smallest detected':>18}")  # fmt: skip
+    for m in METRICS:
+        a, a2, b = (np.asarray(pools[k][m]) for k in ("A", "A2", "B"))
+        aa = rate(a, a2, cmp.SAME, args.reps, args.confidence, m)
+        ab = rate(a, b, cmp.SLOWER, args.reps, args.confidence, m)
+        sd = smallest(a, a2, args.reps, args.confidence, m)
+        true = np.median(b) / np.median(a)
+        print(f"{m:14} {aa:>17.1%} {ab:>14.1%} {true:>13.3f} {(f'{sd} %' if sd else '> 30 %'):>18}")
+
+
+def drift(engine, opts, args) -> None:
+    """Section 5: back to back (the peer) against interleaved, a CPU hog from halfway."""
+    print(
+        f"\ndrift: A/A unpaced (CPU-bound), {args.hog_pool} requests a side in blocks of {args.hog_block}, "
+        f"{args.hog} busy processes from halfway through each pass",
+        flush=True,
+    )
+    b2b = hog_pass(engine, opts, "back-to-back", args.hog, args.hog_pool, args.hog_block)
+    inter = hog_pass(engine, opts, "interleaved", args.hog, args.hog_pool, args.hog_block)
+    print(f"{'metric':14} {'A2/A of means: back-to-back':>28} {'interleaved':>12} {'moved b2b/int':>14}"
+          f" {'A2/A of medians: b2b':>21} {'interleaved':>12}")  # fmt: skip
+    for m in ("ttfa", "request_wall"):
+        (bm, bmed), (im, imed) = b2b[m], inter[m]
+        moved = abs(bm - 1) / abs(im - 1) if abs(im - 1) > 1e-9 else float("inf")
+        print(f"{m:14} {bm:>28.3f} {im:>12.3f} {moved:>13.1f}x {bmed:>21.3f} {imed:>12.3f}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pool", type=int, default=100, help="measured requests per configuration (>= 20)")
@@ -114,6 +158,10 @@ def main() -> int:
     ap.add_argument("--confidence", type=float, default=cmp.DEFAULT_CONFIDENCE)
     ap.add_argument("--hog", type=int, default=2, help="busy processes started halfway (0: no drift pass)")
     ap.add_argument("--hog-pool", type=int, default=40, help="measured requests per side in the drift passes")
+    ap.add_argument(
+        "--hog-block", type=int, default=1, help="requests per block in the drift passes (1: alternate each)"
+    )
+    ap.add_argument("--drift-only", action="store_true", help="skip the pools and rates")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="edgelab-selfcheck-"))
     os.environ["EDGELAB_HOME"] = str(tmp / "home")
@@ -127,41 +175,10 @@ def main() -> int:
         ok = probe_devices(engine, ["orin-agx"], timeout=60, ssh_config=str(info.ssh_config_path))
         assert all(o.ok for o in ok), [o.error for o in ok]
         opts = Options(transport={"ssh_config": str(info.ssh_config_path), "timeout": 30})
-        base = BenchRequest("orin-agx", "qwen3-tts", runtime="reference", requests=args.pool, frames=8)
-        planted = f"{25 / 1.1:.4f}"
-        print(f"pools: A, A2 (same), B (frames_per_s {planted} vs 25: +10 % per frame), "
-              f"{args.pool} requests each, interleaved in blocks of 10 ...", flush=True)  # fmt: skip
-        res = run_points(
-            engine,
-            base,
-            [Point("A", {}), Point("A2", {}), Point("B", {"frames_per_s": planted})],
-            block=10,
-            opts=opts,
-        )
-        pools = {p.point.label: values(engine, p.run_id) for p in res.points}
-        print(f"  ({time.monotonic() - t0:.0f} s; virtual device, reference runtime, random weights)")
-        print(f"\nconfidence {args.confidence:.0%}, n = {N} per side, {args.reps} seeded repetitions")
-        print(f"{'metric':14} {'A/A no difference':>18} {'planted slower':>15} {'measured B/A':>13}"
-              f" {'smallest detected':>18}")  # fmt: skip
-        for m in METRICS:
-            a, a2, b = (np.asarray(pools[k][m]) for k in ("A", "A2", "B"))
-            aa = rate(a, a2, cmp.SAME, args.reps, args.confidence, m)
-            ab = rate(a, b, cmp.SLOWER, args.reps, args.confidence, m)
-            sd = smallest(a, a2, args.reps, args.confidence, m)
-            true = np.median(b) / np.median(a)
-            print(f"{m:14} {aa:>17.1%} {ab:>14.1%} {true:>13.3f} {(f'{sd} %' if sd else '> 30 %'):>18}")
+        if not args.drift_only:
+            rates(engine, opts, args, t0)
         if args.hog:
-            print(
-                f"\ndrift: A/A unpaced (CPU-bound), {args.hog} busy processes from halfway through each pass"
-            )
-            b2b = hog_pass(engine, opts, "back-to-back", args.hog, args.hog_pool)
-            inter = hog_pass(engine, opts, "interleaved", args.hog, args.hog_pool)
-            print(f"{'metric':14} {'A2/A of means: back-to-back':>28} {'interleaved':>12} {'moved b2b/int':>14}"
-                  f" {'A2/A of medians: b2b':>21} {'interleaved':>12}")  # fmt: skip
-            for m in ("ttfa", "request_wall"):
-                (bm, bmed), (im, imed) = b2b[m], inter[m]
-                moved = abs(bm - 1) / abs(im - 1) if abs(im - 1) > 1e-9 else float("inf")
-                print(f"{m:14} {bm:>28.3f} {im:>12.3f} {moved:>13.1f}x {bmed:>21.3f} {imed:>12.3f}")
+            drift(engine, opts, args)
     finally:
         stop_ssh_lab(state)
     print(f"\n{time.monotonic() - t0:.0f} s in all")

@@ -169,3 +169,20 @@ def test_playbook_relative_gate_fails_on_a_planted_regression_naming_the_baselin
     assert "[" in msg.split("median ratio", 1)[1]  # the interval
     props = {p.get("name"): p.get("value") for p in xml.iter("property")}
     assert props["baseline:nightly-play"] == base_run
+
+
+def test_a_refused_configuration_stops_the_pass_and_keeps_what_was_measured(lab):
+    from edgelab.errors import EdgelabError
+
+    _url, engine, opts, _env = lab
+    with session_scope(engine, write=False) as s:
+        before = {r.id for r in list_runs(s, limit=500)}
+    with pytest.raises(EdgelabError):
+        run_points(engine, _base(requests=3), [Point("A", {}), Point("B", {"model": "no-such-model"})], kind="ab",
+                   block=3, opts=opts)  # fmt: skip
+    with session_scope(engine, write=False) as s:
+        new = [r for r in list_runs(s, limit=500) if r.id not in before and (r.meta or {}).get("sweep")]
+        by = {r.meta["sweep"]["label"]: r for r in new}
+        assert by["A"].state == "stopped" and "the pass stopped" in (by["A"].error or "")
+        assert len(requests_of(s, by["A"].id)) == 4  # its block (1 warm-up + 3) is kept in it
+        assert by["B"].state == "stopped"

@@ -258,13 +258,8 @@ def run_points(
                 if on_block is not None:
                     on_block(pr, res, rnd, rounds)
         except (_Stopped, EdgelabError, KeyboardInterrupt) as exc:
-            why = str(exc) or type(exc).__name__
-            _close(
-                engine,
-                results,
-                "failed" if not isinstance(exc, _Stopped | KeyboardInterrupt) else "stopped",
-                why,
-            )
+            # the point whose block failed ends failed (its error said); the others stopped, kept
+            _close(engine, results, "stopped", f"the pass stopped: {str(exc) or type(exc).__name__}")
             raise
         _close(engine, results, "finished", None)
     out = SweepResult(sweep_id, kind, order, rounds, block, results)
