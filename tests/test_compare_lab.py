@@ -178,7 +178,7 @@ def test_a_refused_configuration_stops_the_pass_and_keeps_what_was_measured(lab)
     with session_scope(engine, write=False) as s:
         before = {r.id for r in list_runs(s, limit=500)}
     with pytest.raises(EdgelabError):
-        run_points(engine, _base(requests=3), [Point("A", {}), Point("B", {"model": "no-such-model"})], kind="ab",
+        run_points(engine, _base(requests=3), [Point("A", {}), Point("B", {"strategy": "S2"})], kind="ab",
                    block=3, opts=opts)  # fmt: skip
     with session_scope(engine, write=False) as s:
         new = [r for r in list_runs(s, limit=500) if r.id not in before and (r.meta or {}).get("sweep")]
