@@ -238,10 +238,12 @@ def run_points(
         lease = use.lease_for(base.device)
         results = _start_points(engine, base, points, sweep_id, kind, order, rounds, block, tags)
         done = dict.fromkeys(range(len(points)), 0)
+        stopped = None
         try:
             for rnd, i in schedule(len(points), rounds, order):
                 if cancel.is_set():
-                    raise _Stopped("cancelled by the caller (timeout or stop)")
+                    stopped = "cancelled by the caller (timeout or stop)"
+                    break
                 n = min(block, base.requests - done[i])
                 req = dataclasses.replace(configure(base, points[i].config), requests=n)
                 pr = results[i]
@@ -254,14 +256,17 @@ def run_points(
                 _absorb(engine, pr, res.run_id, len(pr.blocks))
                 done[i] += n
                 if res.state != "finished":
-                    raise _Stopped(f"block {res.run_id} of {pr.point.label} ended {res.state}")
+                    stopped = f"block {res.run_id} of {pr.point.label} ended {res.state}"
+                    break
                 if on_block is not None:
                     on_block(pr, res, rnd, rounds)
-        except (_Stopped, EdgelabError, KeyboardInterrupt) as exc:
+        except (EdgelabError, KeyboardInterrupt) as exc:
             # the point whose block failed ends failed (its error said); the others stopped, kept
             _close(engine, results, "stopped", f"the pass stopped: {str(exc) or type(exc).__name__}")
             raise
-        _close(engine, results, "finished", None)
+        _close(
+            engine, results, "stopped" if stopped else "finished", stopped and f"the pass stopped: {stopped}"
+        )
     out = SweepResult(sweep_id, kind, order, rounds, block, results)
     with session_scope(engine, write=False) as s:
         out.virtual = bool(get_run(s, results[0].run_id).virtual)
@@ -275,10 +280,6 @@ def run_points(
             b = resolve(s, results[1].run_id)
             out.comparison = compare_sets(s, a, b, confidence=confidence).to_dict()
     return out
-
-
-class _Stopped(Exception):
-    pass
 
 
 def best_points(results: list[PointResult]) -> dict[str, str]:

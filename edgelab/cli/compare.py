@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from edgelab.cli.common import JsonOpt, console, escape, fail, fail_from, open_engine, print_json
-from edgelab.errors import ConfigError, NotFound
+from edgelab.errors import ConfigError
 
 baseline_app = typer.Typer(
     help="Named baselines: the runs later runs of a device and pipeline are compared with.",
@@ -96,8 +96,6 @@ def compare(
                 only=metric,
             )
             out = comp.to_dict()
-    except NotFound as err:
-        fail_from(err)
     except ConfigError as err:
         fail_from(err, code=2 if "not comparable" not in str(err) else 1)
     if plot is not None:
@@ -188,8 +186,6 @@ def baseline_set(
     try:
         with session_scope(open_engine()) as s:
             row = set_baseline(s, name, runs, set_by=whoami().label(), note=note).to_dict()
-    except NotFound as err:
-        fail_from(err)
     except ConfigError as err:
         fail_from(err, code=2)
     if json_out:
@@ -252,8 +248,6 @@ def baseline_show(
     try:
         with session_scope(open_engine(), write=False) as s:
             out = describe(s, name, device=device, pipeline=pipeline)
-    except NotFound as err:
-        fail_from(err)
     except ConfigError as err:
         fail_from(err, code=2)
     if json_out:

@@ -304,14 +304,11 @@ def _take_sweep(
 ) -> dict:
     """The profile with the sweep's best point applied (threads, chunk schedule) and a rule saying so."""
     from edgelab.bench.sweep import best_from_sweep
-    from edgelab.errors import NotFound
     from edgelab.store.db import session_scope
 
     try:
         with session_scope(open_engine(), write=False) as s:
             got = best_from_sweep(s, ref, metric=metric)
-    except NotFound as err:
-        fail_from(err)
     except ConfigError as err:
         fail_from(err, code=2)
     if got["device"] != device or (pipeline and got["pipeline"] != pipeline):

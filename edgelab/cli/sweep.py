@@ -24,7 +24,6 @@ def run(
     json_out: bool,
 ) -> None:
     from edgelab.bench.sweep import Point, parse_settings, parse_sweep, run_points
-    from edgelab.errors import BenchFailed, Refusal
 
     try:
         if ab is not None:
@@ -66,10 +65,6 @@ def run(
             confidence=confidence,
             tags=tags,
         )
-    except Refusal as r:
-        fail_from(r)
-    except BenchFailed as err:
-        fail_from(err)
     except ConfigError as err:
         fail_from(err, code=2)
     except KeyboardInterrupt:
