@@ -71,35 +71,28 @@ def test_llama_server_template_launches_by_store_path_and_is_measured_from_the_l
 
 
 def test_s1_template_is_what_vllm_omni_documents():
+    """`vllm serve MODEL --omni --deploy-config FILE --port P` from the device venv, as vLLM-Omni documents
+    its online serving; the memory fractions live in the deploy config, not on the command line."""
     tpl = find(load_runtimes()["vllm-omni"], "qwen3-tts-0.6b", "tts", "S1")
-    r = render(
-        tpl,
-        {
-            "model_id": "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice",
-            "max_seqs": 2,
-            "max_model_len": 4096,
-            "dtype": "bfloat16",
-            "gpu_mem_util": "0.31",
-        },
-    )
-    assert r.argv[:4] == ["vllm", "serve", "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice", "--omni"]
-    assert "--trust-remote-code" in r.argv and r.argv[r.argv.index("--port") + 1] == "8091"
-    assert r.argv[r.argv.index("--gpu-memory-utilization") + 1] == "0.31"
-    assert "--deploy-config" not in r.argv  # the model's own deploy config unless one is given
-    assert (
-        "--deploy-config"
-        in render(
-            tpl,
-            {
-                "model_id": "m",
-                "max_seqs": 1,
-                "max_model_len": 1,
-                "dtype": "x",
-                "gpu_mem_util": "0.5",
-                "stage_configs": "/c.yaml",
-            },
-        ).argv
-    )
+    values = {
+        "venv": "/home/u/.edgelab/venvs/vllm-omni-0.30.0",
+        "model_id": "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice",
+        "deploy_config": "vllm-omni-deploy.yaml",
+        "stage_init_timeout": 300,
+        "init_timeout": 600,
+    }
+    r = render(tpl, values)
+    assert r.argv[:2] == ["/home/u/.edgelab/venvs/vllm-omni-0.30.0/bin/vllm", "serve"]
+    assert r.argv[2] == ART % "model" and r.argv[3] == "--omni"  # the checkpoint, bound at planning
+    assert r.argv[r.argv.index("--deploy-config") + 1] == "vllm-omni-deploy.yaml"
+    assert r.argv[r.argv.index("--port") + 1] == "8091" and r.argv[r.argv.index("--host") + 1] == "127.0.0.1"
+    assert r.argv[r.argv.index("--stage-init-timeout") + 1] == "300"
+    assert "--gpu-memory-utilization" not in r.argv
+    assert r.env == {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}  # no CPU binding, hub allowed
+    cpu = render(tpl, {**values, "cpu_bind": "0-3", "hf_offline": "1"}).env
+    assert cpu["VLLM_CPU_OMP_THREADS_BIND"] == "0-3" and cpu["HF_HUB_OFFLINE"] == "1"
+    need = tpl.artifacts["model"]
+    assert (need.layout, need.fallback, need.ext) == ("dir", "model_id", "config.json")
 
 
 def test_a_missing_value_names_the_template_line():
@@ -107,7 +100,7 @@ def test_a_missing_value_names_the_template_line():
     with pytest.raises(
         TemplateError,
         match=r"vllm-omni\.yaml:\d+: launch vllm-omni:qwen3-tts-0.6b:S1 needs a value "
-        r"for \{model_id\}",
+        r"for \{venv\}",
     ):
         render(tpl, {})
 

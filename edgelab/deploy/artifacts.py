@@ -25,6 +25,7 @@ from edgelab.store.artifacts import Artifact, ArtifactFile
 from edgelab.transport.base import Transport
 
 BLOB = "{blob:%s}"  # placeholder for a blob's path in the device store, filled in at launch
+DIR = "{dir:%s}"  # placeholder for a folder of links in the process's workdir (an artifact laid out)
 
 
 def _candidates(session: Session, targets: list[str]) -> list[Artifact]:
@@ -126,7 +127,15 @@ def _resolve_template_need(
         if meta.get("weights"):
             entry["weights"] = meta["weights"]
     if not present:
-        if "placeholder" in entry and entry.get("optional"):
+        if "placeholder" in entry and entry.get("fallback") is not None:
+            # the runtime gets the fallback value instead (vLLM: a model id it downloads itself)
+            _bind(proc, entry["placeholder"], str(entry["fallback"]))
+            entry["optional"] = True
+            p.notes.append(
+                f"{proc.name}: no {entry.get('ext') or ''} {entry['kind']} registered for "
+                f"{entry.get('pipeline')}: {entry['placeholder']} is {entry['fallback']} (fetched on the device)"
+            )
+        elif "placeholder" in entry and entry.get("optional"):
             token = ART % entry["placeholder"]
             proc.env = {k: v for k, v in proc.env.items() if token not in v}
         return
@@ -142,6 +151,13 @@ def _resolve_template_need(
             if (art.meta or {}).get(k):
                 entry[k] = art.meta[k]
         return
+    if entry.get("layout") == "dir":  # every file, linked into a folder of the workdir by its path
+        tree = _tree({x.path: x.sha256 for x in files})
+        proc.dirs[entry["placeholder"]] = tree
+        entry["files"] = tree
+        entry["sha256"] = art.digest
+        _bind(proc, entry["placeholder"], DIR % entry["placeholder"])
+        return
     assert f is not None  # present, with a placeholder: the file of the wanted type was found
     entry["sha256"] = f.sha256
     entry["file"] = f.path
@@ -149,6 +165,20 @@ def _resolve_template_need(
     proc.env = dict(
         zip(proc.env, bind_artifacts(list(proc.env.values()), {entry["placeholder"]: f.sha256}), strict=True)
     )
+
+
+def _bind(proc, placeholder: str, value: str) -> None:
+    token = ART % placeholder
+    proc.argv = [w.replace(token, value) for w in proc.argv]
+    proc.env = {k: v.replace(token, value) for k, v in proc.env.items()}
+
+
+def _tree(files: dict[str, str]) -> dict[str, str]:
+    """Paths inside the artifact; a single top folder (``edgelab artifact add DIR``) is dropped."""
+    tops = {path.split("/", 1)[0] for path in files}
+    if len(tops) == 1 and all("/" in path for path in files):
+        return {path.split("/", 1)[1]: sha for path, sha in files.items()}
+    return dict(files)
 
 
 def resolve(session: Session, p: ExecutionPlan, targets: list[str], model: str | None = None) -> None:

@@ -50,6 +50,8 @@ class ProcessSpec:
     links: dict[str, str] = field(default_factory=dict)  # name in {bin} -> sha256 of the store blob
     values: dict[str, str] = field(default_factory=dict)  # the template values it was rendered with
     unavailable: str | None = None  # why it cannot be launched here (no template for the target ...)
+    files: dict[str, str] = field(default_factory=dict)  # name -> text written into its workdir first
+    dirs: dict[str, dict[str, str]] = field(default_factory=dict)  # {dir:NAME} -> {relpath: sha256}
 
 
 def programs(proc: ProcessSpec) -> set[str]:

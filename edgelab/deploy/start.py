@@ -4,6 +4,9 @@ Binaries live in the device's content store under their SHA-256; a program expec
 (and a shared library its soname). So each process gets ``<workdir>/bin/`` with one link per file
 of its runtime build, named as the build produced it, pointing at the verified blob; ``{bin}`` in
 the argv, environment and library path becomes that directory, ``{blob:SHA}`` a blob's path.
+An artifact laid out as a folder (a Hugging Face checkpoint) gets ``<workdir>/NAME/`` with a link
+per file at its path inside the artifact (``{dir:NAME}``); a plan's generated files (vLLM-Omni's
+deploy config) are written into the workdir before the launch.
 Used by deploy and bench alike, so both run exactly the command the plan shows.
 """
 
@@ -12,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from edgelab.deploy import remote
-from edgelab.deploy.artifacts import fill, fill_words
+from edgelab.deploy.artifacts import DIR, fill, fill_words
 from edgelab.deploy.plan import ProcessSpec, programs
 from edgelab.errors import TransportError
 from edgelab.transport import winscripts
@@ -27,6 +30,7 @@ d=$1; shift
 mkdir -p "$d" || exit 97
 while [ $# -ge 3 ]; do
   [ -f "$2" ] || { echo "missing blob $2" >&2; exit 98; }
+  case "$1" in */*) mkdir -p "$d/${1%/*}" || exit 97 ;; esac
   if [ "$3" = 1 ] && [ ! -x "$2" ]; then chmod 755 "$2" || exit 99; fi
   ln -sf "$2" "$d/$1" || exit 96
   shift 3
@@ -48,8 +52,14 @@ def bound(
     """The argv and environment with ``{bin}`` and blob paths filled in for this workdir."""
     sep = "\\" if "\\" in workdir else "/"
     bin_dir = f"{workdir}{sep}bin"
-    argv = fill_words(list(proc.argv), blob_paths, bin_dir)
-    env = fill(dict(proc.env), blob_paths, bin_dir)
+    argv = _dirs(fill_words(list(proc.argv), blob_paths, bin_dir), proc, workdir, sep)
+    env = dict(
+        zip(
+            proc.env,
+            _dirs(list(fill(dict(proc.env), blob_paths, bin_dir).values()), proc, workdir, sep),
+            strict=True,
+        )
+    )
     if proc.library_path:
         libs = fill_words(list(proc.library_path), blob_paths, bin_dir)
         env["LD_LIBRARY_PATH"] = ":".join(libs)
@@ -104,8 +114,42 @@ def _layout_windows(t: Transport, bin_dir: str, links: dict[str, str], blob_path
         )
 
 
+def _dirs(words: list[str], proc: ProcessSpec, workdir: str, sep: str) -> list[str]:
+    out = []
+    for w in words:
+        for name in proc.dirs:
+            w = w.replace(DIR % name, f"{workdir}{sep}{name}")
+        out.append(w)
+    return out
+
+
+_WRITE = 'd=$1; shift; mkdir -p "$d" || exit 97; while [ $# -ge 2 ]; do printf %s "$2" > "$d/$1" || exit 96; shift 2; done'
+
+
+def write_files(t: Transport, workdir: str, files: dict[str, str]) -> None:
+    """The plan's generated files (name -> text) into the workdir, before the process starts."""
+    if not files:
+        return
+    if t.shell is Shell.POWERSHELL:
+        raise TransportError(
+            "writing generated files into a Windows run directory is not supported",
+            remedy="run this strategy on a Linux device",
+        )
+    pairs = [x for name, text in sorted(files.items()) for x in (name, text)]
+    res = t.run(["sh", "-c", _WRITE, "edgelab-files", workdir, *pairs], timeout=60)
+    if not res.ok:
+        raise TransportError(
+            f"could not write {', '.join(files)} into {workdir} (exit {res.exit_code}): {res.stderr.strip()[:200]}",
+            remedy="check the device's disk space",
+        )
+
+
 def start(t: Transport, proc: ProcessSpec, workdir: str, blob_paths: dict[str, str]) -> Started:
     argv, env, bin_dir = bound(proc, workdir, blob_paths)
     layout(t, bin_dir, proc.links, blob_paths, programs(proc))
+    sep = "\\" if "\\" in workdir else "/"
+    for name, tree in proc.dirs.items():
+        layout(t, f"{workdir}{sep}{name}", tree, blob_paths)
+    write_files(t, workdir, proc.files)
     pid = remote.launch(t, workdir, argv, env)
     return Started(pid, argv, env, bin_dir if proc.links else None)

