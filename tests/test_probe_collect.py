@@ -148,6 +148,10 @@ UNCOVERED = {
         "linux",
         "thermal",
     ): "posix.THERMAL, the same source as android's (s25 fixture); no Linux persona has zones",
+    (
+        "linux",
+        "vllm_venvs",
+    ): "no persona has a vLLM-Omni venv until `edgelab runtime install`; tests/test_vllm_facts.py reads a real stamp",
 }
 
 

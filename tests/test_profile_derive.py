@@ -106,7 +106,10 @@ def test_s1_refused_on_a_phone_with_the_reason(catalog):
     pp = derive_profile(galaxy_s25(), catalog, "qwen3-tts-1.7b").pipeline("qwen3-tts-1.7b")
     s1 = pp.strategy("S1")
     assert not s1.eligible
-    assert s1.reason == "class npu_phone: S1 needs a Jetson-class CUDA server (vLLM-Omni)"
+    assert (
+        s1.reason
+        == "class npu_phone: S1 needs vLLM-Omni on the device (none installed: `edgelab runtime install vllm-omni`) or a Jetson-class CUDA server"
+    )
     assert pp.eligible == ["S3", "S5"]
 
 
@@ -256,7 +259,7 @@ def test_every_rule_is_recorded_and_the_profile_is_json(catalog):
     lines = p.explain()
     assert len(lines) == len(p.rules)
     assert any(
-        "qwen3-tts-1.7b.S1: 'refused' <- class npu_phone: S1 needs a Jetson-class CUDA server" in ln
+        "qwen3-tts-1.7b.S1: 'refused' <- class npu_phone: S1 needs vLLM-Omni on the device" in ln
         for ln in lines
     )
     data = json.loads(json.dumps(p.to_dict()))

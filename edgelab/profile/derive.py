@@ -154,7 +154,15 @@ def derive_profile(
                 label=f"{spec.id}.s4_device_side",
             )
         decisions = decide(
-            spec, cls.device_class, cls.entry, fit, device_fit, target, ram, endpoint_configured
+            spec,
+            cls.device_class,
+            cls.entry,
+            fit,
+            device_fit,
+            target,
+            ram,
+            endpoint_configured,
+            software=facts.software,
         )
         for d in decisions:
             rules.fire(

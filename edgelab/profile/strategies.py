@@ -1,6 +1,7 @@
 """Strategy eligibility S1-S5 per pipeline (DESIGN §3). A refusal always says why.
 
-S1 direct port (vLLM-Omni on the device): Jetson-class CUDA with enough memory only.
+S1 direct port (vLLM-Omni on the device): where the probe saw vllm and vllm_omni import (a venv
+``edgelab runtime install`` made, any class), or Jetson-class CUDA with enough memory.
 S2 backend substitution: never chosen automatically (the study does not recommend it).
 S3 light orchestration: every class, given a runtime target and a fitting budget.
 S4 hybrid: only with a configured server endpoint; for VLA only as a re-planning tier.
@@ -14,6 +15,7 @@ from typing import Any
 
 from edgelab.catalog.devices import DeviceEntry
 from edgelab.catalog.pipelines import PipelineSpec
+from edgelab.probe.parsers.vllm import importable
 from edgelab.profile.defaults import GIB
 from edgelab.profile.fit import Fit
 
@@ -40,8 +42,9 @@ def decide(
     runtime_target: str | None,
     ram_bytes: int | None,
     endpoint_configured: bool,
+    software: dict[str, str] | None = None,
 ) -> list[StrategyDecision]:
-    out = [_s1(spec, device_class, entry, fit, ram_bytes)]
+    out = [_s1(spec, device_class, entry, fit, ram_bytes, software or {})]
     out.append(
         StrategyDecision(
             "S2",
@@ -59,20 +62,46 @@ def decide(
     return out
 
 
+def _installed(software: dict[str, str]) -> str:
+    """vLLM-Omni as the probe saw it: versions, the torch build, the venv."""
+    dist = software.get("vllm_dist") or "vllm"
+    return (
+        f"vllm-omni {software.get('vllm_omni')} with {dist} {software.get('vllm')} "
+        f"(torch {software.get('torch')}, {software.get('torch_build') or 'build unknown'}) "
+        f"in {software.get('vllm_venv')}"
+    )
+
+
 def _s1(
-    spec: PipelineSpec, device_class: str, entry: DeviceEntry | None, fit: Fit, ram_bytes: int | None
+    spec: PipelineSpec,
+    device_class: str,
+    entry: DeviceEntry | None,
+    fit: Fit,
+    ram_bytes: int | None,
+    software: dict[str, str],
 ) -> StrategyDecision:
-    if device_class != "jetson":
+    installed = bool(software.get("vllm_omni"))
+    if device_class != "jetson" and not installed:
         return StrategyDecision(
             "S1",
             False,
-            f"class {device_class}: S1 needs a Jetson-class CUDA server (vLLM-Omni)",
+            f"class {device_class}: S1 needs vLLM-Omni on the device (none installed: "
+            f"`edgelab runtime install vllm-omni`) or a Jetson-class CUDA server",
             "class_not_supported",
         )
     if not spec.vllm_omni:
         return StrategyDecision(
             "S1", False, f"pipeline {spec.id} has no vLLM-Omni serving path", "not_served"
         )
+    if installed and device_class != "jetson":
+        if not importable(software):
+            bad = next(
+                f"{m} does not import ({software.get(k)})"
+                for m, k in (("vllm", "vllm_import"), ("vllm_omni", "vllm_omni_import"))
+                if software.get(k) != "ok"
+            )
+            return StrategyDecision("S1", False, f"{_installed(software)}: {bad}", "runtime_broken")
+        return _s1_memory(fit, f"{_installed(software)} imports")
     if entry is not None and not entry.capabilities.get("vllm_omni"):
         return StrategyDecision(
             "S1",
@@ -88,6 +117,11 @@ def _s1(
             f"unknown Jetson with {have}: S1 needs at least {S1_MIN_RAM_GIB} GiB",
             "budget_exceeds_device",
         )
+    return _s1_memory(fit, "Jetson-class CUDA", " (expect 95-355 s cold start)")
+
+
+def _s1_memory(fit: Fit, what: str, tail: str = "") -> StrategyDecision:
+    """vLLM-Omni serves the checkpoint's 16-bit weights: they and their KV must fit the pool."""
     first = fit.tried[0] if fit.tried else None
     if first is None or not first.fits:
         why = (
@@ -104,8 +138,8 @@ def _s1(
     return StrategyDecision(
         "S1",
         True,
-        f"Jetson-class CUDA with {first.pool_bytes / GIB:.1f} GiB; {first.quantization} "
-        f"weights fit with {first.kv_budget_bytes / GIB:.1f} GiB KV budget (expect 95-355 s cold start)",
+        f"{what} with {first.pool_bytes / GIB:.1f} GiB; {first.quantization} "
+        f"weights fit with {first.kv_budget_bytes / GIB:.1f} GiB KV budget{tail}",
     )
 
 

@@ -8,6 +8,7 @@ from edgelab.probe.collectors import posix
 from edgelab.probe.collectors.base import Collector, Source
 from edgelab.probe.collectors.posix import readable
 from edgelab.probe.facts import Facts
+from edgelab.probe.parsers.vllm import VENVS_GLOB, apply_vllm_venvs
 from edgelab.transport.quoting import Shell
 
 DT = "/sys/firmware/devicetree/base"
@@ -100,6 +101,15 @@ SOURCES = (
         apply_wsl_lib,
         "ls -1 /usr/lib/wsl/lib; [ -e /dev/dxg ] && echo /dev/dxg; true",
         "[ -d /usr/lib/wsl ]",
+    ),
+    # the stamps of vLLM-Omni venvs `edgelab runtime install` made (versions, imports, platform)
+    Source(
+        "vllm_venvs",
+        "cat ~/.edgelab/venvs/*/.edgelab-runtime.json",
+        apply_vllm_venvs,
+        f'for f in {VENVS_GLOB}; do printf \'== %s\\n\' "$f"; cat "$f"; echo; done',
+        f"ls {VENVS_GLOB} >/dev/null 2>&1",
+        reads=True,
     ),
 )
 
