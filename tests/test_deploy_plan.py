@@ -56,7 +56,12 @@ def test_s1_on_the_phone_is_refused_with_its_reason(deploy_lab, ssh_lab):
     assert res.exit_code == 1
     refusal = json.loads(res.stdout)["refusal"]
     assert refusal["strategy"] == "S1"
-    assert "class npu_phone: S1 needs a Jetson-class CUDA server" in refusal["message"]
+    assert "class npu_phone: S1 needs vLLM-Omni on the device" in refusal["message"]
+    assert json.loads(res.stdout)["plan"]["processes"][0]["argv"][1:4] == [
+        "serve",
+        "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice",
+        "--omni",
+    ]
     assert "eligible here: S3, S5" in refusal["remedy"]
     s2 = _cli(url, ssh_lab, "deploy", "qwen3-tts", "--device", "orin-agx", "--strategy", "S2", "--dry-run")
     assert s2.exit_code == 1 and "does not recommend" in s2.stderr

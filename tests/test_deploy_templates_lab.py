@@ -5,6 +5,7 @@ as a plain (non-virtual) one, from the pushed zipapp."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from test_deploy_helpers import deploy_lab  # noqa: F401 - fixture
 
 from edgelab.artifacts.registry import add_artifact
@@ -97,23 +99,35 @@ def plain_orin(deploy_lab):
 
 
 def test_s1_renders_vllm_omni_with_the_reserved_memory_fraction(plain_orin):
+    """On a real Jetson without vLLM-Omni installed the plan still shows the exact command, the deploy
+    config and its fractions; the refusal names the missing venv and the command that installs it."""
     _url, engine, _opts = plain_orin
-    p = planning.plan(engine, DeployRequest("orin-plain", "qwen3-tts", strategy="S1")).plan
-    proc = p.processes[0]
+    planned = planning.plan(engine, DeployRequest("orin-plain", "qwen3-tts", strategy="S1"))
+    p, proc = planned.plan, planned.plan.processes[0]
     assert p.runtime == "vllm-omni" and proc.template == "vllm-omni:qwen3-tts-0.6b:S1" and not p.virtual
-    assert proc.argv[:4] == ["vllm", "serve", "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice", "--omni"]
-    assert "--trust-remote-code" in proc.argv and proc.ready == {
-        "kind": "http",
-        "path": "/health",
-        "port": 8091,
-    }
-    frac = float(proc.argv[proc.argv.index("--gpu-memory-utilization") + 1])
-    pool_bytes = next(iter(p.memory.values()))
-    assert p.memory_detail["gpu_memory_utilization"] == frac
-    total = planning.plan(engine, DeployRequest("orin-plain", "qwen3-tts", strategy="S1")).profile.budget_pool
-    assert pool_bytes == int(frac * total.total_bytes)
-    assert p.ready_timeout_s >= 30  # from the profile's load estimate; --ready-timeout overrides it
+    assert proc.argv[0] == "~/.edgelab/venvs/vllm-omni-0.30.0/bin/vllm"
+    assert proc.argv[1:4] == [
+        "serve",
+        "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice",
+        "--omni",
+    ]  # no checkpoint: the id
+    assert proc.argv[proc.argv.index("--deploy-config") + 1] == "vllm-omni-deploy.yaml"
+    assert proc.ready == {"kind": "http", "path": "/health", "port": 8091}
+    assert "VLLM_CPU_OMP_THREADS_BIND" not in proc.env and "HF_HUB_OFFLINE" not in proc.env  # CUDA, online
+    config = yaml.safe_load(proc.files["vllm-omni-deploy.yaml"])
+    fracs = [st["gpu_memory_utilization"] for st in config["stages"]]
+    assert p.memory_detail["gpu_memory_utilization"] == {"talker": fracs[0], "code2wav": fracs[1]}
+    assert config["model_runner"] == "v2" and all(st["devices"] == "0" for st in config["stages"])
+    pool = planned.profile.budget_pool
+    assert p.memory_detail["budget_request"] == {pool.name: int(sum(fracs) * pool.total_bytes)}
+    assert (
+        p.memory_detail["deploy_config"]["sha256"]
+        == hashlib.sha256(proc.files["vllm-omni-deploy.yaml"].encode()).hexdigest()
+    )
+    assert p.ready_timeout_s >= 300  # vLLM-Omni's own stage-init limit at least; --ready-timeout overrides it
     assert p.endpoints == ["ws://127.0.0.1:8091/v1/audio/speech/stream"]
+    assert "vLLM-Omni is not installed on orin-plain" in (proc.unavailable or "")
+    assert planned.refusal is not None and "edgelab runtime install vllm-omni" in planned.refusal.remedy
 
 
 def test_a_plain_device_without_the_reference_zipapp_is_refused_with_the_remedy(plain_orin):

@@ -17,7 +17,7 @@ from edgelab.catalog.pipelines import load_pipelines, resolve_pipeline_id
 from edgelab.deploy import admission
 from edgelab.deploy import artifacts as plan_artifacts
 from edgelab.deploy.plan import ExecutionPlan
-from edgelab.deploy.strategies import PlanContext, build_plan
+from edgelab.deploy.strategies import PlanContext, RefusedPlan, build_plan, s1
 from edgelab.errors import Refusal
 from edgelab.probe.facts import Facts
 from edgelab.profile import DeployProfile, derive_profile
@@ -76,9 +76,8 @@ def plan(engine: Engine, req: DeployRequest, *, run_id: str | None = None) -> Pl
     with session_scope(engine, write=False) as s:
         device = get_device(s, req.device)
         snap = latest_snapshot(s, req.device)
-        profile = derive_profile(
-            Facts.from_dict(snap.facts or {}), load_devices(), spec, endpoint_configured=bool(req.endpoint)
-        )
+        facts = Facts.from_dict(snap.facts or {})
+        profile = derive_profile(facts, load_devices(), spec, endpoint_configured=bool(req.endpoint))
         run = run_id or new_run_id()
         remote_root = "/data/local/tmp/edgelab/runs" if device.shell == "toybox" else "~/.edgelab/runs"
         ctx = PlanContext(
@@ -94,18 +93,25 @@ def plan(engine: Engine, req: DeployRequest, *, run_id: str | None = None) -> Pl
             values=dict(req.values),
             threads=req.threads,
             purpose=req.purpose,
+            software=dict(facts.software),
         )
-        the_plan = admission.spread(build_plan(ctx, req.strategy), profile)
+        refused: Refusal | None = None
+        try:
+            built = build_plan(ctx, req.strategy)
+        except RefusedPlan as r:
+            built, refused = r.plan, r
+        the_plan = admission.spread(built, profile)
         if req.ready_timeout:
             the_plan.ready_timeout_s = float(req.ready_timeout)
         plan_artifacts.resolve(s, the_plan, list(profile.runtime_targets or []), model=req.model)
-        check_isa(the_plan, Facts.from_dict(snap.facts or {}), bool(device.virtual))
+        check_isa(the_plan, facts, bool(device.virtual))
         planned = Planned(req, the_plan, profile, [], snap.facts_hash, bool(device.virtual))
         try:
             planned.admission = [line.to_dict() for line in admission.check(s, device, profile, the_plan)]
         except Refusal as r:
             planned.refusal = r
             planned.admission = [r.numbers] if r.numbers else []
+        planned.refusal = refused or planned.refusal or s1.launch_refusal(the_plan)
     return planned
 
 

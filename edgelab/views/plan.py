@@ -40,8 +40,16 @@ def plan_rows(planned: dict[str, Any]) -> list[PlanRow]:
     for pr in p.get("processes") or []:
         if pr.get("unavailable"):
             rows.append(PlanRow(f"process {pr['name']}", f"not launchable here: {pr['unavailable']}", True))
-            continue
-        rows.append(PlanRow(f"process {pr['name']}", " ".join(pr["argv"])))
+            if not pr.get("argv"):
+                continue
+            rows.append(PlanRow(f"process {pr['name']} would run", " ".join(pr["argv"])))
+        else:
+            rows.append(PlanRow(f"process {pr['name']}", " ".join(pr["argv"])))
+        if pr.get("env"):
+            env = " ".join(f"{k}={v}" for k, v in sorted(pr["env"].items()))
+            rows.append(PlanRow(f"process {pr['name']} env", env))
+        for fname in sorted(pr.get("files") or {}):
+            rows.append(PlanRow(f"process {pr['name']} writes", f"{fname} (in its run directory)"))
         rows.append(
             PlanRow(
                 f"process {pr['name']} from",
@@ -51,6 +59,9 @@ def plan_rows(planned: dict[str, Any]) -> list[PlanRow]:
         )
     for pool, n in (p.get("memory") or {}).items():
         rows.append(PlanRow(f"reserves {pool}", gib(n, 2)))
+    dc = (p.get("memory_detail") or {}).get("deploy_config")
+    if isinstance(dc, dict):
+        rows.append(PlanRow("deploy config", f"{dc.get('file')} sha256 {dc.get('sha256')}"))
     for line in planned.get("admission") or []:
         if line.get("text"):
             fits = bool(line.get("fits"))

@@ -81,9 +81,33 @@ def _remedy(sid: str, code: str | None, eligible: list[str]) -> str:
     return f"drop --strategy to choose automatically ({alt})"
 
 
+class RefusedPlan(Refusal):
+    """A refusal that comes with the plan it refuses (S1 is shown even where it cannot run)."""
+
+    def __init__(self, refusal: Refusal, plan: ExecutionPlan):
+        super().__init__(
+            refusal.code,
+            refusal.detail,
+            device=refusal.device,
+            remedy=refusal.remedy or "",
+            pool=refusal.pool,
+            numbers=refusal.numbers,
+            strategy=refusal.strategy,
+        )
+        self.plan = plan
+
+
 def build_plan(ctx: PlanContext, requested: str | None = None) -> ExecutionPlan:
-    """Choose the strategy and build its plan; a refused override or runtime raises Refusal."""
-    sid, why = choose(ctx, requested)
+    """Choose the strategy and build its plan; a refused override or runtime raises Refusal
+    (RefusedPlan, with the plan rendered all the same, for S1 asked for by name or runtime)."""
+    if ctx.runtime == "vllm-omni" and not requested:
+        requested = "S1"  # vLLM-Omni runs only as S1
+    try:
+        sid, why = choose(ctx, requested)
+    except Refusal as r:
+        if s1.wanted(ctx, requested) and r.code != "no_runnable_device":
+            raise RefusedPlan(r, s1.refused_plan(ctx, r)) from None
+        raise
     known = runtimes()
     if ctx.runtime and ctx.runtime not in known:
         raise Refusal(
@@ -129,4 +153,4 @@ def build_plan(ctx: PlanContext, requested: str | None = None) -> ExecutionPlan:
     return plan
 
 
-__all__ = ["BUILDERS", "PlanContext", "build_plan", "choose"]
+__all__ = ["BUILDERS", "PlanContext", "RefusedPlan", "build_plan", "choose"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from edgelab.catalog.pipelines import PipelineSpec
@@ -68,6 +68,7 @@ class PlanContext:
     values: dict[str, Any] | None = None  # template values that override what the strategy chose (bench)
     purpose: str = "deploy"  # deploy | bench: a template's bench variant is what a bench runs
     threads: int | None = None  # operator override of the profile's thread count
+    software: dict[str, str] = field(default_factory=dict)  # the probe's software facts (vLLM-Omni venv)
 
     def __post_init__(self) -> None:
         # A virtual device's commands are processes on the lab host, so they use this interpreter;
@@ -164,11 +165,14 @@ def template_process(
     backend: str = "cpu",
     values: dict[str, Any] | None = None,
     stage: str | None = None,
+    show_unavailable: bool = False,
 ) -> tuple[ProcessSpec, list[dict]]:
     """The process ``runtime``'s template for this pipeline and strategy describes, and the artifacts it needs.
 
     A missing runtime, template or target is not raised here (planning has no side effects): the
     process carries ``unavailable`` and deploy refuses it before anything is pushed.
+    ``show_unavailable``: a template written for other targets is still rendered (for its first
+    target), so the plan shows the command it would run there (S1 shows ``vllm serve`` everywhere).
     """
     spec = runtimes().get(runtime)
     targets = launch_targets(ctx)
@@ -195,7 +199,8 @@ def template_process(
             f"target{'s' if len(targets) != 1 else ''} {', '.join(targets) or '(none probed)'}"
         )
         proc.target = targets[0] if targets else None
-        return proc, []
+        if not show_unavailable:
+            return proc, []
     base: dict[str, Any] = {
         "python": ctx.python,
         "run": ctx.run_id,
@@ -210,7 +215,10 @@ def template_process(
     base.update(ctx.values or {})
     r = render(tpl, base)
     proc.argv, proc.env, proc.library_path = r.argv, r.env, r.library_path
-    proc.target, proc.adapter, proc.placement, proc.ready = target, tpl.adapter, tpl.placement, r.ready
+    proc.adapter, proc.placement, proc.ready = tpl.adapter, tpl.placement, r.ready
+    if target is None:  # rendered to be shown only: no artifacts are asked for
+        return proc, []
+    proc.target = target
     proc.port, proc.serves, proc.workdir, proc.values = r.port, r.serves, tpl.workdir, r.values
     if r.ready.get("kind") == "log":
         proc.ready_pattern = str(r.ready["pattern"])
@@ -245,6 +253,12 @@ def template_process(
         else:
             needs.append(
                 {
+                    **({"layout": need.layout} if need.layout != "file" else {}),
+                    **(
+                        {"fallback": str(base[need.fallback])}
+                        if need.fallback and base.get(need.fallback) is not None
+                        else {}
+                    ),
                     "role": f"{need.role or stage or ph}.{need.kind}",
                     "stage": stage,
                     "process": name,
