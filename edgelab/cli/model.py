@@ -118,3 +118,66 @@ def export(
     console.print(f"[bold]{escape(ex.artifact)}[/]  {ex.size / 1e6:.1f} MB  weights: random")
     console.print(f"  sha256 {ex.sha256}")
     console.print(f"  file   {escape(str(ex.path))}")
+
+
+@app.command("synth-hf")
+def synth_hf(
+    pipeline: Annotated[str, typer.Argument(help="Pipeline: qwen3-tts (the 0.6B CustomVoice layout).")],
+    name: Annotated[
+        str | None, typer.Option("--name", help="Artifact name (default PIPELINE-hf-random).")
+    ] = None,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Seed of the random weights (same seed, same bytes).")
+    ] = 0,
+    python: Annotated[
+        str | None,
+        typer.Option(
+            "--python",
+            help="Interpreter with torch and vllm-omni that draws the tensors (default: the vLLM-Omni "
+            "venv a virtual device's probe recorded; `edgelab runtime install vllm-omni` makes one).",
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Folder of the checkpoint (default <cache>/models/NAME).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write a random-weight Hugging Face checkpoint (config, tokenizer, safetensors) and register it.
+
+    The layout vLLM-Omni serves (`vllm serve DIR --omni`, S1) and llama.cpp's convert_hf_to_gguf.py
+    converts; its geometry is stated in edgelab/models/qwen3tts_hf.py. Weights: random.
+
+    \b
+      edgelab model synth-hf qwen3-tts
+      edgelab model synth-hf qwen3-tts --python ~/.edgelab/venvs/vllm-omni-0.30.0/bin/python
+    """
+    from edgelab.artifacts.manifest import to_manifest
+    from edgelab.catalog.pipelines import load_pipelines, resolve_pipeline_id
+    from edgelab.cli.common import open_engine
+    from edgelab.models.qwen3tts_hf import default_python, synth_checkpoint
+    from edgelab.runtimes.cache import cache_root
+
+    pid = resolve_pipeline_id(pipeline, load_pipelines())
+    if not pid.startswith("qwen3-tts"):
+        fail_from(ConfigError(f"no Hugging Face synth for {pid}", remedy="qwen3-tts only"), code=2)
+    py = python or default_python(open_engine())
+    if py is None:
+        fail_from(
+            ConfigError(
+                "no interpreter with torch and vllm-omni to draw the tensors",
+                remedy="`edgelab runtime install vllm-omni --device wsl-hx370`, probe it, or give --python",
+            )
+        )
+    art_name = name or f"{pid}-hf-random"
+    folder = out or cache_root() / "models" / art_name
+    with open_session() as s:
+        art = synth_checkpoint(s, art_name, folder, python=str(py), seed=seed, pipeline=pid)
+        data = to_manifest(s, art)
+    if as_json:
+        print_json(data)
+        return
+    console.print(
+        f"registered [bold]{escape(data['name'])}[/] {data['digest'][:16]}  kind model (Hugging Face), weights random"
+    )
+    for path, size in data["sizes"].items():
+        console.print(f"  {escape(path)} ({size / 1e6:.2f} MB)")
