@@ -78,6 +78,7 @@ class ExecutionPlan:
     notes: list[str] = field(default_factory=list)
     refused: list[dict[str, Any]] = field(default_factory=list)  # strategies not taken and why
     virtual: bool = False  # a virtual device: its commands (and the lab host's build) run on the lab host
+    runtime_info: dict[str, Any] = field(default_factory=dict)  # a device-installed runtime as probed (S1)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -59,6 +59,17 @@ def plan_rows(planned: dict[str, Any]) -> list[PlanRow]:
         )
     for pool, n in (p.get("memory") or {}).items():
         rows.append(PlanRow(f"reserves {pool}", gib(n, 2)))
+    info = p.get("runtime_info") or {}
+    if info.get("installed"):
+        rows.append(
+            PlanRow(
+                "runtime on the device",
+                f"vllm-omni {info.get('vllm_omni')}, {info.get('vllm_dist')} {info.get('vllm')}, torch "
+                f"{info.get('torch')} ({info.get('torch_build')}) in {info.get('venv')}",
+            )
+        )
+        for wheel, sha in sorted((info.get("wheels_sha256") or {}).items()):
+            rows.append(PlanRow("wheel", f"{wheel} sha256 {sha}"))
     dc = (p.get("memory_detail") or {}).get("deploy_config")
     if isinstance(dc, dict):
         rows.append(PlanRow("deploy config", f"{dc.get('file')} sha256 {dc.get('sha256')}"))

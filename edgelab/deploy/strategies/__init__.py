@@ -106,7 +106,11 @@ def build_plan(ctx: PlanContext, requested: str | None = None) -> ExecutionPlan:
         sid, why = choose(ctx, requested)
     except Refusal as r:
         if s1.wanted(ctx, requested) and r.code != "no_runnable_device":
-            raise RefusedPlan(r, s1.refused_plan(ctx, r)) from None
+            plan = s1.refused_plan(ctx, r)
+            broken = s1.launch_refusal(plan)  # a broken venv: its remedy says how to mend it
+            if broken is not None and "does not import" in broken.detail:
+                r.remedy = broken.remedy
+            raise RefusedPlan(r, plan) from None
         raise
     known = runtimes()
     if ctx.runtime and ctx.runtime not in known:

@@ -184,8 +184,31 @@ def build(ctx: PlanContext, reason: str, *, shown: bool = False) -> ExecutionPla
             f"{memory.code2wav:.2f} (code2wav) {what}: the {sized[1][pool]} bytes this plan reserves in {pool}"
         )
     plan.endpoints = [proc.serves] if proc.serves else []
+    plan.runtime_info = _runtime_info(ctx, plan)
     _notes(ctx, plan, proc, be)
     return plan
+
+
+def _runtime_info(ctx: PlanContext, plan: ExecutionPlan) -> dict:
+    """vLLM-Omni on the device as its venv stamp says (versions, wheel SHA-256s, torch build), and the
+    deploy config's SHA-256: what the run's provenance keeps of the runtime it ran."""
+    sw = ctx.software
+    wheels = dict(w.split("=", 1) for w in (sw.get("vllm_wheels") or "").split(", ") if "=" in w)
+    info = {
+        "runtime": RUNTIME,
+        "installed": installed(ctx),
+        "vllm_omni": sw.get("vllm_omni"),
+        "vllm": sw.get("vllm"),
+        "vllm_dist": sw.get("vllm_dist"),
+        "torch": sw.get("torch"),
+        "torch_build": sw.get("torch_build"),
+        "venv": sw.get("vllm_venv"),
+        "checked_at": sw.get("vllm_checked_at"),
+        "fixups": sw.get("vllm_fixups"),
+        "wheels_sha256": wheels,
+        "deploy_config_sha256": (plan.memory_detail.get("deploy_config") or {}).get("sha256"),
+    }
+    return {k: v for k, v in info.items() if v not in (None, {}, "")}
 
 
 def _notes(ctx: PlanContext, plan: ExecutionPlan, proc: ProcessSpec, be: str) -> None:
@@ -270,7 +293,7 @@ def launch_refusal(plan: ExecutionPlan) -> Refusal | None:
     remedy = (
         f"`edgelab runtime install vllm-omni --device {plan.device}`, then `edgelab probe {plan.device}`"
         if "not installed" in why
-        else "`edgelab model synth qwen3-tts --format hf` (random weights)"
+        else "`edgelab model synth-hf qwen3-tts` (random weights)"
         if "checkpoint" in why
         else "see the venv's stamp (`edgelab facts DEVICE`); reinstall with `edgelab runtime install vllm-omni`"
         if "does not import" in why
