@@ -129,6 +129,22 @@ def _run(t: Transport, argv: list[str], what: str, progress: Progress, steps: li
     return res.stdout
 
 
+def _stamp(t: Transport, path: str) -> dict[str, Any]:
+    """The venv's previous stamp, or {}."""
+    res = t.run(["sh", "-c", 'cat "$1" 2>/dev/null; true', "edgelab-stamp", path], timeout=30)
+    try:
+        data = json.loads(res.stdout) if res.stdout.strip() else {}
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _keep_applied(now: list[dict[str, Any]], before: dict[str, Any]) -> list[dict[str, Any]]:
+    """A fix-up a previous install applied stays recorded when this run finds it not needed."""
+    old = {f.get("fixup"): f for f in before.get("fixups") or [] if f.get("error")}
+    return [f if f.get("error") or f.get("fixup") not in old else old[f["fixup"]] for f in now]
+
+
 def install(
     engine: Engine,
     device: str,
@@ -182,6 +198,7 @@ def install(
                 argv = [py, "-m", "pip", "install", "--no-input", *pip_extra, *words]
                 _run(t, argv, f"pip install {i + 1}", say, steps)
             fixups: list[dict[str, Any]] = []
+            before = _stamp(t, f"{venv}/{STAMP}")
             if vt.fixups:
                 say(f"fix-ups: {', '.join(vt.fixups)}")
                 res = t.run([py, "-", "fixup", *vt.fixups], input=device_script(), timeout=STEP_TIMEOUT_S)
@@ -193,6 +210,7 @@ def install(
                 fixups = [json.loads(ln) for ln in res.stdout.splitlines() if ln.startswith("{")]
                 for f in fixups:
                     say(f"  {f.get('fixup')}: {f.get('action')}")
+                fixups = _keep_applied(fixups, before)
             extra = {
                 "runtime": runtime,
                 "pin": spec.pip,

@@ -33,14 +33,17 @@ CUDA_LIB = re.compile(r"lib(nvrtc|cudart|cublas|c10_cuda|torch_cuda)\S*\.so")
 IMPORT_TIMEOUT_S = 600
 
 
-def _try(code: str) -> tuple[bool, str]:
-    """Run ``code`` in this venv's interpreter: (ok, the last line it printed to stderr or stdout)."""
+def _try(code: str, whole: list[str] | None = None) -> tuple[bool, str]:
+    """Run ``code`` in this venv's interpreter: (ok, the last error line, else the last line printed);
+    ``whole`` receives everything it printed on stderr (a chained error names its cause earlier)."""
     try:
         res = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, timeout=IMPORT_TIMEOUT_S
         )
     except subprocess.TimeoutExpired:
         return False, f"timed out after {IMPORT_TIMEOUT_S} s"
+    if whole is not None:
+        whole.append(res.stderr or "")
     lines = [ln for ln in (res.stderr or "").splitlines() if ln.strip()]
     out = [ln for ln in (res.stdout or "").splitlines() if ln.strip()]
     if res.returncode == 0:
@@ -55,9 +58,12 @@ def _package_dir(name: str) -> str | None:
 
 
 def fix_torchcodec() -> dict | None:
-    ok, err = _try("import torchcodec.decoders")
-    if ok or not CUDA_LIB.search(err):
+    text: list[str] = []
+    ok, err = _try("import torchcodec.decoders", text)
+    cause = CUDA_LIB.search(text[0] if text else "")
+    if ok or cause is None:
         return None
+    err = f"{err} (needs {cause.group(0)})"
     subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", "torchcodec"], capture_output=True)
     return {"fixup": "torchcodec-cuda-only", "error": err, "action": "uninstalled torchcodec"}
 
