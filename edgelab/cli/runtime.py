@@ -58,6 +58,20 @@ def _dict(spec) -> dict:
             }
             for p, v in spec.launch.items()
         },
+        "venv": None
+        if spec.venv is None
+        else {
+            "path": f"~/{spec.venv.path}",
+            "python": spec.venv.python,
+            "targets": {
+                t: {
+                    "install": [list(c) for c in v.install],
+                    "pip_args": list(v.pip_args),
+                    "fixups": list(v.fixups),
+                }
+                for t, v in spec.venv.targets.items()
+            },
+        },
     }
 
 
@@ -109,6 +123,17 @@ def show(name: str, folder: DirOpt = None, as_json: JsonOpt = False) -> None:
         console.print(f"  produces  {escape(', '.join(r['produces']))}")
         if r["isa"]:
             console.print(f"  needs     {escape(r['isa'])} (instruction set)")
+    if d.get("venv"):
+        v = d["venv"]
+        console.print(
+            f"[bold]device venv[/] {escape(v['path'])} (made by {escape(v['python'])}; `edgelab runtime install`)"
+        )
+        for t, r in v["targets"].items():
+            console.print(f"  {t}:")
+            for call in r["install"]:
+                console.print(f"    pip install {escape(' '.join([*r['pip_args'], *call]))}")
+            if r["fixups"]:
+                console.print(f"    fix-ups {escape(', '.join(r['fixups']))}")
     console.print("[bold]launch[/]")
     for p, strategies in d["launch"].items():
         for s, argv in strategies.items():
