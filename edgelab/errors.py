@@ -30,6 +30,7 @@ from it. The hierarchy::
     │   ├── SessionEnded            the one-login OpenSSH session ended before it answered
     │   └── FrameError              a codec-token frame that does not match its header or stream
     ├── Refusal                     a plan refused before anything ran: code, device, pool, numbers
+    │   └── RefusedPlan             the same with the plan it refuses (S1 is shown where it cannot run)
     ├── DeviceInUse                 a device with running deployments or an open lease
     ├── LeaseHeld                   a device under someone else's lease (or too few free)
     ├── LeaseLost                   a lease ended while a workload relied on it
@@ -258,6 +259,23 @@ class Refusal(EdgelabError):
             "strategy": self.strategy,
             "remedy": self.remedy,
         }
+
+
+class RefusedPlan(Refusal):
+    """A refusal that comes with the plan it refuses (``plan``: an ExecutionPlan), so a dry run shows
+    what would have run: S1's command, environment and deploy config on a device it cannot serve."""
+
+    def __init__(self, refusal: Refusal, plan: Any):
+        super().__init__(
+            refusal.code,
+            refusal.detail,
+            device=refusal.device,
+            remedy=refusal.remedy or "",
+            pool=refusal.pool,
+            numbers=refusal.numbers,
+            strategy=refusal.strategy,
+        )
+        self.plan = plan
 
 
 class DeviceInUse(EdgelabError):

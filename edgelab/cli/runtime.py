@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from edgelab.cli.common import JsonOpt, LeaseOpt, console, err_console, escape, fail_from, print_json, state
-from edgelab.errors import ConfigError, EdgelabError
+from edgelab.errors import ConfigError
 
 app = typer.Typer(
     help="Runtimes (runtimes/*.yaml): builds per target and launch templates.", no_args_is_help=True
@@ -285,17 +285,14 @@ def install(
     def progress(line: str) -> None:
         err_console.print(f"[dim]{escape(line)}[/]", soft_wrap=True)
 
-    try:
-        stamp = run_install(
-            get_engine(state.db),
-            device,
-            name,
-            progress=progress,
-            lease_id=lease,
-            pip_args=list(pip_arg) if pip_arg else None,
-        )
-    except EdgelabError as e:
-        fail_from(e)
+    stamp = run_install(
+        get_engine(state.db),
+        device,
+        name,
+        progress=progress,
+        lease_id=lease,
+        pip_args=list(pip_arg) if pip_arg else None,
+    )
     if as_json:
         print_json(stamp)
         return

@@ -11,7 +11,7 @@ from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.strategies import s1, s3, s4, s5
 from edgelab.deploy.strategies.common import REFERENCE, RUNTIME_FORMATS, PlanContext
 from edgelab.deploy.strategies.controller import has_controller
-from edgelab.errors import Refusal
+from edgelab.errors import Refusal, RefusedPlan
 from edgelab.runtimes.launch import runtimes
 
 BUILDERS = {"S1": s1.build, "S3": s3.build, "S4": s4.build, "S5": s5.build}
@@ -79,22 +79,6 @@ def _remedy(sid: str, code: str | None, eligible: list[str]) -> str:
     if sid == "S2":
         return f"S2 is a documented refusal; use another strategy ({alt})"
     return f"drop --strategy to choose automatically ({alt})"
-
-
-class RefusedPlan(Refusal):
-    """A refusal that comes with the plan it refuses (S1 is shown even where it cannot run)."""
-
-    def __init__(self, refusal: Refusal, plan: ExecutionPlan):
-        super().__init__(
-            refusal.code,
-            refusal.detail,
-            device=refusal.device,
-            remedy=refusal.remedy or "",
-            pool=refusal.pool,
-            numbers=refusal.numbers,
-            strategy=refusal.strategy,
-        )
-        self.plan = plan
 
 
 def build_plan(ctx: PlanContext, requested: str | None = None) -> ExecutionPlan:
