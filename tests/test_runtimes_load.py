@@ -22,7 +22,7 @@ def test_every_runtime_file_loads():
     specs = load_runtimes()
     assert {"llama.cpp", "mnn", "executorch", "ncnn", "vllm-omni", "reference"} <= set(specs)
     orin = specs["llama.cpp"].targets["linux-aarch64-cuda-sm87"]
-    assert "-DCMAKE_CUDA_ARCHITECTURES=87" in orin.flags and "nvcc" in orin.toolchain
+    assert "-DCMAKE_CUDA_ARCHITECTURES=87-real" in orin.flags and "cuda-aarch64" in orin.toolchain
     android = specs["mnn"].targets["android-arm64"]
     assert "android-ndk" in android.toolchain and "-DMNN_OPENCL=ON" in android.flags
     assert specs["vllm-omni"].pip and "S1" in specs["vllm-omni"].launch["qwen3-tts-0.6b"]
@@ -49,17 +49,27 @@ def test_missing_toolchain_is_named_exactly(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # nothing on PATH
     monkeypatch.delenv("ANDROID_NDK_HOME", raising=False)
     monkeypatch.delenv("ANDROID_NDK_ROOT", raising=False)
-    missing = {m.tool: m for m in check_toolchain(specs["llama.cpp"].targets["android-arm64"])}
-    assert set(missing) == {"git", "cmake", "ninja", "android-ndk"}
+    missing = {m.tool: m for m in check_toolchain(specs["llama.cpp"].targets["android-arm64-opencl"])}
+    assert set(missing) == {"cmake", "ninja", "android-ndk"}
     assert "ANDROID_NDK_HOME is not set" in missing["android-ndk"].detail
+    assert "no registry this lab reaches" in missing["android-ndk"].remedy
     monkeypatch.setenv("ANDROID_NDK_HOME", str(tmp_path))
-    missing = {m.tool: m for m in check_toolchain(specs["llama.cpp"].targets["android-arm64"])}
+    missing = {m.tool: m for m in check_toolchain(specs["llama.cpp"].targets["android-arm64-opencl"])}
     assert "no build/cmake/android.toolchain.cmake" in missing["android-ndk"].detail
-    native = check_toolchain(specs["llama.cpp"].targets["linux-aarch64"], host=("linux", "x86_64"))
+    # the cross compilers are named with the Debian package that installs them
+    cross = {m.tool: m for m in check_toolchain(specs["llama.cpp"].targets["linux-aarch64"])}
+    assert cross["aarch64-linux-gnu-g++"].remedy == "apt-get install -y g++-aarch64-linux-gnu"
+    win = {m.tool: m for m in check_toolchain(specs["llama.cpp"].targets["windows-x64"])}
+    assert win["x86_64-w64-mingw32-g++-posix"].remedy == "apt-get install -y g++-mingw-w64-x86-64-posix"
+    # a recipe with no cross toolchain file builds for the host it runs on, and nowhere else
+    native_recipe = specs["mnn"].targets["linux-aarch64"]
+    native = check_toolchain(native_recipe, host=("linux", "x86_64"))
     assert any(m.tool == "host" and "aarch64 host" in m.detail for m in native)
+    assert not any(m.tool == "host" for m in check_toolchain(native_recipe, host=("linux", "aarch64")))
+    # a cross recipe runs anywhere its tools are
     assert not any(
         m.tool == "host"
-        for m in check_toolchain(specs["llama.cpp"].targets["linux-aarch64"], host=("linux", "aarch64"))
+        for m in check_toolchain(specs["llama.cpp"].targets["linux-aarch64"], host=("linux", "x86_64"))
     )
 
 
@@ -115,7 +125,7 @@ def test_cli_runtime_ls_and_show(tmp_path):
     runner = CliRunner()
     res = runner.invoke(app, ["--db", str(tmp_path / "c.db"), "runtime", "show", "llama.cpp"])
     assert res.exit_code == 0, res.output
-    assert "-DCMAKE_CUDA_ARCHITECTURES=87" in res.output and "b5000" in res.output
+    assert "-DCMAKE_CUDA_ARCHITECTURES=87-real" in res.output and "b5000" in res.output
     res = runner.invoke(app, ["--db", str(tmp_path / "c.db"), "runtime", "ls", "--json"])
     assert {r["name"] for r in __import__("json").loads(res.stdout)} >= {"reference", "vllm-omni"}
     assert Path(load_runtimes()["reference"].file).name == "reference.yaml"

@@ -21,6 +21,7 @@ from sqlmodel import Session
 from edgelab.artifacts.registry import add_artifact
 from edgelab.errors import BuildError, NotFound
 from edgelab.metrics.provenance import git_state
+from edgelab.runtimes import toolchains
 from edgelab.runtimes.cache import (
     build_dir,
     build_key,
@@ -31,22 +32,9 @@ from edgelab.runtimes.cache import (
     write_manifest,
 )
 from edgelab.runtimes.patches import load_patches, patched_tree
-from edgelab.runtimes.source import resolve_source
+from edgelab.runtimes.source import GIT_SOURCE, PYPI_PREFIX, resolve_source
 from edgelab.runtimes.spec import RuntimeSpec, TargetRecipe
 from edgelab.store.artifacts import Artifact
-
-REMEDIES = {
-    "cmake": "install CMake >= 3.22 (apt-get install cmake, or pip install cmake)",
-    "ninja": "install Ninja (apt-get install ninja-build, or pip install ninja)",
-    "g++": "install a C++ compiler (apt-get install g++)",
-    "nvcc": "install the CUDA toolkit and put nvcc on PATH (JetPack ships it in /usr/local/cuda/bin)",
-    "android-ndk": "install the Android NDK (r26+) and set ANDROID_NDK_HOME to its folder",
-    "pip": "install pip for this Python (python3 -m ensurepip)",
-    "python3": "install Python 3.10+",
-    "git": "install git",
-    "make": "install make (apt-get install build-essential)",
-    "patch": "install GNU patch (apt-get install patch)",
-}
 
 
 @dataclass(frozen=True)
@@ -57,16 +45,6 @@ class Missing:
 
     def __str__(self) -> str:
         return f"{self.tool}: {self.detail} ({self.remedy})"
-
-
-def _ndk() -> tuple[str | None, str]:
-    home = os.environ.get("ANDROID_NDK_HOME") or os.environ.get("ANDROID_NDK_ROOT")
-    if not home:
-        return None, "ANDROID_NDK_HOME is not set"
-    chain = Path(home) / "build" / "cmake" / "android.toolchain.cmake"
-    if not chain.is_file():
-        return None, f"ANDROID_NDK_HOME={home} has no build/cmake/android.toolchain.cmake"
-    return home, ""
 
 
 _ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "x64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
@@ -86,7 +64,7 @@ def _native_host_needed(recipe: TargetRecipe) -> tuple[str, str] | None:
     if set(recipe.toolchain) <= {"python3"}:
         return None  # pure Python: runs anywhere
     flags = " ".join(recipe.flags)
-    if "CMAKE_TOOLCHAIN_FILE" in flags or "--platform" in flags:
+    if any(k in flags for k in ("CMAKE_TOOLCHAIN_FILE", "CMAKE_SYSTEM_NAME", "--platform")):
         return None
     os_name, _, rest = recipe.target.partition("-")
     return os_name, _ARCH.get(rest.split("-")[0], rest.split("-")[0])
@@ -106,42 +84,14 @@ def check_toolchain(recipe: TargetRecipe, host: tuple[str, str] | None = None) -
             )
         )
     for tool in recipe.toolchain:
-        if tool == "android-ndk":
-            home, why = _ndk()
-            if home is None:
-                missing.append(Missing(tool, why, REMEDIES[tool]))
-        elif tool == "pip":
-            ok = (
-                subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True).returncode
-                == 0
-            )
-            if not ok:
-                missing.append(Missing(tool, f"{sys.executable} -m pip does not run", REMEDIES[tool]))
-        elif tool == "python3":
-            continue  # this very interpreter
-        elif shutil.which(tool) is None:
-            missing.append(Missing(tool, "not found on PATH", REMEDIES.get(tool, f"install {tool}")))
+        present, why = toolchains.find(tool)
+        if not present:
+            missing.append(Missing(tool, why, toolchains.install_line(tool)))
     return missing
 
 
 def _version(tool: str) -> str:
-    if tool == "python3":
-        return f"python {platform.python_version()}"
-    if tool == "android-ndk":
-        home, _ = _ndk()
-        props = Path(home or "") / "source.properties"
-        if props.is_file():
-            for line in props.read_text().splitlines():
-                if line.startswith("Pkg.Revision"):
-                    return f"android-ndk {line.split('=', 1)[1].strip()}"
-        return f"android-ndk {home}"
-    exe = [sys.executable, "-m", "pip"] if tool == "pip" else [tool]
-    try:
-        res = subprocess.run([*exe, "--version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return tool
-    lines = (res.stdout or res.stderr).strip().splitlines()
-    return lines[-1] if tool == "nvcc" and lines else (lines[0] if lines else tool)
+    return toolchains.version(tool)
 
 
 def _git_state(path: Path) -> str | None:
@@ -267,7 +217,8 @@ def _values(spec: RuntimeSpec, recipe: TargetRecipe, src: Path, build: Path, out
         "build": str(build),
         "out": str(out),
         "python": sys.executable,
-        "ndk": _ndk()[0] or "",
+        "ndk": toolchains.ndk_home()[0] or "",
+        "toolchains": str(toolchains.TOOLCHAINS_DIR),
         "repo": spec.repo or "",
         "ref": spec.ref or "",
         "flags": " ".join(recipe.flags),
@@ -289,6 +240,24 @@ def _recipe(spec: RuntimeSpec, target: str) -> TargetRecipe:
             remedy="install what is listed (or build on a host that has it), then run the build again",
         )
     return recipe
+
+
+def toolchain_files(recipe: TargetRecipe) -> dict[str, str]:
+    """The toolchain files (``{toolchains}/NAME.cmake``) a recipe's flags name, by SHA-256: part of
+    what was built, so a changed file makes a new build."""
+    import hashlib
+
+    out = {}
+    for flag in recipe.flags:
+        for name in re.findall(r"\{toolchains\}/([A-Za-z0-9_.-]+)", flag):
+            path = toolchains.TOOLCHAINS_DIR / name
+            if not path.is_file():
+                raise BuildError(
+                    f"{recipe.target}: toolchain file {name} does not exist ({path})",
+                    remedy="restore the file or fix the recipe's flags",
+                )
+            out[name] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
 
 
 def compiler_launcher() -> list[str]:
@@ -387,9 +356,21 @@ def ensure_build(
             remedy="build it with build_runtime (edgelab runtime build without --source)",
         )
     root = Path(root) if root else cache_root()
+    if source is None and spec.sdist:
+        source = PYPI_PREFIX + spec.sdist  # the pinned sdist that vendors the tree: no git clone
+    elif str(source) == GIT_SOURCE:
+        source = None  # asked for: the recipe's repo@ref, cloned
     src = resolve_source(spec.name, source, repo=spec.repo, ref=spec.ref, root=root)
     patches = load_patches(recipe.patches, spec.file)
-    key = build_key(spec.name, src.tree_sha256, target, recipe.flags, [p.sha256 for p in patches])
+    files = toolchain_files(recipe)
+    key = build_key(
+        spec.name,
+        src.tree_sha256,
+        target,
+        recipe.flags,
+        [p.sha256 for p in patches],
+        [f"{name}:{sha}" for name, sha in files.items()],
+    )
     folder = build_dir(key, root)
     with locked(folder.with_name(folder.name + ".lock")):
         manifest = read_manifest(folder)
@@ -422,6 +403,8 @@ def ensure_build(
             **src.provenance(),
             "flags": list(recipe.flags),
             "patches": [p.record() for p in patches],
+            "toolchain_files": [{"file": n, "sha256": h} for n, h in files.items()],
+            "notes": list(recipe.notes),
             "compiler_launcher": "ccache" if launcher else None,
             "isa": recipe.isa,
             "products": {n: p.relative_to(folder).as_posix() for n, p in produced.items()},

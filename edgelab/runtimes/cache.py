@@ -38,13 +38,21 @@ def cache_root() -> Path:
 
 
 def build_key(
-    runtime: str, source_sha256: str, target: str, flags: Sequence[str], patches: Sequence[str] = ()
+    runtime: str,
+    source_sha256: str,
+    target: str,
+    flags: Sequence[str],
+    patches: Sequence[str] = (),
+    inputs: Sequence[str] = (),
 ) -> str:
     """A short stable name for one build: runtime, source hash, target, flags (order kept: cmake's
-    last -D wins, so order is part of what was built) and the SHA-256 of each patch applied."""
+    last -D wins, so order is part of what was built), the SHA-256 of each patch applied and of
+    each other input file (a cross toolchain file, ``name:sha256``)."""
     parts: list = [runtime, source_sha256, target, list(flags)]
-    if patches:  # an unpatched build keeps the key it always had
+    if patches or inputs:  # an unpatched build keeps the key it always had
         parts.append(list(patches))
+    if inputs:
+        parts.append(list(inputs))
     blob = json.dumps(parts, separators=(",", ":"))
     return f"{runtime}-{target}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
 

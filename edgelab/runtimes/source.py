@@ -27,6 +27,7 @@ from edgelab.runtimes.cache import cache_root, locked
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.xz", ".tar.bz2", ".tar", ".zip")
 PYPI_PREFIX = "pypi:"
+GIT_SOURCE = "git"  # --source git: clone the recipe's repo@ref (only when asked)
 
 
 @dataclass(frozen=True)
@@ -275,6 +276,8 @@ def resolve_source(
 
 
 __all__ = [
+    "GIT_SOURCE",
+    "PYPI_PREFIX",
     "Source",
     "SourceError",
     "fetch_sdist",

@@ -3,14 +3,19 @@
 name: llama.cpp
 description: ...
 source: {repo: URL, ref: TAG-OR-COMMIT}     # or pip: "vllm-omni==X" for pip-installed runtimes
+                                            # sdist: "llama-cpp-python==0.3.36": the default source
+                                            #   (a PyPI sdist vendoring the tree; repo@ref only with --source git)
 targets:
   <target>:                                 # e.g. linux-aarch64-cuda-sm87, android-arm64
-    toolchain: [cmake, ninja, g++, nvcc | android-ndk | pip | python3 | git]
+    toolchain: [cmake, ninja, g++, aarch64-linux-gnu-g++, ...]   # edgelab.runtimes.toolchains names
     isa: x86-64-v3                          # instruction-set level the products need (edgelab.runtimes.isa)
     flags: [-DGGML_CUDA=ON, ...]            # part of the build-cache key; recorded as provenance build_flags
     patches: [patches/<runtime>/x.patch]    # applied to the fetched source first (edgelab.runtimes.patches)
     steps: [[argv...], ...]                 # placeholders {src} {build} {out} {ndk} {python} {repo} {ref}
                                             # {flags} {launcher} (ccache as compiler launcher, when on PATH)
+                                            # {toolchains} (runtimes/toolchains/: cross toolchain files,
+                                            #   keyed into the build by their SHA-256)
+    notes: [KleidiAI off: ...]              # what the build leaves out and why (in its record)
     produces: [path relative to {out}, ...]
 
 A recipe whose steps use {src} without cloning it gets its source from edgelab.runtimes.source
@@ -52,13 +57,25 @@ from typing import Any
 
 from edgelab.catalog.yamlsrc import SrcDict, load_file
 from edgelab.errors import RuntimeError_
+from edgelab.runtimes.toolchains import TOOLS as TOOLCHAIN_TOOLS
 
 RUNTIMES_DIR = Path(__file__).resolve().parents[2] / "runtimes"
-TOOLS = ("cmake", "ninja", "g++", "nvcc", "android-ndk", "pip", "python3", "git", "make", "patch")
+TOOLS = tuple(TOOLCHAIN_TOOLS)  # edgelab.runtimes.toolchains: how each is found and installed
 STRATEGIES = ("S1", "S3", "S4", "S5")
 _TARGET = re.compile(r"^(linux|android|windows)-[a-z0-9_.-]+$")
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
-BUILD_PLACEHOLDERS = {"src", "build", "out", "ndk", "python", "repo", "ref", "flags", "launcher"}
+BUILD_PLACEHOLDERS = {
+    "src",
+    "build",
+    "out",
+    "ndk",
+    "python",
+    "repo",
+    "ref",
+    "flags",
+    "launcher",
+    "toolchains",
+}
 # What a launch template may ask for; launch.py fills them from the plan (see its module doc).
 LAUNCH_PLACEHOLDERS = {
     "bin",
@@ -133,6 +150,7 @@ class TargetRecipe:
     include: tuple[str, ...] = ()  # for pack steps: package paths to ship
     isa: str | None = None  # instruction-set level the products need, e.g. x86-64-v3
     patches: tuple[str, ...] = ()  # applied to the fetched source, relative to the runtime file
+    notes: tuple[str, ...] = ()  # what the build leaves out and why (recorded in its manifest)
 
     @property
     def fetches_source(self) -> bool:
@@ -231,6 +249,7 @@ class RuntimeSpec:
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     venv: VenvRecipe | None = None
+    sdist: str | None = None  # a PyPI sdist vendoring the tree (the default source: no git clone)
 
 
 def _strs(value: Any, where: str, what: str, errors: list[str]) -> tuple[str, ...]:
@@ -287,6 +306,11 @@ def parse_runtime(data: Any, file: str) -> RuntimeSpec:
     else:
         repo, ref, pip = source.get("repo"), source.get("ref"), source.get("pip")
         local = source.get("local")
+        for key in source:
+            if key not in ("repo", "ref", "pip", "local", "sdist"):
+                errors.append(
+                    f"{source.where(key)}: unknown key {key!r} in source (repo, ref, sdist, pip, local)"
+                )
         if not (repo and ref) and not pip and not local:
             errors.append(f"{data.where('source')}: source needs repo and ref (pinned), pip, or local")
     targets: dict[str, TargetRecipe] = {}
@@ -302,7 +326,7 @@ def parse_runtime(data: Any, file: str) -> RuntimeSpec:
             errors.append(f"{where}: the recipe for {tname} must be a mapping")
             continue
         for key in raw:
-            if key not in ("toolchain", "flags", "steps", "produces", "include", "isa", "patches"):
+            if key not in ("toolchain", "flags", "steps", "produces", "include", "isa", "patches", "notes"):
                 errors.append(f"{raw.where(key)}: unknown key {key!r}")
         tools = _strs(raw.get("toolchain"), raw.where("toolchain"), "toolchain", errors)
         for tool in tools:
@@ -334,6 +358,7 @@ def parse_runtime(data: Any, file: str) -> RuntimeSpec:
             _strs(raw.get("include"), raw.where("include"), "include", errors),
             _isa(raw, errors),
             patches,
+            _strs(raw.get("notes"), raw.where("notes"), "notes", errors),
         )
     launch = _parse_launch(data, str(name or "?"), list(targets), errors)
     venv = _parse_venv(data, targets, errors)
@@ -351,6 +376,7 @@ def parse_runtime(data: Any, file: str) -> RuntimeSpec:
         notes=str(data.get("notes") or ""),
         extra={"local": source.get("local")} if isinstance(source, SrcDict) and source.get("local") else {},
         venv=venv,
+        sdist=str(source["sdist"]) if isinstance(source, SrcDict) and source.get("sdist") else None,
     )
 
 
