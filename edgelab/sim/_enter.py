@@ -20,6 +20,12 @@ Layout built inside the namespace (under a tmpfs used as the new root):
 - ``--home DIR`` (the SSH lab gives each persona one) becomes ``$HOME`` and an ssh session's
   working directory, so ``~/.edgelab/store`` on a virtual device is that device's own, not the
   lab host's real home (which stays mounted: the lab's Python may live under it).
+- a persona whose ``persona.yaml`` says ``arch: aarch64`` on an x86-64 lab host gets its own user
+  namespace and, in it, its own ``binfmt_misc`` (Linux 6.7+ gives each user namespace one) with
+  ``qemu-aarch64-static`` registered for aarch64 ELFs: the device's own build starts as on the
+  device (``exec`` of the file, whatever starts it), under user-mode emulation, and nothing is
+  registered on the lab host. Without qemu or that kernel feature nothing is registered and such
+  an exec fails with "Exec format error", as on a machine without the emulator.
 
 Usage: _enter.py --persona DIR [--device-root DIR] [--hostname NAME] [--home DIR] [--drive DIR]
                  [--ssh posix|powershell|cmd] -- ARGV...
@@ -141,10 +147,89 @@ def merge(target: str, host_dir: str, persona_dir: str) -> None:
             bind(p, t, recursive=False, readonly=True)
 
 
-def enter_namespace(hostname: str | None) -> None:
+# aarch64 ELF (64-bit, little-endian, ET_EXEC or ET_DYN, EM_AARCH64), as qemu's own binfmt
+# registration (scripts/qemu-binfmt-conf.sh in qemu) matches it
+_AARCH64_MAGIC = b"\\x7fELF\\x02\\x01\\x01\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x02\\x00\\xb7\\x00"
+_AARCH64_MASK = (
+    b"\\xff\\xff\\xff\\xff\\xff\\xff\\xff\\x00\\xff\\xff\\xff\\xff\\xff\\xff\\xff\\xff\\xfe\\xff\\xff\\xff"
+)
+QEMU = {"aarch64": ("/usr/bin/qemu-aarch64-static", "/usr/libexec/qemu-binfmt/aarch64-binfmt-P")}
+_HOST_ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
+
+
+def persona_arch(persona: str) -> str | None:
+    """The ``arch:`` line of the persona's persona.yaml (stdlib only: a line scan, not YAML)."""
+    try:
+        with open(os.path.join(persona, "persona.yaml")) as f:
+            for line in f:
+                if line.startswith("arch:"):
+                    return line.split(":", 1)[1].split("#")[0].strip().strip("'\"") or None
+    except OSError:
+        return None
+    return None
+
+
+def emulator_for(arch: str | None) -> str | None:
+    """qemu's user-mode emulator for a persona whose CPU is not the lab host's, if installed."""
+    if not arch or _HOST_ARCH.get(os.uname().machine.lower()) == arch:
+        return None
+    exe = QEMU.get(arch, (None,))[0]
+    return exe if exe and os.access(exe, os.X_OK) else None
+
+
+def _map_root_from_outside() -> None:
+    """Map every uid/gid to itself in the user namespace this process is about to make.
+
+    Only a process outside the new namespace (with CAP_SETUID there) may write a map wider than
+    one id; a forked helper waits for the unshare and writes this process's maps.
+    """
+    parent = os.getpid()
+    r, w = os.pipe()
+    helper = os.fork()
+    if helper == 0:  # the helper: still in the lab host's user namespace
+        os.close(w)
+        code = 1
+        try:
+            if os.read(r, 1) == b"u":
+                for name in ("uid_map", "gid_map"):
+                    with open(f"/proc/{parent}/{name}", "w") as f:
+                        f.write("0 0 4294967295")
+                code = 0
+        except OSError as e:
+            sys.stderr.write(f"edgelab-persona: cannot map ids: {e}\n")
+        os._exit(code)
+    os.close(r)
+    try:
+        _check(_libc.unshare(CLONE_NEWUSER), "unshare(user)")
+        os.write(w, b"u")
+    finally:
+        os.close(w)
+        _, status = os.waitpid(helper, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise OSError(1, "the id-map helper failed")
+
+
+def register_emulator(root: str, arch: str, qemu: str) -> bool:
+    """Mount this user namespace's own binfmt_misc under ``root`` and register ``qemu`` for
+    ``arch`` ELFs ('F': the emulator is opened now, so it works inside the chroot too)."""
+    mnt = os.path.join(root, "proc/sys/fs/binfmt_misc")
+    try:
+        mount("binfmt_misc", mnt, "binfmt_misc", MS_NOSUID)
+        with open(os.path.join(mnt, "register"), "wb") as f:
+            f.write(b":edgelab-qemu-" + arch.encode() + b":M::" + _AARCH64_MAGIC + b":" + _AARCH64_MASK)
+            f.write(b":" + qemu.encode() + b":F")
+    except OSError as e:
+        sys.stderr.write(f"edgelab-persona: no {arch} emulation ({e})\n")
+        return False
+    return True
+
+
+def enter_namespace(hostname: str | None, own_user_ns: bool = False) -> None:
     uid, gid = os.getuid(), os.getgid()
     flags = CLONE_NEWNS | (CLONE_NEWUTS if hostname else 0)
-    if uid != 0:
+    if uid == 0 and own_user_ns:
+        _map_root_from_outside()  # root stays root (every id maps to itself), in a namespace of its own
+    elif uid != 0:
         flags |= CLONE_NEWUSER
     _check(_libc.unshare(flags), "unshare")
     if uid != 0:
@@ -272,9 +357,13 @@ def main(args: list[str]) -> None:
     if not argv:
         die("no command", 2)
     cwd = os.getcwd()
+    arch = persona_arch(persona)
+    qemu = emulator_for(arch)
     try:
-        enter_namespace(hostname)
+        enter_namespace(hostname, own_user_ns=qemu is not None)
         root = build_root(persona, device_root, drive)
+        if qemu is not None and arch is not None:
+            register_emulator(root, arch, qemu)
         os.chroot(root)
     except OSError as e:
         die(f"cannot enter persona {os.path.basename(persona)}: {e}")

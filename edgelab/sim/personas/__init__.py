@@ -21,6 +21,7 @@ PERSONAS_DIR = Path(__file__).parent
 TRANSPORTS = ("ssh", "adb")
 SHELLS = ("posix", "toybox", "powershell")
 DEVICE_CLASSES = ("jetson", "cuda_discrete", "x86_cpu", "arm64_cpu", "npu_phone")
+ARCHES = ("x86_64", "aarch64")  # the device's CPU: an aarch64 persona runs aarch64 ELFs under qemu
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class Persona:
     port: int | None = None
     files: list[dict[str, Any]] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict)
+    arch: str = "x86_64"
 
     @property
     def root(self) -> Path:
@@ -70,6 +72,9 @@ def load_persona_dir(path: Path) -> Persona:
     shell = data.get("shell", "toybox" if transport == "adb" else "posix")
     if shell not in SHELLS:
         raise ConfigError(f"{source}: shell {shell!r} is not one of {SHELLS}")
+    arch = str(data.get("arch") or "x86_64")
+    if arch not in ARCHES:
+        raise ConfigError(f"{source}: arch {arch!r} is not one of {ARCHES}")
     device_class = _require(data, "device_class", source)
     if device_class not in DEVICE_CLASSES:
         raise ConfigError(f"{source}: device_class {device_class!r} is not one of {DEVICE_CLASSES}")
@@ -84,6 +89,7 @@ def load_persona_dir(path: Path) -> Persona:
         port=int(data["port"]) if data.get("port") is not None else None,
         files=list(data.get("files") or []),
         raw=data,
+        arch=arch,
     )
 
 
