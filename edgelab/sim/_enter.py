@@ -28,7 +28,7 @@ Layout built inside the namespace (under a tmpfs used as the new root):
   an exec fails with "Exec format error", as on a machine without the emulator.
 
 Usage: _enter.py --persona DIR [--device-root DIR] [--hostname NAME] [--home DIR] [--drive DIR]
-                 [--ssh posix|powershell|cmd] -- ARGV...
+                 [--wineprefix DIR --wine-template DIR] [--ssh posix|powershell|cmd] -- ARGV...
 With ``--ssh`` the command comes from ``SSH_ORIGINAL_COMMAND`` as sshd's
 ForceCommand gives it (sftp mapped to the real sftp-server).
 """
@@ -329,7 +329,7 @@ def ssh_argv(shell_kind: str) -> list[str]:
 
 
 def main(args: list[str]) -> None:
-    persona = device_root = hostname = ssh_shell = home = drive = None
+    persona = device_root = hostname = ssh_shell = home = drive = wineprefix = wine_template = None
     while args and args[0] != "--":
         opt = args.pop(0)
         if not args:
@@ -347,6 +347,10 @@ def main(args: list[str]) -> None:
             drive = os.path.abspath(val)
         elif opt == "--ssh":
             ssh_shell = val
+        elif opt == "--wineprefix":
+            wineprefix = os.path.abspath(val)
+        elif opt == "--wine-template":
+            wine_template = os.path.abspath(val)
         else:
             die(f"unknown option {opt}", 2)
     argv = args[1:]
@@ -388,6 +392,8 @@ def main(args: list[str]) -> None:
     env["EDGELAB_PERSONA"] = os.path.basename(persona)
     env["EDGELAB_PERSONA_DIR"] = persona
     env["EDGELAB_SIM_LIB"] = os.path.dirname(os.path.abspath(__file__))  # the winsim package's parent
+    if wineprefix and wine_template:  # where this Windows persona's .exe files run (winsim.native)
+        env["EDGELAB_WINEPREFIX"], env["EDGELAB_WINE_TEMPLATE"] = wineprefix, wine_template
     if ssh_shell in ("powershell", "cmd") and argv[0] in ("powershell", "cmd"):
         # OpenSSH for Windows runs a session in a job object that dies with its first process
         # (JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE); that process is this one after exec.

@@ -93,7 +93,11 @@ def check_can_enter(persona_dir: Path) -> None:
 
 
 def ssh_force_command(
-    persona_dir: Path, shell: str = "posix", home: Path | str | None = None, drive: Path | None = None
+    persona_dir: Path,
+    shell: str = "posix",
+    home: Path | str | None = None,
+    drive: Path | None = None,
+    wine: tuple[Path, Path] | None = None,
 ) -> str:
     """The sshd ``ForceCommand`` line that enters the persona and runs ``$SSH_ORIGINAL_COMMAND``.
 
@@ -101,7 +105,8 @@ def ssh_force_command(
     ``powershell`` persona hands the command to its PowerShell shim, as Windows
     OpenSSH does with a PowerShell default shell. ``home`` (writable) becomes the session's
     ``$HOME`` and working directory (for a Windows persona a path on its drive, ``/C:/Users/...``);
-    ``drive`` (Windows personas) is the writable directory shown as drive C. ``shell`` ``cmd`` is
+    ``drive`` (Windows personas) is the writable directory shown as drive C; ``wine`` (its own
+    prefix, the shared template) is where its .exe files run (``winsim.native.launch_argv``). ``shell`` ``cmd`` is
     OpenSSH for Windows' default shell, ``powershell`` its DefaultShell alternative.
     """
     persona_dir = _check_dir(persona_dir)
@@ -116,4 +121,11 @@ def ssh_force_command(
         argv[-2:-2] = ["--home", h]
     if drive is not None:
         argv[-2:-2] = ["--drive", str(Path(drive).resolve())]
+    if wine is not None:
+        argv[-2:-2] = [
+            "--wineprefix",
+            str(Path(wine[0]).resolve()),
+            "--wine-template",
+            str(Path(wine[1]).resolve()),
+        ]
     return "exec " + shlex.join(argv)

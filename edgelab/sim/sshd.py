@@ -93,6 +93,19 @@ def persona_drive(state_dir: Path, device: str) -> Path:
     return _ssh_dir(state_dir) / "drives" / device
 
 
+def persona_wineprefix(state_dir: Path, device: str) -> Path:
+    """A Windows persona's own wine prefix (made on its first .exe: registry, its drive's profiles)."""
+    return _ssh_dir(state_dir) / "wine" / device
+
+
+def wine_template() -> Path:
+    """The wine prefix every persona's is made from (its C:\\windows, ~700 MB): once per lab host,
+    in the build cache beside the runtime builds."""
+    from edgelab.runtimes.cache import cache_root
+
+    return cache_root() / "wine" / "template"
+
+
 def _windows_session(persona: Persona) -> tuple[str, str]:
     """(OpenSSH DefaultShell: cmd | powershell, the profile dir as a namespace path) of a Windows persona."""
     default = str(persona.raw.get("ssh_default_shell", "powershell"))
@@ -387,7 +400,13 @@ def _sshd_config(state_dir: Path, port: int, user: str, plan: list[tuple[str, st
     for name, addr, p, staged in plan:
         if p.shell == "powershell":  # a Windows persona: its drive C, its default shell, its profile
             default, profile = _windows_session(p)
-            force = ssh_force_command(staged, default, home=profile, drive=persona_drive(state_dir, name))
+            force = ssh_force_command(
+                staged,
+                default,
+                home=profile,
+                drive=persona_drive(state_dir, name),
+                wine=(persona_wineprefix(state_dir, name), wine_template()),
+            )
         else:
             force = ssh_force_command(staged, p.shell, home=persona_home(state_dir, name))
         lines += [f"Match LocalAddress {addr}", f"    ForceCommand {force}"]

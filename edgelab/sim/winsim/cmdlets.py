@@ -447,7 +447,16 @@ def start_process(interp, named, pos, inp):
             file,
             "Start-Process",
         )
-    argv = [exe, *native.split_command_line(line)]
+    try:
+        argv, env = native.launch_argv(exe, native.split_command_line(line))
+    except native.NotRunnable as e:
+        raise PSError(
+            f"This command cannot be run due to the error: {e}",
+            "InvalidOperation",
+            "InvalidOperationException,Microsoft.PowerShell.Commands.StartProcessCommand",
+            file,
+            "Start-Process",
+        ) from None
     wd = interp.host(named["workingdirectory"]) if "workingdirectory" in named else interp.host(interp.cwd)
     if not os.path.isdir(wd):
         raise PSError(
@@ -487,7 +496,14 @@ def start_process(interp, named, pos, inp):
         # The session's environment with the $env: assignments made (the persona's Windows variables
         # stay in the shim: the programs it starts are the lab host's, which would misread C:\ paths).
         proc = subprocess.Popen(
-            argv, cwd=wd, stdin=stdin, stdout=stdout, stderr=stderr, start_new_session=True, close_fds=True
+            argv,
+            cwd=wd,
+            env=env,
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+            close_fds=True,
         )
     except OSError as e:
         raise PSError(
@@ -538,9 +554,17 @@ def invoke_cim_method(interp, named, pos, inp):
                 {"ProcessId": None, "ReturnValue": 9}, "Microsoft.Management.Infrastructure.CimMethodResult"
             )
         ]
-    env = {k: v for k, v in os.environ.items() if k != JOB_VAR}
+    try:
+        argv, wine_env = native.launch_argv(exe, words[1:])
+    except native.NotRunnable:
+        return [
+            PSObj(
+                {"ProcessId": None, "ReturnValue": 9}, "Microsoft.Management.Infrastructure.CimMethodResult"
+            )
+        ]
+    env = {k: v for k, v in (wine_env or os.environ).items() if k != JOB_VAR}
     proc = subprocess.Popen(
-        [exe, *words[1:]],
+        argv,
         cwd=wd,
         env=env,
         stdin=subprocess.DEVNULL,

@@ -376,13 +376,25 @@ class Interp:
                 sys.stdout.flush()
                 return []
             return text.splitlines()
+        from .native import NotRunnable, launch_argv
+
+        try:
+            argv, env = launch_argv(argv[0], argv[1:])
+        except NotRunnable as e:
+            raise PSError(
+                f"Program '{os.path.basename(argv[0])}' failed to run: {e}",
+                "ResourceUnavailable",
+                "NativeCommandFailed",
+                name,
+                name,
+            ) from None
         stderr = subprocess.STDOUT if merge_err else (subprocess.DEVNULL if discard_err else None)
         if direct:
             sys.stdout.flush()
-            r = subprocess.run(argv, input=stdin_data, stderr=stderr)
+            r = subprocess.run(argv, input=stdin_data, stderr=stderr, env=env)
             self.set_native_status(r.returncode)
             return []
-        r = subprocess.run(argv, input=stdin_data, stdout=subprocess.PIPE, stderr=stderr)
+        r = subprocess.run(argv, input=stdin_data, stdout=subprocess.PIPE, stderr=stderr, env=env)
         self.set_native_status(r.returncode)
         return r.stdout.decode("utf-8", "replace").splitlines()
 

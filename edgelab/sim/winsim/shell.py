@@ -215,8 +215,15 @@ def cmd_run_line(segment: str, env: dict[str, str]) -> int:
                 ).returncode
         sys.stderr.write(CMD_NOT_FOUND.format(name))
         return 9009
+    from .native import NotRunnable, launch_argv
+
+    try:
+        argv, wine_env = launch_argv(exe, words[1:])
+    except NotRunnable as e:
+        sys.stderr.write(f"{e}\n")
+        return e.code
     sys.stdout.flush()
-    return subprocess.run([exe, *words[1:]], env=env).returncode
+    return subprocess.run(argv, env={**env, **wine_env} if wine_env else env).returncode
 
 
 def cmd_main(args: list[str]) -> int:
