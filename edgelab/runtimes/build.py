@@ -324,6 +324,26 @@ def _products(
     return produced
 
 
+def check_binaries(spec: RuntimeSpec, target: str, produced: dict[str, Path]) -> dict[str, dict]:
+    """Each product's header (ELF/PE, machine, static), checked against the target: a cross build
+    that made a host binary is an error here, never a runtime artifact under the wrong target."""
+    from edgelab.runtimes import binfmt
+
+    out = {}
+    for name, path in produced.items():
+        b = binfmt.read(path)
+        if b.format == "other":
+            continue  # a data file or a script: no machine to check
+        why = binfmt.mismatch(b, target)
+        if why:
+            raise BuildError(
+                f"{spec.name} {target}: {name} {why}",
+                remedy="check the recipe's toolchain file and compiler (the build used the wrong one)",
+            )
+        out[name] = b.to_dict()
+    return out
+
+
 @dataclass(frozen=True)
 class CachedBuild:
     """A finished build in the cache: its key, folder, products (name -> path) and record."""
@@ -396,6 +416,7 @@ def ensure_build(
         t0 = time.time()
         _run_steps(recipe, spec, values, folder, folder / "build.log", env, launcher, progress)
         produced = _products(spec, recipe, out, values, folder / "build.log")
+        binaries = check_binaries(spec, target, produced)
         manifest = {
             "runtime": spec.name,
             "target": target,
@@ -408,6 +429,7 @@ def ensure_build(
             "compiler_launcher": "ccache" if launcher else None,
             "isa": recipe.isa,
             "products": {n: p.relative_to(folder).as_posix() for n, p in produced.items()},
+            "binaries": binaries,
             "toolchain": "; ".join(_version(t) for t in recipe.toolchain),
             "recipe": f"{spec.file} ({recipe.where})",
             "built_on": f"{platform.node()} {platform.system()} {platform.machine()}",
@@ -446,6 +468,9 @@ def register_build(
             "build_key": build.key,
             "flags": list(m.get("flags") or []),
             "isa": m.get("isa"),
+            "binary": (m.get("binaries") or {}).get(product) or _binary(path),
+            "cuda_archs": cuda_archs(m.get("flags") or []),
+            "notes": list(m.get("notes") or []),
         }
         arts.append(
             add_artifact(
@@ -461,6 +486,22 @@ def register_build(
             )
         )
     return arts
+
+
+def cuda_archs(flags) -> list[str]:
+    """The GPU architectures a CUDA build holds code for (``-DCMAKE_CUDA_ARCHITECTURES=87-real``)."""
+    for f in flags:
+        if f.startswith("-DCMAKE_CUDA_ARCHITECTURES="):
+            return [a for a in f.split("=", 1)[1].replace(",", ";").split(";") if a]
+    return []
+
+
+def _binary(path: Path) -> dict | None:
+    """A product's header, read now (a build cached before builds recorded it)."""
+    from edgelab.runtimes import binfmt
+
+    b = binfmt.read(path)
+    return None if b.format == "other" else b.to_dict()
 
 
 def _pythonpath() -> str:

@@ -42,6 +42,37 @@ LEVELS: dict[str, frozenset[str]] = {
     "armv8.6-a+i8mm": frozenset({"asimd", "asimdhp", "asimddp", "i8mm"}),
 }
 
+# CPUs whose flags a probe cannot read (Windows reports no cpuid flags over CIM), by the name it
+# does report, and the level every part of that family has (vendors' product pages)
+CPU_NAME_LEVELS: tuple[tuple[str, str], ...] = (
+    (r"Ryzen AI (9|7|5) (HX |PRO )?3\d\d", "x86-64-v4"),  # Zen 5 (Strix Point): AVX-512
+    (r"Ryzen (9|7|5) (PRO )?[78]\d\d\d", "x86-64-v4"),  # Zen 4 (Phoenix, Hawk Point): AVX-512
+    (r"Core\(TM\) Ultra", "x86-64-v3"),  # Meteor/Lunar/Arrow Lake: AVX2, no AVX-512
+    (r"Snapdragon\(R\) X|Oryon", "armv8.6-a+i8mm"),  # Oryon: ARMv8.7-A with dotprod, fp16, i8mm
+)
+
+
+def implied_flags(level: str) -> frozenset[str]:
+    """Every flag a CPU of ``level`` has: an x86-64 level includes the levels below it."""
+    order = ["x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4"]
+    if level in order:
+        out: frozenset[str] = frozenset()
+        for lv in order[: order.index(level) + 1]:
+            out |= LEVELS[lv]
+        return out
+    return required_flags(level)
+
+
+def level_from_cpu_name(name: str | None) -> str | None:
+    """The ISA level a CPU has, from its marketing name (None: not a family in the table)."""
+    import re
+
+    for pattern, level in CPU_NAME_LEVELS:
+        if name and re.search(pattern, name):
+            return level
+    return None
+
+
 # normalized feature names (edgelab.probe's CPU.features) back to one raw flag each
 _NORMALIZED = {"neon": "asimd", "fp16": "asimdhp", "dotprod": "asimddp", "avx512": "avx512f"}
 # flags the kernel spells two ways
@@ -98,4 +129,11 @@ def isa_supported(required: str | None, cpu_flags: Iterable[str]) -> bool:
     return not missing_flags(required, flags)
 
 
-__all__ = ["LEVELS", "isa_supported", "missing_flags", "required_flags"]
+__all__ = [
+    "CPU_NAME_LEVELS",
+    "LEVELS",
+    "isa_supported",
+    "level_from_cpu_name",
+    "missing_flags",
+    "required_flags",
+]
