@@ -228,7 +228,8 @@ class Refusal(EdgelabError):
         "no_exported_graph",
         "device_unreachable",
         "strategy_refused",
-    )  # the codes DESIGN §5b names, and strategy refusals
+        "build_target_mismatch",
+    )  # the codes DESIGN §5b names, strategy refusals, a build for another machine
 
     def __init__(
         self,

@@ -59,25 +59,36 @@ def test_missing_build_is_refused_before_anything_is_pushed_with_the_remedy(depl
             pytest.skip("a llama.cpp build is registered in this module's database already")
     planned = planning.plan(engine, DeployRequest("orin-agx", "spark-x2.5", runtime="llama.cpp"))
     assert planned.plan.strategy == "S3" and planned.plan.processes[0].template == "llama.cpp:text_lm:S3"
-    try:
+    try:  # a virtual Orin runs the device's own build (aarch64, emulated) unless told otherwise
         launch.deploy(engine, DeployRequest("orin-agx", "spark-x2.5", runtime="llama.cpp"), opts=opts)
+        raise AssertionError("deployed without a runtime build")
+    except Refusal as r:
+        assert r.code == "no_exported_graph" and "a llama.cpp build for linux-aarch64" in r.detail
+        assert "edgelab runtime build llama.cpp --target linux-aarch64" in r.remedy
+        assert "--kind runtime --target linux-aarch64" in r.remedy and "--lab-host-build" in r.remedy
+    try:
+        req = DeployRequest("orin-agx", "spark-x2.5", runtime="llama.cpp", lab_host_build=True)
+        launch.deploy(engine, req, opts=opts)
         raise AssertionError("deployed without a runtime build")
     except Refusal as r:
         assert r.code == "no_exported_graph" and "a llama.cpp build for linux-x86_64" in r.detail
         assert "edgelab runtime build llama.cpp --target linux-x86_64" in r.remedy
-        assert "--kind runtime --target linux-x86_64" in r.remedy
 
 
 def test_s3_llama_server_deploys_from_the_store_is_measured_live_and_stops_clean(llama_lab):
     _url, engine, opts, arts = llama_lab
-    planned = planning.plan(engine, DeployRequest("orin-agx", "spark-x2.5", runtime="llama.cpp"))
+    planned = planning.plan(
+        engine, DeployRequest("orin-agx", "spark-x2.5", runtime="llama.cpp", lab_host_build=True)
+    )
     p = planned.plan
     proc = p.processes[0]
     assert any("virtual device: lab host build (linux-x86_64)" in n for n in p.notes)
     assert proc.adapter == "llama-server" and proc.ready["kind"] == "http" and proc.target == "linux-x86_64"
     assert proc.links["llama-server"] == next(f for f in _files(engine, arts["llama-server"]))
     assert proc.argv[0] == "{bin}/llama-server" and any(w.startswith("{blob:") for w in proc.argv)
-    dep = launch.deploy(engine, DeployRequest("orin-agx", "spark-x2.5", runtime="llama.cpp"), opts=opts)
+    dep = launch.deploy(
+        engine, DeployRequest("orin-agx", "spark-x2.5", runtime="llama.cpp", lab_host_build=True), opts=opts
+    )
     th = None
     try:
         assert dep.state == "running"
@@ -118,7 +129,14 @@ def test_s5_llama_completion_runs_once_and_finishes(llama_lab):
     _url, engine, opts, _arts = llama_lab
     dep = launch.deploy(
         engine,
-        DeployRequest("orin-agx", "spark-x2.5", strategy="S5", runtime="llama.cpp", values={"n_predict": 16}),
+        DeployRequest(
+            "orin-agx",
+            "spark-x2.5",
+            strategy="S5",
+            runtime="llama.cpp",
+            values={"n_predict": 16},
+            lab_host_build=True,
+        ),
         opts=opts,
     )
     try:
@@ -155,11 +173,14 @@ def test_bench_on_the_adb_phone_reports_text_figures_with_provenance(llama_lab):
     _url, engine, opts, arts = llama_lab
     res = run_bench(
         engine,
-        BenchRequest("s25", "spark-x2.5", runtime="llama.cpp", warmup=1, requests=3, threads=1),
+        BenchRequest(
+            "s25", "spark-x2.5", runtime="llama.cpp", warmup=1, requests=3, threads=1, lab_host_build=True
+        ),
         opts=opts,
     )
     rep = res.report()
-    assert res.state == "finished" and rep["virtual"] and rep["note"] == "virtual device: lab host build"
+    assert res.state == "finished" and rep["virtual"] and not rep["emulated"]
+    assert rep["note"] == "virtual device: lab host build (linux-x86_64), --lab-host-build"
     text = rep["text"]
     assert (
         text["ttft_ms"]["count"] == 3 and text["decode_tok_s"]["count"] == 3 and text["itl_ms"]["count"] > 3
@@ -191,7 +212,15 @@ def test_bench_s5_runs_llama_bench_and_stores_its_json(llama_lab):
     _url, engine, opts, arts = llama_lab
     res = run_bench(
         engine,
-        BenchRequest("orin-agx", "spark-x2.5", runtime="llama.cpp", strategy="S5", requests=2, threads=1),
+        BenchRequest(
+            "orin-agx",
+            "spark-x2.5",
+            runtime="llama.cpp",
+            strategy="S5",
+            requests=2,
+            threads=1,
+            lab_host_build=True,
+        ),
         opts=opts,
     )
     rep = res.report()

@@ -104,7 +104,17 @@ def test_the_follower_driving_llama_server_alone_detects_a_frozen_device_and_mem
 ):
     lab = llama_frozen_lab
     env, engine, freezer = lab["env"], lab["engine"], lab["freezer"]
-    res = _cli(env, "deploy", "spark-x2.5", "--device", "orin-agx", "--runtime", "llama.cpp", "--json")
+    res = _cli(
+        env,
+        "deploy",
+        "spark-x2.5",
+        "--device",
+        "orin-agx",
+        "--runtime",
+        "llama.cpp",
+        "--lab-host-build",
+        "--json",
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     run = json.loads(res.stdout)["run"]
     lab["runs"].append(run)

@@ -124,8 +124,8 @@ def test_schema_errors_name_file_and_line(tmp_path):
 
 def test_a_build_the_cpu_cannot_run_makes_the_process_unavailable():
     """x86-64-v3 on a CPU without AVX2 would die of SIGILL: refused before launch, saying what is missing."""
+    from edgelab.deploy import targetcheck
     from edgelab.deploy.plan import ExecutionPlan, ProcessSpec
-    from edgelab.deploy.planning import check_isa
     from edgelab.probe.facts import Facts
 
     def plan():
@@ -137,32 +137,22 @@ def test_a_build_the_cpu_cannot_run_makes_the_process_unavailable():
             "runtime": "llama.cpp",
             "present": True,
             "name": "llama.cpp-linux-x86_64-llama-server",
+            "target": "linux-x86_64",
             "isa": "x86-64-v3",
         }
         return ExecutionPlan("spark-x2.5", "box", "S3", "llama.cpp", "", [], [proc], {}, artifacts=[need])
 
-    old = Facts.from_dict({"cpu": {"raw_flags": ["lm", "sse2", "ssse3", "sse4_1", "sse4_2", "avx"]}})
+    linux = {"os": {"family": "linux", "arch": "x86_64"}}
+    old = Facts.from_dict({**linux, "cpu": {"raw_flags": ["lm", "sse2", "ssse3", "sse4_1", "sse4_2", "avx"]}})
     p = plan()
-    check_isa(p, old, virtual=False)
-    assert (
-        "needs instruction set x86-64-v3" in p.processes[0].unavailable
-        and "avx2" in p.processes[0].unavailable
-    )
+    refusal = targetcheck.check(p, old)
+    assert refusal is not None and refusal.code == "build_target_mismatch"
+    assert "needs x86-64-v3" in p.processes[0].unavailable and "avx2" in p.processes[0].unavailable
+    assert "linux-x86_64" in refusal.remedy
     unknown = plan()
-    check_isa(unknown, Facts.from_dict({}), virtual=False)
+    targetcheck.check(unknown, Facts.from_dict(linux))
     assert "flags are unknown" in unknown.processes[0].unavailable  # unknown is not support
     new = plan()
-    check_isa(
-        new,
-        Facts.from_dict(
-            {
-                "cpu": {
-                    "raw_flags": sorted(
-                        {"lm", "sse2", "ssse3", "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "bmi2"}
-                    )
-                }
-            }
-        ),
-        virtual=False,
-    )
+    v3 = sorted({"lm", "sse2", "ssse3", "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "bmi2"})
+    assert targetcheck.check(new, Facts.from_dict({**linux, "cpu": {"raw_flags": v3}})) is None
     assert new.processes[0].unavailable is None

@@ -66,6 +66,8 @@ class BenchRequest:
     values: dict[str, Any] = field(
         default_factory=dict
     )  # launch template values (-o key=value) over the plan's
+    lab_host_build: bool = False  # a virtual device runs the lab host's build, not its own (labelled)
+    target: str | None = None  # launch this build target (checked against the device's facts)
 
 
 @dataclass
@@ -127,6 +129,7 @@ class BenchResult:
             }
             if self.meta.get("virtual_note"):
                 out["note"] = self.meta["virtual_note"]
+                out["emulated"] = bool(self.meta.get("emulated"))
         elif s.get("text"):
             out["text"] = s["text"]
         if self.meta.get("llama_bench") is not None:
@@ -142,6 +145,7 @@ class BenchResult:
             }
             if self.meta.get("virtual_note"):
                 out["note"] = self.meta["virtual_note"]
+                out["emulated"] = bool(self.meta.get("emulated"))
         if s.get("action"):
             a = s["action"]
             out["action"] = {
@@ -314,6 +318,8 @@ def _run_bench(
             values={**template_values(kind, req), **req.values},
             threads=req.threads,
             purpose="bench",
+            lab_host_build=req.lab_host_build,
+            target=req.target,
         ),
         run_id=run_id,
     )
@@ -338,7 +344,12 @@ def _run_bench(
     if req.values:
         meta["options"] = dict(req.values)
     if planned.virtual and p.runtime != "reference":
-        meta["virtual_note"] = "virtual device: lab host build"
+        meta["virtual_note"] = (
+            f"virtual device: {p.execution['label']}" if p.execution else "virtual device: lab host build"
+        )
+        if p.execution:
+            meta["execution"] = p.execution
+            meta["emulated"] = p.emulated
     if kind == "vla":
         meta.update(
             control_hz=req.control_hz,
@@ -377,6 +388,8 @@ def _run_bench(
             }
         if meta.get("virtual_note"):
             prov["virtual_note"] = meta["virtual_note"]
+        if meta.get("execution"):
+            prov["execution"] = meta["execution"]
         prov = complete_on_device(
             s, prov, device=device.name, runtime=p.runtime, plan=p.to_dict(), run_id=run_id
         )  # cache observed, power, reference build; unknown said

@@ -86,6 +86,22 @@ def bench(
     threads: Annotated[
         int | None, typer.Option("--threads", help="Threads (default: the profile's).")
     ] = None,
+    lab_host_build: Annotated[
+        bool,
+        typer.Option(
+            "--lab-host-build",
+            help="On a virtual device, run the lab host's build instead of the device's own (which runs "
+            "emulated: qemu for aarch64, wine for Windows); faster, and labelled so in every result.",
+        ),
+    ] = False,
+    target: Annotated[
+        str | None,
+        typer.Option(
+            "--target",
+            help="Launch the build for this target (default: the device's own, most specific first); "
+            "a build the device cannot run is refused before anything is pushed.",
+        ),
+    ] = None,
     ready_timeout: Annotated[
         float | None, typer.Option("--ready-timeout", help="Seconds a server may take to load (default 120).")
     ] = None,
@@ -301,6 +317,8 @@ def _request(args: dict[str, Any]) -> Any:
         ready_timeout=args["ready_timeout"],
         hog=args["hog"],
         values={k: str(v) for k, v in values.items()},
+        lab_host_build=args["lab_host_build"],
+        target=args["target"],
     )
 
 

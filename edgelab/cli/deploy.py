@@ -77,6 +77,22 @@ def deploy(
     threads: Annotated[
         int | None, typer.Option("--threads", help="Threads (default: the profile's).")
     ] = None,
+    lab_host_build: Annotated[
+        bool,
+        typer.Option(
+            "--lab-host-build",
+            help="On a virtual device, run the lab host's build instead of the device's own (which runs "
+            "emulated: qemu for aarch64, wine for Windows); faster, and labelled so in every result.",
+        ),
+    ] = False,
+    target: Annotated[
+        str | None,
+        typer.Option(
+            "--target",
+            help="Launch the build for this target (default: the device's own, most specific first); "
+            "a build the device cannot run is refused before anything is pushed.",
+        ),
+    ] = None,
     ready_timeout: Annotated[
         float | None,
         typer.Option(
@@ -111,6 +127,8 @@ def deploy(
         model=model,
         threads=threads,
         ready_timeout=ready_timeout,
+        lab_host_build=lab_host_build,
+        target=target,
     )
     if dry_run:
         try:

@@ -144,9 +144,9 @@ def _resolve_template_need(
         proc.links = {posixpath.basename(x.path): x.sha256 for x in files}
         entry["files"] = {x.path: x.sha256 for x in files}
         entry["names"] = [a.name for a in group]
-        isa = (art.meta or {}).get("isa")
-        if isa:
-            entry["isa"] = isa
+        for k in ("isa", "cuda_archs"):
+            if (art.meta or {}).get(k):
+                entry[k] = art.meta[k]
         for k in ("source_commit", "build_key"):
             if (art.meta or {}).get(k):
                 entry[k] = art.meta[k]

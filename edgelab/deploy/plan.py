@@ -79,6 +79,13 @@ class ExecutionPlan:
     refused: list[dict[str, Any]] = field(default_factory=list)  # strategies not taken and why
     virtual: bool = False  # a virtual device: its commands (and the lab host's build) run on the lab host
     runtime_info: dict[str, Any] = field(default_factory=dict)  # a device-installed runtime as probed (S1)
+    # how a virtual device runs its build (edgelab.runtimes.emulation.Execution.to_dict): mode
+    # native | emulated | lab-host-build, target, emulator, label; {} on a real device
+    execution: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def emulated(self) -> bool:
+        return bool(self.execution.get("emulated"))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -2,7 +2,8 @@
 
 Everything here only reads the database (and the catalog): what ``edgelab deploy --dry-run``
 shows, and the checks that refuse a plan before a reservation is made (an artifact missing, a
-process with no launch template, a build for an instruction set the CPU lacks).
+process with no launch template, a build for another OS, architecture, ABI or instruction set
+than the machine that would start it: ``edgelab.deploy.targetcheck``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from sqlalchemy import Engine
 
 from edgelab.catalog.devices import load_devices
 from edgelab.catalog.pipelines import load_pipelines, resolve_pipeline_id
-from edgelab.deploy import admission
+from edgelab.deploy import admission, targetcheck
 from edgelab.deploy import artifacts as plan_artifacts
 from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.strategies import PlanContext, RefusedPlan, build_plan, s1
@@ -39,6 +40,8 @@ class DeployRequest:
     threads: int | None = None  # override the profile's thread count
     purpose: str = "deploy"  # bench: a template's bench variant (e.g. llama-bench for S5)
     ready_timeout: float | None = None  # start-up limit in seconds (default: the profile's load estimate)
+    lab_host_build: bool = False  # a virtual device runs the lab host's build instead of its own (labelled)
+    target: str | None = None  # launch this build target (default: the device's, most specific first)
 
 
 @dataclass
@@ -94,6 +97,8 @@ def plan(engine: Engine, req: DeployRequest, *, run_id: str | None = None) -> Pl
             threads=req.threads,
             purpose=req.purpose,
             software=dict(facts.software),
+            lab_host_build=req.lab_host_build,
+            target=req.target,
         )
         refused: Refusal | None = None
         try:
@@ -104,7 +109,7 @@ def plan(engine: Engine, req: DeployRequest, *, run_id: str | None = None) -> Pl
         if req.ready_timeout:
             the_plan.ready_timeout_s = float(req.ready_timeout)
         plan_artifacts.resolve(s, the_plan, list(profile.runtime_targets or []), model=req.model)
-        check_isa(the_plan, facts, bool(device.virtual))
+        mismatch = targetcheck.check(the_plan, facts, lab_host_build=req.lab_host_build)
         planned = Planned(req, the_plan, profile, [], snap.facts_hash, bool(device.virtual))
         try:
             planned.admission = [line.to_dict() for line in admission.check(s, device, profile, the_plan)]
@@ -112,6 +117,8 @@ def plan(engine: Engine, req: DeployRequest, *, run_id: str | None = None) -> Pl
             planned.refusal = r
             planned.admission = [r.numbers] if r.numbers else []
         planned.refusal = refused or planned.refusal or s1.launch_refusal(the_plan)
+        if mismatch is not None:  # the wrong machine first: nothing else matters until it is right
+            planned.refusal = mismatch
     return planned
 
 
@@ -143,47 +150,20 @@ def check_artifacts(p: ExecutionPlan) -> None:
             ),
         )
     if missing:
+        own_build = p.virtual and p.execution.get("mode") in ("emulated", "native")
+        lab_host = (
+            "; or --lab-host-build to run the lab host's build on this virtual device (labelled so)"
+            if own_build and any(e.get("kind") == "runtime" for e in missing)
+            else ""
+        )
         raise Refusal(
             "no_exported_graph",
             f"{p.runtime} needs artifacts that are not registered: {what}",
             device=p.device,
             strategy=p.strategy,
             remedy="; ".join(remedies)
+            + lab_host
             + ("" if p.virtual else "; or deploy on a virtual device with --runtime reference"),
-        )
-
-
-def _host_cpu_flags() -> list[str]:
-    try:
-        text = open("/proc/cpuinfo", encoding="utf-8", errors="replace").read()
-    except OSError:
-        return []
-    for line in text.splitlines():
-        if line.startswith(("flags", "Features")):
-            return line.split(":", 1)[1].split()
-    return []
-
-
-def check_isa(p: ExecutionPlan, facts: Facts, virtual: bool) -> None:
-    """A build that needs an instruction set the CPU lacks is not launchable (it would die of SIGILL).
-
-    A virtual device runs the lab host's build on the lab host: the host's flags decide there.
-    """
-    from edgelab.runtimes.isa import isa_supported, missing_flags
-
-    for e in p.artifacts:
-        if not (e.get("present") and e.get("isa") and e.get("kind") == "runtime"):
-            continue
-        flags = _host_cpu_flags() if virtual else list(facts.cpu.raw_flags or facts.cpu.features or [])
-        if isa_supported(e["isa"], flags):
-            continue
-        proc = next(pr for pr in p.processes if pr.name == e["process"])
-        why = (
-            f"missing {', '.join(missing_flags(e['isa'], flags))}" if flags else "the CPU's flags are unknown"
-        )
-        proc.unavailable = (
-            f"{e['name']} needs instruction set {e['isa']}, which "
-            f"{'the lab host' if virtual else p.device} cannot run ({why})"
         )
 
 

@@ -100,6 +100,9 @@ def plan_rows(planned: dict[str, Any]) -> list[PlanRow]:
     if ref:
         rows.append(PlanRow("REFUSED", f"{ref['code']}: {ref['message']}", True))
         rows.append(PlanRow("remedy", str(ref.get("remedy"))))
+    ex = p.get("execution") or {}
+    if ex:
+        rows.append(PlanRow("EMULATED" if ex.get("emulated") else "runs", str(ex.get("label"))))
     if planned.get("virtual"):
         rows.append(
             PlanRow("VIRTUAL", "a virtual device: this run demonstrates the machinery and qualifies nothing")

@@ -15,8 +15,10 @@ from edgelab.catalog.pipelines import PipelineSpec
 from edgelab.deploy.plan import ExecutionPlan, ProcessSpec, StagePlan
 from edgelab.deploy.strategies.controller import has_controller
 from edgelab.profile import DeployProfile, PipelineProfile
+from edgelab.runtimes.emulation import execution
 from edgelab.runtimes.launch import find as find_template
 from edgelab.runtimes.launch import host_target, pick_target, render, runtimes
+from edgelab.runtimes.targets import cpu_targets
 
 REFERENCE = "reference"
 REFERENCE_PLACEMENT = "cpu (reference, random weights)"
@@ -69,6 +71,8 @@ class PlanContext:
     purpose: str = "deploy"  # deploy | bench: a template's bench variant is what a bench runs
     threads: int | None = None  # operator override of the profile's thread count
     software: dict[str, str] = field(default_factory=dict)  # the probe's software facts (vLLM-Omni venv)
+    lab_host_build: bool = False  # a virtual device runs the lab host's build, not its own (labelled)
+    target: str | None = None  # operator override: launch this build target (checked against the facts)
 
     def __post_init__(self) -> None:
         # A virtual device's commands are processes on the lab host, so they use this interpreter;
@@ -140,10 +144,27 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def launch_targets(ctx: PlanContext) -> list[str]:
-    """Build targets a launch may use, most specific first: the lab host's on a virtual device."""
+def runs_build(tpl) -> bool:
+    """True when the template starts a program of the runtime's build (``{bin}/llama-server``),
+    not an interpreter the device already has (``{python} -m edgelab.controller``)."""
+    first = tpl.argv[0] if tpl.argv else ""
+    return isinstance(first, str) and first.startswith("{bin}")
+
+
+def launch_targets(ctx: PlanContext, native: bool = True) -> list[str]:
+    """Build targets a launch may use, most specific first.
+
+    A virtual device runs its own CPU target's build (``linux-aarch64`` on an Orin persona, under
+    qemu; ``windows-x64`` on a Windows persona, under wine), the lab host's with
+    ``--lab-host-build``; a program run by the lab's interpreter (the reference runtime, edgelab's
+    controller) uses the lab host's target. ``--target`` names one target outright.
+    """
+    if ctx.target:
+        return [ctx.target]
     if ctx.virtual:
-        return [host_target()]
+        if ctx.lab_host_build or not native:
+            return [host_target()]
+        return cpu_targets(ctx.profile.runtime_targets or [])
     return list(ctx.profile.runtime_targets or [])
 
 
@@ -175,7 +196,6 @@ def template_process(
     target), so the plan shows the command it would run there (S1 shows ``vllm serve`` everywhere).
     """
     spec = runtimes().get(runtime)
-    targets = launch_targets(ctx)
     stage = stage or next((s.name for s in ctx.spec.stages if s.model), None)
     proc = ProcessSpec(name=name, argv=[], runtime=runtime)
     if spec is None:
@@ -191,6 +211,7 @@ def template_process(
         return proc, []
     if ctx.purpose == "bench" and tpl.bench is not None:
         tpl = tpl.bench
+    targets = launch_targets(ctx, runs_build(tpl))
     target = pick_target(tpl, targets)
     proc.template = tpl.ref
     if target is None:
@@ -368,10 +389,27 @@ def base_plan(
         virtual=ctx.virtual,
         **extra,
     )
-    if ctx.virtual and any(p.runtime not in (None, REFERENCE) for p in processes):
+    built = [p for p in processes if p.runtime not in (None, REFERENCE) and p.target and p.argv]
+    native = [p for p in built if (p.argv[0] or "").startswith("{bin}")]
+    if ctx.virtual and native:
+        ex = execution(native[0].target or host_target(), lab_host_build=ctx.lab_host_build)
+        plan.execution = ex.to_dict()
+        own = ", ".join(ctx.profile.runtime_targets or []) or "unknown"
         plan.notes.append(
-            f"virtual device: lab host build ({host_target()}); the device's own targets are "
-            f"{', '.join(ctx.profile.runtime_targets or []) or 'unknown'}"
+            f"virtual device: lab host build ({host_target()}); the device's own targets are {own}"
+            if ex.mode == "lab-host-build"
+            else f"virtual device: {ex.label()}"
+            + ("; figures are emulated: never a device's, never a matrix cell's" if ex.emulated else "")
+        )
+        if ex.missing:
+            for p in native:
+                p.unavailable = p.unavailable or (
+                    f"this virtual device cannot run a {ex.target} build: {ex.missing}"
+                )
+    elif ctx.virtual and built:
+        plan.notes.append(
+            f"virtual device: {', '.join(sorted({p.runtime or '' for p in built}))} runs under the lab's "
+            f"interpreter ({host_target()})"
         )
     return plan
 
