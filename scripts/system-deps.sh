@@ -17,6 +17,12 @@ command -v ninja >/dev/null 2>&1 || need_pkgs+=(ninja-build)
 command -v g++ >/dev/null 2>&1 || need_pkgs+=(g++)
 command -v ccache >/dev/null 2>&1 || need_pkgs+=(ccache)
 command -v patch >/dev/null 2>&1 || need_pkgs+=(patch)  # runtimes/patches/ (edgelab/runtimes/patches.py)
+# the cross builds (linux-aarch64, android-arm64, windows-x64: runtimes/llama.cpp.yaml) and the virtual
+# devices that run them: aarch64 personas under qemu user mode, Windows personas' .exe under wine
+command -v aarch64-linux-gnu-g++ >/dev/null 2>&1 || need_pkgs+=(g++-aarch64-linux-gnu)
+command -v x86_64-w64-mingw32-g++-posix >/dev/null 2>&1 || need_pkgs+=(g++-mingw-w64-x86-64-posix)
+[ -x /usr/bin/qemu-aarch64-static ] || need_pkgs+=(qemu-user-static)
+[ -x /usr/lib/wine/wine64 ] || need_pkgs+=(wine64)
 # PostgreSQL server binaries: the tests start their own server (initdb into a temp dir, unix socket)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null 2>&1 || need_pkgs+=(postgresql)
 "${PYTHON:-python3}" -c 'import ensurepip, venv' >/dev/null 2>&1 || need_pkgs+=(python3-venv)  # _env.sh: .venv

@@ -65,7 +65,7 @@ def ls(
     from rich.table import Table
 
     from edgelab.store.db import session_scope
-    from edgelab.store.runs import get_summary, list_runs
+    from edgelab.store.runs import execution_of, get_summary, list_runs
 
     with session_scope(open_engine(), write=False) as s:
         rows = []
@@ -81,6 +81,7 @@ def ls(
                     "kind": r.kind,
                     "state": r.state,
                     "virtual": r.virtual,
+                    "emulated": bool(execution_of(r).get("emulated")),
                     "summary": summ.metrics if summ else None,
                 }
             )
@@ -96,7 +97,9 @@ def ls(
             r["id"],
             r["created_at"].strftime("%Y-%m-%d %H:%M"),
             escape(r["pipeline"] or "-"),
-            escape(r["device"] or "-") + (" (virtual)" if r["virtual"] else ""),
+            escape(r["device"] or "-")
+            + (" (virtual)" if r["virtual"] else "")
+            + (" EMULATED" if r["emulated"] else ""),
             escape(r["runtime"] or "-"),
             r["kind"],
             f"[{STATE_STYLE.get(st, 'white')}]{st}[/]",
@@ -125,7 +128,9 @@ def show(
         f"[bold]{rec['id']}[/]  "
         + escape(
             f"{rec['pipeline'] or '-'} on {rec['device'] or '-'}"
-            f"{' (virtual)' if rec['virtual'] else ''}  runtime {rec['runtime'] or '-'}  "
+            f"{' (virtual)' if rec['virtual'] else ''}"
+            f"{' EMULATED (' + str((rec['execution'] or {}).get('label')) + ')' if rec['emulated'] else ''}"
+            f"  runtime {rec['runtime'] or '-'}  "
         )
         + f"[{STATE_STYLE.get(rec['state'], 'white')}]{rec['state']}[/]"
     )

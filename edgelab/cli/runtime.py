@@ -155,8 +155,9 @@ def build(
         str | None,
         typer.Option(
             "--source",
-            help="Source instead of the recipe's git ref: a folder, a tarball, the llama-cpp-python sdist "
-            "(it vendors llama.cpp), or pypi:llama-cpp-python==0.3.36 to download that sdist.",
+            help="Source tree: a folder, a tarball, the llama-cpp-python sdist (it vendors llama.cpp), "
+            "pypi:llama-cpp-python==0.3.36 to download that sdist (the default where the recipe pins one: "
+            "source.sdist), or git to clone the recipe's repo@ref (only when asked; needs the network).",
         ),
     ] = None,
     artifact_name: Annotated[
@@ -175,11 +176,13 @@ def build(
 ) -> None:
     """Run the recipe where its toolchain is present and register the result with provenance.
 
-    A recipe that builds a source tree (llama.cpp for linux-x86_64) is built once per (source hash, target, flags) into the build cache ($EDGELAB_CACHE, default ~/.cache/edgelab) and reused after; each product becomes a runtime artifact (llama.cpp-linux-x86_64-llama-server, ...).
+    A recipe that builds a source tree (llama.cpp) is built once per (source hash, target, flags, patches, toolchain file) into the build cache ($EDGELAB_CACHE, default ~/.cache/edgelab) and reused after; each product's header is checked against the target and it becomes a runtime artifact (llama.cpp-linux-aarch64-llama-server, ...). Cross targets use the compiler the recipe names (`edgelab runtime show llama.cpp` says what is missing and the apt-get line); targets whose toolchain no registry here has are refused with that reason.
 
     \b
+      edgelab runtime build llama.cpp --target linux-aarch64      # Jetson/ARM Linux, static, qemu runs it here
+      edgelab runtime build llama.cpp --target android-arm64      # a static aarch64 executable for /data/local/tmp
+      edgelab runtime build llama.cpp --target windows-x64        # mingw-w64, .exe files (wine runs them here)
       edgelab runtime build llama.cpp --target linux-x86_64 --source llama_cpp_python-0.3.36.tar.gz
-      edgelab runtime build llama.cpp --target linux-x86_64 --source pypi:llama-cpp-python==0.3.36
     """
     from edgelab.artifacts.manifest import to_manifest
     from edgelab.config import state_dir

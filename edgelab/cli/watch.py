@@ -41,6 +41,11 @@ def _f(v: Any, unit: str = "") -> str:
     return f"{v:.1f}{unit}" if isinstance(v, float) else f"{v}{unit}"
 
 
+def _emulated(r: dict) -> str:
+    ex = r.get("execution") or {}
+    return f" EMULATED ({ex.get('emulator')}, {ex.get('target')})" if ex.get("emulated") else ""
+
+
 def render(view: RunView) -> Panel:
     """The view as a Rich panel: the read model's figures (edgelab.views.run), nothing computed here."""
     from rich.console import Group
@@ -152,7 +157,7 @@ def render(view: RunView) -> Panel:
     caption = Text(series_caption(view.gap_label, gaps, " ms") if gaps else f"{view.gap_kind} gaps ")
     title = escape(
         f"{r['id']}  {r['pipeline'] or '-'} on {r['device'] or '-'}"
-        f"{' (virtual)' if r['virtual'] else ''}  [{r['state']}]"
+        f"{' (virtual)' if r['virtual'] else ''}{_emulated(r)}  [{r['state']}]"
     )
     source = view.summary_source if view.summary_source != "none" else "no"
     return Panel(Group(caption, spark, t), title=title, subtitle=f"{source} summary")

@@ -26,7 +26,7 @@ from sqlmodel import Session, select
 from edgelab.errors import EvidenceRefused, NotFound
 from edgelab.matrix.layout import column_by, row_by
 from edgelab.store.models import Device
-from edgelab.store.runs import Run, RunRequest, RunSample, get_run
+from edgelab.store.runs import Run, RunRequest, RunSample, execution_of, get_run
 
 PROTOCOL = "single_request_batch1_v1"
 MIN_WARMUP = 1
@@ -139,6 +139,11 @@ def judge_run(session: Session, run: Run, row_key: str, pipeline: str) -> Verdic
         dev_virtual = bool(dev and dev.virtual)
     if run.virtual or dev_virtual or (run.provenance or {}).get("virtual"):
         f.append(f"ran on virtual device {run.device_name}: demonstrates the machinery, never qualifies")
+    ex = execution_of(run)
+    if ex.get("emulated"):
+        f.append(
+            f"emulated ({ex.get('emulator')}, {ex.get('target')}): an emulator's figures, never a device's"
+        )
     entry, why = _device_row(session, run)
     row = row_by(row_key)
     if why:

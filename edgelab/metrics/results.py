@@ -128,10 +128,11 @@ def import_tree(engine: Engine, path: str | Path, **kwargs: Any) -> list[str]:
 
 def run_record(session: Session, run: Run) -> dict[str, Any]:
     """A run as plain data (for ``runs show/export --json`` and reports)."""
-    from edgelab.store.runs import get_summary, requests_of
+    from edgelab.store.runs import execution_of, get_summary, requests_of
 
     final = get_summary(session, run.id, "final")
     live = get_summary(session, run.id, "live")
+    ex = execution_of(run)
     return {
         "id": run.id,
         "pipeline": run.pipeline,
@@ -142,6 +143,8 @@ def run_record(session: Session, run: Run) -> dict[str, Any]:
         "kind": run.kind,
         "state": run.state,
         "virtual": run.virtual,
+        "emulated": bool(ex.get("emulated")),
+        "execution": ex or None,
         "command": run.command,
         "error": run.error,
         "created_at": run.created_at,

@@ -19,7 +19,7 @@ from pathlib import Path
 from sqlmodel import Session
 
 from edgelab.artifacts.registry import add_artifact
-from edgelab.errors import BuildError, NotFound
+from edgelab.errors import BuildError, NotFound, SourceError
 from edgelab.metrics.provenance import git_state
 from edgelab.runtimes import toolchains
 from edgelab.runtimes.cache import (
@@ -378,6 +378,12 @@ def ensure_build(
     root = Path(root) if root else cache_root()
     if source is None and spec.sdist:
         source = PYPI_PREFIX + spec.sdist  # the pinned sdist that vendors the tree: no git clone
+    elif source is None:
+        raise SourceError(
+            f"{spec.name}: no source given, and the recipe pins no sdist that vendors it",
+            remedy=f"--source FOLDER or ARCHIVE of {spec.repo or spec.name} at {spec.ref or 'its pinned ref'}, "
+            "or --source git to clone the recipe's repo@ref (needs the network)",
+        )
     elif str(source) == GIT_SOURCE:
         source = None  # asked for: the recipe's repo@ref, cloned
     src = resolve_source(spec.name, source, repo=spec.repo, ref=spec.ref, root=root)

@@ -169,6 +169,25 @@ class RunLog(SQLModel, table=True):
 # --- API -----------------------------------------------------------------------------------------
 
 
+def execution_of(run: Run) -> dict[str, Any]:
+    """How a virtual device ran the run's build (edgelab.runtimes.emulation): ``mode`` native |
+    emulated | lab-host-build, ``label``; {} on a real device or for the reference runtime.
+    Read from the bench's provenance, or the plan a deployment was launched from."""
+    prov = run.provenance or {}
+    ex = (
+        prov.get("execution")
+        or (prov.get("plan") or {}).get("execution")
+        or (run.meta or {}).get("execution")
+    )
+    return dict(ex) if isinstance(ex, dict) else {}
+
+
+def emulated_label(run: Run) -> str:
+    """ " (emulated: ...)" for a run whose figures came from an emulator, else ""."""
+    ex = execution_of(run)
+    return f" (emulated: {ex.get('emulator')}, {ex.get('target')})" if ex.get("emulated") else ""
+
+
 def create_run(session: Session, **fields: Any) -> Run:
     """A new run row (state pending unless given); fields are Run's columns."""
     state = fields.get("state", "pending")

@@ -117,7 +117,15 @@ class RunFollower:
 
     def _poll(self) -> RunView:
         from edgelab.metrics.live import recompute
-        from edgelab.store.runs import get_run, get_summary, logs_of, requests_of, samples_of, telemetry_of
+        from edgelab.store.runs import (
+            execution_of,
+            get_run,
+            get_summary,
+            logs_of,
+            requests_of,
+            samples_of,
+            telemetry_of,
+        )
 
         with session_scope(self.engine, write=False) as s:
             run = get_run(s, self.run_id)
@@ -144,6 +152,7 @@ class RunFollower:
                 "strategy": run.strategy,
                 "state": run.state,
                 "virtual": bool(run.virtual),
+                "execution": execution_of(run),
                 "kind": run.kind,
                 "error": run.error,
                 "started_at": run.started_at,

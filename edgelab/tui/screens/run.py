@@ -135,6 +135,9 @@ class RunScreen(Screen):
                 "  VIRTUAL device: figures demonstrate the machinery, they qualify nothing",
                 style="bold yellow",
             )
+        ex = r.get("execution") or {}
+        if ex.get("emulated"):
+            title.append(f"  EMULATED ({ex.get('emulator')}, {ex.get('target')})", style="bold yellow")
         self.query_one("#run-title", Static).update(title)
         if v.kind == "action":
             self._action(v)
