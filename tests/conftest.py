@@ -31,6 +31,10 @@ LAB_FIXTURES: dict[str, tuple[str, ...]] = {
     "ssh_lab": ("ssh",),  # every SSH persona on a real sshd (tests/fixtures/ssh_lab.py)
     "adb_lab": ("adb",),  # the real adb server in front of the ADB emulator (tests/fixtures/adb_lab.py)
     "llama_build": ("slow",),  # the lab host's llama.cpp build, minutes when the cache is cold
+    # the device targets' cross builds (tests/fixtures/llama_build.py), run under qemu or wine
+    "llama_build_aarch64": ("slow", "cross"),
+    "llama_build_android": ("slow", "cross"),
+    "llama_build_windows": ("slow", "cross"),
     "pg_server": ("postgres",),  # a real PostgreSQL server (tests/fixtures/postgres.py)
 }
 # Names that start lab processes without those fixtures: a test, or any fixture it uses, whose code

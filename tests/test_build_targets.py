@@ -248,3 +248,18 @@ def test_a_dry_run_on_the_wrong_os_exits_1_with_the_refusal(planned_db, tmp_path
     assert ref["code"] == "build_target_mismatch" and ref["device"] == "win-hx370-rtx5090"
     assert "OS: the build is for linux (ELF), the device runs windows" in ref["message"]
     assert "--target windows-x64" in ref["remedy"]
+
+
+def test_a_cuda_target_is_built_for_the_gpu_architecture_it_is_given(monkeypatch, tmp_path):
+    from edgelab.errors import BuildError
+    from edgelab.runtimes.build import cuda_archs, ensure_build
+
+    spec = load_runtimes()["llama.cpp"]
+    recipe = spec.targets["linux-x86_64-cuda"]
+    assert recipe.options == {"cuda_arch"}
+    sm90 = recipe.with_options({"cuda_arch": "90"})
+    assert "-DCMAKE_CUDA_ARCHITECTURES=90-real" in sm90.flags and cuda_archs(sm90.flags) == ["90-real"]
+    assert "-DGGML_CUDA_FA_QUANTS=f16-f16" in sm90.flags
+    monkeypatch.setattr("edgelab.runtimes.build.check_toolchain", lambda r, host=None: [])
+    with pytest.raises(BuildError, match="needs cuda_arch"):
+        ensure_build(spec, "linux-x86_64-cuda", source=tmp_path, root=tmp_path)

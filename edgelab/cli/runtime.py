@@ -145,6 +145,26 @@ def show(name: str, folder: DirOpt = None, as_json: JsonOpt = False) -> None:
             )
 
 
+def _device_options(engine, name: str) -> dict[str, str]:
+    """Build options from a device's newest facts: its NVIDIA GPU's architecture (sm_87 -> 87)."""
+    from edgelab.probe.facts import Facts
+    from edgelab.store.db import session_scope
+    from edgelab.store.snapshots import latest_snapshot
+
+    with session_scope(engine, write=False) as s:
+        facts = Facts.from_dict(latest_snapshot(s, name).facts or {})
+    archs = [a.cuda_arch for a in facts.accelerators if a.cuda_arch]
+    if not archs:
+        fail_from(
+            ConfigError(
+                f"{name}'s facts name no CUDA architecture",
+                remedy=f"probe it again (`edgelab probe {name}`), or give --cuda-arch",
+            ),
+            code=2,
+        )
+    return {"cuda_arch": "".join(ch for ch in archs[0] if ch.isdigit())}
+
+
 @app.command("build")
 def build(
     name: str,
@@ -169,6 +189,18 @@ def build(
         typer.Option(
             "--workdir",
             help="Build folder for recipes that are not cached (default ~/.edgelab/builds/NAME/TARGET).",
+        ),
+    ] = None,
+    cuda_arch: Annotated[
+        str | None,
+        typer.Option(
+            "--cuda-arch", help="GPU architecture a CUDA target compiles for (90 for sm_90, 120 ...)."
+        ),
+    ] = None,
+    for_device: Annotated[
+        str | None,
+        typer.Option(
+            "--for-device", help="Take the build options (the GPU architecture) from this device's facts."
         ),
     ] = None,
     folder: DirOpt = None,
@@ -215,9 +247,14 @@ def build(
         err_console.print(f"[dim]{escape(line)}[/]", soft_wrap=True)
 
     engine = get_engine(state.db)
+    options: dict[str, str] = {}
+    if for_device is not None:
+        options.update(_device_options(engine, for_device))
+    if cuda_arch is not None:
+        options["cuda_arch"] = "".join(ch for ch in cuda_arch if ch.isdigit())
     with session_scope(engine) as s:
         if recipe.fetches_source:
-            built = ensure_build(spec, target, source=source, progress=progress)
+            built = ensure_build(spec, target, source=source, progress=progress, options=options)
             arts = register_build(s, spec, built, prefix=artifact_name)
             data = {
                 "build_key": built.key,

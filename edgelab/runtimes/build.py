@@ -366,10 +366,19 @@ def ensure_build(
     source: str | Path | None = None,
     root: Path | None = None,
     progress=None,
+    options: dict[str, str] | None = None,
 ) -> CachedBuild:
     """Build ``spec`` for ``target`` from ``source`` (see edgelab.runtimes.source.resolve_source)
-    once per (source hash, target, flags) into the cache, or return the build already there."""
+    once per (source hash, target, flags) into the cache, or return the build already there.
+    ``options`` fill the recipe's build options (``{cuda_arch}``) before the build is keyed."""
     recipe = _recipe(spec, target)
+    lacking = sorted(recipe.options - set(options or {}))
+    if lacking:
+        raise BuildError(
+            f"{spec.name} {target} needs {', '.join(lacking)}: the GPU architecture to compile for",
+            remedy="give --cuda-arch (90 for sm_90), or --for-device DEVICE to take it from the device's facts",
+        )
+    recipe = recipe.with_options(options or {})
     if not recipe.fetches_source:
         raise BuildError(
             f"{spec.name} {target}: this recipe fetches or needs no source tree; it is not cached",

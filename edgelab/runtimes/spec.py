@@ -76,6 +76,9 @@ BUILD_PLACEHOLDERS = {
     "launcher",
     "toolchains",
 }
+# Build options a recipe's flags may take from the operator (edgelab runtime build --cuda-arch 90):
+# filled in before the build is keyed, so each value is its own build
+BUILD_OPTIONS = {"cuda_arch"}
 # What a launch template may ask for; launch.py fills them from the plan (see its module doc).
 LAUNCH_PLACEHOLDERS = {
     "bin",
@@ -151,6 +154,22 @@ class TargetRecipe:
     isa: str | None = None  # instruction-set level the products need, e.g. x86-64-v3
     patches: tuple[str, ...] = ()  # applied to the fetched source, relative to the runtime file
     notes: tuple[str, ...] = ()  # what the build leaves out and why (recorded in its manifest)
+
+    @property
+    def options(self) -> set[str]:
+        """The build options its flags take (``{cuda_arch}``): values the operator gives."""
+        return {ph for f in self.flags for ph in _PLACEHOLDER.findall(f) if ph in BUILD_OPTIONS}
+
+    def with_options(self, values: dict[str, str]) -> TargetRecipe:
+        """This recipe with its build options filled in (the flags then key the build)."""
+        from dataclasses import replace
+
+        def fill(flag: str) -> str:
+            for k, v in values.items():
+                flag = flag.replace("{" + k + "}", str(v))
+            return flag
+
+        return replace(self, flags=tuple(fill(f) for f in self.flags))
 
     @property
     def fetches_source(self) -> bool:
@@ -348,10 +367,13 @@ def parse_runtime(data: Any, file: str) -> RuntimeSpec:
         for pname in patches:
             if not (Path(file).parent / pname).is_file():
                 errors.append(f"{raw.where('patches')}: patch {pname!r} is not a file beside {file}")
+        flags = _argv(
+            raw.get("flags"), raw.where("flags"), "flags", errors, BUILD_PLACEHOLDERS | BUILD_OPTIONS
+        )
         targets[str(tname)] = TargetRecipe(
             str(tname),
             tools,
-            _strs(raw.get("flags"), raw.where("flags"), "flags", errors),
+            flags,
             tuple(steps),
             produces,
             where,

@@ -58,6 +58,12 @@ TOOLS: dict[str, Tool] = {
             "no Debian main package carries CUDA 12+",
         ),
         Tool(
+            "cublas",
+            None,
+            "install the CUDA toolkit's cuBLAS (libcublas-dev for the toolkit's version, from NVIDIA's CUDA "
+            "repository); the toolkit beside nvcc must have cublas_v2.h and libcublas",
+        ),
+        Tool(
             "cuda-aarch64",
             None,
             "install NVIDIA's cuda-cross-aarch64 (JetPack's cross toolkit: targets/aarch64-linux beside "
@@ -137,6 +143,14 @@ def find(name: str) -> tuple[bool, str]:
         libs = [Path("/usr/x86_64-w64-mingw32/lib") / n for n in ("libvulkan-1.a", "libvulkan-1.dll.a")]
         found = any(p.is_file() for p in libs)
         return found, "" if found else "no libvulkan-1 import library under /usr/x86_64-w64-mingw32/lib"
+    if name == "cublas":
+        root = cuda_root()
+        if root is None:
+            return False, "no CUDA toolkit (nvcc) on this host"
+        heads = [root / "include" / "cublas_v2.h", *root.glob("targets/*/include/cublas_v2.h")]
+        if any(h.is_file() for h in heads):
+            return True, ""
+        return False, f"the CUDA toolkit at {root} has no cublas_v2.h (ggml-cuda links cuBLAS)"
     if name == "cuda-aarch64":
         have = cuda_targets()
         if {"aarch64-linux", "sbsa-linux"} & set(have):

@@ -151,7 +151,11 @@ def runs_build(tpl) -> bool:
     return isinstance(first, str) and first.startswith("{bin}")
 
 
-def launch_targets(ctx: PlanContext, native: bool = True) -> list[str]:
+def _windows(ctx: PlanContext) -> bool:
+    return any(t.startswith("windows-") for t in ctx.profile.runtime_targets or [])
+
+
+def launch_targets(ctx: PlanContext, native: bool = True, runtime: str | None = None) -> list[str]:
     """Build targets a launch may use, most specific first.
 
     A virtual device runs its own CPU target's build (``linux-aarch64`` on an Orin persona, under
@@ -162,6 +166,9 @@ def launch_targets(ctx: PlanContext, native: bool = True) -> list[str]:
     if ctx.target:
         return [ctx.target]
     if ctx.virtual:
+        if not native and _windows(ctx) and runtime != REFERENCE:
+            # edgelab's controller with POSIX paths is no Windows program: the device's own targets
+            return list(ctx.profile.runtime_targets or [])
         if ctx.lab_host_build or not native:
             return [host_target()]
         return cpu_targets(ctx.profile.runtime_targets or [])
@@ -211,7 +218,7 @@ def template_process(
         return proc, []
     if ctx.purpose == "bench" and tpl.bench is not None:
         tpl = tpl.bench
-    targets = launch_targets(ctx, runs_build(tpl))
+    targets = launch_targets(ctx, runs_build(tpl), runtime)
     target = pick_target(tpl, targets)
     proc.template = tpl.ref
     if target is None:
@@ -219,6 +226,12 @@ def template_process(
             f"{tpl.ref} is written for {', '.join(tpl.targets)}, not for this device's "
             f"target{'s' if len(targets) != 1 else ''} {', '.join(targets) or '(none probed)'}"
         )
+        if _windows(ctx) and not runs_build(tpl) and runtime != REFERENCE:
+            proc.unavailable += (
+                f"; {runtime} runs under edgelab's Python controller, which has no Windows-side runner "
+                "(its zipapp and model paths are POSIX ones): run it on this machine's WSL side or on a "
+                "Linux or Android device"
+            )
         proc.target = targets[0] if targets else None
         if not show_unavailable:
             return proc, []
