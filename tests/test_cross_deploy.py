@@ -115,10 +115,12 @@ def test_the_device_build_runs_emulated_is_measured_and_stops_clean(
     cross_lab, ssh_lab, device, target, emulator
 ):
     _url, engine, opts = cross_lab
-    req = DeployRequest(device, "spark-x2.5", runtime="llama.cpp", threads=2, ready_timeout=300)
+    req = DeployRequest(device, "spark-x2.5", runtime="llama.cpp")
     p = planning.plan(engine, req).plan
     proc = p.processes[0]
     assert proc.target == target and proc.unavailable is None
+    assert proc.argv[proc.argv.index("-t") + 1] == "1"  # emulated: one thread (no spinning barriers)
+    assert p.ready_timeout_s >= 150  # an emulated start-up is slow
     assert p.execution == {
         "mode": "emulated",
         "target": target,
@@ -167,9 +169,7 @@ def test_bench_on_the_phone_is_labelled_emulated(cross_lab):
     _url, engine, opts = cross_lab
     res = run_bench(
         engine,
-        BenchRequest(
-            "s25", "spark-x2.5", runtime="llama.cpp", warmup=1, requests=2, threads=2, ready_timeout=300
-        ),
+        BenchRequest("s25", "spark-x2.5", runtime="llama.cpp", warmup=1, requests=2),
         opts=opts,
     )
     rep = res.report()

@@ -30,6 +30,7 @@ def _dep_dict(d) -> dict[str, Any]:
         "runtime": d.runtime,
         "state": d.state,
         "virtual": d.virtual,
+        "execution": (getattr(d, "plan", None) or {}).get("execution") or None,
         "remote_dir": d.remote_dir,
         "error": d.error,
         "phases": d.phases,
@@ -257,7 +258,12 @@ def _ps_table(out) -> None:
             escape(d.runtime),
             d.state + (" (to stop)" if d.to_stop else ""),
             d.started_at.strftime("%H:%M:%S") if d.started_at else "-",
-            "[dim]VIRTUAL[/]" if d.virtual else "",
+            ("[dim]VIRTUAL[/]" if d.virtual else "")
+            + (
+                " [yellow]EMULATED[/]"
+                if ((getattr(d, "plan", None) or {}).get("execution") or {}).get("emulated")
+                else ""
+            ),
         )
     console.print(table)
 

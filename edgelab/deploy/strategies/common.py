@@ -235,11 +235,15 @@ def template_process(
         proc.target = targets[0] if targets else None
         if not show_unavailable:
             return proc, []
+    n_threads = threads(ctx)
+    if ctx.virtual and not ctx.threads and runs_build(tpl) and not ctx.lab_host_build and target:
+        if execution(target).emulated:
+            n_threads = 1  # qemu: ggml's workers spin at every barrier; one thread decodes ~2.5x faster
     base: dict[str, Any] = {
         "python": ctx.python,
         "run": ctx.run_id,
         "device": ctx.device,
-        "threads": threads(ctx),
+        "threads": n_threads,
         "backend": backend,
         "gpu_layers": 999 if PLACEMENT.get(backend.lower()) == "gpu" else None,
     }
@@ -407,6 +411,8 @@ def base_plan(
     if ctx.virtual and native:
         ex = execution(native[0].target or host_target(), lab_host_build=ctx.lab_host_build)
         plan.execution = ex.to_dict()
+        if ex.emulated:  # qemu translates every instruction; wine starts its services first
+            plan.ready_timeout_s = max(plan.ready_timeout_s * 5, 150.0)
         own = ", ".join(ctx.profile.runtime_targets or []) or "unknown"
         plan.notes.append(
             f"virtual device: lab host build ({host_target()}); the device's own targets are {own}"
