@@ -50,23 +50,17 @@ def test_the_cross_builds_are_what_their_targets_say(
 
 
 @pytest.fixture(scope="module")
-def cross_lab(
-    deploy_lab, llama_build_aarch64, llama_build_android, llama_build_windows, ssh_lab, tmp_path_factory
-):
-    """The deploy lab, the Windows persona probed too, the three device builds and a 4M GGUF."""
+def cross_lab(deploy_lab, ssh_lab, tmp_path_factory):
+    """The deploy lab, the Windows persona probed too, and a 4M random-weight GGUF; each test
+    registers the device build it deploys (``_register``)."""
     from edgelab.inventory.probe import probe_devices
     from edgelab.models.synth import synth_files
-    from edgelab.runtimes import load_runtimes
-    from edgelab.runtimes.build import register_build
 
     url, engine, opts = deploy_lab
     (win,) = probe_devices(engine, ["win-hx370-rtx5090"], timeout=60, ssh_config=str(ssh_lab.ssh_config_path))
     assert win.ok, win.error
-    spec = load_runtimes()["llama.cpp"]
     model = synth_files("spark-x2.5-cross", "4M", out_dir=tmp_path_factory.mktemp("models"))
     with session_scope(engine) as s:
-        for build in (llama_build_aarch64, llama_build_android, llama_build_windows):
-            register_build(s, spec, build, prefix=f"cross-{build.manifest['target']}")
         add_artifact(
             s,
             "spark-x2.5-cross",
@@ -78,6 +72,20 @@ def cross_lab(
             replace=True,
         )
     return url, engine, opts
+
+
+BUILD_FIXTURE = {"linux-aarch64": "llama_build_aarch64", "android-arm64": "llama_build_android",
+                 "windows-x64": "llama_build_windows"}  # fmt: skip
+
+
+def _register(request, engine, target: str) -> None:
+    """The target's cross build (the module is marked slow and cross: its fixtures are those lanes')."""
+    from edgelab.runtimes import load_runtimes
+    from edgelab.runtimes.build import register_build
+
+    build = request.getfixturevalue(BUILD_FIXTURE[target])
+    with session_scope(engine) as s:
+        register_build(s, load_runtimes()["llama.cpp"], build, prefix=f"cross-{target}")
 
 
 def _live(engine, run_id):
@@ -112,9 +120,10 @@ def _wine_processes(prefix: Path) -> list[int]:
     ],
 )
 def test_the_device_build_runs_emulated_is_measured_and_stops_clean(
-    cross_lab, ssh_lab, device, target, emulator
+    request, cross_lab, ssh_lab, device, target, emulator
 ):
     _url, engine, opts = cross_lab
+    _register(request, engine, target)
     req = DeployRequest(device, "spark-x2.5", runtime="llama.cpp")
     p = planning.plan(engine, req).plan
     proc = p.processes[0]
@@ -165,8 +174,9 @@ def test_the_device_build_runs_emulated_is_measured_and_stops_clean(
         assert group_members(row.pid) == []
 
 
-def test_bench_on_the_phone_is_labelled_emulated(cross_lab):
+def test_bench_on_the_phone_is_labelled_emulated(request, cross_lab):
     _url, engine, opts = cross_lab
+    _register(request, engine, "android-arm64")
     res = run_bench(
         engine,
         BenchRequest("s25", "spark-x2.5", runtime="llama.cpp", warmup=1, requests=2),
