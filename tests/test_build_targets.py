@@ -43,6 +43,8 @@ def _cuda_archs(target: str) -> list[str]:
     from edgelab.runtimes.build import cuda_archs
 
     recipe = RECIPES.get(target)
+    if recipe and recipe.options:  # linux-x86_64-cuda: built for the architecture it is given
+        recipe = recipe.with_options({"cuda_arch": "90"})
     return cuda_archs(recipe.flags) if recipe else []
 
 

@@ -507,7 +507,7 @@ def cuda_archs(flags) -> list[str]:
     """The GPU architectures a CUDA build holds code for (``-DCMAKE_CUDA_ARCHITECTURES=87-real``)."""
     for f in flags:
         if f.startswith("-DCMAKE_CUDA_ARCHITECTURES="):
-            return [a for a in f.split("=", 1)[1].replace(",", ";").split(";") if a]
+            return [a for a in f.split("=", 1)[1].replace(",", ";").split(";") if a and "{" not in a]
     return []
 
 
