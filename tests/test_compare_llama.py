@@ -55,7 +55,13 @@ def llama_lab(tmp_path_factory, ssh_lab, llama_build):
 
 def _base(**kw) -> BenchRequest:
     return BenchRequest(
-        "orin-agx", "spark-x2.5", runtime="llama.cpp", strategy="S3", model="spark-ab-f16", **kw
+        "orin-agx",
+        "spark-x2.5",
+        runtime="llama.cpp",
+        strategy="S3",
+        model="spark-ab-f16",
+        lab_host_build=True,
+        **kw,
     )
 
 
@@ -69,7 +75,10 @@ def test_threads_sweep_on_llama_server_stores_a_run_per_point_and_the_best(llama
     with session_scope(engine, write=False) as s:
         runs = [get_run(s, p.run_id) for p in res.points]
     assert [r.provenance["threads"] for r in runs] == ["1", "2"]  # what each point really ran
-    assert all(r.meta["virtual_note"] == "virtual device: lab host build" for r in runs)
+    assert all(
+        r.meta["virtual_note"] == "virtual device: lab host build (linux-x86_64), --lab-host-build"
+        for r in runs
+    )
     for r in runs:  # the server's per-request records pooled over both blocks, the report remade
         assert len(r.meta["records"]) == 8 and r.meta["llama"]["requests"] == 6
         assert r.meta["llama"]["decode_tok_s"]["count"] == 6
@@ -106,6 +115,7 @@ def test_llama_bench_repetitions_pool_across_blocks(llama_lab):
         model="spark-ab-f16",
         requests=4,
         threads=1,
+        lab_host_build=True,
     )
     res = run_points(engine, base, parse_sweep(["threads=1,2"]), block=2, opts=opts)
     for p in res.points:

@@ -371,6 +371,8 @@ def _absorb(engine: Engine, pr: PointResult, block_run: str | None, index: int) 
                 "target",
                 "options",
                 "virtual_note",
+                "execution",  # how a virtual device ran it: emulated figures stay labelled so
+                "emulated",
                 "control_hz",
                 "control_period_s",
                 "slow_every",
