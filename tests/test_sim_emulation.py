@@ -90,6 +90,7 @@ def test_a_windows_persona_runs_an_exe_through_wine_with_its_own_paths(tmp_path)
     store = drive / "Users" / "edgelab" / "AppData" / "Local" / "edgelab" / "store"
     store.mkdir(parents=True)
     _compile("x86_64-w64-mingw32-gcc-posix", READER, store / "reader.exe")
+    (store / "reader.exe").chmod(0o644)  # as pushed over SFTP: Windows has no execute bit
     (store / "data.txt").write_text("from the store")
     (drive / "Users" / "edgelab" / "elf").write_bytes(Path("/bin/true").read_bytes())
     (drive / "Users" / "edgelab" / "elf").chmod(0o755)

@@ -44,6 +44,12 @@ def _files(session: Session, art: Artifact) -> list[ArtifactFile]:
     return list(session.exec(select(ArtifactFile).where(ArtifactFile.artifact_id == art.id)).all())
 
 
+def _program(product: str) -> str:
+    """The name a template runs a product by: ``{bin}/llama-server`` starts ``llama-server.exe`` on
+    Windows as CreateProcess does (a name without an extension gets ``.exe``)."""
+    return product[:-4] if product.lower().endswith(".exe") else product
+
+
 def _runtime_build(cands: list[Artifact], runtime: str, programs: set[str]) -> list[Artifact]:
     """The build's artifacts: one with every file, or (``edgelab runtime build``) one per product,
     all from the build that made the first program the template runs."""
@@ -55,7 +61,7 @@ def _runtime_build(cands: list[Artifact], runtime: str, programs: set[str]) -> l
     per_product = [a for a in mine if (a.meta or {}).get("product")]
     if not per_product:
         return mine[:1]
-    first = next((a for p in sorted(programs) for a in per_product if a.meta["product"] == p), None)
+    first = next((a for p in sorted(programs) for a in per_product if _program(a.meta["product"]) == p), None)
     if first is None:
         return []
     key = first.meta.get("build_key")
@@ -63,7 +69,7 @@ def _runtime_build(cands: list[Artifact], runtime: str, programs: set[str]) -> l
     for a in per_product:
         if a.meta.get("build_key") == key and a.target == first.target:
             out.setdefault(a.meta["product"], a)
-    if not programs <= set(out):
+    if not programs <= {_program(p) for p in out}:
         return []
     return [first, *[a for p, a in sorted(out.items()) if a is not first]]
 

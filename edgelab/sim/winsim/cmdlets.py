@@ -1333,8 +1333,10 @@ def resolve_native(interp: Interp, name: str) -> str | None:
         return shutil.which("cmd") or None
     if "/" in name or "\\" in name or fs.is_windows_path(name):
         host = interp.host(name)
+        on_drive = host.startswith(fs.drive_root())
         for cand in (host, host + ".exe"):
-            if os.path.isfile(cand) and os.access(cand, os.X_OK):
+            # Windows has no execute bit: a file on drive C is a program if it is one (launch_argv)
+            if os.path.isfile(cand) and (on_drive or os.access(cand, os.X_OK)):
                 return cand
         return None
     for cand in (name, name[:-4] if low.endswith(".exe") else None):
