@@ -30,7 +30,7 @@ def _dict(spec) -> dict:
     return {
         "name": spec.name,
         "description": spec.description,
-        "source": {"repo": spec.repo, "ref": spec.ref, "pip": spec.pip, **spec.extra},
+        "source": {"sdist": spec.sdist, "repo": spec.repo, "ref": spec.ref, "pip": spec.pip, **spec.extra},
         "file": spec.file,
         "targets": {
             t: {
@@ -89,7 +89,11 @@ def ls(folder: DirOpt = None, as_json: JsonOpt = False) -> None:
     for r in rows:
         src = r["source"]
         where = (
-            f"{src['repo']}@{src['ref']}" if src.get("repo") else (src.get("pip") or src.get("local") or "")
+            f"sdist {src['sdist']}"
+            if src.get("sdist")
+            else f"{src['repo']}@{src['ref']} (--source)"
+            if src.get("repo")
+            else (src.get("pip") or src.get("local") or "")
         )
         targets = ", ".join(t + ("*" if not v["missing"] else "") for t, v in r["targets"].items())
         table.add_row(escape(r["name"]), escape(where), escape(targets))
