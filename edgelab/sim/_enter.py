@@ -20,7 +20,7 @@ Layout built inside the namespace (under a tmpfs used as the new root):
 - ``--home DIR`` (the SSH lab gives each persona one) becomes ``$HOME`` and an ssh session's
   working directory, so ``~/.edgelab/store`` on a virtual device is that device's own, not the
   lab host's real home (which stays mounted: the lab's Python may live under it).
-- a persona whose ``persona.yaml`` says ``arch: aarch64`` on an x86-64 lab host gets its own user
+- a Linux or Android persona whose ``persona.yaml`` says ``arch: aarch64`` on an x86-64 lab host gets its own user
   namespace and, in it, its own ``binfmt_misc`` (Linux 6.7+ gives each user namespace one) with
   ``qemu-aarch64-static`` registered for aarch64 ELFs: the device's own build starts as on the
   device (``exec`` of the file, whatever starts it), under user-mode emulation, and nothing is
@@ -362,7 +362,10 @@ def main(args: list[str]) -> None:
         die("no command", 2)
     cwd = os.getcwd()
     arch = persona_arch(persona)
-    qemu = emulator_for(arch)
+    # a Windows persona (it has a drive C) starts .exe files through wine, never an ELF: no emulator,
+    # and no user namespace of its own (its taskkill reads other commands' /proc/PID/environ, which a
+    # sibling user namespace may not)
+    qemu = emulator_for(arch) if drive is None else None
     try:
         enter_namespace(hostname, own_user_ns=qemu is not None)
         root = build_root(persona, device_root, drive)
