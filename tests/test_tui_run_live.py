@@ -81,8 +81,16 @@ async def test_run_from_another_process_shows_live(tmp_path) -> None:
             await proc.stdin.drain()
             assert await _line(proc) == "written"
             polls_at_commit = screen.polls
+            # the writer commits event by event: a poll during its feed can see the run running with
+            # only its first chunk, so wait for the poll that sees all three
             await until_polled(
-                app, pilot, lambda: screen.view.kind == "audio" and screen.view.run["state"] == "running"
+                app,
+                pilot,
+                lambda: (
+                    screen.view.kind == "audio"
+                    and screen.view.run["state"] == "running"
+                    and len(screen.view.buffer_ms) == 3
+                ),
             )
             # seen by the first or second poll after the writer committed: within a second at 0.5 s a poll
             assert screen.polls - polls_at_commit <= 2
