@@ -7,6 +7,8 @@ line an operator has to fix.
 
 from __future__ import annotations
 
+import copy
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -102,8 +104,20 @@ def _depth_error(text: str, file: str) -> CatalogError | None:
     return None
 
 
+_PARSED: dict[tuple[str, str], Any] = {}  # (file, text digest) -> parsed: a plan reads the catalog often
+
+
 def load_text(text: str, file: str) -> Any:
-    """Parse YAML text; syntax errors become :class:`CatalogError` naming ``file:line``."""
+    """Parse YAML text; syntax errors become :class:`CatalogError` naming ``file:line``.
+
+    The same text of the same file is parsed once per process; each caller gets its own copy."""
+    key = (file, hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest())
+    if key not in _PARSED:
+        _PARSED[key] = _parse(text, file)
+    return copy.deepcopy(_PARSED[key])
+
+
+def _parse(text: str, file: str) -> Any:
     try:
         deep = _depth_error(text, file)
         if deep is not None:
