@@ -12,6 +12,7 @@ from it. The hierarchy::
     │   │   ├── PlaybookError       an invalid playbooks/*.yaml
     │   │   └── RuntimeError_       an invalid runtimes/*.yaml
     │   ├── TemplateError           a launch template the plan's values cannot render
+    │   ├── UnknownName             a strategy or runtime name the catalog does not know; exit 2
     │   ├── BadCapture              a file that is no captured command output; exit 2
     │   └── InvalidInput            an imported file with bad lines (``problems``); exit 2
     ├── NotFound                    a device, run or artifact the database does not hold
@@ -113,6 +114,13 @@ class TemplateError(ConfigError):
     remedy = (
         "fix the template (runtimes/*.yaml, schema in edgelab/runtimes/spec.py) or give the missing value"
     )
+
+
+class UnknownName(ConfigError):
+    """A strategy or runtime named on the command line that edgelab does not know: a usage error,
+    like an unknown pipeline (a CatalogError), so every misspelt catalog name exits 2."""
+
+    exit_code = 2
 
 
 class BadCapture(ConfigError):

@@ -19,6 +19,7 @@ from edgelab.cli.common import (
     print_json,
 )
 from edgelab.errors import EdgelabError
+from edgelab.labels import strategy_label
 
 
 def _dep_dict(d) -> dict[str, Any]:
@@ -27,6 +28,7 @@ def _dep_dict(d) -> dict[str, Any]:
         "device": d.device_name,
         "pipeline": d.pipeline,
         "strategy": d.strategy,
+        "strategy_label": strategy_label(d.strategy, d.runtime),
         "runtime": d.runtime,
         "state": d.state,
         "virtual": d.virtual,
@@ -49,7 +51,7 @@ def _render_plan(planned) -> None:
     p = planned.plan
     virtual = "  [dim]VIRTUAL[/]" if planned.virtual else ""
     console.print(
-        f"[bold]{escape(p.pipeline)}[/] on [bold]{escape(p.device)}[/]: strategy [bold]{p.strategy}[/] "
+        f"[bold]{escape(p.pipeline)}[/] on [bold]{escape(p.device)}[/]: strategy [bold]{escape(strategy_label(p.strategy, p.runtime))}[/] "
         f"runtime {escape(p.runtime)}{virtual}"
     )
     for row in plan_rows(planned.to_dict()):
@@ -171,7 +173,7 @@ def deploy(
         return
     console.print(
         f"run [bold]{dep.run_id}[/]: {escape(dep.pipeline)} on {escape(dep.device_name)} "
-        f"({dep.strategy}, {escape(dep.runtime)}) is {dep.state}"
+        f"({escape(strategy_label(dep.strategy, dep.runtime))}, {escape(dep.runtime)}) is {dep.state}"
     )
     for pl in dep.placement:
         flag = " [red]FALLBACK[/]" if pl.get("fallback") else ""
@@ -254,7 +256,7 @@ def _ps_table(out) -> None:
             d.run_id,
             escape(d.device_name),
             escape(d.pipeline),
-            d.strategy,
+            escape(strategy_label(d.strategy, d.runtime)),
             escape(d.runtime),
             d.state + (" (to stop)" if d.to_stop else ""),
             d.started_at.strftime("%H:%M:%S") if d.started_at else "-",

@@ -9,6 +9,7 @@ import typer
 
 from edgelab.cli.common import JsonOpt, console, emit_error, escape, fail, fail_from, open_engine, print_json
 from edgelab.errors import ConfigError
+from edgelab.labels import strategy_label
 
 app = typer.Typer(
     help="Runs and their results: list, show, export, import the study's records.", no_args_is_help=True
@@ -78,6 +79,8 @@ def ls(
                     "pipeline": r.pipeline,
                     "device": r.device_name,
                     "runtime": r.runtime,
+                    "strategy": r.strategy,
+                    "strategy_label": strategy_label(r.strategy, r.runtime),
                     "kind": r.kind,
                     "state": r.state,
                     "virtual": r.virtual,
@@ -89,7 +92,7 @@ def ls(
         print_json(rows)
         return
     table = Table(box=None, header_style="bold")
-    for col in ("id", "created", "pipeline", "device", "runtime", "kind", "state", "headline"):
+    for col in ("id", "created", "pipeline", "device", "strategy", "runtime", "kind", "state", "headline"):
         table.add_column(col)
     for r in rows:
         st = r["state"]
@@ -100,6 +103,7 @@ def ls(
             escape(r["device"] or "-")
             + (" (virtual)" if r["virtual"] else "")
             + (" EMULATED" if r["emulated"] else ""),
+            escape(r["strategy_label"] if r["strategy"] else "-"),
             escape(r["runtime"] or "-"),
             r["kind"],
             f"[{STATE_STYLE.get(st, 'white')}]{st}[/]",
@@ -130,7 +134,7 @@ def show(
             f"{rec['pipeline'] or '-'} on {rec['device'] or '-'}"
             f"{' (virtual)' if rec['virtual'] else ''}"
             f"{' EMULATED (' + str((rec['execution'] or {}).get('label')) + ')' if rec['emulated'] else ''}"
-            f"  runtime {rec['runtime'] or '-'}  "
+            f"  {rec['strategy_label'] + '  ' if rec['strategy'] else ''}runtime {rec['runtime'] or '-'}  "
         )
         + f"[{STATE_STYLE.get(rec['state'], 'white')}]{rec['state']}[/]"
     )

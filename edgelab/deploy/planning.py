@@ -17,8 +17,9 @@ from edgelab.catalog.devices import load_devices
 from edgelab.catalog.pipelines import load_pipelines, resolve_pipeline_id
 from edgelab.deploy import admission, targetcheck
 from edgelab.deploy import artifacts as plan_artifacts
+from edgelab.deploy.choice import best_plan
 from edgelab.deploy.plan import ExecutionPlan
-from edgelab.deploy.strategies import PlanContext, RefusedPlan, build_plan, s1
+from edgelab.deploy.strategies import PlanContext, s1
 from edgelab.errors import Refusal
 from edgelab.probe.facts import Facts
 from edgelab.profile import DeployProfile, derive_profile
@@ -100,25 +101,36 @@ def plan(engine: Engine, req: DeployRequest, *, run_id: str | None = None) -> Pl
             lab_host_build=req.lab_host_build,
             target=req.target,
         )
-        refused: Refusal | None = None
-        try:
-            built = build_plan(ctx, req.strategy)
-        except RefusedPlan as r:
-            built, refused = r.plan, r
-        the_plan = admission.spread(built, profile)
+
+        def launchable(candidate: ExecutionPlan) -> Refusal | None:
+            """Bind the candidate's artifacts; why it cannot launch here, or None (the chooser's question)."""
+            plan_artifacts.resolve(s, candidate, list(profile.runtime_targets or []), model=req.model)
+            mismatch = targetcheck.check(candidate, facts, lab_host_build=req.lab_host_build)
+            if mismatch is not None:  # a build for another machine than the one that would start it
+                return mismatch
+            refused = s1.launch_refusal(candidate)  # vLLM-Omni's own: its venv, its checkpoint
+            if refused is not None:
+                return refused
+            try:
+                check_artifacts(candidate)
+            except Refusal as r:
+                return r
+            return None
+
+        chosen, unlaunchable = best_plan(ctx, req.strategy, launchable)
+        the_plan = admission.spread(chosen, profile)
         if req.ready_timeout:
             the_plan.ready_timeout_s = float(req.ready_timeout)
-        plan_artifacts.resolve(s, the_plan, list(profile.runtime_targets or []), model=req.model)
-        mismatch = targetcheck.check(the_plan, facts, lab_host_build=req.lab_host_build)
         planned = Planned(req, the_plan, profile, [], snap.facts_hash, bool(device.virtual))
         try:
             planned.admission = [line.to_dict() for line in admission.check(s, device, profile, the_plan)]
-        except Refusal as r:
+        except Refusal as r:  # capacity first: a plan that cannot fit is rejected whatever it lacks
             planned.refusal = r
             planned.admission = [r.numbers] if r.numbers else []
-        planned.refusal = refused or planned.refusal or s1.launch_refusal(the_plan)
-        if mismatch is not None:  # the wrong machine first: nothing else matters until it is right
-            planned.refusal = mismatch
+        if unlaunchable is not None and unlaunchable.code == "build_target_mismatch":
+            planned.refusal = unlaunchable  # the wrong machine first: nothing else matters until it is right
+        elif planned.refusal is None:
+            planned.refusal = unlaunchable
     return planned
 
 

@@ -17,6 +17,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from edgelab.errors import NotFound
+from edgelab.labels import strategy_label
 from edgelab.metrics.ingest import finalize
 from edgelab.metrics.provenance import provenance
 from edgelab.store.db import session_scope
@@ -139,6 +140,7 @@ def run_record(session: Session, run: Run) -> dict[str, Any]:
         "device": run.device_name,
         "runtime": run.runtime,
         "strategy": run.strategy,
+        "strategy_label": strategy_label(run.strategy, run.runtime),
         "profile": run.profile,
         "kind": run.kind,
         "state": run.state,

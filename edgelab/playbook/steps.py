@@ -25,6 +25,7 @@ from edgelab.errors import (
     StepFailure,
     TransportError,
 )
+from edgelab.labels import strategy_label
 from edgelab.playbook.gates import evaluate
 from edgelab.playbook.results import JobResult, StepResult
 from edgelab.playbook.schema import Step
@@ -179,7 +180,9 @@ def do_deploy(
     )  # a killed play's deployment is reaped
     ctx.deployments.append(dep.id)
     out.run_id = dep.run_id
-    out.message = f"deployment {dep.id} {dep.state} ({dep.strategy}, {dep.runtime})"
+    out.message = (
+        f"deployment {dep.id} {dep.state} ({strategy_label(dep.strategy, dep.runtime)}, {dep.runtime})"
+    )
 
 
 def do_stop(

@@ -10,6 +10,7 @@ from sqlalchemy import Engine
 
 from edgelab.errors import EdgelabError
 from edgelab.inventory.view import address_of
+from edgelab.labels import strategy_label
 from edgelab.store.db import session_scope
 from edgelab.units import gib, human_bytes
 from edgelab.views.fleet import max_temperature
@@ -123,7 +124,7 @@ def run_row(run: Any) -> dict[str, Any]:
         "id": run.id,
         "device": run.device_name,
         "pipeline": run.pipeline,
-        "strategy": run.strategy,
+        "strategy": strategy_label(run.strategy, run.runtime),
         "state": run.state,
         "started_at": run.started_at or run.created_at,
         "virtual": bool(run.virtual),

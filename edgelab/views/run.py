@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from edgelab.labels import strategy_label
 from edgelab.store.db import session_scope
 
 TAIL_LINES = 500
@@ -150,6 +151,7 @@ class RunFollower:
                 "device": run.device_name,
                 "runtime": run.runtime,
                 "strategy": run.strategy,
+                "strategy_label": strategy_label(run.strategy, run.runtime),
                 "state": run.state,
                 "virtual": bool(run.virtual),
                 "execution": execution_of(run),

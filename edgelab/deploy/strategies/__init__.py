@@ -11,7 +11,7 @@ from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.strategies import s1, s3, s4, s5
 from edgelab.deploy.strategies.common import REFERENCE, RUNTIME_FORMATS, PlanContext
 from edgelab.deploy.strategies.controller import has_controller
-from edgelab.errors import Refusal, RefusedPlan
+from edgelab.errors import Refusal, RefusedPlan, UnknownName
 from edgelab.runtimes.launch import runtimes
 
 BUILDERS = {"S1": s1.build, "S3": s3.build, "S4": s4.build, "S5": s5.build}
@@ -32,13 +32,7 @@ def choose(ctx: PlanContext, requested: str | None = None) -> tuple[str, str]:
     if requested:
         sid = requested.upper()
         if sid not in KNOWN:
-            raise Refusal(
-                "strategy_refused",
-                f"unknown strategy {requested!r}",
-                device=ctx.device,
-                remedy="choose one of S1, S3, S4, S5",
-                strategy=requested,
-            )
+            raise UnknownName(f"unknown strategy {requested!r}", remedy="choose one of S1, S3, S4, S5")
         d = pp.strategy(sid)
         if not d.eligible:
             code = d.code if d.code in ("budget_exceeds_device",) else "strategy_refused"
@@ -51,14 +45,9 @@ def choose(ctx: PlanContext, requested: str | None = None) -> tuple[str, str]:
                 numbers={"profile_code": d.code},
             )
         return sid, f"{sid} requested: {d.reason}"
-    order = (["S4"] if ctx.endpoint else []) + ["S1", "S3", "S5"]
-    if ctx.runtime and ctx.runtime not in ("vllm-omni", REFERENCE):
-        order.remove("S1")  # S1 is vLLM-Omni itself: another runtime starts at S3
-    for sid in order:
-        d = pp.strategy(sid)
-        if d.eligible:
-            others = "; ".join(f"{r['strategy']} refused ({r['reason']})" for r in _refused(ctx))
-            return sid, f"{sid}: {d.reason}" + (f". {others}" if others else "")
+    order = eligible_order(ctx)
+    if order:
+        return order[0]
     codes = {d.code for d in pp.strategies if not d.eligible}
     why = "; ".join(f"{d.strategy}: {d.reason}" for d in pp.strategies)
     if "budget_exceeds_device" in codes:
@@ -70,6 +59,19 @@ def choose(ctx: PlanContext, requested: str | None = None) -> tuple[str, str]:
         device=ctx.device,
         remedy="probe the device again (`edgelab probe`) or pick a device whose class has a runtime target",
     )
+
+
+def eligible_order(ctx: PlanContext) -> list[tuple[str, str]]:
+    """Every eligible strategy, best first, with why: an S4 endpoint, then S1, S3, S5 (the floor)."""
+    order = (["S4"] if ctx.endpoint else []) + ["S1", "S3", "S5"]
+    if ctx.runtime and ctx.runtime not in ("vllm-omni", REFERENCE):
+        order.remove("S1")  # S1 is vLLM-Omni itself: another runtime starts at S3
+    others = "; ".join(f"{r['strategy']} refused ({r['reason']})" for r in _refused(ctx))
+    return [
+        (sid, f"{sid}: {d.reason}" + (f". {others}" if others else ""))
+        for sid in order
+        if (d := ctx.pipeline_profile.strategy(sid)).eligible
+    ]
 
 
 def _remedy(sid: str, code: str | None, eligible: list[str]) -> str:
@@ -96,13 +98,16 @@ def build_plan(ctx: PlanContext, requested: str | None = None) -> ExecutionPlan:
                 r.remedy = broken.remedy
             raise RefusedPlan(r, plan) from None
         raise
+    return build_for(ctx, sid, why)
+
+
+def build_for(ctx: PlanContext, sid: str, why: str) -> ExecutionPlan:
+    """The plan of strategy ``sid`` on ``ctx.runtime`` (None: the strategy's own pick); Refusal when
+    that runtime cannot run under it or load the profile's weight format."""
     known = runtimes()
     if ctx.runtime and ctx.runtime not in known:
-        raise Refusal(
-            "strategy_refused",
+        raise UnknownName(
             f"unknown runtime {ctx.runtime!r}",
-            device=ctx.device,
-            strategy=sid,
             remedy=f"choose one of {', '.join(sorted(known))} (runtimes/*.yaml)",
         )
     if ctx.runtime == "vllm-omni" and sid != "S1":
@@ -141,4 +146,4 @@ def build_plan(ctx: PlanContext, requested: str | None = None) -> ExecutionPlan:
     return plan
 
 
-__all__ = ["BUILDERS", "PlanContext", "RefusedPlan", "build_plan", "choose"]
+__all__ = ["BUILDERS", "PlanContext", "RefusedPlan", "build_for", "build_plan", "choose", "eligible_order"]

@@ -127,7 +127,7 @@ class RunScreen(Screen):
         r = v.run
         title = Text(f"run {r['id']}", style="bold")
         title.append(
-            f"  {r['pipeline'] or '?'} on {r['device'] or '?'}  {r['strategy'] or ''} {r['runtime'] or ''}"
+            f"  {r['pipeline'] or '?'} on {r['device'] or '?'}  {r.get('strategy_label') or r['strategy'] or ''} {r['runtime'] or ''}"
         )
         title.append(f"  [{r['state']}]", style="green" if r["state"] == "running" else "yellow")
         if r["virtual"]:

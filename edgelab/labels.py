@@ -1,0 +1,21 @@
+"""How a run's strategy is named wherever it is shown: never a strategy's name alone for a run
+whose real runtime did not run.
+
+S1 is vLLM-Omni itself and S3/S5 are a controller or the runtime's own binary; edgelab's reference
+runtime under any of them imitates that strategy's schedule on random weights, so its runs read
+``S1 (reference imitation)``. The CLI, the TUI, stored results and the matrix all use this one
+function; the stored ``strategy`` field keeps the bare id for filtering.
+"""
+
+from __future__ import annotations
+
+REFERENCE = "reference"
+
+
+def strategy_label(strategy: str | None, runtime: str | None) -> str:
+    """``S3``, or ``S3 (reference imitation)`` when the reference runtime stood in for it."""
+    if not strategy:
+        return "-"
+    if runtime == REFERENCE:
+        return f"{strategy} (reference imitation)"
+    return strategy
