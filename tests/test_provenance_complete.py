@@ -11,7 +11,13 @@ from test_deploy_helpers import deploy_lab  # noqa: F401 - fixture
 
 from edgelab.bench import BenchRequest, run_bench
 from edgelab.matrix.evidence import missing_provenance
-from edgelab.metrics.provenance import UNKNOWN, complete, observe_cache, power_condition, reference_build
+from edgelab.metrics.provenance import (
+    UNKNOWN,
+    observe_cache,
+    power_condition,
+    reference_build,
+    run_provenance,
+)
 from edgelab.store.artifacts import Artifact, ArtifactFile, DeviceStoreEntry
 from edgelab.store.db import session_scope
 from edgelab.store.devices import get_device
@@ -48,6 +54,10 @@ def test_a_bench_run_has_every_provenance_field_and_the_cache_is_observed(deploy
         and re.fullmatch(r"[0-9a-f]{64}", sha)
     )
     assert first["artifacts"] == {} and first["weights"] == "random" and meta["weights"] == "random"
+    assert (
+        first["strategy_label"].endswith("(reference imitation)")
+        and first["runtime_library"]["sha256"] == sha
+    )
     assert first["cache"] == "cold" and "first run" in first["cache_basis"]
     assert (
         first["power"]["charger"] and first["power"]["battery_pct"] is not None
@@ -69,20 +79,36 @@ def test_a_push_after_the_last_run_makes_the_next_load_cold(deploy_lab):
         s.flush()
         s.add(ArtifactFile(artifact_id=art.id, path="model.gguf", size=3, sha256="e" * 64))
         dev = get_device(s, "rb3g2")
-        prov = complete(
+        prov = run_provenance(
             s,
-            {"runtime": "llama.cpp"},
+            source="bench",
             device="rb3g2",
             runtime="llama.cpp",
-            plan={"artifacts": [{"role": "weights", "name": "tiny-gguf"}, {"role": "vocoder"}]},
+            plan={
+                "artifacts": [
+                    {
+                        "role": "weights",
+                        "name": "tiny-gguf",
+                        "kind": "weights",
+                        "present": True,
+                        "placeholder": "model",
+                        "digest": "d" * 64,
+                        "sha256": "e" * 64,
+                        "file": "model.gguf",
+                        "bytes": 3,
+                        "ext": ".gguf",
+                    },
+                    {"role": "vocoder", "kind": "model", "present": False, "placeholder": "vocoder"},
+                ]
+            },
         )
-        assert prov["artifacts"] == {
-            "weights": "d" * 64,
-            "vocoder": UNKNOWN,
-        }  # by role, as bench records them
+        # by role: the file the process loads (its blob's SHA-256); a model not bound is not in it
+        assert prov["artifacts"] == {"weights": "e" * 64}
         assert (
-            prov["weights"] == "random" and prov["runtime_build"] == UNKNOWN
-        )  # no runtime artifact: unknown
+            prov["models"]["weights"]["artifact"] == "tiny-gguf" and prov["models"]["weights"]["bytes"] == 3
+        )
+        assert prov["weights"] == "random"  # the artifact's own word, read from the registry
+        assert prov["runtime_build"] == UNKNOWN  # no runtime build bound: unknown, said so
         assert prov["cache"] == "cold"
         from edgelab.store.runs import create_run
 
@@ -92,15 +118,15 @@ def test_a_push_after_the_last_run_makes_the_next_load_cold(deploy_lab):
             device_name="rb3g2",
             runtime="llama.cpp",
             state="finished",
-            provenance={"artifacts": {"weights": "d" * 64}},
+            provenance={"artifacts": {"weights": "e" * 64}},
         )
         s.flush()
-        assert observe_cache(s, device="rb3g2", runtime="llama.cpp", artifact_digests=["d" * 64])[0] == "warm"
+        assert observe_cache(s, device="rb3g2", runtime="llama.cpp", artifact_digests=["e" * 64])[0] == "warm"
         s.add(
             DeviceStoreEntry(device_id=dev.id, sha256="e" * 64, size=3, verified_at=utcnow())
         )  # pushed again
         s.flush()
-        state, why = observe_cache(s, device="rb3g2", runtime="llama.cpp", artifact_digests=["d" * 64])
+        state, why = observe_cache(s, device="rb3g2", runtime="llama.cpp", artifact_digests=["e" * 64])
         assert state == "cold" and "pushed" in why
         s.rollback()
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from edgelab.cli import app
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
-from edgelab.metrics.provenance import provenance
+from edgelab.metrics.provenance import run_provenance
 from edgelab.metrics.results import import_study
 from edgelab.store.db import get_engine, session_scope
 from edgelab.store.runs import create_run, get_run, get_summary, requests_of, samples_of
@@ -103,7 +103,9 @@ def test_imported_and_live_runs_sit_in_one_table(dbpath, tmp_path):
             device_name="virt-orin",
             runtime="reference",
             virtual=True,
-            provenance=provenance(
+            provenance=run_provenance(
+                None,
+                source="bench",
                 device="virt-orin",
                 virtual=True,
                 runtime="reference",
@@ -128,7 +130,7 @@ def test_imported_and_live_runs_sit_in_one_table(dbpath, tmp_path):
     assert (
         shown["provenance"]["virtual"] is True and shown["provenance"]["command"] == "edgelab bench qwen3-tts"
     )
-    assert shown["provenance"]["runtime_sha256"] is None  # not recorded: null
+    assert shown["provenance"]["runtime_sha256"] == "unknown"  # applies, not recorded: said so
     assert shown["summary"]["audio"]["ttfa_ms"]["p50"] == pytest.approx(200)
     exported = json.loads(cli(dbpath, "runs", "export", imported, "--samples").stdout)
     assert len(exported["samples"]) == 12 and exported["samples"][0]["sha256"]

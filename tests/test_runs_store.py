@@ -77,7 +77,8 @@ def test_start_run_fills_provenance_from_the_latest_probe(engine):
     assert p["facts_hash"] == "f" * 64 and p["device_class"] == "npu_phone"
     assert p["virtual"] is True and run.virtual is True  # from the probe: a virtual device says so
     assert p["command"] == "edgelab bench qwen3-tts --device virt-s25 --band short"
-    assert p["runtime_sha256"] is None and p["power"] is None  # unknown stays null
+    assert p["runtime_sha256"] == "unknown" and p["power"] == "unknown"  # applies, not known: said so
+    assert p["endpoint"] is None and p["imported"] is None  # does not apply to this run: null
     assert p["edgelab_version"] == "0.1.0"
     assert p["git"] is None or len(p["git"]["commit"]) == 40
     with pytest.raises(ConfigError):

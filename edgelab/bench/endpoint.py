@@ -31,7 +31,7 @@ from edgelab.bench.runner import PROTOCOL, BenchResult, check_protocol
 from edgelab.errors import ConfigError, TransportError
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
-from edgelab.metrics.provenance import complete, provenance
+from edgelab.metrics.provenance import UNKNOWN, run_provenance
 from edgelab.store.db import session_scope
 from edgelab.store.devices import get_device
 from edgelab.store.runs import create_run, get_run, new_run_id
@@ -135,8 +135,10 @@ def run_endpoint_bench(
     *,
     on_event: Callable[[ev.Event], None] | None = None,
     cancel: threading.Event | None = None,
+    play: dict[str, Any] | None = None,
 ) -> BenchResult:
-    """Measure the endpoint with the protocol; the run and its records are stored as any bench."""
+    """Measure the endpoint with the protocol; the run and its records are stored as any bench
+    (``play``: the playbook, job and step that asked, for its provenance)."""
     pid, kind = pipeline_kind(req.pipeline)
     proto = _validate(req, kind)
     run_id = new_run_id()
@@ -161,29 +163,20 @@ def run_endpoint_bench(
     with session_scope(engine) as s:
         if req.device:
             virtual = bool(get_device(s, req.device).virtual)
-        prov = provenance(
+        # an external server's cache is not observable from here, nor its binary's SHA-256: unknown,
+        # said so; its build is its own word (llama-server's build_info) where it gives one
+        prov = run_provenance(
             s,
+            source=f"bench:{PROTOCOL}:endpoint",
             device=req.device,
             virtual=virtual if req.device else None,
             runtime=runtime,
-            command=None,
-            source=f"bench:{PROTOCOL}:endpoint",
-        )
-        prov.update(endpoint=endpoint, weights=weights, strategy=None)
-        facts: dict[str, Any] = {}
-        if req.device:
-            from edgelab.errors import NotFound
-            from edgelab.store.snapshots import latest_snapshot
-
-            try:
-                facts = latest_snapshot(s, req.device).facts or {}
-            except NotFound:
-                pass
-        # an external server's cache is not observable from here, nor its binary's SHA-256: unknown,
-        # said so; its build is its own word (llama-server's build_info) where it gives one
-        build = reported.get("build") or (None if runtime == "reference" else "unknown")
-        prov = complete(
-            s, {**prov, "cache": "unknown", "runtime_build": build}, device=None, runtime=runtime, facts=facts
+            command=f"endpoint {req.endpoint}",
+            runtime_build=reported.get("build") or None,
+            weights=weights,
+            cache=UNKNOWN,
+            endpoint=endpoint,
+            play=play,
         )
         create_run(
             s,
@@ -432,23 +425,17 @@ def _drive_openpi(
         "reference" if reported.get("runtime") == "reference" else "droid"
     )
     period = 1.0 / req.control_hz
-    for phase, steps in (("warmup", req.warmup), ("measured", req.requests)):
-        if steps == 0:
-            continue
-        rid = f"{run_id}-{phase}"
-        sink(ev.RequestStart(t=time.time(), request=rid, phase=phase, input="synthetic observations"))
-        try:
-            control_loop(
-                _Sink,
-                client.infer,
-                period_s=period,
-                steps=steps,
-                request=rid,
-                observe=lambda: observation_for(layout, rng, metadata=reported.get("metadata")),
-            )
-        except Exception as err:  # the server failed an inference (openpi-server sends its traceback)
-            sink(ev.ErrorEvent(t=time.time(), request=rid, cls="workload", message=str(err)[:2000]))
-            sink(ev.RequestEnd(t=time.time(), request=rid, ok=False, error=str(err)[:300]))
-            return 1
-        sink(ev.RequestEnd(t=time.time(), request=rid, ok=True))
+    try:  # every inference a request: the warm-up ones first, then the measured ones
+        control_loop(
+            _Sink,
+            client.infer,
+            period_s=period,
+            steps=req.warmup + req.requests,
+            request=f"{run_id}-tick",
+            observe=lambda: observation_for(layout, rng, metadata=reported.get("metadata")),
+            warmup=req.warmup,
+        )
+    except Exception as err:  # the server failed an inference (openpi-server sends its traceback)
+        sink(ev.ErrorEvent(t=time.time(), request=None, cls="workload", message=str(err)[:2000]))
+        return 1
     return 0

@@ -32,7 +32,7 @@ from edgelab.deploy.strategies.controller import has_controller
 from edgelab.errors import BenchFailed, ConfigError, EdgelabError, Refusal, TransportError
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
-from edgelab.metrics.provenance import complete_on_device, provenance
+from edgelab.metrics.provenance import run_provenance
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import release_run
 from edgelab.store.devices import get_device
@@ -123,13 +123,6 @@ class BenchResult:
                 )
             }
             out["placement"] = (self.meta.get("placement") or {}).get("observed")
-            out["provenance"] = {
-                k: self.provenance.get(k)
-                for k in ("runtime_build", "runtime_sha256", "artifacts", "command", "threads", "weights")
-            }
-            if self.meta.get("virtual_note"):
-                out["note"] = self.meta["virtual_note"]
-                out["emulated"] = bool(self.meta.get("emulated"))
         elif s.get("text"):
             out["text"] = s["text"]
         if self.meta.get("llama_bench") is not None:
@@ -139,13 +132,6 @@ class BenchResult:
                 }
                 for r in self.meta["llama_bench"]
             }
-            out["provenance"] = {
-                k: self.provenance.get(k)
-                for k in ("runtime_build", "runtime_sha256", "artifacts", "command", "threads", "weights")
-            }
-            if self.meta.get("virtual_note"):
-                out["note"] = self.meta["virtual_note"]
-                out["emulated"] = bool(self.meta.get("emulated"))
         if s.get("action"):
             a = s["action"]
             out["action"] = {
@@ -163,10 +149,15 @@ class BenchResult:
         if self.meta.get("controller") is not None:  # a real runtime under edgelab's S3 controller
             out["runtime"] = self.provenance.get("runtime")
             out["weights"] = self.meta.get("weights")
-            out["model"] = self.provenance.get("model")
+            out["model"] = self.provenance.get("models")
             out["placement"] = self.provenance.get("placement")
             out["controller"] = self.meta.get("controller")
             out["parity"] = self.meta.get("parity")
+        if self.meta.get("virtual_note"):
+            out["note"] = self.meta["virtual_note"]
+            out["emulated"] = bool(self.meta.get("emulated"))
+        out["strategy"] = self.provenance.get("strategy_label") or self.provenance.get("strategy")
+        out["provenance"] = dict(self.provenance)  # whole: the same block `runs show` holds
         return out
 
 
@@ -224,42 +215,6 @@ def _adapter(planned: planning.Planned) -> str:
             "llama-server (--runtime llama.cpp --strategy S3)",
         )
     return proc.adapter
-
-
-def _provenance_bits(p) -> dict[str, Any]:
-    """Runtime build, its program's SHA-256, every artifact's SHA-256, threads: what the result ran."""
-    proc = p.processes[0]
-    build = next(
-        (
-            a
-            for a in p.artifacts
-            if a.get("kind") == "runtime" and "placeholder" not in a and a.get("present")
-        ),
-        None,
-    )
-    program = next((w.split("{bin}/", 1)[1] for w in proc.argv if "{bin}/" in w), None)
-    sha = proc.links.get(program) if program else None
-    if sha is None:
-        sha = next(
-            (
-                a.get("sha256")
-                for a in p.artifacts
-                if a.get("kind") == "runtime" and a.get("sha256") and a.get("present")
-            ),
-            None,
-        )
-    arts = {a["role"]: a["sha256"] for a in p.artifacts if a.get("present") and a.get("sha256")}
-    weights = next((a.get("weights") for a in p.artifacts if a.get("weights")), None)
-    return {
-        "runtime_build": build.get("name") if build else None,
-        "runtime_sha256": sha,
-        "artifacts": arts,
-        "threads": proc.values.get("threads"),
-        "program": program,
-        "weights": weights,
-        "template": proc.template,
-        "target": proc.target,
-    }
 
 
 def run_bench(
@@ -328,7 +283,6 @@ def _run_bench(
     adapter = _adapter(planned)
     p = planned.plan
     proc = p.processes[0]
-    bits = _provenance_bits(p)
     meta: dict[str, Any] = {
         "protocol": PROTOCOL,
         "band": req.band if kind in ("tts", "text_lm") else None,
@@ -336,10 +290,8 @@ def _run_bench(
         "requests": req.requests,
         "batch": 1,
         "concurrency": 1,
-        "weights": "random" if p.runtime == "reference" else bits["weights"],
-        "threads": bits["threads"],
-        "template": bits["template"],
-        "target": bits["target"],
+        "template": proc.template,
+        "target": proc.target,
     }
     if req.values:
         meta["options"] = dict(req.values)
@@ -358,42 +310,26 @@ def _run_bench(
             slow_ms=req.slow_ms,
         )
     if model is not None:
-        meta.update(parity=parity, cpu_hog=req.hog, weights="random")
+        meta.update(parity=parity, cpu_hog=req.hog, export=model.as_dict())
     with session_scope(engine) as s:
         device = get_device(s, req.device)
         endpoint = device.endpoint()
         shell = Shell(device.shell)
-        prov = provenance(
+        prov = run_provenance(
             s,
+            source=f"bench:{PROTOCOL}",
             device=device.name,
             virtual=bool(device.virtual),
             runtime=p.runtime,
             strategy=p.strategy,
             profile=planned.profile.device_class,
+            plan=p.to_dict(),
             command=join(proc.argv, shell),
-            source=f"bench:{PROTOCOL}",
-            runtime_build=bits["runtime_build"],
-            runtime_sha256=bits["runtime_sha256"],
-            artifacts=bits["artifacts"] or None,
-        )
-        prov["facts_hash"] = prov["facts_hash"] or planned.facts_hash
-        prov["threads"] = bits["threads"]
-        prov["weights"] = meta["weights"]
-        if model is not None:
-            prov["model"] = {
-                "artifact": model.artifact,
-                "sha256": model.sha256,
-                "format": model.format,
-                "weights": "random",
-            }
-        if meta.get("virtual_note"):
-            prov["virtual_note"] = meta["virtual_note"]
-        if meta.get("execution"):
-            prov["execution"] = meta["execution"]
-        prov = complete_on_device(
-            s, prov, device=device.name, runtime=p.runtime, plan=p.to_dict(), run_id=run_id
-        )  # cache observed, power, reference build; unknown said
-        meta["weights"] = prov["weights"]
+            facts_hash=planned.facts_hash,
+            run_id=run_id,
+            play=opts.play,
+        )  # cache observed, power, the build and models as bound; unknown said
+        meta["weights"], meta["threads"] = prov["weights"], prov["threads"]
         create_run(
             s,
             id=run_id,
@@ -681,12 +617,10 @@ class _Reported:
             return  # the reference workload: nothing beyond its events
         with session_scope(engine) as s:
             run = get_run(s, run_id)
-            prov, meta = dict(run.provenance), dict(run.meta)
-            if prov.get("model") and prov.get("model_loaded"):
-                prov["model"] = {**prov["model"], "loaded_sha256": prov["model_loaded"]["sha256"]}
+            meta = dict(run.meta)
             meta["controller"] = self.controller
             meta["weights"] = self.start.get("weights", meta.get("weights"))
-            run.provenance, run.meta = prov, meta
+            run.meta = meta
             s.add(run)
 
 

@@ -212,15 +212,19 @@ def bench(
     if json_out:
         print_json(rep)
         return
-    if rep.get("note"):
-        virtual = f"  [yellow]VIRTUAL ({escape(rep['note'])}; random weights: not a model figure)[/]"
-    else:
-        what = f"{rep['runtime']} (random weights)" if rep.get("controller") else "reference runtime"
-        virtual = (
-            f"  [yellow]VIRTUAL device, {what}: machinery only, not a model figure[/]"
-            if rep["virtual"]
-            else ""
-        )
+    pv = rep.get("provenance") or {}
+    runtime = pv.get("runtime")
+    what = (
+        "reference runtime"
+        if runtime == "reference"
+        else f"{runtime} ({pv.get('weights')} weights)"
+        + (", the lab host's build" if rep.get("note") else "")
+    )
+    virtual = (
+        f"  [yellow]VIRTUAL device, {escape(what)}: machinery only, not a model figure[/]"
+        if rep["virtual"]
+        else ""
+    )
     console.print(f"run [bold]{result.run_id}[/] {result.state} ({rep['protocol']}){virtual}")
     if ep := rep.get("endpoint"):
         said = ", ".join(
@@ -258,8 +262,6 @@ def bench(
             t.add_row(
                 f"placement {stage}", f"{pl.get('observed')} ({escape(str(pl.get('detail', '')))[:90]}){flag}"
             )
-        if m := rep.get("model"):
-            t.add_row("model", f"{escape(str(m.get('artifact')))} sha256 {m.get('sha256')}")
         if par := rep.get("parity"):
             t.add_row(
                 "parity", "ok" if par.get("ok") else f"[red]FAILED[/] {escape(str(par.get('error', '')))}"
@@ -282,11 +284,24 @@ def bench(
             t.add_row("peak RSS", mib(x["peak_rss_bytes"], 1))
         if rep.get("placement"):
             t.add_row("placement", f"{rep['placement']} (observed in the load log)")
-        pv = rep.get("provenance") or {}
-        if pv.get("runtime_build"):
+    if not rep.get("endpoint"):  # what ran: the same provenance `runs show` and --json hold
+        t.add_row("strategy", escape(str(rep.get("strategy") or "-")))
+        t.add_row(
+            "runtime",
+            escape(
+                f"{pv.get('runtime_build')} {str(pv.get('runtime_sha256'))[:12]}, threads {pv.get('threads')}"
+            ),
+        )
+        lib = pv.get("runtime_library")
+        if isinstance(lib, dict):
             t.add_row(
-                "runtime",
-                f"{pv['runtime_build']} {str(pv.get('runtime_sha256'))[:12]}, threads {pv.get('threads')}",
+                "library",
+                escape(f"{lib.get('name')} {lib.get('version')} sha256 {str(lib.get('sha256'))[:12]}"),
+            )
+        for role, m in (pv.get("models") or {}).items():
+            t.add_row(
+                f"model {escape(role)}",
+                escape(f"{m.get('artifact')} sha256 {str(m.get('sha256'))[:12]}, weights {m.get('weights')}"),
             )
     console.print(t)
 

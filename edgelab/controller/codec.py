@@ -62,6 +62,7 @@ def run_codec(
         "left_context_frames": LEFT_CONTEXT,
         "model": {"path": str(model), "sha256": sha256_path(model), "stage": "code2wav"},
         "placement": {"code2wav": engine.placement.as_dict()},
+        "runtime_library": engine.library,
     }
     em.emit(
         RunStart(

@@ -33,6 +33,23 @@ class Placement:
         return asdict(self)
 
 
+def loaded_library(module: str, name: str, version: str) -> dict[str, Any]:
+    """The runtime's native library as this process loaded it: its file and that file's SHA-256
+    (the wheel's version string says what was meant; the bytes say what ran)."""
+    import hashlib
+    import sys
+
+    path = getattr(sys.modules.get(module), "__file__", None)
+    sha = None
+    if path:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        sha = h.hexdigest()
+    return {"name": name, "version": version, "path": path, "sha256": sha or "unknown", "source": "as loaded"}
+
+
 KIND_OF_BACKEND = {
     "cpu": "cpu",
     "xnnpack": "cpu",
@@ -55,6 +72,7 @@ KIND_OF_BACKEND = {
 class Engine(Protocol):
     runtime: str
     placement: Placement
+    library: dict[str, Any]  # loaded_library(): the native library that runs the graph
     inputs: dict[str, tuple[int | str, ...]]
 
     def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:

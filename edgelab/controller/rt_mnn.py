@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgelab.controller.engine import KIND_OF_BACKEND, Placement
+from edgelab.controller.engine import KIND_OF_BACKEND, Placement, loaded_library
 from edgelab.errors import EngineError
 
 BACKENDS = {
@@ -69,6 +69,7 @@ class MnnEngine:
             detail=f"session backend {code}: {name}",
             fallback=kind != want_kind,
         )
+        self.library = loaded_library("_mnncengine", "MNN", str(MNN.version()))
         if strict and self.placement.fallback:
             raise EngineError(f"MNN ran {model.name} on {name}, not {backend} (strict placement)")
         self._inputs = self.interp.getSessionInputAll(self.session)

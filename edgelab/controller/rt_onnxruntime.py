@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgelab.controller.engine import KIND_OF_BACKEND, Placement
+from edgelab.controller.engine import KIND_OF_BACKEND, Placement, loaded_library
 from edgelab.errors import EngineError
 
 PROVIDERS = {
@@ -77,6 +77,9 @@ class OrtEngine:
             + ("; " + " | ".join(self._warnings) if self._warnings else ""),
             fallback=got[0] != want,
             nodes={},
+        )
+        self.library = loaded_library(
+            "onnxruntime.capi.onnxruntime_pybind11_state", "ONNX Runtime", str(ort.__version__)
         )
         if strict and got[0] != want:
             raise EngineError(f"ONNX Runtime ran {model.name} on {got[0]}, not {want} (strict placement)")

@@ -276,6 +276,7 @@ def run_episode(
         "staleness_s": ctl.buffer.staleness_s,
         "weights": "random",
         "model": {"path": str(model), "sha256": sha256_path(model), "stage": "action_head"},
+        "runtime_library": engine.library,
         "placement": {
             "action_head": engine.placement.as_dict(),
             "encoder": {

@@ -167,6 +167,10 @@ def _resolve_template_need(
     assert f is not None  # present, with a placeholder: the file of the wanted type was found
     entry["sha256"] = f.sha256
     entry["file"] = f.path
+    entry["bytes"] = f.size  # what admission sizes the model by (edgelab.deploy.sizing)
+    recipe = (art.meta or {}).get("recipe") or {}
+    if all(recipe.get(k) for k in ("n_layer", "n_head_kv", "head_dim")):
+        entry["shape"] = {k: recipe[k] for k in ("n_layer", "n_head_kv", "head_dim")}
     proc.argv = bind_artifacts(proc.argv, {entry["placeholder"]: f.sha256})
     proc.env = dict(
         zip(proc.env, bind_artifacts(list(proc.env.values()), {entry["placeholder"]: f.sha256}), strict=True)

@@ -26,7 +26,7 @@ from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.planning import DeployRequest, check_artifacts, plan
 from edgelab.deploy.transition import transition
 from edgelab.errors import EdgelabError, Interrupted, Refusal, TransportError
-from edgelab.metrics.provenance import for_plan
+from edgelab.metrics.provenance import run_provenance
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import (
     DeployAttempt,
@@ -110,16 +110,19 @@ def _deploy(
         with session_scope(engine) as s:
             device = get_device(s, req.device)
             command = " ".join(" ".join(pr.argv) for pr in p.processes)[:4000]
-            prov = for_plan(
+            prov = run_provenance(
                 s,
+                source="deploy",
                 device=device.name,
                 virtual=planned.virtual,
-                plan=p.to_dict(),
-                facts_hash=planned.facts_hash,
+                runtime=p.runtime,
+                strategy=p.strategy,
                 profile=planned.profile.device_class,
+                plan=p.to_dict(),
                 command=command,
-                source="deploy",
+                facts_hash=planned.facts_hash,
                 run_id=run_id,
+                play=opts.play,
             )
             create_run(
                 s,
@@ -131,8 +134,8 @@ def _deploy(
                 kind="deploy",
                 virtual=planned.virtual,
                 command=command,
-                provenance={**prov, "plan": p.to_dict()},
-                meta={"ephemeral": True} if opts.ephemeral else {},
+                provenance=prov,
+                meta={"plan": p.to_dict(), **({"ephemeral": True} if opts.ephemeral else {})},
                 **owner.me(),
             )
             dep = Deployment(

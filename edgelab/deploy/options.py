@@ -18,6 +18,7 @@ class Options:
     ready_timeout_s: float | None = None  # overrides the profile-derived timeout
     cancel: threading.Event | None = None  # set by the caller (a playbook's Ctrl-C): a starting deploy aborts
     ephemeral: bool = False  # lives only as long as the process that deployed it (a playbook's): reaped after
+    play: dict[str, Any] | None = None  # the playbook, job and step that started it (its runs' provenance)
 
 
 def connect(endpoint, opts: Options) -> Transport:

@@ -15,7 +15,7 @@ from sqlalchemy import Engine
 
 from edgelab.catalog.devices import load_devices
 from edgelab.catalog.pipelines import load_pipelines, resolve_pipeline_id
-from edgelab.deploy import admission, targetcheck
+from edgelab.deploy import admission, sizing, targetcheck
 from edgelab.deploy import artifacts as plan_artifacts
 from edgelab.deploy.choice import best_plan
 from edgelab.deploy.plan import ExecutionPlan
@@ -105,6 +105,7 @@ def plan(engine: Engine, req: DeployRequest, *, run_id: str | None = None) -> Pl
         def launchable(candidate: ExecutionPlan) -> Refusal | None:
             """Bind the candidate's artifacts; why it cannot launch here, or None (the chooser's question)."""
             plan_artifacts.resolve(s, candidate, list(profile.runtime_targets or []), model=req.model)
+            sizing.resize(candidate, ctx)  # admission sizes the model it binds, not the catalog's
             mismatch = targetcheck.check(candidate, facts, lab_host_build=req.lab_host_build)
             if mismatch is not None:  # a build for another machine than the one that would start it
                 return mismatch

@@ -20,6 +20,7 @@ from sqlmodel import select as sm_select
 
 from edgelab.metrics import events as ev
 from edgelab.metrics.live import RunAggregator, recompute, request_metrics
+from edgelab.metrics.provenance import observed
 from edgelab.store.db import session_scope
 from edgelab.store.models import utcnow
 from edgelab.store.runs import (
@@ -47,18 +48,6 @@ _REQ_END = (
     .where(_REQ.c.run_id == bindparam("rid"), _REQ.c.request == bindparam("rq"))
     .values(finished=bindparam("fin"), ok=bindparam("ok"), error=bindparam("err"), metrics=bindparam("m"))
 )
-
-
-def _observed(meta: dict[str, Any]) -> dict[str, Any]:
-    """From a run.start's meta: the placement the runtime reported per stage and the SHA-256 of the
-    model file it loaded (edgelab's S3 controller sends both)."""
-    out: dict[str, Any] = {}
-    if isinstance(meta.get("placement"), dict):
-        out["placement"] = meta["placement"]
-    model = meta.get("model")
-    if isinstance(model, dict) and model.get("sha256"):
-        out["model_loaded"] = {"sha256": model["sha256"], "stage": model.get("stage")}
-    return out
 
 
 def telemetry_row(e: ev.ResourceSample, run_id: str | None) -> dict[str, Any]:
@@ -298,9 +287,11 @@ class Ingestor:
             )
         elif k is ev.RunStart:
             self._run_update.update(state="running", started_at=utcnow())
-            observed = _observed(e.meta or {})
-            if observed:  # where the runtime says it ran, and what it loaded: provenance, not a claim
-                self._provenance.update(observed)
+            seen = observed(self._provenance, e.meta or {})
+            if (
+                seen != self._provenance
+            ):  # where the runtime says it ran, what it loaded: provenance, not a claim
+                self._provenance = seen
                 self._run_update["provenance"] = dict(self._provenance)
         elif k is ev.RunEnd:
             self._run_update.update(state=e.state, finished_at=utcnow(), error=e.error)

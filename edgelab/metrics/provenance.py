@@ -1,21 +1,38 @@
-"""A result's provenance block (DESIGN §5: ``provenance``), and completing it: every field filled, or
-said ``unknown``.
+"""The provenance of every run, built by one function (:func:`run_provenance`) for every kind of
+run (a deployment, a bench, a playbook's runs, an external endpoint, an import): the same keys with
+the same meanings, so a reader (``runs show``, the matrix's evidence check) never guesses.
 
-- ``runtime_build`` / ``runtime_sha256``: the reference runtime is edgelab's own code (build =
-  ``edgelab <version> reference``, SHA-256 over its source files); any other runtime is known by
-  its registered runtime artifact (kind ``runtime``) in the plan, else ``unknown``;
-- ``artifacts``: every planned artifact's name -> its SHA-256 (the registered digest), ``unknown``
-  for one the registry does not hold;
-- ``weights``: ``random`` for the reference runtime; else the weights artifact's own word
-  (``meta.weights`` / ``provenance.weights``, e.g. ``edgelab model synth`` says random), else ``unknown``;
-- ``cache``: observed, not assumed: ``cold`` for the first run of this runtime and artifact set on
-  the device since those artifacts were last pushed (verified into its store), ``warm`` after one;
-  the basis is kept in ``cache_basis``;
-- ``power``: the device's own word from its latest probe (power mode, battery level, charger or
-  battery), ``unknown`` when it says nothing.
+Keys (:data:`PROVENANCE_KEYS`), and what each means everywhere:
 
-A field nobody knows is the string ``unknown``, never null, so a reader (and the matrix) can tell
-"not recorded" from a value.
+- ``source``: what made the run (``deploy``, ``bench:<protocol>``, ``bench:<protocol>:endpoint``,
+  ``imported``); ``play``: the playbook, job and step that ran it, null outside a playbook;
+- ``device``, ``device_class``, ``facts_hash``, ``virtual``: the device and its latest probe;
+- ``runtime``, ``strategy``, ``strategy_label`` (``S1 (reference imitation)`` where the reference
+  stood in), ``profile`` (the device class the plan was derived for);
+- ``runtime_build`` / ``runtime_sha256``: the runtime build that ran and the SHA-256 of that build
+  artifact (its registered digest: every file's name and SHA-256), never one file's hash; for
+  edgelab's own python workloads run by the lab's interpreter (the reference, the S3 controller on
+  a virtual device) the package and the SHA-256 over its source files; ``runtime_target``: the
+  build's target; ``execution``: how a virtual device ran it (natively, emulated under qemu or
+  wine, or the lab host's build; null on a real device);
+- ``program``: the executable that ran (``{name, sha256}`` of that file), null for ``python -m``;
+- ``runtime_library``: the inference library and its version as loaded: llama.cpp is linked into
+  its program (its source commit, the program's SHA-256); MNN and ONNX Runtime are reported by the
+  controller that loaded them (version, path and SHA-256 of the shared library);
+- ``artifacts``: every artifact the run used, role -> SHA-256 (a model: the file the process
+  loaded; a build: the build's digest); ``models``: per model role its artifact, file, size,
+  format and ``weights``; ``weights``: ``random``, ``real``, ``mixed`` or ``unknown`` over them;
+- ``command`` (as launched), ``threads`` (the count the command was given; null when it sets
+  none and the runtime picks its own), ``cache`` (``cold``/``warm``, observed) with
+  ``cache_basis``, ``power`` (the device's own word);
+- ``endpoint``: an external server's URL, protocol and what it reported (null when edgelab
+  launched the workload); ``imported``: the content hashes of an imported run (null otherwise);
+- ``placement`` and ``model_loaded``: what the process reported about itself once it ran (null
+  until it does, or when its runtime reports nothing);
+- ``edgelab_version``, ``git``.
+
+A value that applies but is not known is the string ``unknown``; null means the key does not
+apply to this run (an endpoint on a launched run, a program for ``python -m``).
 """
 
 from __future__ import annotations
@@ -32,28 +49,45 @@ from sqlmodel import Session, select
 import edgelab
 from edgelab import __version__
 from edgelab.errors import ConfigError, NotFound
+from edgelab.labels import strategy_label
 from edgelab.transport.quoting import Shell, join
 
 UNKNOWN = "unknown"
 
 PROVENANCE_KEYS = (
+    "source",
+    "play",
     "device",
     "device_class",
     "facts_hash",
     "virtual",
     "runtime",
+    "strategy",
+    "strategy_label",
+    "profile",
     "runtime_build",
     "runtime_sha256",
+    "runtime_target",
+    "execution",
+    "program",
+    "runtime_library",
     "artifacts",
-    "strategy",
-    "profile",
+    "models",
+    "weights",
     "command",
+    "threads",
+    "cache",
+    "cache_basis",
+    "power",
+    "endpoint",
+    "imported",
+    "placement",
+    "model_loaded",
     "edgelab_version",
     "git",
-    "cache",
-    "power",
-    "source",
 )
+OWN_PACKAGES = {"reference": "reference", "mnn": "controller", "onnxruntime": "controller"}
+MODEL_KINDS = ("model", "weights", "graph", "other")
 
 
 def git_state(path: Path | None = None) -> dict[str, Any] | None:
@@ -79,75 +113,208 @@ def git_state(path: Path | None = None) -> dict[str, Any] | None:
     }
 
 
-def provenance(
-    session: Session | None = None,
+def run_provenance(
+    session: Session | None,
     *,
+    source: str,
     device: str | None = None,
     virtual: bool | None = None,
     runtime: str | None = None,
-    runtime_build: str | None = None,
-    runtime_sha256: str | None = None,
-    artifacts: dict[str, str] | None = None,
     strategy: str | None = None,
     profile: str | None = None,
+    plan: dict[str, Any] | None = None,
     command: Sequence[str] | str | None = None,
+    threads: int | str | None = None,
+    facts_hash: str | None = None,
+    run_id: str | None = None,
+    runtime_build: str | None = None,
+    runtime_sha256: str | None = None,
+    runtime_library: dict[str, Any] | str | None = None,
+    artifacts: dict[str, str] | None = None,
+    weights: str | None = None,
     cache: str | None = None,
-    power: str | None = None,
-    source: str | None = None,
+    power: dict[str, Any] | str | None = None,
+    endpoint: dict[str, Any] | None = None,
+    imported: dict[str, Any] | None = None,
+    play: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The provenance block. With a session and a device name, the device's latest probe gives
-    its facts hash, class and virtual flag."""
-    facts_hash = device_class = None
+    """The provenance block of one run, every key of :data:`PROVENANCE_KEYS` present.
+
+    A launched run passes its ``plan`` (``ExecutionPlan.to_dict()``): the build, program, library,
+    artifacts, models, weights, command and threads come from what the plan bound. A run edgelab
+    did not launch (an endpoint, an import) passes what it knows; the rest is ``unknown``. With a
+    session and a device, the device's latest probe gives class, facts hash, virtual and power, and
+    the cache condition is observed (``cache`` given wins: an endpoint's is not observable).
+    """
+    if cache not in (None, "cold", "warm", UNKNOWN):
+        raise ConfigError(f"cache condition {cache!r} is neither cold nor warm", remedy="pass cold or warm")
+    facts: dict[str, Any] = {}
+    device_class = None
     if session is not None and device:
         from edgelab.store.snapshots import latest_snapshot
 
         try:
             snap = latest_snapshot(session, device)
-            facts_hash, device_class = snap.facts_hash, snap.device_class
-            if virtual is None:
-                virtual = snap.virtual
+            facts_hash, device_class = facts_hash or snap.facts_hash, snap.device_class
+            facts = snap.facts or {}
+            virtual = snap.virtual if virtual is None else virtual
         except NotFound:
             pass
-    if cache not in (None, "cold", "warm"):
-        raise ConfigError(f"cache condition {cache!r} is neither cold nor warm", remedy="pass cold or warm")
+    bound = _from_plan(session, plan, runtime) if plan else {}
+    arts = dict(artifacts) if artifacts is not None else bound.get("artifacts", {})
+    if command is None and plan:
+        command = (
+            " ".join(" ".join(pr.get("argv") or []) for pr in plan.get("processes") or [])[:4000] or None
+        )
     cmd = command if command is None or isinstance(command, str) else join(list(command), Shell.POSIX)
-    return {
+    out: dict[str, Any] = {
+        "source": source,
+        "play": play,
         "device": device,
-        "device_class": device_class,
-        "facts_hash": facts_hash,
+        "device_class": device_class or (UNKNOWN if device else None),
+        "facts_hash": facts_hash or (UNKNOWN if device else None),
         "virtual": virtual,
-        "runtime": runtime,
-        "runtime_build": runtime_build,
-        "runtime_sha256": runtime_sha256,
-        "artifacts": dict(artifacts) if artifacts is not None else None,
+        "runtime": runtime or UNKNOWN,
         "strategy": strategy,
-        "profile": profile,
-        "command": cmd,
+        "strategy_label": strategy_label(strategy, runtime) if strategy else None,
+        "profile": profile or (UNKNOWN if plan else None),
+        "runtime_build": runtime_build or bound.get("runtime_build") or UNKNOWN,
+        "runtime_sha256": runtime_sha256 or bound.get("runtime_sha256") or UNKNOWN,
+        "runtime_target": bound.get("runtime_target") or (UNKNOWN if plan else None),
+        "execution": (plan or {}).get("execution") or None,
+        "program": bound.get("program"),
+        "runtime_library": runtime_library or bound.get("runtime_library") or UNKNOWN,
+        "artifacts": arts,
+        "models": bound.get("models", {}),
+        "weights": weights or bound.get("weights") or UNKNOWN,
+        "command": cmd or UNKNOWN,
+        "threads": threads if threads is not None else (bound.get("threads") if plan else UNKNOWN),
+        "cache": cache,
+        "cache_basis": None,
+        "power": power if power not in (None, UNKNOWN) else (power_condition(facts) if device else UNKNOWN),
+        "endpoint": endpoint,
+        "imported": imported,
+        "placement": None,
+        "model_loaded": None,
         "edgelab_version": __version__,
         "git": git_state(),
-        "cache": cache,
-        "power": power,
-        "source": source,
     }
+    if out["cache"] is None and session is not None and device:
+        digests = [d for d in arts.values() if d not in (None, UNKNOWN)]
+        out["cache"], out["cache_basis"] = observe_cache(
+            session, device=device, runtime=runtime, artifact_digests=digests, exclude_run=run_id
+        )
+    out["cache"] = out["cache"] or UNKNOWN
+    return out
+
+
+def _main_process(plan: dict[str, Any]) -> dict[str, Any]:
+    procs = plan.get("processes") or []
+    return procs[0] if procs else {}
+
+
+def _from_plan(session: Session | None, plan: dict[str, Any], runtime: str | None) -> dict[str, Any]:
+    """What a plan bound: the build that ran, its program and library, the models and their weights."""
+    proc = _main_process(plan)
+    ents = [a for a in plan.get("artifacts") or [] if a.get("present")]
+    build = next((a for a in ents if a.get("kind") == "runtime" and "placeholder" not in a), None)
+    pyz = next((a for a in ents if a.get("kind") == "runtime" and "placeholder" in a), None)
+    out: dict[str, Any] = {
+        "runtime_target": proc.get("target"),
+        "threads": (proc.get("values") or {}).get("threads"),
+    }
+    arts: dict[str, str] = {}
+    if build is not None:  # a build linked into {bin}: its registered digest, and the program that ran
+        out["runtime_build"], out["runtime_sha256"] = build.get("name"), build.get("digest")
+        arts[build["role"]] = build.get("digest") or UNKNOWN
+        program = next((w.split("{bin}/", 1)[1] for w in proc.get("argv") or [] if "{bin}/" in w), None)
+        if program:
+            sha = (proc.get("links") or {}).get(program)
+            out["program"] = {"name": program, "sha256": sha or UNKNOWN}
+            out["runtime_library"] = {
+                "name": runtime or build.get("runtime"),
+                "version": build.get("source_commit") or UNKNOWN,
+                "file": program,
+                "sha256": sha or UNKNOWN,
+                "linked": "static (the program carries the library)",
+            }
+    elif pyz is not None:  # edgelab's own workload as a zipapp in the device store
+        out["runtime_build"], out["runtime_sha256"] = pyz.get("name"), pyz.get("digest")
+        arts[pyz["role"]] = pyz.get("sha256") or pyz.get("digest") or UNKNOWN
+    elif runtime in OWN_PACKAGES:  # run from the lab's interpreter (a virtual device)
+        out["runtime_build"], out["runtime_sha256"] = own_build(OWN_PACKAGES[runtime])
+    if runtime == "reference":
+        out["runtime_library"] = {
+            "name": "edgelab reference (numpy)",
+            "version": __version__,
+            "sha256": own_build("reference")[1],
+        }
+    models: dict[str, dict[str, Any]] = {}
+    for a in ents:
+        if a.get("kind") not in MODEL_KINDS:
+            continue
+        sha = a.get("sha256") or a.get("digest") or UNKNOWN
+        arts[a["role"]] = sha
+        word = a.get("weights")
+        if word is None and session is not None and a.get("name"):
+            word = _weights_word(session, a["name"])
+        models[a["role"]] = {
+            "artifact": a.get("name"),
+            "file": a.get("file"),
+            "sha256": sha,
+            "bytes": a.get("bytes"),
+            "format": (a.get("ext") or "").lstrip(".") or None,
+            "weights": word or UNKNOWN,
+        }
+    out["artifacts"], out["models"] = arts, models
+    if models:
+        words = {m["weights"] for m in models.values()}
+        out["weights"] = next(iter(words)) if len(words) == 1 else (UNKNOWN if UNKNOWN in words else "mixed")
+    elif runtime == "reference":
+        out["weights"] = "random"  # the reference draws its own weights
+    return out
+
+
+def _weights_word(session: Session, name: str) -> str | None:
+    from edgelab.store.artifacts import Artifact
+
+    row = session.exec(select(Artifact).where(Artifact.name == name)).first()
+    if row is None:
+        return None
+    return (row.meta or {}).get("weights") or (row.provenance or {}).get("weights")
+
+
+def observed(prov: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+    """``prov`` with what the process reported about itself in its run.start (edgelab's controller:
+    placement per stage, the model file it loaded, the runtime library as loaded, its weights)."""
+    out = dict(prov)
+    if isinstance(meta.get("placement"), dict):
+        out["placement"] = meta["placement"]
+    model = meta.get("model")
+    if isinstance(model, dict) and model.get("sha256"):
+        out["model_loaded"] = {"sha256": model["sha256"], "stage": model.get("stage")}
+    if isinstance(meta.get("runtime_library"), dict):
+        out["runtime_library"] = meta["runtime_library"]
+    if meta.get("weights") in ("random", "real") and out.get("weights") in (None, UNKNOWN):
+        out["weights"] = meta["weights"]
+    return out
+
+
+def own_build(package: str) -> tuple[str, str]:
+    """(build, SHA-256) of one of edgelab's own python workloads (``reference``, ``controller``) run
+    by an interpreter that has edgelab: the package's source files, file by file."""
+    # the files are read, not imported: those packages sit above metrics (they emit events)
+    root = Path(__file__).resolve().parents[1] / package
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        h.update(f.relative_to(root).as_posix().encode() + b"\0")
+        h.update(f.read_bytes())
+    return f"edgelab {__version__} {package} (python)", h.hexdigest()
 
 
 def reference_build() -> tuple[str, str]:
     """(build, SHA-256) of the reference runtime: edgelab's reference package, file by file."""
-    # the files are read, not imported: the reference runtime sits above metrics (it emits events)
-    ref = Path(__file__).resolve().parents[1] / "reference"
-    h = hashlib.sha256()
-    for f in sorted(ref.rglob("*.py")):
-        h.update(f.relative_to(ref).as_posix().encode() + b"\0")
-        h.update(f.read_bytes())
-    return f"edgelab {__version__} reference (python)", h.hexdigest()
-
-
-def _artifact(session: Session, name: str | None):
-    from edgelab.store.artifacts import Artifact
-
-    if not name:
-        return None
-    return session.exec(select(Artifact).where(Artifact.name == name)).first()
+    return own_build("reference")
 
 
 def power_condition(facts: dict[str, Any] | None) -> dict[str, Any] | str:
@@ -219,111 +386,3 @@ def observe_cache(
     if pushed is not None:
         return "cold", f"first load since the artifacts were pushed at {pushed.isoformat()}"
     return "cold", "first run of this runtime and artifact set on this device"
-
-
-def complete(
-    session: Session,
-    prov: dict[str, Any],
-    *,
-    device: str | None,
-    runtime: str | None,
-    plan: dict[str, Any] | None = None,
-    facts: dict[str, Any] | None = None,
-    run_id: str | None = None,
-) -> dict[str, Any]:
-    """``prov`` with runtime build, artifacts, weights, cache and power filled (``unknown`` if not known)."""
-    out = dict(prov)
-    arts: dict[str, str] = {}
-    weights = None
-    build = sha = None
-    if runtime == "reference":
-        build, sha = reference_build()
-        weights = "random"
-    for a in (plan or {}).get("artifacts") or []:
-        if a.get("present") is False or "placeholder" in a:
-            continue  # planned but not used (the reference zipapp on a virtual device): nothing ran from it
-        name = a.get("name")
-        row = _artifact(session, name)
-        label = a.get("role") or name or "?"
-        arts[label] = a.get("sha256") or (row.digest if row is not None else UNKNOWN)
-        if weights is None and a.get("weights"):
-            weights = a["weights"]
-        if row is None:
-            continue
-        if row.kind == "runtime" and build is None:
-            build, sha = row.provenance.get("build") or row.name, row.digest
-        if row.kind == "weights" and weights is None:
-            weights = row.meta.get("weights") or row.provenance.get("weights")
-    out["runtime_build"] = out.get("runtime_build") or build or UNKNOWN
-    out["runtime_sha256"] = out.get("runtime_sha256") or sha or UNKNOWN
-    if out.get("artifacts") is None:
-        out["artifacts"] = arts
-    out["weights"] = out.get("weights") or weights or UNKNOWN
-    if out.get("cache") in (None, UNKNOWN) and device:
-        digests = [d for d in arts.values() if d != UNKNOWN]
-        out["cache"], out["cache_basis"] = observe_cache(
-            session, device=device, runtime=runtime, artifact_digests=digests, exclude_run=run_id
-        )
-    out["cache"] = out.get("cache") or UNKNOWN
-    if out.get("power") in (None, UNKNOWN):
-        out["power"] = power_condition(facts)
-    for key in ("facts_hash", "device_class", "profile", "strategy"):
-        if out.get(key) is None and key in out:
-            out[key] = UNKNOWN
-    return out
-
-
-def for_plan(
-    session: Session,
-    *,
-    device: str,
-    virtual: bool,
-    plan: dict[str, Any],
-    facts_hash: str | None,
-    profile: str | None,
-    command: str | None,
-    source: str,
-    run_id: str | None = None,
-) -> dict[str, Any]:
-    """The whole provenance block of a planned workload (a deployment or a bench run) on a device."""
-    from edgelab.errors import NotFound
-    from edgelab.store.snapshots import latest_snapshot
-
-    prov = provenance(
-        session,
-        device=device,
-        virtual=virtual,
-        runtime=plan.get("runtime"),
-        strategy=plan.get("strategy"),
-        profile=profile,
-        command=command,
-        source=source,
-    )
-    prov["facts_hash"] = prov["facts_hash"] or facts_hash
-    try:
-        facts = latest_snapshot(session, device).facts or {}
-    except NotFound:
-        facts = {}
-    return complete(
-        session, prov, device=device, runtime=plan.get("runtime"), plan=plan, facts=facts, run_id=run_id
-    )
-
-
-def complete_on_device(
-    session: Session,
-    prov: dict[str, Any],
-    *,
-    device: str,
-    runtime: str | None,
-    plan: dict[str, Any] | None = None,
-    run_id: str | None = None,
-) -> dict[str, Any]:
-    """:func:`complete` with the device's latest probe facts (its power word)."""
-    from edgelab.errors import NotFound
-    from edgelab.store.snapshots import latest_snapshot
-
-    try:
-        facts = latest_snapshot(session, device).facts or {}
-    except NotFound:
-        facts = {}
-    return complete(session, prov, device=device, runtime=runtime, plan=plan, facts=facts, run_id=run_id)

@@ -19,7 +19,7 @@ from sqlmodel import Session
 from edgelab.errors import NotFound
 from edgelab.labels import strategy_label
 from edgelab.metrics.ingest import finalize
-from edgelab.metrics.provenance import provenance
+from edgelab.metrics.provenance import run_provenance
 from edgelab.store.db import session_scope
 from edgelab.store.runs import Run, create_run
 
@@ -45,8 +45,9 @@ def start_run(
     """Create a pending run with its provenance block filled from the device's latest probe;
     returns the run id to stamp on events and hand to ``Ingestor``."""
     with session_scope(engine) as s:
-        prov = provenance(
+        prov = run_provenance(
             s,
+            source=kind,
             device=device,
             virtual=virtual,
             runtime=runtime,
@@ -58,7 +59,6 @@ def start_run(
             command=command,
             cache=cache,
             power=power,
-            source=kind,
         )
         run = create_run(
             s,

@@ -323,7 +323,7 @@ def write_inputs(
     from edgelab.metrics.audio import Chunk, audio_metrics
     from edgelab.metrics.ingest import SampleRow, _sample_sql
     from edgelab.metrics.live import recompute, wall_ms
-    from edgelab.metrics.provenance import provenance
+    from edgelab.metrics.provenance import run_provenance
     from edgelab.store.db import session_scope
     from edgelab.store.runs import RunRequest, create_run, put_summary
 
@@ -343,12 +343,22 @@ def write_inputs(
             if inp.report is not None:
                 pipe = pipe or _text(inp.report.get("model")) or _text(inp.report.get("pipeline"))
                 dev = dev or _text(inp.report.get("device")) or _text(inp.report.get("host"))
-            prov = provenance(device=dev, virtual=virtual, source="imported")
-            prov["imported"] = {
-                "requests_sha256": inp.requests_sha256,
-                "report_sha256": inp.report_sha256,
-                "records_sha256": records_sha256(inp),
-            }
+            report = inp.report or {}
+            prov = run_provenance(
+                None,  # the study's machine is not in the inventory: what its report says, else unknown
+                source="imported",
+                device=dev,
+                virtual=virtual,
+                runtime=_text(report.get("runtime")) or _text(report.get("backend")),
+                strategy=_text(report.get("strategy")),
+                command=_text(report.get("command")),
+                weights=_text(report.get("weights")),
+                imported={
+                    "requests_sha256": inp.requests_sha256,
+                    "report_sha256": inp.report_sha256,
+                    "records_sha256": records_sha256(inp),
+                },
+            )
             meta = {"imported_from": str(inp.requests_path.resolve()), "report": inp.report}
             run = create_run(
                 s,

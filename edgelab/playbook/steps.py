@@ -48,6 +48,10 @@ class JobContext:
     runs: dict[str, dict[str, Any]] = field(default_factory=dict)  # step id or "last" -> {run_id, summary}
     deployments: list[int] = field(default_factory=list)
 
+    def play(self, step: Step) -> dict[str, Any]:
+        """Who ran a run (its provenance's ``play``): the playbook, this job and the step."""
+        return {"playbook": self.playbook, "job": self.result.label, "step": step.id or step.name}
+
     def transport(self):
         if self._transport is None:
             from edgelab.store.devices import get_device
@@ -176,7 +180,12 @@ def do_deploy(
     dep = deploy(
         ctx.engine,
         req,
-        opts=Options(ready_timeout_s=_left(deadline, 300.0), cancel=ctx.stop_event, ephemeral=True),
+        opts=Options(
+            ready_timeout_s=_left(deadline, 300.0),
+            cancel=ctx.stop_event,
+            ephemeral=True,
+            play=ctx.play(step),
+        ),
     )  # a killed play's deployment is reaped
     ctx.deployments.append(dep.id)
     out.run_id = dep.run_id
@@ -317,9 +326,12 @@ def do_bench(
                     dict(opts.get("endpoint_options") or {}),
                 ),
                 cancel=cancel,
+                play=ctx.play(step),
             )
         else:
-            res = run_bench(ctx.engine, req, opts=Options(transport={"timeout": 15}), cancel=cancel)
+            res = run_bench(
+                ctx.engine, req, opts=Options(transport={"timeout": 15}, play=ctx.play(step)), cancel=cancel
+            )
     except Refusal as r:
         out.details = {"refusal": r.to_dict(), "pipeline": req.pipeline}
         raise StepFailure(
