@@ -65,24 +65,38 @@ def test_bench_on_a_real_runtime_reports_figures_sha_and_observed_placement(
     assert isinstance(act["deadline_misses"], int)
     # the SHA-256 is the registered artifact's, and the one the controller loaded
     with session_scope(engine, write=False) as s:
-        art = get_artifact(s, rep["model"]["artifact"])
+        (model,) = rep["provenance"]["models"].values()  # the exported head, as bound and loaded
+        art = get_artifact(s, model["artifact"])
         run = get_run(s, rep["run"])
         (file,) = artifact_files(s, art)
         src = Path(file.source)
         assert art.kind == "model" and art.meta["weights"] == "random"
-        assert rep["model"]["sha256"] == rep["model"]["loaded_sha256"] == file.sha256
-        assert hashlib.sha256(src.read_bytes()).hexdigest() == rep["model"]["sha256"]
+        assert model["sha256"] == rep["provenance"]["model_loaded"]["sha256"] == file.sha256
+        assert hashlib.sha256(src.read_bytes()).hexdigest() == model["sha256"]
         prov, meta = dict(run.provenance), dict(run.meta)
-    assert rep["model"]["sha256"] in prov["artifacts"].values() and prov["virtual"] is True
+    assert model["sha256"] in prov["artifacts"].values() and prov["virtual"] is True
+    # the runtime library as the controller loaded it, and edgelab's controller package as the build
+    lib = prov["runtime_library"]
+    assert (
+        lib["name"] in ("MNN", "ONNX Runtime") and len(lib["sha256"]) == 64 and lib["source"] == "as loaded"
+    )
+    assert prov["runtime_build"].startswith("edgelab ") and "controller" in prov["runtime_build"]
+    # every inferred chunk is a request, the first one the warm-up (a superseded tick infers nothing)
+    assert (
+        rep["requests"]["by_phase"]["warmup"] == 1
+        and rep["requests"]["by_phase"]["measured"] == act["chunks"]
+    )
     # a virtual device runs the lab host's runtime on the lab host's CPU; the runtime itself says so
     pl = prov["placement"]["action_head"]
     assert pl["runtime"] == runtime and pl["requested"] == "cpu" and pl["observed"] == "cpu"
     assert pl["fallback"] is False and pl["runtime_version"]
     # launched from the runtime's template, the model pushed into the device's content store
     assert "edgelab.controller" in prov["command"] and f"--runtime {runtime}" in prov["command"]
-    assert f"/.edgelab/store/{rep['model']['sha256']}" in prov["command"]
+    assert f"/.edgelab/store/{model['sha256']}" in prov["command"]
     assert meta["parity"]["ok"] and set(meta["parity"]["runtimes"]) == {"mnn", "onnxruntime"}
-    assert meta["controller"]["ticks"] == 7 and meta["controller"]["step_ms"]["count"] == 10 * act["chunks"]
+    # 10 flow steps per inferred chunk, the warm-up one included (the headline figures leave it out)
+    assert meta["controller"]["ticks"] == 7
+    assert meta["controller"]["step_ms"]["count"] == 10 * rep["requests"]["total"]
 
 
 def test_bench_with_a_cpu_hog_and_the_human_view(deploy_lab, ssh_lab, tmp_path, monkeypatch):

@@ -161,7 +161,7 @@ def test_bench_step_goes_through_the_protocol_and_records_its_provenance(lab_env
         "    id: t\n"
         "  - bench: {workload: vla, warmup: 1, requests: 4, control_hz: 20, slow_every: 2, slow_ms: 80}\n"
         "    id: v\n"
-        "  - gate: {run: v, checks: ['deadline_misses >= 1', 'action_chunks == 5']}\n"
+        "  - gate: {run: v, checks: ['deadline_misses >= 1', 'action_chunks == 4']}\n"
     )
     res = runner.invoke(app, ["play", str(pb), "--json"])
     assert res.exit_code == 0, res.output
@@ -174,7 +174,12 @@ def test_bench_step_goes_through_the_protocol_and_records_its_provenance(lab_env
     )
     assert "--warmup 1 --requests 2" in prov["command"]
     assert tts["details"]["summary"]["requests"]["by_phase"] == {"warmup": 1, "measured": 2}
-    assert "--control-hz 20 --steps 5 --slow-every 2 --slow-ms 80" in vla["details"]["provenance"]["command"]
+    assert (
+        "--control-hz 20 --steps 5 --warmup 1 --slow-every 2 --slow-ms 80"
+        in vla["details"]["provenance"]["command"]
+    )
+    # every chunk the bench announced is a request: 1 warm-up + 4 measured (the gate counts the measured)
+    assert vla["details"]["summary"]["requests"]["by_phase"] == {"warmup": 1, "measured": 4}
     from edgelab.store.db import get_engine, session_scope
     from edgelab.store.runs import get_run
 

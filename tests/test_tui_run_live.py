@@ -72,7 +72,8 @@ async def test_run_from_another_process_shows_live(tmp_path) -> None:
             await settle(app, pilot)
             assert isinstance(app.screen, RunScreen) and app.screen.view is not None
             screen = app.screen
-            assert screen.view.run["state"] == "pending" and screen.view.kind is None
+            # nothing measured yet, but the pipeline says what will be: an audio run's tiles, not chunk-less text
+            assert screen.view.run["state"] == "pending" and screen.view.kind == "audio"
             assert "unknown" in str(
                 screen.query_one("#t1", MetricTile).render()
             )  # no audio yet: unknown, not 0

@@ -192,7 +192,8 @@ def template_values(kind: str, req: BenchRequest) -> dict[str, Any]:
     if kind == "vla":
         return {
             "control_hz": f"{req.control_hz:g}",
-            "steps": req.warmup + req.requests,
+            "steps": req.warmup + req.requests,  # the first `warmup` of them are warm-up requests
+            "warmup": req.warmup,
             "slow_every": req.slow_every or None,
             "slow_ms": f"{req.slow_ms:g}" if req.slow_every else None,
             "hog": req.hog or None,
@@ -475,6 +476,11 @@ def _llama_bench(
     except BenchOutputError as e:
         records, state, error = [], "failed", str(e)
     meta["llama_bench"] = [r.to_dict() for r in records]
+    if records:  # llama-bench's own figures, one request per repetition of each test (banded by test)
+        from edgelab.metrics.ingest import store_reported
+        from edgelab.metrics.reported import from_llama_bench
+
+        store_reported(engine, run_id, from_llama_bench(meta["llama_bench"]))
     meta["placement"] = {"observed": parse_placement(res.stderr).observed or "unobserved"}
     with session_scope(engine) as s:
         run = get_run(s, run_id)

@@ -18,6 +18,7 @@ from edgelab.units import GIB, mib, series_caption
 
 if TYPE_CHECKING:
     from rich.panel import Panel
+    from rich.text import Text
 
     from edgelab.views.run import RunView
 
@@ -151,16 +152,53 @@ def render(view: RunView) -> Panel:
         "requests",
         f"{req.get('total', 0)} ({', '.join(f'{k} {v}' for k, v in (req.get('by_phase') or {}).items())})",
     )
+    rep = m.get("reported")
+    for band, figs in ((rep or {}).get("bands") or {}).items():  # a one-shot program's own figures
+        shown = [
+            f"{k} p50 {_f(v['p50'])}"
+            for k, v in figs.items()
+            if isinstance(v, dict) and k in ("decode_tok_s", "prompt_tok_s", "tok_s", "prompt_ms", "load_ms")
+        ]
+        t.add_row(f"reported {escape(band)}", escape("  ".join(shown) + f"  (n={figs['requests']})"))
+    if rep:
+        t.add_row("reported by", escape(str(rep.get("source"))))
     r = view.run
-    gaps = view.chunk_gaps_ms
-    spark = Text(sparkline(gaps) or f"(no {'tokens' if view.kind == 'text' else 'chunks'} yet)", style="cyan")
-    caption = Text(series_caption(view.gap_label, gaps, " ms") if gaps else f"{view.gap_kind} gaps ")
+    caption, series, what = _series(view)
+    spark = Text(
+        sparkline(series)
+        or (
+            "(the runtime's own figures below)"
+            if rep
+            else f"(no {what} yet)"
+            if what
+            else "(nothing measured yet)"
+        ),
+        style="cyan",
+    )
     title = escape(
         f"{r['id']}  {r['pipeline'] or '-'} on {r['device'] or '-'}"
         f"{' (virtual)' if r['virtual'] else ''}{_emulated(r)}  [{r['state']}]"
     )
     source = view.summary_source if view.summary_source != "none" else "no"
     return Panel(Group(caption, spark, t), title=title, subtitle=f"{source} summary")
+
+
+def _series(view: RunView) -> tuple[Text, list[float], str | None]:
+    """The sparkline of the run's kind: audio chunk gaps, text inter-token gaps, action latency."""
+    from rich.text import Text
+
+    if view.kind == "action":
+        lat = view.latency_ms
+        return (
+            Text(series_caption("inference latency", lat, " ms") if lat else "inference latency "),
+            lat,
+            "chunks",
+        )
+    if view.kind in ("audio", "text"):
+        gaps = view.chunk_gaps_ms
+        cap = series_caption(view.gap_label, gaps, " ms") if gaps else f"{view.gap_kind} gaps "
+        return Text(cap), gaps, "tokens" if view.kind == "text" else "chunks"
+    return Text(""), [], None
 
 
 def _duration_s(text: str) -> float:

@@ -28,7 +28,7 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--threads", type=int, default=1)
     v.add_argument("--control-hz", type=float, default=10.0)
     v.add_argument("--steps", type=int, default=50, help="control ticks")
-    v.add_argument("--warmup", type=int, default=1, help="untimed chunks before the episode")
+    v.add_argument("--warmup", type=int, default=1, help="of the chunks, the first are warm-up requests")
     v.add_argument("--staleness-ms", type=float, default=None, help="staleness bound (default: one period)")
     v.add_argument("--hog", type=int, default=0, help="fault injection: N busy CPU processes during the run")
     v.add_argument("--seed", type=int, default=0)

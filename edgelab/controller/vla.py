@@ -146,21 +146,21 @@ class VlaController:
         self._cv = threading.Condition()
         self._stop = False
         self._error: BaseException | None = None
+        self.warmup_chunks = 0  # the first chunks of the episode are warm-up requests
         self.wall0, self.mono0 = time.time(), time.monotonic()
 
     def wall(self, m: float) -> float:
         return self.wall0 + (m - self.mono0)
 
     def warmup(self, n: int) -> None:
-        """``n`` untimed chunks before the episode (first-run allocations, caches)."""
-        cond = self.encoder.encode(self.observe())
-        for i in range(n):
-            self.sampler.sample(cond, noise_for(self.seed, 1_000_000 + i))
-        self.sampler.step_ms.clear()
+        """The first ``n`` chunks of the episode are warm-up requests: timed and recorded (phase
+        warmup), apart from the measured ones."""
+        self.warmup_chunks = max(0, int(n))
 
     # --- inference thread -------------------------------------------------------------------
     def _infer_loop(self, request: str) -> None:
         idx = 0
+        rq: str | None = None  # the request in flight (ended as failed if its inference raises)
         try:
             while True:
                 with self._cv:
@@ -170,6 +170,9 @@ class VlaController:
                         return
                     obs, obs_m = self._slot
                     self._slot = None
+                rq = f"{request}-{idx + 1}"  # each inferred observation is one request
+                phase = "warmup" if idx < self.warmup_chunks else "measured"
+                self.em.emit(RequestStart(t=self.wall(obs_m), request=rq, phase=phase, input="observation"))
                 enc0 = time.monotonic()
                 cond = self.encoder.encode(obs)
                 start = time.monotonic()
@@ -180,7 +183,7 @@ class VlaController:
                 self.em.emit(
                     StageTiming(
                         t=self.wall(start),
-                        request=request,
+                        request=rq,
                         stage="encoder",
                         start=self.wall(enc0),
                         end=self.wall(start),
@@ -189,7 +192,7 @@ class VlaController:
                 self.em.emit(
                     ActionChunk(
                         t=self.wall(end),
-                        request=request,
+                        request=rq,
                         idx=idx,
                         obs_t=self.wall(obs_m),
                         infer_start=self.wall(start),
@@ -198,9 +201,15 @@ class VlaController:
                         dims=int(actions.shape[1]),
                     )
                 )
+                self.em.emit(RequestEnd(t=self.wall(end), request=rq, ok=True))
+                rq = None
                 self.cycle_ms.append((time.monotonic() - start) * 1000.0)  # head + buffer + event path
                 idx += 1
         except BaseException as e:  # surfaced by run(); the control loop stops at its next tick
+            if rq is not None:
+                self.em.emit(
+                    RequestEnd(t=time.time(), request=rq, ok=False, error=f"{type(e).__name__}: {e}"[:300])
+                )
             self._error = e
 
     # --- control thread ---------------------------------------------------------------------
@@ -298,8 +307,7 @@ def run_episode(
             meta=meta,
         )
     )
-    rid = f"{em.run or 'run'}-episode"
-    em.emit(RequestStart(t=time.time(), request=rid, phase="measured", input="synthetic observations"))
+    rid = f"{em.run or 'run'}-chunk"
     ok, err = True, None
     with CpuHog(hog):
         try:
@@ -315,6 +323,5 @@ def run_episode(
             line=json.dumps(summary, separators=(",", ":")),
         )
     )
-    em.emit(RequestEnd(t=time.time(), request=rid, ok=ok, error=err))
     em.emit(RunEnd(t=time.time(), state="finished" if ok else "failed", error=err))
     return ok, summary

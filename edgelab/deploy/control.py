@@ -12,9 +12,10 @@ from sqlalchemy import Engine
 
 from edgelab.deploy import remote
 from edgelab.deploy.options import Options, connect
-from edgelab.deploy.results import adapter_results
+from edgelab.deploy.results import adapter_results, reported_entries
 from edgelab.deploy.transition import GONE_PROCESS_STATES, transition
 from edgelab.errors import EdgelabError, TransportError
+from edgelab.metrics.ingest import store_reported
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import ACTIVE_STATES, Deployment, get_deployment, processes
 from edgelab.store.devices import get_device
@@ -128,9 +129,13 @@ def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> D
             run.meta = {**(run.meta or {}), "results": results}
             s.add(run)
 
-    return transition(
+    done = transition(
         engine, dep.pk, "finished" if ok else "failed", phase="ended", edit=ended, exit_codes=codes
     )
+    reported = reported_entries(adapter_results(dep.plan or {}, logs or {}))
+    if reported:  # a one-shot program's own figures: requests with counts in the run's summary
+        store_reported(engine, dep.run_id, reported)
+    return done
 
 
 def log_lines(

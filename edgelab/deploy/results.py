@@ -33,3 +33,15 @@ def adapter_results(plan: dict[str, Any], logs: dict[str, str]) -> dict[str, Any
             if perf is None:  # said, never guessed: the run finished but its figures are not in the log
                 out[pr["name"]]["perf_missing"] = PERF_LOST
     return out
+
+
+def reported_entries(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The runtime's own figures from :func:`adapter_results`, as requests to store
+    (:mod:`edgelab.metrics.reported`)."""
+    from edgelab.metrics.reported import from_perf
+
+    out: list[dict[str, Any]] = []
+    for res in results.values():
+        if res.get("perf"):
+            out += from_perf(res["perf"])
+    return out

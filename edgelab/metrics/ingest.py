@@ -32,6 +32,7 @@ from edgelab.store.runs import (
     RunSummary,
     TelemetrySample,
     get_run,
+    get_summary,
     put_summary,
     requests_of,
     set_state,
@@ -450,6 +451,27 @@ def finalize(
             sm_select(TelemetrySample).where(TelemetrySample.run_id == run_id).order_by(TelemetrySample.id)
         ).all()
     return recompute(reqs, samples, period_s, errors=stored_errors, stages=stages, telemetry=telemetry)
+
+
+def store_reported(engine: Engine, run_id: str, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """Store what a one-shot program reported about itself as the run's requests
+    (:mod:`edgelab.metrics.reported`) and rewrite its final summary from the stored rows; returns it.
+    Idempotent: a request id already stored is kept as it is."""
+    from edgelab.metrics.reported import rows as reported_rows
+
+    with session_scope(engine) as s:
+        have = {r.request for r in requests_of(s, run_id)}
+        new = [r for r in reported_rows(run_id, entries, time.time()) if r["request"] not in have]
+        if new:
+            s.connection().execute(insert(_REQ), new)
+    final = finalize(engine, run_id)
+    with session_scope(engine) as s:
+        run = get_run(s, run_id)
+        old = get_summary(s, run_id, "final")
+        if old is not None and "live_equals_final" in old.metrics:
+            final["live_equals_final"] = old.metrics["live_equals_final"]
+        put_summary(s, run_id, "final", final, run.provenance)
+    return final
 
 
 def store_telemetry(

@@ -16,6 +16,7 @@ from typing import Any
 from edgelab.metrics import events as ev
 from edgelab.metrics.action import ActionSample, ActionVerdict, judge, verdicts_summary
 from edgelab.metrics.audio import EPS_MS, AudioMetrics, Chunk, audio_metrics
+from edgelab.metrics.reported import summary as reported_summary
 from edgelab.metrics.stats import summarize
 from edgelab.metrics.text import text_metrics
 
@@ -491,4 +492,8 @@ def recompute(
             r.clocks_mhz,
             r.throttled,
         )
-    return run_summary(views, verdicts, period_s, errors or {}, durations, res)
+    out = run_summary(views, verdicts, period_s, errors or {}, durations, res)
+    own = reported_summary(reqs)
+    if own is not None:  # what a one-shot program reported about itself (llama-completion, llama-bench)
+        out["reported"] = own
+    return out

@@ -53,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     v = sub.add_parser("vla", help="internvla-a1: flow-matching action head in a fixed-rate control loop")
     v.add_argument("--control-hz", type=float, default=10.0)
     v.add_argument("--steps", type=int, default=50, help="control ticks (inferences)")
+    v.add_argument("--warmup", type=int, default=0, help="of those, warm-up ticks (phase warmup) first")
     v.add_argument(
         "--slow-every", type=int, default=0, help="inject a slow step every N inferences (0 = never)"
     )
@@ -125,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             dims=args.dims,
             flow_steps=args.flow_steps,
             device=args.device,
+            warmup=args.warmup,
         )
         return 0
     except EdgelabError as err:

@@ -32,8 +32,10 @@ def run_vla(
     dims: int = DIMS,
     flow_steps: int = FLOW_STEPS,
     device: str | None = None,
+    warmup: int = 0,
 ) -> int:
-    """Run ``steps`` control ticks; returns the number of ticks skipped by overruns."""
+    """Run ``steps`` control ticks (the first ``warmup`` of them warm-up requests); returns the
+    number of ticks skipped by overruns."""
     period = 1.0 / control_hz
     policy = ReferenceVLA(
         seed, horizon=horizon, dims=dims, steps=flow_steps, slow_every=slow_every, slow_ms=slow_ms
@@ -58,7 +60,7 @@ def run_vla(
             },
         )
     )
-    return episode(em, policy.infer, period_s=period, steps=steps, rng=rng)
+    return episode(em, policy.infer, period_s=period, steps=steps, rng=rng, warmup=warmup)
 
 
 def episode(
@@ -68,14 +70,19 @@ def episode(
     period_s: float,
     steps: int,
     rng: np.random.Generator,
+    warmup: int = 0,
 ) -> int:
-    """One measured episode of synthetic observations at the control rate, then the run's end."""
-    rid = f"{em.run or 'run'}-episode"
-    em.emit(RequestStart(t=time.time(), request=rid, phase="measured", input="synthetic observations"))
+    """One episode of synthetic observations at the control rate (each inference a request, the
+    first ``warmup`` in phase warmup), then the run's end."""
     skipped = control_loop(
-        em, infer, period_s=period_s, steps=steps, request=rid, observe=lambda: synthetic_observation(rng)
+        em,
+        infer,
+        period_s=period_s,
+        steps=steps,
+        request=f"{em.run or 'run'}-tick",
+        observe=lambda: synthetic_observation(rng),
+        warmup=warmup,
     )
-    em.emit(RequestEnd(t=time.time(), request=rid, ok=True))
     em.emit(RunEnd(t=time.time(), state="finished"))
     return skipped
 
@@ -88,11 +95,14 @@ def control_loop(
     steps: int,
     request: str,
     observe: Callable[[], dict[str, Any]],
+    warmup: int = 0,
 ) -> int:
     """Tick every ``period_s``: observe, infer, emit the chunk; returns the ticks skipped by overruns.
 
-    ``infer`` may be a local policy or a remote endpoint's client: the timings are taken around
-    the call, so for a remote policy they include the network round trip, as the robot sees it.
+    Each inference is one request (``REQUEST-N``, from its observation to its chunk), the first
+    ``warmup`` of them in phase warmup, so a run counts every chunk it announced. ``infer`` may be
+    a local policy or a remote endpoint's client: the timings are taken around the call, so for a
+    remote policy they include the network round trip, as the robot sees it.
     """
     wall0, mono0 = time.time(), time.monotonic()
 
@@ -107,18 +117,23 @@ def control_loop(
         if t_tick > now:
             time.sleep(t_tick - now)
         obs_m = time.monotonic()
+        rq = f"{request}-{k + 1}"
+        phase = "warmup" if k < warmup else "measured"
+        em.emit(RequestStart(t=wall(obs_m), request=rq, phase=phase, input="synthetic observation"))
         obs = observe()
         start_m = time.monotonic()
-        out = infer(obs)
+        try:
+            out = infer(obs)
+        except Exception as err:  # the request fails with its reason; the caller decides about the run
+            em.emit(RequestEnd(t=time.time(), request=rq, ok=False, error=str(err)[:300]))
+            raise
         end_m = time.monotonic()
         actions = np.asarray(out["actions"])
-        em.emit(
-            StageTiming(t=wall(end_m), request=request, stage="infer", start=wall(start_m), end=wall(end_m))
-        )
+        em.emit(StageTiming(t=wall(end_m), request=rq, stage="infer", start=wall(start_m), end=wall(end_m)))
         em.emit(
             ActionChunk(
                 t=wall(end_m),
-                request=request,
+                request=rq,
                 idx=k,
                 obs_t=wall(obs_m),
                 infer_start=wall(start_m),
@@ -127,6 +142,7 @@ def control_loop(
                 dims=int(actions.shape[1]) if actions.ndim > 1 else 1,
             )
         )
+        em.emit(RequestEnd(t=wall(end_m), request=rq, ok=True))
         # next tick: the first one still ahead of us; ticks passed during inference are skipped
         nxt = tick + 1
         while mono0 + nxt * period_s < time.monotonic():

@@ -71,6 +71,21 @@ class RunView:
         return self.run["state"] in FINAL_STATES
 
 
+def expected_kind(pipeline: str | None) -> str | None:
+    """What a run of ``pipeline`` measures (audio, action, text), from the catalog before its first
+    sample: a text run is never shown audio's chunk gaps while it waits."""
+    if not pipeline:
+        return None
+    from edgelab.catalog.pipelines import load_pipelines, pipeline_aliases
+
+    try:
+        specs = load_pipelines()
+    except Exception:  # noqa: BLE001 - a broken catalog leaves the kind to the samples
+        return None
+    spec = specs.get(pipeline_aliases(specs).get(pipeline, pipeline))
+    return spec.metrics[0] if spec and spec.metrics else None  # the pipeline's first figure kind
+
+
 def buffer_levels(chunks: list[tuple[float, int, int]]) -> list[float]:
     """Audio buffered (ms) just after each chunk arrives, for a player started at TTFA.
 
@@ -163,6 +178,7 @@ class RunFollower:
                 "command": run.command,
             }
         self._take(new, float(period_s) if period_s else None)
+        self._kind = self._kind or expected_kind(run_d["pipeline"])
         for row in logs:
             self._log_id = max(self._log_id, row.id)
         self._polls += 1

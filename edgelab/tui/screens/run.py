@@ -188,6 +188,11 @@ class RunScreen(Screen):
         tiles[0].set_value(_ms(x and x.get("ttft_ms")), _sub(x and x.get("ttft_ms")))
         tiles[1].set_value(_ms(x and x.get("itl_ms_p50")), _sub(x and x.get("itl_ms_p50")))
         tok = x and x.get("decode_tok_s")
+        reported = ((v.summary or {}).get("reported") or {}).get("bands") or {}
+        if not tok and reported:  # a one-shot program (llama-completion, llama-bench): its own figure
+            figs = next(iter(reported.values()))
+            tok = figs.get("decode_tok_s") or figs.get("tok_s")
+            tiles[2].border_title = "decode tokens/s (reported)"
         tiles[2].set_value(_num(tok, fmt="{:.1f}"), _sub(tok))
         rss = res.get("peak_rss_bytes")
         tiles[3].set_value(mib(rss, missing=None), "the runtime's process group")
