@@ -237,7 +237,8 @@ class Refusal(EdgelabError):
         "device_unreachable",
         "strategy_refused",
         "build_target_mismatch",
-    )  # the codes DESIGN §5b names, strategy refusals, a build for another machine
+        "endpoint_unreachable",
+    )  # the codes DESIGN §5b names, strategy refusals, a build for another machine, an S4 server that does not answer
 
     def __init__(
         self,

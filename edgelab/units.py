@@ -1,4 +1,5 @@
-"""Units and the way edgelab writes figures: bytes in binary units, milliseconds, series captions.
+"""Units and the way edgelab writes figures: bytes in binary units, milliseconds, series captions,
+and stored times in the operator's local time zone.
 
 One home so a byte count or a series reads the same in every table, report and screen
 (binary units throughout: 1 GiB = 2**30 bytes, as the memory facts and pools are counted).
@@ -8,6 +9,7 @@ Pure functions of numbers; below every other edgelab layer.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 KIB = 1024
 MIB = 1024**2
@@ -39,3 +41,26 @@ def series_caption(label: str, values: Sequence[float], unit: str = "") -> str:
         return f"{label}: no samples yet"
     last, lo, hi = values[-1], min(values), max(values)
     return f"{label}: {last:g}{unit}  (min {lo:g}, max {hi:g}, {len(values)} samples)"
+
+
+def when(value: datetime | float | None, *, missing: str = "-", seconds: bool = True) -> str:
+    """A stored time (a UTC datetime, naive ones read as UTC, or Unix seconds) in the operator's
+    local time zone: ``15:12:59`` today, ``2026-12-03 15:12`` another day."""
+    if value is None:
+        return missing
+    if isinstance(value, int | float):
+        dt = datetime.fromtimestamp(float(value), tz=UTC)
+    else:
+        dt = value if value.tzinfo else value.replace(tzinfo=UTC)
+    local = dt.astimezone()
+    if local.date() == datetime.now().astimezone().date():
+        return local.strftime("%H:%M:%S" if seconds else "%H:%M")
+    return local.strftime("%Y-%m-%d %H:%M")
+
+
+def clock(value: float | None) -> str:
+    """Unix seconds as the local wall clock with milliseconds (``15:12:59.123``), for log lines."""
+    if value is None:
+        return "--:--:--.---"
+    local = datetime.fromtimestamp(float(value), tz=UTC).astimezone()
+    return local.strftime("%H:%M:%S.") + f"{local.microsecond // 1000:03d}"

@@ -165,6 +165,11 @@ def test_s4_deploy_decodes_the_lab_codec_stream_on_the_runtime(deploy_lab, runti
         th = follow.ensure_follower(engine, dep.run_id, transport=opts.transport)
         try:
             assert dep.state == "running"
+            from edgelab.labels import placement_line
+
+            lines = {pl["stage"]: placement_line(pl) for pl in dep.placement}
+            assert lines["code2wav"] == "code2wav: planned cpu, ran on cpu"  # the runtime's word, no FALLBACK
+            assert lines["talker"] == "talker: planned server, ran on server"
             end, summ = time.monotonic() + 60, None
             while time.monotonic() < end:
                 with session_scope(engine, write=False) as s:

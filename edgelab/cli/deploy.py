@@ -19,7 +19,8 @@ from edgelab.cli.common import (
     print_json,
 )
 from edgelab.errors import EdgelabError
-from edgelab.labels import strategy_label
+from edgelab.labels import placement_line, strategy_label
+from edgelab.units import when
 
 
 def _dep_dict(d) -> dict[str, Any]:
@@ -176,12 +177,7 @@ def deploy(
         f"({escape(strategy_label(dep.strategy, dep.runtime))}, {escape(dep.runtime)}) is {dep.state}"
     )
     for pl in dep.placement:
-        flag = " [red]FALLBACK[/]" if pl.get("fallback") else ""
-        console.print(
-            f"  {escape(pl['stage'])}: planned {escape(pl['planned'])}, observed "
-            f"{escape(str(pl['observed']))}{flag}",
-            highlight=False,
-        )
+        console.print(f"  {escape(placement_line(pl))}", highlight=False)
 
 
 def _start_follower(engine, run_id: str) -> None:
@@ -259,7 +255,7 @@ def _ps_table(out) -> None:
             escape(strategy_label(d.strategy, d.runtime)),
             escape(d.runtime),
             d.state + (" (to stop)" if d.to_stop else ""),
-            d.started_at.strftime("%H:%M:%S") if d.started_at else "-",
+            when(d.started_at),
             ("[dim]VIRTUAL[/]" if d.virtual else "")
             + (
                 " [yellow]EMULATED[/]"

@@ -102,6 +102,7 @@ def _deploy(
         if planned.refusal:
             raise planned.refusal
         check_artifacts(planned.plan)
+        _check_s4_server(planned.plan, on_phase)
     except Refusal as r:
         _attempt(engine, req, r)
         raise
@@ -169,6 +170,28 @@ def _deploy(
         _interrupted(engine, dep.pk, None, {}, exc, opts)
         raise
     return _launch(engine, dep.pk, p, opts, on_phase)
+
+
+def _check_s4_server(p: ExecutionPlan, on_phase: Phase | None) -> None:
+    """S4's device stage needs its server: refused, with the address and the remedy, unless the
+    server answers the protocol (edgelab.protocols.check) before anything is reserved or started."""
+    if p.strategy != "S4" or not p.endpoints:
+        return
+    from edgelab.protocols.check import check_server
+
+    url = p.endpoints[0]
+    try:
+        said = check_server(url, kind="tts" if "audio" in p.expected_outputs else "other")
+    except TransportError as e:
+        raise Refusal(
+            "endpoint_unreachable",
+            f"S4 server {url} does not answer: {e}",
+            device=p.device,
+            strategy="S4",
+            remedy="start the server first (the lab's reference talker: `python -m edgelab.protocols serve "
+            "speech --port PORT`, then --endpoint ws://127.0.0.1:PORT; or a vLLM-Omni server), or fix --endpoint",
+        ) from e
+    _phase(on_phase, "server", {"checked": said})
 
 
 def _phase(cb: Phase | None, name: str, info: dict[str, Any]) -> None:

@@ -26,8 +26,11 @@ _PATTERNS: list[tuple[re.Pattern[str], Any]] = [
 ]
 
 
-def _from_event(line: str) -> tuple[str | None, str] | None:
-    """(stage or None for all, placement) from an event line that states one."""
+def _from_event(line: str) -> list[tuple[str | None, str, bool | None, str]] | None:
+    """[(stage or None for all, placement word, fallback the runtime reported or None, evidence)]
+    from an event line that states placement: a word (``"gpu"``), or, as edgelab's controller
+    reports it, one record per stage (``{"action_head": {"observed": "cpu", "fallback": false,
+    "detail": ...}}``)."""
     try:
         ev = json.loads(line)
     except ValueError:
@@ -37,12 +40,25 @@ def _from_event(line: str) -> tuple[str | None, str] | None:
     where = ev.get("placement") or ev.get("device_kind") or (ev.get("meta") or {}).get("placement")
     if not where:
         return None
-    return ev.get("stage"), str(where)
+    if isinstance(where, dict):
+        out: list[tuple[str | None, str, bool | None, str]] = []
+        for stage, rep in where.items():
+            if isinstance(rep, dict) and rep.get("observed"):
+                fb = rep.get("fallback")
+                detail = (
+                    f"{rep.get('runtime') or 'runtime'} reports {rep['observed']}: {rep.get('detail') or ''}"
+                )
+                out.append(
+                    (str(stage), str(rep["observed"]), bool(fb) if fb is not None else None, detail[:200])
+                )
+        return out or None
+    return [(ev.get("stage"), str(where), None, line.strip()[:200])]
 
 
 def observe(plan: ExecutionPlan, lines_by_process: Mapping[str, Iterable[str]]) -> list[dict[str, Any]]:
     """One record per stage: planned, observed (with its evidence), and whether it fell back."""
     seen: dict[str, tuple[str, str]] = {}
+    reported_fallback: dict[str, bool] = {}  # stage -> the runtime's own word (requested vs observed)
     load_log = {pr.name for pr in plan.processes if pr.placement == "llama-load-log"}
     for proc in load_log & set(lines_by_process):
         from edgelab.adapters.llama_placement import parse_placement
@@ -59,10 +75,12 @@ def observe(plan: ExecutionPlan, lines_by_process: Mapping[str, Iterable[str]]) 
         for line in lines:
             got = _from_event(line)
             if got:
-                stage, where = got
-                for st in plan.stages:
-                    if st.process == proc and (stage is None or stage == st.name):
-                        seen[st.name] = (where, line.strip()[:200])
+                for stage, where, fb, evidence in got:
+                    for st in plan.stages:
+                        if st.process == proc and (stage is None or stage == st.name):
+                            seen[st.name] = (where, evidence)
+                            if fb is not None:
+                                reported_fallback[st.name] = fb
                 continue
             for pat, res in _PATTERNS:
                 m = pat.search(line)
@@ -85,17 +103,20 @@ def observe(plan: ExecutionPlan, lines_by_process: Mapping[str, Iterable[str]]) 
                 }
             )
             continue
-        observed, evidence = seen.get(st.name, (None, None))
+        hit = seen.get(st.name)
+        observed, where_from = (hit[0], hit[1]) if hit else (None, None)
         if observed is None and st.runtime == REFERENCE and st.process in lines_by_process:
-            observed, evidence = REFERENCE_PLACEMENT, "reference runtime: CPU only, random weights"
+            observed, where_from = REFERENCE_PLACEMENT, "reference runtime: CPU only, random weights"
         planned_kind = st.placement.split(" ")[0]
-        fallback = observed is not None and observed.split(" ")[0] != planned_kind
+        fallback = reported_fallback.get(
+            st.name, observed is not None and observed.split(" ")[0] != planned_kind
+        )
         out.append(
             {
                 "stage": st.name,
                 "planned": st.placement,
                 "observed": observed or "unobserved",
-                "evidence": evidence,
+                "evidence": where_from,
                 "fallback": fallback,
             }
         )
