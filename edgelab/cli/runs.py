@@ -10,6 +10,7 @@ import typer
 from edgelab.cli.common import JsonOpt, console, emit_error, escape, fail, fail_from, open_engine, print_json
 from edgelab.errors import ConfigError
 from edgelab.labels import strategy_label
+from edgelab.units import when
 
 app = typer.Typer(
     help="Runs and their results: list, show, export, import the study's records.", no_args_is_help=True
@@ -98,7 +99,7 @@ def ls(
         st = r["state"]
         table.add_row(
             r["id"],
-            r["created_at"].strftime("%Y-%m-%d %H:%M"),
+            when(r["created_at"], seconds=False),
             escape(r["pipeline"] or "-"),
             escape(r["device"] or "-")
             + (" (virtual)" if r["virtual"] else "")

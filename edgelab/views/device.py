@@ -12,7 +12,7 @@ from edgelab.errors import EdgelabError
 from edgelab.inventory.view import address_of
 from edgelab.labels import strategy_label
 from edgelab.store.db import session_scope
-from edgelab.units import gib, human_bytes
+from edgelab.units import gib, human_bytes, when
 from edgelab.views.fleet import max_temperature
 from edgelab.views.trend import TrendView, load_trend
 
@@ -127,6 +127,7 @@ def run_row(run: Any) -> dict[str, Any]:
         "strategy": strategy_label(run.strategy, run.runtime),
         "state": run.state,
         "started_at": run.started_at or run.created_at,
+        "started": when(run.started_at or run.created_at),  # local, readable
         "virtual": bool(run.virtual),
     }
 
@@ -160,7 +161,7 @@ def load_device(engine: Engine, name: str, *, pipeline: str | None = None) -> De
                     "name": ", ".join(names) or "(unregistered blob)",
                     "sha256": e.sha256[:16],
                     "size": human_bytes(e.size),
-                    "pushed": e.verified_at.strftime("%Y-%m-%d %H:%M"),
+                    "pushed": when(e.verified_at, seconds=False),
                 }
                 for e, names in device_blobs(s, d.id)
             ]

@@ -21,6 +21,7 @@ from sqlalchemy import Engine
 
 from edgelab.labels import strategy_label
 from edgelab.store.db import session_scope
+from edgelab.units import clock
 
 TAIL_LINES = 500
 SERIES_POINTS = 120
@@ -263,9 +264,20 @@ def _reading(row: Any) -> Reading:
 
 
 def _log_line(row: Any) -> str:
-    level = f"{row.level} " if row.level else ""
-    prefix = "ERROR " if row.kind == "error" and not row.level else ""
-    return f"{prefix}{level}{row.message}"
+    """One stored event line as the log pane shows it: local time, what it is, its text.
+
+    ``15:12:59.123 stderr  load_tensors: ...``; an error with its class; a stage with its span
+    and request (``stage infer 12.3 ms  r1-tick-4``)."""
+    at = clock(row.t)
+    data = row.data or {}
+    if row.kind == "stage":
+        start, end = data.get("start"), data.get("end")
+        span = f" {(end - start) * 1000.0:.1f} ms" if start is not None and end is not None else ""
+        return f"{at} stage {row.message}{span}" + (f"  {row.request}" if row.request else "")
+    if row.kind == "error":
+        return f"{at} ERROR {row.level or ''} {row.message}".replace("  ", " ")
+    stream = data.get("stream") or row.level or "log"
+    return f"{at} {stream:<6} {row.message}"
 
 
 def _telemetry_series(rows: list[Any]) -> dict[str, list[float]]:

@@ -189,7 +189,7 @@ class DeviceScreen(Screen):
                 self.query_one(pid, InfoPanel).show_note(d.profile_note or "no profile")
         self._telemetry(d.telemetry)
         self._section("#artifacts", d.artifacts, ["name", "sha256", "size", "pushed"])
-        self._section("#runs", d.runs, ["id", "pipeline", "strategy", "state", "started_at"])
+        self._section("#runs", d.runs, ["id", "pipeline", "strategy", "state", "started"])
         self.query_one("#device-trend", Static).update(
             Text(d.trend.text(width=72, height=12))
             if d.trend
