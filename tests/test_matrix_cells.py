@@ -77,6 +77,10 @@ def test_blocked_needs_layer_reason_and_next_experiment(engine):
     with session_scope(eng) as s:
         with pytest.raises(ConfigError, match="--layer"):
             set_cell(s, "10/3", status="BLOCKED", reason="no QNN graph")
+        with pytest.raises(ConfigError, match="--kind"):  # the device's blocker, or the lab's to build?
+            set_cell(
+                s, "10/3", status="BLOCKED", reason="no QNN graph", layer="artifact", next_experiment="x"
+            )
         cell, _ = set_cell(
             s,
             "10/3",
@@ -84,10 +88,29 @@ def test_blocked_needs_layer_reason_and_next_experiment(engine):
             reason="no QNN graph",
             layer="artifact",
             next_experiment="export with QNN SDK 2.30",
+            kind="implementation",
         )
         assert (cell.stage, cell.functional, cell.failing_layer) == ("blocked", "BLOCKED", "artifact")
+        assert cell.blocker_kind == "implementation"
         with pytest.raises(ConfigError, match="--reason"):
             set_cell(s, "12/3", status="REJECTED")
+        cell, _ = set_cell(s, "12/3", status="REJECTED", reason="weights 54 GiB > pool 6 GiB")
+        assert cell.blocker_kind == "feasibility"  # capacity is the device's
+
+
+def test_a_word_above_partial_needs_a_real_finished_run(engine):
+    eng, _ = engine
+    with session_scope(eng) as s:
+        with pytest.raises(ConfigError, match="PASS needs evidence"):
+            set_cell(s, "9/2", status="PASS")
+        with pytest.raises(ConfigError, match="ran on a virtual device"):
+            set_cell(s, "9/2", status="PASS", evidence=["rvirt"])
+        with pytest.raises(ConfigError, match="PASS needs evidence"):
+            set_cell(s, "9/2", performance="PASS")
+        cell, _ = set_cell(s, "9/2", status="PARTIAL")  # PARTIAL and below: a word, no claim of a pass
+        assert cell.functional == "PARTIAL"
+        cell, _ = set_cell(s, "9/2", status="PASS", evidence=["rreal"])
+        assert cell.functional == "PASS" and cell.evidence == ["rreal"]
 
 
 def test_playbook_outcome_on_virtual_device_only_attaches_demo_evidence(engine):

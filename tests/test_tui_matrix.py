@@ -117,6 +117,7 @@ def seed_matrix_lab(engine) -> None:
             layer="memory",
             reason="OOM loading the vision tower",
             next_experiment="int4 vision tower with mmap",
+            kind="feasibility",
         )
         set_cell(s, "sa8775p-adp/minicpm-o-4.5", status="PARTIAL", reason="audio head only")
         set_cell(s, "snapdragon-x-elite-pc/spark-x2.5", status="COMPONENT")

@@ -131,9 +131,23 @@ def show(
         table.add_row(str(row.index), escape(row.label), *out)
     console.print(table)
     console.print(
-        f"{len(cells)} cells; (v) = virtual evidence only, never qualifies; * = qualified on a real device",
+        f"{len(cells)} cells; (v) = virtual evidence only, never qualifies; * = qualified on a real device; "
+        "feas./impl. = a feasibility or implementation blocker; `edgelab matrix next` says each cell's "
+        "next step or blocker, `edgelab matrix fill` records what the lab knows",
         highlight=False,
     )
+    _unserved(engine)
+
+
+def _unserved(engine) -> None:
+    """Inventory devices that serve no row (the Jetsons: not in the study), and why."""
+    from edgelab.matrix.fill import serving
+    from edgelab.store.db import session_scope
+
+    with session_scope(engine, write=False) as s:
+        _rows, unserved = serving(s)
+    for u in unserved:
+        console.print(f"[dim]no row: {escape(u.device)}: {escape(u.why)}[/]", highlight=False)
 
 
 def _who() -> str:
@@ -170,13 +184,22 @@ def set_(
     ] = None,
     layer: Annotated[str | None, typer.Option("--layer", help="Failing layer of a blocked cell.")] = None,
     next_: Annotated[str | None, typer.Option("--next", help="Next experiment of a blocked cell.")] = None,
+    kind: Annotated[
+        str | None,
+        typer.Option(
+            "--kind",
+            help="A blocker's kind: feasibility (the device cannot) or implementation (the lab has yet to "
+            "build it). Required for blocked; rejected is feasibility.",
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")] = False,
 ) -> None:
-    """Record evidence gathered by hand; qualifying from a virtual-device run is refused."""
+    """Record evidence gathered by hand; PASS needs a real run as --evidence, and qualifying from a
+    virtual-device run is refused."""
     from edgelab.matrix import cell_dict, set_cell
     from edgelab.store.db import session_scope
 
-    if not any((status, performance, stage, evidence, reason, layer, next_)):
+    if not any((status, performance, stage, evidence, reason, layer, next_, kind)):
         fail_from(
             ConfigError("nothing to set", remedy="give --status, --stage, --performance or --evidence"),
             code=2,
@@ -194,6 +217,7 @@ def set_(
                 reason=reason,
                 layer=layer,
                 next_experiment=next_,
+                kind=kind,
                 source=f"manual:{_who()}",
             )
             data = cell_dict(c)
@@ -209,3 +233,67 @@ def set_(
     )
     for n in notes:
         console.print(f"  note: {escape(n)}", highlight=False)
+
+
+def _finding_rows(findings) -> None:
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold", expand=False)
+    for name in ("cell", "", "device", "next step or blocker"):
+        table.add_column(name, overflow="fold")
+    for f in findings:
+        what = {"rejected": "[magenta]rejected[/]", "blocked": "[red]blocked[/]", "next": "[cyan]next[/]"}[
+            f.outcome
+        ]
+        if f.kind:
+            what += f" {f.kind}"
+        text = f.next_step if f.outcome == "next" else f"{f.layer}: {f.reason} -> {f.next_step}"
+        device = (f.device or "-") + (" (virtual)" if f.virtual else "")
+        table.add_row(escape(f.cell), what, escape(device), escape(text))
+    console.print(table)
+
+
+@app.command("next")
+def next_(
+    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")] = False,
+) -> None:
+    """For every cell, the next step (which device, which command) or the blocker, from the lab's
+    devices and plans now (nothing is written; `edgelab matrix fill` records it in the cells)."""
+    from edgelab.matrix.fill import assess
+
+    findings, unserved = assess(open_engine())
+    if json_out:
+        print_json({"cells": [f.to_dict() for f in findings], "unserved": [u.__dict__ for u in unserved]})
+        return
+    _finding_rows(findings)
+    for u in unserved:
+        console.print(f"[dim]no row: {escape(u.device)}: {escape(u.why)}[/]", highlight=False)
+
+
+@app.command("fill")
+def fill_(
+    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")] = False,
+) -> None:
+    """Record what the lab knows in the cells: capacity refusals as rejected, missing builds,
+    templates and models as blocked (each with layer, reason, evidence, next experiment and kind),
+    and every open cell's next step. Cells decided by hand or by a playbook keep their status."""
+    from edgelab.matrix.fill import fill
+
+    findings, unserved, changed = fill(open_engine())
+    if json_out:
+        print_json(
+            {
+                "changed": changed,
+                "cells": [f.to_dict() for f in findings],
+                "unserved": [u.__dict__ for u in unserved],
+            }
+        )
+        return
+    counts: dict[str, int] = {}
+    for f in findings:
+        counts[f.outcome] = counts.get(f.outcome, 0) + 1
+    console.print(
+        f"{changed} cell(s) changed: {counts.get('rejected', 0)} rejected, {counts.get('blocked', 0)} blocked, "
+        f"{counts.get('next', 0)} with a next step (see `edgelab matrix` and `edgelab matrix next`)",
+        highlight=False,
+    )

@@ -56,6 +56,7 @@ class Planned:
     facts_hash: str | None
     virtual: bool
     refusal: Refusal | None = None
+    unlaunchable: Refusal | None = None  # why nothing can launch here (also when admission refused first)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -128,6 +129,7 @@ def plan(engine: Engine, req: DeployRequest, *, run_id: str | None = None) -> Pl
         except Refusal as r:  # capacity first: a plan that cannot fit is rejected whatever it lacks
             planned.refusal = r
             planned.admission = [r.numbers] if r.numbers else []
+        planned.unlaunchable = unlaunchable
         if unlaunchable is not None and unlaunchable.code == "build_target_mismatch":
             planned.refusal = unlaunchable  # the wrong machine first: nothing else matters until it is right
         elif planned.refusal is None:

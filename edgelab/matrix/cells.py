@@ -23,7 +23,16 @@ from edgelab.store.matrix import MatrixCell, MatrixChange, get_cell, list_cells
 from edgelab.store.models import Device, utcnow
 from edgelab.store.runs import get_run
 
-_FIELDS = ("stage", "functional", "performance", "failing_layer", "reason", "next_experiment", "evidence")
+_FIELDS = (
+    "stage",
+    "functional",
+    "performance",
+    "failing_layer",
+    "reason",
+    "next_experiment",
+    "blocker_kind",
+    "evidence",
+)
 
 
 def seed_matrix(session: Session) -> int:
@@ -141,12 +150,15 @@ def set_cell(
     reason: str | None = None,
     layer: str | None = None,
     next_experiment: str | None = None,
+    kind: str | None = None,
     source: str = "manual",
 ) -> tuple[MatrixCell, list[str]]:
     """Change a cell by hand (``edgelab matrix set``); returns the cell and notes for the operator.
 
-    ``status`` is a functional status word or a stage name. Qualification needs at least one
-    finished run on a real device as evidence and is refused outright when evidence is virtual.
+    ``status`` is a functional status word or a stage name. A word above PARTIAL (PASS, functional
+    or performance) needs a finished run on a real device of the cell as evidence; qualification
+    too, and is refused outright when evidence is virtual. A blocked cell says its ``kind``
+    (feasibility or implementation); a rejected one is a feasibility blocker (capacity).
     """
     cell = resolve_cell(session, ref)
     notes: list[str] = []
@@ -163,6 +175,7 @@ def set_cell(
         word = "BLOCKED"
     if word is None and target == "rejected":
         word = "REJECTED"
+    kind = ladder.check_kind(kind)
     real, virtual, runs = _split_evidence(session, list(evidence or []))
     if target == "qualified":
         if virtual:
@@ -182,14 +195,26 @@ def set_cell(
                 f"qualifying {cell.id} needs performance status PASS",
                 remedy="add --performance PASS once the profile meets its gates",
             )
+    claimed = [w for w in (word, perf) if w in ladder.EVIDENCED_WORDS]
+    # (a move to profiled or qualified is judged run by run below, with every failing condition named)
+    if claimed and target not in ("profiled", "qualified") and not _backed(session, cell, real):
+        raise ConfigError(
+            f"{cell.id}: {claimed[0]} needs evidence: a finished run of {cell.pipeline} on a real device "
+            f"of row {cell.row} ({cell.row_key})"
+            + (f"; {', '.join(v for v, _ in virtual)} ran on a virtual device" if virtual else ""),
+            remedy="add --evidence RUN (see `edgelab runs ls`; `edgelab matrix next` says how to make one)",
+        )
     if target in ("profiled", "qualified") and (target != cell.stage or real):
         require(session, cell.id, cell.row_key, cell.pipeline, real or list(cell.evidence), target)
+    if target == "rejected":
+        kind = kind or "feasibility"  # capacity: the device cannot hold it
     ladder.check_transition(
         cell.stage,
         target,
         reason=reason or cell.reason,
         layer=layer or cell.failing_layer,
         next_experiment=next_experiment or cell.next_experiment,
+        kind=kind or cell.blocker_kind,
     )
     before = _snapshot(cell)
     cell.stage = target
@@ -199,9 +224,16 @@ def set_cell(
         cell.performance = perf
     if target not in ladder.ENDS:
         cell.failing_layer = None if target == "qualified" else cell.failing_layer
-    for attr, value in (("reason", reason), ("failing_layer", layer), ("next_experiment", next_experiment)):
+    for attr, value in (
+        ("reason", reason),
+        ("failing_layer", layer),
+        ("next_experiment", next_experiment),
+        ("blocker_kind", kind),
+    ):
         if value is not None:
             setattr(cell, attr, value)
+    if target not in ladder.ENDS:
+        cell.blocker_kind = cell.blocker_evidence = None
     cell.evidence = list(dict.fromkeys([*cell.evidence, *real]))
     if virtual:
         cell.demo_evidence = list(dict.fromkeys([*cell.demo_evidence, *(v for v, _ in virtual)]))
@@ -211,6 +243,24 @@ def set_cell(
         )
     _change(session, cell, before, source, [*real, *(v for v, _ in virtual)], reason)
     return cell, notes
+
+
+def _backed(session: Session, cell: MatrixCell, new_real: list[str]) -> bool:
+    """Whether a finished run on a real device, of this cell's pipeline, backs a claim on it."""
+    for rid in [*new_real, *cell.evidence]:
+        try:
+            run = get_run(session, rid)
+        except NotFound:
+            continue
+        col = column_by(run.pipeline or "")
+        if (
+            run.state == "finished"
+            and not _run_is_virtual(session, run)[0]
+            and col
+            and col.key == cell.pipeline
+        ):
+            return True
+    return False
 
 
 def record_outcome(
@@ -290,6 +340,8 @@ def cell_dict(cell: MatrixCell) -> dict[str, Any]:
         "failing_layer": cell.failing_layer,
         "reason": cell.reason,
         "next_experiment": cell.next_experiment,
+        "blocker_kind": cell.blocker_kind,
+        "blocker_evidence": cell.blocker_evidence,
         "evidence": list(cell.evidence),
         "demo_evidence": list(cell.demo_evidence),
         "updated_at": cell.updated_at.isoformat() if cell.updated_at else None,

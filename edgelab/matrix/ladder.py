@@ -14,6 +14,10 @@ ENDS = ("blocked", "rejected")
 STAGES = LADDER + ENDS
 STATUS_WORDS = ("PASS", "PARTIAL", "COMPONENT", "PROFILE_ONLY", "FAILED", "REJECTED", "BLOCKED")
 LAYERS = ("artifact", "runtime", "transport", "device", "memory", "correctness", "performance", "other")
+# a blocker is the device's (feasibility: it cannot, e.g. capacity) or the lab's still to build
+# (implementation: a runtime build, a launch template, an exported model)
+BLOCKER_KINDS = ("feasibility", "implementation")
+EVIDENCED_WORDS = ("PASS",)  # status words above PARTIAL: claimed only on evidence runs
 
 
 def rank(stage: str) -> int:
@@ -51,13 +55,32 @@ def stage_for_word(word: str, current: str) -> str:
     return implied if rank(implied) > rank(current) else current
 
 
+def check_kind(kind: str | None) -> str | None:
+    if kind is not None and kind not in BLOCKER_KINDS:
+        raise ConfigError(f"unknown blocker kind {kind!r}", remedy=f"use one of {', '.join(BLOCKER_KINDS)}")
+    return kind
+
+
 def check_transition(
-    before: str, after: str, *, reason: str | None, layer: str | None, next_experiment: str | None
+    before: str,
+    after: str,
+    *,
+    reason: str | None,
+    layer: str | None,
+    next_experiment: str | None,
+    kind: str | None = "implementation",
 ) -> None:
-    """Blocked needs layer, reason and next experiment; rejected needs the capacity reason."""
+    """Blocked needs layer, reason, next experiment and its kind; rejected needs the capacity reason."""
     if after == "blocked":
         missing = [
-            n for n, v in (("--layer", layer), ("--reason", reason), ("--next", next_experiment)) if not v
+            n
+            for n, v in (
+                ("--layer", layer),
+                ("--reason", reason),
+                ("--next", next_experiment),
+                ("--kind", kind),
+            )
+            if not v
         ]
         if missing:
             raise ConfigError(

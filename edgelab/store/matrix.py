@@ -2,7 +2,7 @@
 
 The cell row holds the current state; every change is also appended to ``matrix_change`` with
 who/what made it and the evidence (run ids), so the ledger the study kept by hand is auditable.
-Owned by edgelab.matrix; migration 0007 creates the tables.
+Owned by edgelab.matrix; migration 0007 creates the tables, 0011 adds a blocker's kind and evidence.
 """
 
 from __future__ import annotations
@@ -46,7 +46,11 @@ class MatrixCell(SQLModel, table=True):
         default_factory=list, sa_column=Column(JSON, nullable=False)
     )  # virtual runs
     updated_at: datetime = Field(default_factory=utcnow, sa_column=_ts(nullable=False))
-    updated_by: str | None = Field(default=None, max_length=64)  # "seed" | "manual" | "play:<name>"
+    updated_by: str | None = Field(default=None, max_length=64)  # "seed" | "manual" | "play:<name>" | "lab"
+    # a blocked or rejected cell: is it the device's (feasibility) or edgelab's/the lab's to build
+    # (implementation), and what showed it (the profile's refusal, a plan's, with its numbers)
+    blocker_kind: str | None = Field(default=None, max_length=16)  # feasibility | implementation
+    blocker_evidence: dict | None = Field(default=None, sa_column=Column(JSON, nullable=True))
 
 
 class MatrixChange(SQLModel, table=True):

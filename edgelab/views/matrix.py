@@ -46,6 +46,7 @@ class MatrixCellView:
     reason: str | None
     next_experiment: str | None
     evidence: tuple[EvidenceRun, ...]
+    blocker_kind: str | None
     updated_at: datetime | None
     updated_by: str | None
     virtual_only: bool
@@ -122,6 +123,7 @@ def load_matrix(engine: Engine) -> list[MatrixCellView]:
                 reason=c.reason,
                 next_experiment=c.next_experiment,
                 evidence=tuple(ev),
+                blocker_kind=c.blocker_kind,
                 updated_at=c.updated_at,
                 updated_by=c.updated_by,
                 virtual_only=bool(ev) and not real and any(e.virtual for e in ev),
@@ -156,7 +158,15 @@ def stage_label(cell: MatrixCellView) -> str:
 
 def cell_words(cell: MatrixCellView) -> CellWords:
     """Line 1: functional status (or the stage reached); line 2: performance status, or the stage
-    when both a functional word and a stage exist. Never "qualified" without a real-device run."""
+    when both a functional word and a stage exist; a blocker's layer and kind; an open cell's
+    "next step" (``edgelab matrix next`` says which). Never "qualified" without a real-device run."""
+    if cell.stage in ("blocked", "rejected"):
+        kind = {"feasibility": "feas.", "implementation": "impl."}.get(cell.blocker_kind or "", "")
+        first = cell.functional or cell.stage.upper()
+        second = " ".join(x for x in (cell.failing_layer, kind) if x)
+        return CellWords(first, cell.stage, second, None, False, cell.virtual_only)
+    if cell.stage == "none" and not cell.functional and cell.next_experiment:
+        return CellWords("open", "none", "next step", None, False, cell.virtual_only)
     if cell.qualified:
         first, tone = f"* {cell.functional or 'qualified'}", "qualified"
     elif cell.stage == "qualified":

@@ -63,8 +63,9 @@ def detail_pairs(cell: MatrixCellView) -> list[tuple[str, Text | str]]:
         ("functional", word(cell.functional)),
         ("performance", word(cell.performance)),
         ("failing layer", cell.failing_layer or "-"),
+        ("blocker kind", cell.blocker_kind or "-"),
         ("reason", cell.reason or "-"),
-        ("next experiment", cell.next_experiment or "-"),
+        ("next step" if cell.stage == "none" else "next experiment", cell.next_experiment or "-"),
         ("evidence", f"{real} real-device run(s), {len(cell.evidence) - real} virtual/missing"),
         ("updated", updated),
     ]
