@@ -133,6 +133,7 @@ def _run_jobs(
     stop_event = stop_event or threading.Event()
     cleanup_cut = threading.Event()
     contexts: list[JobContext] = []
+    finished: set[int] = set()  # jobs whose steps and cleanup all ran
 
     def report(job: JobResult, step: StepResult) -> None:
         if on_step is not None:
@@ -207,6 +208,7 @@ def _run_jobs(
         finally:
             ctx.close()
             job.duration_s = time.monotonic() - t0
+            finished.add(id(job))
         return job
 
     def result(**extra: Any) -> PlayResult:
@@ -220,13 +222,22 @@ def _run_jobs(
             **extra,
         )
 
-    pool = ThreadPoolExecutor(max_workers=max(1, min(pb.parallel, len(jobs))), thread_name_prefix="play")
-    futures = [pool.submit(one, job) for job in jobs]
+    # A device's jobs run one after another (its memory is one ledger: two benches of one play
+    # on a small device would refuse each other); ``parallel`` applies across devices.
+    groups: dict[str, list[JobResult]] = {}
+    for job in jobs:
+        groups.setdefault(job.device, []).append(job)
+
+    def in_turn(group: list[JobResult]) -> list[JobResult]:
+        return [one(job) for job in group]
+
+    pool = ThreadPoolExecutor(max_workers=max(1, min(pb.parallel, len(groups))), thread_name_prefix="play")
+    by_group = {device: pool.submit(in_turn, group) for device, group in groups.items()}
     interrupts = 0
     try:
         while True:
             try:
-                for f in futures:
+                for f in by_group.values():
                     f.result()
                 break
             except KeyboardInterrupt:
@@ -239,8 +250,8 @@ def _run_jobs(
     except KeyboardInterrupt:
         cleanup_cut.set()
         left = _leave_for_later(engine, contexts)
-        for job, f in zip(jobs, futures, strict=True):
-            if not f.done():
+        for job in jobs:
+            if id(job) not in finished:
                 job.steps.append(
                     StepResult(
                         "cleanup",
