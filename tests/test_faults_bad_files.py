@@ -184,9 +184,12 @@ def test_a_missing_db_path_is_created_only_with_create(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     assert typo.exists()
     assert runner.invoke(app, ["--db", str(typo), "runs", "ls"]).exit_code == 0  # now it exists
-    # EDGELAB_DB (and the default ./edgelab.db) stay automatic
+    # EDGELAB_DB is held to the same rule: the same error, naming where the path came from
     env_db = tmp_path / "env.db"
     res = runner.invoke(app, ["runs", "ls"], env={"EDGELAB_DB": str(env_db)})
+    assert res.exit_code == 2 and f"no database at {env_db} (named by EDGELAB_DB)" in res.output
+    assert not env_db.exists()
+    res = runner.invoke(app, ["--create", "runs", "ls"], env={"EDGELAB_DB": str(env_db)})
     assert res.exit_code == 0 and env_db.exists()
 
 

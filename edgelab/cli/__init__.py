@@ -99,8 +99,8 @@ def _root(
     create: bool = typer.Option(
         False,
         "--create",
-        help="Create the --db SQLite file if it does not exist "
-        "(without it a mistyped --db path is an error, not a new empty database).",
+        help="Create the --db / EDGELAB_DB SQLite file if it does not exist "
+        "(without it a mistyped path is an error, not a new empty database).",
     ),
     log_level: str = typer.Option(
         None,
@@ -118,14 +118,16 @@ def _root(
     reset_consoles()
     state.debug = debug
     setup(log_level)
-    if db and not create and getattr(ctx.get_parameter_source("db"), "name", None) == "COMMANDLINE":
-        _refuse_missing_db(db)
+    source = getattr(ctx.get_parameter_source("db"), "name", None)
+    if db and not create and source in ("COMMANDLINE", "ENVIRONMENT"):
+        _refuse_missing_db(db, "EDGELAB_DB" if source == "ENVIRONMENT" else "--db")
 
 
-def _refuse_missing_db(db: str) -> None:
-    """An explicit ``--db`` naming a SQLite file that does not exist is refused (exit 2) unless
-    ``--create``: a typo must not silently start an empty database. ``EDGELAB_DB`` and the default
-    ``./edgelab.db`` are created as before; ``EDGELAB_DB_CREATE=1`` lets scripts create any."""
+def _refuse_missing_db(db: str, named_by: str = "--db") -> None:
+    """A database named by ``--db`` or ``EDGELAB_DB`` whose SQLite file does not exist is refused
+    (exit 2) unless ``--create``: a typo must not silently start an empty database, wherever it
+    was typed. Only the default ``./edgelab.db`` is created unasked; ``EDGELAB_DB_CREATE=1`` lets
+    scripts create any."""
     import os
 
     if os.environ.get("EDGELAB_DB_CREATE", "") not in ("", "0"):
@@ -135,7 +137,9 @@ def _refuse_missing_db(db: str) -> None:
     path = sqlite_file(db)
     if path is not None and not os.path.exists(path):
         fail(
-            f"no database at {path}", "check the path, or pass --create to make a new database there", code=2
+            f"no database at {path} (named by {named_by})",
+            "check the path, or pass --create to make a new database there",
+            code=2,
         )
 
 
