@@ -145,3 +145,26 @@ def test_commands_leave_edgelab_errors_to_the_root_handler():
             ):
                 same.append(f"{path.name}:{node.lineno}")
     assert same == [], same
+
+
+def test_no_help_text_shows_markup():
+    """Help is plain text (no rich markup mode): a `[bold]` in a docstring would print as written."""
+    import click
+    import typer
+
+    from edgelab.cli import app
+
+    root = typer.main.get_command(app)
+    seen = []
+
+    def walk(cmd: click.Command, path: list[str]) -> None:
+        res = CliRunner().invoke(app, [*path, "--help"])
+        assert res.exit_code == 0, (path, res.output)
+        for mark in ("[bold]", "[dim]", "[/]", "[red]"):
+            assert mark not in res.output, (" ".join(path), mark)
+        seen.append(" ".join(path))
+        for name, sub in getattr(cmd, "commands", {}).items():
+            walk(sub, [*path, name])
+
+    walk(root, [])
+    assert "reserve" in seen and "shell" in seen and "matrix fill" in seen

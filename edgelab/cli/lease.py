@@ -88,8 +88,11 @@ def reserve(
 ) -> None:
     """Lease devices so nobody else's deploy, bench, play or push touches them until you release them.
 
-    [bold]edgelab reserve s25 --for 30m[/]   then [bold]export EDGELAB_LEASE=<id>[/], or:
-    [bold]edgelab reserve --tag phone --count 2 --wait --run 'edgelab play ci.yaml'[/]
+    \b
+    Examples:
+      edgelab reserve s25 --for 30m      then: export EDGELAB_LEASE=<id>
+      edgelab reserve --tag phone --count 2 --wait --run 'edgelab play ci.yaml'
+
     A holder that stops renewing (killed, cancelled CI job) loses the lease after its TTL.
     """
     from edgelab.errors import LeaseHeld

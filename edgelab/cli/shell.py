@@ -22,9 +22,12 @@ def shell(
 ) -> None:
     """Run one command on a device and exit with its exit code, or open a shell when none is given.
 
-    [bold]edgelab shell s25 -- getprop ro.product.model[/]
-    [bold]edgelab shell orin-agx -- sh -c 'free -m | head -2'[/]   (pipes need a shell of their own)
-    [bold]edgelab shell orin-agx[/]   (interactive; needs a terminal)
+    \b
+    Examples:
+      edgelab shell s25 -- getprop ro.product.model
+      edgelab shell orin-agx -- sh -c 'free -m | head -2'   (pipes need a shell of their own)
+      edgelab shell orin-agx                                (interactive; needs a terminal)
+
     A device under someone else's lease is refused, naming the holder.
     """
     from edgelab.inventory.console import interactive, run_command
@@ -60,7 +63,9 @@ def forward(
 ) -> None:
     """Reach a port on the device from the lab host (127.0.0.1 only) until Ctrl-C.
 
-    [bold]edgelab forward orin-agx 8091 --local 8091[/]   then e.g. curl http://127.0.0.1:8091/health
+    \b
+    Example:
+      edgelab forward orin-agx 8091 --local 8091   then e.g. curl http://127.0.0.1:8091/health
     """
     from edgelab.inventory.console import forward as do_forward
 
