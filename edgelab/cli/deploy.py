@@ -292,16 +292,37 @@ def logs(
 
 
 def stop(
-    run: Annotated[str, typer.Argument(help="Run id (see `edgelab ps`).")], json_out: JsonOpt = False
+    run: Annotated[str, typer.Argument(help="Run id (see `edgelab ps`).")],
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Stop it even when it runs under someone else's lease (recorded on the run)."
+        ),
+    ] = False,
+    json_out: JsonOpt = False,
 ) -> None:
-    """Kill the run's remote process groups, verify they are gone, release its memory."""
-    from edgelab.deploy import control
+    """Kill the run's remote process groups, verify they are gone, release its memory.
 
-    dep = control.stop(open_engine(), run)
+    A run under someone else's lease is refused, naming whose it is, unless --force."""
+    from edgelab.deploy import control
+    from edgelab.lease.owner import whoami
+
+    engine = open_engine()
+    with_holder = whoami()
+    from edgelab.store.db import session_scope
+    from edgelab.store.deployments import get_deployment
+
+    with session_scope(engine, write=False) as s:
+        before = get_deployment(s, run)
+    theirs = control.owner_of(engine, before, with_holder)
+    dep = control.stop(engine, run, holder=with_holder, force=force)
     if json_out:
-        print_json(_dep_dict(dep))
+        print_json({**_dep_dict(dep), "stopped_for": theirs})
         return
-    console.print(f"run {dep.run_id} is {dep.state}")
+    console.print(
+        f"run {dep.run_id} is {dep.state}"
+        + (f" (it ran under {escape(theirs)}; stopped with --force)" if theirs else "")
+    )
 
 
 def register(app: typer.Typer) -> None:

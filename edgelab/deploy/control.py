@@ -14,7 +14,8 @@ from edgelab.deploy import remote
 from edgelab.deploy.options import Options, connect
 from edgelab.deploy.results import adapter_results, reported_entries
 from edgelab.deploy.transition import GONE_PROCESS_STATES, transition
-from edgelab.errors import EdgelabError, TransportError
+from edgelab.errors import DeviceInUse, EdgelabError, TransportError
+from edgelab.lease.owner import Holder
 from edgelab.metrics.ingest import store_reported
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import ACTIVE_STATES, Deployment, get_deployment, processes
@@ -23,13 +24,55 @@ from edgelab.store.models import utcnow
 from edgelab.store.runs import Run
 
 
-def stop(engine: Engine, ref: str | int, *, opts: Options | None = None) -> Deployment:
-    """Kill every process group of the run, verify they are gone, fetch logs, release the reservation."""
+def owner_of(engine: Engine, dep: Deployment, holder: Holder) -> str | None:
+    """Whose the running deployment is when not ``holder``'s: its open lease's holder and what for
+    (None: the caller's own, or no live lease holds it any more)."""
+    from edgelab.lease.service import mine
+    from edgelab.store.leases import Lease
+
+    if not dep.lease_id or dep.state not in ACTIVE_STATES:
+        return None
+    with session_scope(engine, write=False) as s:
+        lease = s.get(Lease, dep.lease_id)
+        if lease is None or lease.released_at is not None or mine(lease, holder):
+            return None
+        who = f"{lease.owner} ({lease.ci_job})" if lease.ci_job else lease.owner
+        return f"{who}, lease {lease.id}" + (f" for {lease.purpose!r}" if lease.purpose else "")
+
+
+def stop(
+    engine: Engine,
+    ref: str | int,
+    *,
+    opts: Options | None = None,
+    holder: Holder | None = None,
+    force: bool = False,
+) -> Deployment:
+    """Kill every process group of the run, verify they are gone, fetch logs, release the reservation.
+
+    With ``holder`` (an operator's stop), a run under someone else's open lease is refused naming
+    whose it is, unless ``force``; a forced stop is recorded on the run (``meta.stopped_by``).
+    """
     opts = opts or Options()
     with session_scope(engine, write=False) as s:
         dep = get_deployment(s, ref)
         rows = processes(s, dep.pk)
         endpoint = get_device(s, dep.device_name).endpoint()
+    theirs = owner_of(engine, dep, holder) if holder is not None else None
+    if theirs and not force:
+        raise DeviceInUse(
+            f"run {dep.run_id} is not yours: it runs under {theirs}",
+            remedy=f"ask them to stop it, or `edgelab stop {dep.run_id} --force` (recorded on the run)",
+        )
+    if theirs and holder is not None:
+        with session_scope(engine) as s:
+            run = s.get(Run, dep.run_id)
+            if run is not None:
+                run.meta = {
+                    **(run.meta or {}),
+                    "stopped_by": {"by": holder.label(), "owner": theirs, "force": True},
+                }
+                s.add(run)
     # a device-lost run's processes were never seen to end: they are stopped once the device answers
     unproven = dep.to_stop or (
         dep.state == "device-lost" and any(r.pid and r.state not in GONE_PROCESS_STATES for r in rows)
