@@ -196,3 +196,36 @@ async def test_fleet_shows_the_holder_and_reserves_and_releases(engine, monkeypa
         assert app.screen.last_action is not None and "alice@lab1" in app.screen.last_action[0]
         assert not app.screen.last_action[1]
         assert str(table(app).get_row("s25-001")[-1]).startswith("alice@lab1")
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+async def test_deploy_dialog_fits_and_keeps_its_buttons_and_keys_in_view(engine, size) -> None:
+    """At 80x24 and 160x48: the buttons and the footer's keys stay on the screen, the body scrolls,
+    and a dry run scrolls its plan into view."""
+    from textual.widgets import Button, Footer
+
+    from edgelab.tui.screens.deploy import DeployScreen
+
+    seed(engine, 2)
+    app = EdgelabApp(engine, clock=lambda: NOW)
+    async with app.run_test(size=size) as pilot:
+        await fleet_ready(app, pilot)
+        await pilot.press("down")
+        await pilot.press("d")
+        await settle(app, pilot)
+        dlg = app.screen
+        assert isinstance(dlg, DeployScreen)
+        screen_region = dlg.region
+        for button in dlg.query(Button):
+            assert screen_region.contains_region(button.region), (size, button.id, button.region)
+        footer = dlg.query_one(Footer)
+        shown = {str(getattr(k, "description", "")) for k in footer.query("FooterKey")}
+        assert {"Cancel", "Dry run", "Launch"} <= shown, shown  # the dialog's keys, in its footer
+        assert footer.region.bottom == size[1] and footer.region.height >= 1
+        await pilot.press("ctrl+d")
+        await settle(app, pilot)
+        assert dlg.planned is not None
+        body, plan = dlg.query_one("#deploy-body"), dlg.query_one("#plan")
+        assert body.scrollable_content_region.overlaps(plan.region)  # the plan is in view, not below the fold
+        for button in dlg.query(Button):
+            assert screen_region.contains_region(button.region), (size, button.id)

@@ -21,6 +21,18 @@ SIZE = (150, 45)
 T0 = 1_772_366_400.0  # 2026-03-01 12:00 UTC, the seed's NOW
 
 
+@pytest.fixture(autouse=True)
+def utc(monkeypatch):
+    """Screens show times in the operator's zone: the snapshots are taken in UTC wherever they run."""
+    import time
+
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
 @pytest.fixture
 def engine(tmp_path):
     eng = get_engine(str(tmp_path / "lab.db"))
@@ -110,7 +122,10 @@ def test_run(engine, snap_compare) -> None:
     assert snap_compare(app, terminal_size=SIZE, run_before=ready)
 
 
-def test_deploy_dialog(engine, snap_compare) -> None:
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+def test_deploy_dialog(engine, snap_compare, size) -> None:
+    """The form, the buttons and the keys' footer on screen (the plan's scroll into view after a dry
+    run is asserted in tests/test_tui_fleet.py: its argv names this machine's interpreter)."""
     app = app_for(engine)
 
     async def ready(pilot):
@@ -121,7 +136,7 @@ def test_deploy_dialog(engine, snap_compare) -> None:
         await settle(app, pilot)
         assert isinstance(app.screen, DeployScreen) and app.screen.decisions is not None
 
-    assert snap_compare(app, terminal_size=(150, 60), run_before=ready)
+    assert snap_compare(app, terminal_size=size, run_before=ready)
 
 
 def test_add_device_dialog(engine, snap_compare) -> None:

@@ -118,6 +118,17 @@ def _telemetry(snaps: list[Any]) -> dict[str, list[float]]:
     return {k: v for k, v in series.items() if v}
 
 
+def list_run_rows(engine: Engine, device: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
+    """Runs, newest first, of one device or of the whole fleet: every one can be opened."""
+    from edgelab.store.runs import list_runs
+
+    with session_scope(engine, write=False) as s:
+        return [
+            {**run_row(r), "runtime": r.runtime or "-", "kind": r.kind}
+            for r in list_runs(s, limit=limit, device=device)
+        ]
+
+
 def run_row(run: Any) -> dict[str, Any]:
     """The fields of a run every listing of runs shows."""
     return {

@@ -11,9 +11,9 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, Select, Static
+from textual.widgets import Button, Footer, Input, Label, Select, Static
 
 from edgelab.errors import EdgelabError
 from edgelab.tui import deployview
@@ -30,9 +30,22 @@ def _err(err: EdgelabError) -> str:
 
 
 class DeployScreen(ModalScreen[str | None]):
-    """Dismisses with the launched run id, or None."""
+    """Dismisses with the launched run id, or None.
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+d", "dry_run", "Dry run")]
+    The form, the strategy decisions and the plan scroll in the dialog's body; its title, the error
+    line and the buttons stay in view at any terminal size (80x24 upwards), and the keys are in the
+    footer. A dry run scrolls its plan into view."""
+
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel"),
+        Binding("ctrl+d", "dry_run", "Dry run"),
+        Binding("ctrl+l", "launch", "Launch"),
+    ]
+    DEFAULT_CSS = """
+    DeployScreen #deploy-dialog { width: 100; max-width: 100%; height: 1fr; max-height: 100%; padding: 0 1; }
+    DeployScreen #deploy-body { height: 1fr; }
+    DeployScreen #deploy-error { height: auto; max-height: 3; }
+    """
 
     def __init__(self, device: str):
         super().__init__()
@@ -42,38 +55,43 @@ class DeployScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         names = plan.pipelines()
-        with VerticalScroll(classes="dialog"):
+        with Vertical(classes="dialog", id="deploy-dialog"):
             yield Static(Text(f"Deploy on {self.device}", style="bold"), id="deploy-title", classes="title")
-            yield Label("pipeline")
-            yield Select(
-                [(n, n) for n in names],
-                value=DEFAULT_PIPELINE if DEFAULT_PIPELINE in names else names[0],
-                allow_blank=False,
-                id="pipeline",
-            )
-            yield Label("strategy")
-            yield Select(
-                [("auto (the profile's choice)", "auto")] + [(s, s) for s in STRATEGIES],
-                value="auto",
-                allow_blank=False,
-                id="strategy",
-            )
-            yield Label("runtime (auto: the plan's choice; reference on a virtual device)")
-            yield Select(
-                [("auto (the plan's choice)", "auto")] + [(r, r) for r in plan.runtimes()],
-                value="auto",
-                allow_blank=False,
-                id="runtime",
-            )
-            yield Label("S4 server endpoint (ws://HOST:PORT; empty: none)")
-            yield Input(id="endpoint", placeholder="ws://127.0.0.1:8091")
-            yield InfoPanel("strategies (from the deploy profile)", id="decisions")
-            yield InfoPanel("dry-run plan and admission", id="plan")
+            with VerticalScroll(id="deploy-body"):
+                yield from self._form(names)
             yield Static("", id="deploy-error", classes="error")
             with Horizontal(classes="buttons"):
                 yield Button("Cancel", id="cancel")
                 yield Button("Dry run", id="dry-run", variant="default")
                 yield Button("Launch", id="launch", variant="primary", disabled=True)
+        yield Footer()
+
+    def _form(self, names: list[str]) -> ComposeResult:
+        yield Label("pipeline")
+        yield Select(
+            [(n, n) for n in names],
+            value=DEFAULT_PIPELINE if DEFAULT_PIPELINE in names else names[0],
+            allow_blank=False,
+            id="pipeline",
+        )
+        yield Label("strategy")
+        yield Select(
+            [("auto (the profile's choice)", "auto")] + [(s, s) for s in STRATEGIES],
+            value="auto",
+            allow_blank=False,
+            id="strategy",
+        )
+        yield Label("runtime (auto: a real one that can launch here, else the reference)")
+        yield Select(
+            [("auto (the plan's choice)", "auto")] + [(r, r) for r in plan.runtimes()],
+            value="auto",
+            allow_blank=False,
+            id="runtime",
+        )
+        yield Label("S4 server endpoint (ws://HOST:PORT; empty: none)")
+        yield Input(id="endpoint", placeholder="ws://127.0.0.1:8091")
+        yield InfoPanel("strategies (from the deploy profile)", id="decisions")
+        yield InfoPanel("dry-run plan and admission", id="plan")
 
     def on_mount(self) -> None:
         self.query_one("#plan", InfoPanel).show_note(
@@ -150,8 +168,17 @@ class DeployScreen(ModalScreen[str | None]):
 
     def _show_plan(self, planned: dict) -> None:
         self.planned = planned
-        self.query_one("#plan", InfoPanel).show_pairs([(r.key, r.value) for r in plan.plan_rows(planned)])
+        panel = self.query_one("#plan", InfoPanel)
+        panel.show_pairs([(r.key, r.value) for r in plan.plan_rows(planned)])
         self.query_one("#launch", Button).disabled = bool(planned.get("refusal"))
+        self.call_after_refresh(
+            self.query_one("#deploy-body", VerticalScroll).scroll_to_widget, panel, top=True
+        )
+
+    def action_launch(self) -> None:
+        button = self.query_one("#launch", Button)
+        if not button.disabled:
+            button.press()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "cancel":

@@ -83,6 +83,7 @@ class DeviceScreen(Screen):
         Binding("d", "deploy", "Deploy"),
         Binding("t", "trust", "Trust host key"),
         Binding("enter", "open_run", "Open latest run", show=False),
+        Binding("R", "runs", "Runs"),
         Binding("r", "refresh", "Refresh", show=False),
     ]
 
@@ -298,6 +299,11 @@ class DeviceScreen(Screen):
         from edgelab.tui.screens.deploy import DeployScreen
 
         self.app.push_screen(DeployScreen(self.device_name))
+
+    def action_runs(self) -> None:
+        from edgelab.tui.screens.runs import RunsScreen
+
+        self.app.push_screen(RunsScreen(self.device_name))
 
     def action_open_run(self) -> None:
         if self.detail and self.detail.runs.rows:

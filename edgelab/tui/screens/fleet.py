@@ -33,6 +33,7 @@ class FleetScreen(Screen):
         Binding("d", "deploy", "Deploy"),
         Binding("l", "reserve", "Reserve 30m"),
         Binding("u", "release", "Release"),
+        Binding("R", "runs", "Runs"),
         Binding("r", "refresh", "Refresh", show=False),
     ]
 
@@ -207,3 +208,8 @@ class FleetScreen(Screen):
         name = self._selected()
         if name:
             self.app.push_screen(DeployScreen(name))
+
+    def action_runs(self) -> None:
+        from edgelab.tui.screens.runs import RunsScreen
+
+        self.app.push_screen(RunsScreen())
