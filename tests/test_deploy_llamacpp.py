@@ -165,6 +165,46 @@ def test_s5_llama_completion_runs_once_and_finishes(llama_lab):
         lost = results.adapter_results(dep.plan, {f"{name}/stderr.log": cut})[name]
         assert lost["perf"] is None and lost["perf_missing"] == results.PERF_LOST
         assert lost["placement"] == "cpu"
+        # what llama-completion printed is the run's figures: one request with its counts
+        from edgelab.store.runs import get_summary
+
+        with session_scope(engine, write=False) as s:
+            summ = get_summary(s, dep.run_id, "final").metrics
+        assert summ["requests"]["total"] == 1 and summ["requests"]["by_phase"] == {"measured": 1}
+        rep = summ["reported"]
+        assert rep["source"] == "llama-completion perf lines"
+        assert rep["bands"]["all"]["decode_tok_s"]["p50"] == perf.eval.tokens_per_s
+        assert rep["bands"]["all"]["eval_tokens"]["p50"] == perf.eval.tokens
+    finally:
+        control.stop(engine, dep.run_id, opts=opts)
+
+
+def test_the_default_deploy_of_a_text_lm_runs_llama_cpp_with_its_provenance(llama_lab):
+    """No --runtime: with the build and a model registered, the plan chooses llama.cpp (S3), and the
+    run's provenance names the build, the program, the library and the model it loaded."""
+    _url, engine, opts, arts = llama_lab
+    planned = planning.plan(engine, DeployRequest("orin-agx", "spark-x2.5"))
+    assert (planned.plan.strategy, planned.plan.runtime, planned.refusal) == ("S3", "llama.cpp", None)
+    assert "runtime llama.cpp: the lab host's build (virtual device)" in planned.plan.reason
+    gguf = next(a for a in planned.plan.artifacts if a["role"] == "lm.model")
+    assert sum(planned.plan.memory.values()) < 2 * 1024**3  # sized from the 4M GGUF, not 4 GB of bf16
+    dep = launch.deploy(engine, DeployRequest("orin-agx", "spark-x2.5"), opts=opts)
+    try:
+        assert (dep.strategy, dep.runtime, dep.state) == ("S3", "llama.cpp", "running")
+        from edgelab.store.runs import get_run
+
+        with session_scope(engine, write=False) as s:
+            prov = get_run(s, dep.run_id).provenance
+        assert (
+            prov["runtime_build"] == arts["llama-server"].name
+            and prov["runtime_sha256"] == arts["llama-server"].digest
+        )
+        assert prov["program"]["name"] == "llama-server" and len(prov["program"]["sha256"]) == 64
+        assert (
+            prov["runtime_library"]["name"] == "llama.cpp" and prov["runtime_library"]["version"] != "unknown"
+        )
+        assert prov["artifacts"]["lm.model"] == gguf["sha256"] and prov["weights"] == "random"
+        assert prov["models"]["lm.model"]["bytes"] == gguf["bytes"] and prov["strategy_label"] == "S3"
     finally:
         control.stop(engine, dep.run_id, opts=opts)
 
@@ -227,6 +267,10 @@ def test_bench_s5_runs_llama_bench_and_stores_its_json(llama_lab):
     assert res.state == "finished" and set(rep["llama_bench"]) == {"pp64", "tg32"}
     assert rep["llama_bench"]["tg32"]["avg_ts"] > 0 and rep["llama_bench"]["tg32"]["n_threads"] == 1
     assert res.meta["template"] == "llama.cpp:text_lm+bench:S5"
+    # llama-bench's own figures are the run's requests: 2 repetitions of each test, banded by test
+    assert rep["requests"]["by_phase"] == {"measured": 4}
+    bands = res.summary["reported"]["bands"]
+    assert bands["tg32"]["requests"] == 2 and bands["tg32"]["tok_s"]["count"] == 2
     assert (
         rep["provenance"]["runtime_build"] == arts["llama-bench"].name
         and " -r 2 " in rep["provenance"]["command"]
