@@ -62,8 +62,10 @@ def detail_pairs(cell: MatrixCellView) -> list[tuple[str, Text | str]]:
         ("stage", stage),
         ("functional", word(cell.functional)),
         ("performance", word(cell.performance)),
-        ("failing layer", cell.failing_layer or "-"),
-        ("blocker kind", cell.blocker_kind or "-"),
+        (
+            "failing layer",
+            (cell.failing_layer or "-") + (f" ({cell.blocker_kind})" if cell.blocker_kind else ""),
+        ),
         ("reason", cell.reason or "-"),
         ("next step" if cell.stage == "none" else "next experiment", cell.next_experiment or "-"),
         ("evidence", f"{real} real-device run(s), {len(cell.evidence) - real} virtual/missing"),
