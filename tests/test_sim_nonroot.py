@@ -152,6 +152,7 @@ class LabUser:
             "COLUMNS": "200",
             "EDGELAB_HOME": str(self.home / "edgelab lab"),  # a space: config files must quote paths
             "EDGELAB_DB": str(self.home / "edgelab.db"),
+            "EDGELAB_DB_CREATE": "1",  # a new database at EDGELAB_DB, as a set-up script makes one
         }
 
     def run(self, argv: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
