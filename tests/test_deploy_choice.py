@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - pytest fixtures imported from test_deploy_helpers are parameters by design
 """The default choice on the virtual lab: every device x pipeline x strategy is planned, and a plan
 is free of refusal exactly when it can launch; the CLI's dry run exits 0 only then (1: cannot run,
 2: a misspelt name); a run under a strategy whose real runtime did not run is labelled so."""
@@ -6,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-import pytest
+from test_deploy_helpers import ALL_DEVICES, whole_lab  # noqa: F401 - fixture
 from typer.testing import CliRunner
 
 from edgelab.catalog.pipelines import load_pipelines
@@ -15,37 +16,9 @@ from edgelab.deploy import planning
 from edgelab.deploy.choice import runtime_order
 from edgelab.deploy.planning import DeployRequest
 from edgelab.errors import Refusal
-from edgelab.inventory.probe import probe_devices
 from edgelab.labels import strategy_label
-from edgelab.sim.lab import LabStatus, register
-from edgelab.store import db as dbmod
-from edgelab.store.db import get_engine
 
 runner = CliRunner()
-DEVICES = [
-    "orin-agx",
-    "orin-nano",
-    "thor",
-    "wsl-hx370",
-    "win-hx370-rtx5090",
-    "xelite-pc",
-    "s25",
-    "s24",
-    "rb3g2",
-    "sa8775p",
-]
-
-
-@pytest.fixture(scope="module")
-def whole_lab(tmp_path_factory, ssh_lab, adb_lab):
-    """Every virtual device registered and probed in a fresh database (no build registered)."""
-    url = f"sqlite:///{tmp_path_factory.mktemp('choice') / 'lab.db'}"
-    register(url, LabStatus(ssh_lab.state_dir, ssh=ssh_lab, adb=adb_lab), check=False)
-    engine = get_engine(url)
-    outcomes = probe_devices(engine, DEVICES, timeout=60, ssh_config=str(ssh_lab.ssh_config_path))
-    assert all(o.ok for o in outcomes), [o.error for o in outcomes]
-    yield url, engine
-    dbmod.dispose_engines()
 
 
 def _launchable(planned: planning.Planned) -> bool:
@@ -58,7 +31,7 @@ def _launchable(planned: planning.Planned) -> bool:
 def test_every_plan_of_the_sweep_is_refused_exactly_when_it_cannot_launch(whole_lab):
     _url, engine = whole_lab
     seen = {"launchable": 0, "refused": 0}
-    for device in DEVICES:
+    for device in ALL_DEVICES:
         for pipeline in sorted(load_pipelines()):
             for strategy in (None, "S1", "S3", "S4", "S5"):
                 try:

@@ -40,16 +40,43 @@ def group_members(pgid: int) -> list[int]:
     return out
 
 
+def probed_lab(tmp_path_factory, ssh_lab, adb_lab, devices: list[str], name: str):
+    """(db url, engine): the whole lab registered in a fresh database, ``devices`` probed."""
+    url = f"sqlite:///{tmp_path_factory.mktemp(name) / 'lab.db'}"
+    register(url, LabStatus(ssh_lab.state_dir, ssh=ssh_lab, adb=adb_lab), check=False)
+    engine = get_engine(url)
+    outcomes = probe_devices(engine, devices, timeout=60, ssh_config=str(ssh_lab.ssh_config_path))
+    assert all(o.ok for o in outcomes), [o.error for o in outcomes]
+    return url, engine
+
+
 @pytest.fixture(scope="module")
 def deploy_lab(tmp_path_factory, ssh_lab, adb_lab):
     """(db url, engine, Options) with the lab registered and DEPLOY_DEVICES probed."""
-    url = f"sqlite:///{tmp_path_factory.mktemp('deploy') / 'lab.db'}"
-    register(url, LabStatus(ssh_lab.state_dir, ssh=ssh_lab, adb=adb_lab), check=False)
-    engine = get_engine(url)
-    outcomes = probe_devices(engine, DEPLOY_DEVICES, timeout=60, ssh_config=str(ssh_lab.ssh_config_path))
-    assert all(o.ok for o in outcomes), [o.error for o in outcomes]
+    url, engine = probed_lab(tmp_path_factory, ssh_lab, adb_lab, DEPLOY_DEVICES, "deploy")
     opts = Options(transport={"ssh_config": str(ssh_lab.ssh_config_path), "timeout": 30})
     yield url, engine, opts
+    dbmod.dispose_engines()
+
+
+ALL_DEVICES = [
+    "orin-agx",
+    "orin-nano",
+    "thor",
+    "wsl-hx370",
+    "win-hx370-rtx5090",
+    "xelite-pc",
+    "s25",
+    "s24",
+    "rb3g2",
+    "sa8775p",
+]
+
+
+@pytest.fixture(scope="module")
+def whole_lab(tmp_path_factory, ssh_lab, adb_lab):
+    """(db url, engine) with every virtual device registered and probed, nothing built or registered."""
+    yield probed_lab(tmp_path_factory, ssh_lab, adb_lab, ALL_DEVICES, "whole")
     dbmod.dispose_engines()
 
 

@@ -9,16 +9,14 @@ import json
 from pathlib import Path
 
 import pytest
+from test_deploy_helpers import probed_lab
 from typer.testing import CliRunner
 
 from edgelab.cli import app
 from edgelab.deploy import control, launch
 from edgelab.deploy.options import Options
 from edgelab.deploy.planning import DeployRequest
-from edgelab.inventory.probe import probe_devices
-from edgelab.sim.lab import LabStatus, register
 from edgelab.store import db as dbmod
-from edgelab.store.db import get_engine
 
 pytestmark = [pytest.mark.slow]  # about two minutes of real workloads (each playbook on three devices)
 runner = CliRunner()
@@ -29,11 +27,7 @@ LIMIT = "s25,orin-agx,xelite-pc"
 @pytest.fixture(scope="module")
 def demo_lab(tmp_path_factory, ssh_lab, adb_lab):
     """The README's set-up: registered, probed, and the demo's deployment left running on s25."""
-    url = f"sqlite:///{tmp_path_factory.mktemp('shipped') / 'lab.db'}"
-    register(url, LabStatus(ssh_lab.state_dir, ssh=ssh_lab, adb=adb_lab), check=False)
-    engine = get_engine(url)
-    outcomes = probe_devices(engine, LIMIT.split(","), timeout=60, ssh_config=str(ssh_lab.ssh_config_path))
-    assert all(o.ok for o in outcomes), [o.error for o in outcomes]
+    url, engine = probed_lab(tmp_path_factory, ssh_lab, adb_lab, LIMIT.split(","), "shipped")
     opts = Options(transport={"ssh_config": str(ssh_lab.ssh_config_path), "timeout": 30})
     demo = launch.deploy(engine, DeployRequest("s25", "qwen3-tts"), opts=opts)
     mp = pytest.MonkeyPatch()

@@ -95,7 +95,7 @@ def resolve_cell(session: Session, ref: str) -> MatrixCell:
     )
 
 
-def _snapshot(cell: MatrixCell) -> dict[str, Any]:
+def cell_snapshot(cell: MatrixCell) -> dict[str, Any]:
     return {f: (list(getattr(cell, f)) if f == "evidence" else getattr(cell, f)) for f in _FIELDS}
 
 
@@ -120,18 +120,28 @@ def _split_evidence(session: Session, run_ids: list[str]) -> tuple[list[str], li
     return real, virtual, runs
 
 
-def _change(
-    session: Session, cell: MatrixCell, before: dict, source: str, evidence: list[str], note: str | None
+def record_change(
+    session: Session,
+    cell: MatrixCell,
+    before: dict,
+    source: str,
+    evidence: list[str],
+    note: str | None,
+    *,
+    owner: bool = True,
 ) -> None:
+    """Record one change in the cell's history; ``owner``: the source now owns the cell (its
+    ``updated_by``), else the cell keeps the hand or playbook that decided it."""
     cell.updated_at = utcnow()
-    cell.updated_by = source
+    if owner:
+        cell.updated_by = source
     session.add(cell)
     session.add(
         MatrixChange(
             cell_id=cell.id,
             source=source,
             before=before,
-            after=_snapshot(cell),
+            after=cell_snapshot(cell),
             evidence=list(evidence),
             note=note,
         )
@@ -216,7 +226,7 @@ def set_cell(
         next_experiment=next_experiment or cell.next_experiment,
         kind=kind or cell.blocker_kind,
     )
-    before = _snapshot(cell)
+    before = cell_snapshot(cell)
     cell.stage = target
     if word:
         cell.functional = word
@@ -241,7 +251,7 @@ def set_cell(
             f"{len(virtual)} virtual run(s) kept as demonstration evidence only "
             f"({', '.join(f'{r} on {d}' for r, d in virtual)})"
         )
-    _change(session, cell, before, source, [*real, *(v for v, _ in virtual)], reason)
+    record_change(session, cell, before, source, [*real, *(v for v, _ in virtual)], reason)
     return cell, notes
 
 
@@ -287,10 +297,12 @@ def record_outcome(
         return f"no matrix cell for {row_key} x {pipeline}"
     cell = resolve_cell(session, cell_id(row.key, col.key))
     real, virtual, _runs = _split_evidence(session, run_ids)
-    before = _snapshot(cell)
+    before = cell_snapshot(cell)
     if virtual or not real:
         cell.demo_evidence = list(dict.fromkeys([*cell.demo_evidence, *(v for v, _ in virtual)]))
-        _change(session, cell, before, source, [v for v, _ in virtual], "virtual run: demonstration only")
+        record_change(
+            session, cell, before, source, [v for v, _ in virtual], "virtual run: demonstration only"
+        )
         return f"{cell.id}: unchanged (virtual device: demonstration evidence only, never qualifies)"
     cell.evidence = list(dict.fromkeys([*cell.evidence, *real]))
     refused = ""
@@ -318,7 +330,7 @@ def record_outcome(
             cell.functional = "FAILED"
         cell.failing_layer = failing_layer
         cell.reason = reason
-    _change(session, cell, before, source, real, reason)
+    record_change(session, cell, before, source, real, reason)
     return (
         f"{cell.id}: {cell.stage} (functional {cell.functional or '-'}, performance {cell.performance or '-'})"
         f"{refused}"

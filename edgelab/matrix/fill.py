@@ -30,10 +30,10 @@ from sqlmodel import Session
 
 from edgelab.errors import EdgelabError, NotFound, Refusal
 from edgelab.matrix import ladder
+from edgelab.matrix.cells import cell_snapshot, record_change
 from edgelab.matrix.layout import COLUMNS, ROWS, cell_id
 from edgelab.store.db import session_scope
-from edgelab.store.matrix import MatrixCell, MatrixChange
-from edgelab.store.models import utcnow
+from edgelab.store.matrix import MatrixCell
 
 SOURCE = "lab"
 _NO_FIT = (
@@ -272,11 +272,9 @@ def fill(engine: Engine) -> tuple[list[Finding], list[Unserved], int]:
             cell = s.get(MatrixCell, f.cell)
             if cell is None:
                 continue
-            before = {
-                k: getattr(cell, k)
-                for k in ("stage", "functional", "failing_layer", "reason", "next_experiment", "blocker_kind")
-            }
-            if _ours(cell):
+            before = cell_snapshot(cell)
+            ours = _ours(cell)
+            if ours:
                 if f.outcome in ("rejected", "blocked"):
                     cell.stage = f.outcome
                     cell.functional = "REJECTED" if f.outcome == "rejected" else "BLOCKED"
@@ -289,21 +287,8 @@ def fill(engine: Engine) -> tuple[list[Finding], list[Unserved], int]:
             elif cell.stage in ladder.ENDS:
                 continue  # blocked or rejected by hand: its own next experiment stands
             cell.next_experiment = f.next_step[:2000]
-            after = {k: getattr(cell, k) for k in before}
-            if after == before:
+            if cell_snapshot(cell) == before:
                 continue
-            ladder.check_stage(cell.stage)
-            cell.updated_at, cell.updated_by = utcnow(), cell.updated_by if not _ours(cell) else SOURCE
-            s.add(cell)
-            s.add(
-                MatrixChange(
-                    cell_id=cell.id,
-                    source=SOURCE,
-                    before=before,
-                    after=after,
-                    evidence=[],
-                    note=f"{f.outcome}: {f.reason}"[:2000],
-                )
-            )
+            record_change(s, cell, before, SOURCE, [], f"{f.outcome}: {f.reason}"[:2000], owner=ours)
             changed += 1
     return findings, unserved, changed
