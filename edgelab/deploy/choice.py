@@ -111,6 +111,7 @@ def best_plan(ctx: PlanContext, requested: str | None, check: Check) -> tuple[Ex
         try:  # S1 asked for by name or runtime is rendered all the same (RefusedPlan), refused with why
             build_plan(ctx, requested)
         except RefusedPlan as shown:
+            check(shown.plan)  # its artifacts bound like any candidate's (the refusal stands)
             return shown.plan, shown
         raise
     tried: list[Tried] = []
