@@ -243,6 +243,32 @@ def _from_plan(session: Session | None, plan: dict[str, Any], runtime: str | Non
         arts[pyz["role"]] = pyz.get("sha256") or pyz.get("digest") or UNKNOWN
     elif runtime in OWN_PACKAGES:  # run from the lab's interpreter (a virtual device)
         out["runtime_build"], out["runtime_sha256"] = own_build(OWN_PACKAGES[runtime])
+    info = plan.get("runtime_info") or {}
+    if info.get("installed"):  # a runtime installed on the device (vLLM-Omni's venv), as its stamp says
+        wheels = dict(info.get("wheels_sha256") or {})
+        own = next(
+            (
+                sha
+                for name, sha in wheels.items()
+                if name.replace("-", "_").startswith(str(runtime).replace("-", "_"))
+            ),
+            None,
+        )
+        out["runtime_build"] = (
+            f"{runtime} {info.get('vllm_omni') or '?'} (device venv {info.get('venv') or '?'})"
+        )
+        out["runtime_sha256"] = own or UNKNOWN
+        out["runtime_library"] = {
+            "name": "vLLM-Omni",
+            "version": info.get("vllm_omni") or UNKNOWN,
+            "vllm": info.get("vllm"),
+            "torch": info.get("torch"),
+            "torch_build": info.get("torch_build"),
+            "wheels_sha256": wheels,
+            "source": "the device's venv stamp",
+        }
+        if info.get("deploy_config_sha256"):
+            arts["deploy_config"] = info["deploy_config_sha256"]
     if runtime == "reference":
         out["runtime_library"] = {
             "name": "edgelab reference (numpy)",
