@@ -56,10 +56,10 @@ def test_a_text_lm_without_a_build_is_refused_with_what_to_build_not_planned_on_
     r = planned.refusal
     assert r is not None and r.code == "no_exported_graph"
     assert (
-        "a llama.cpp build for linux-x86_64 with llama-server" in r.detail
+        "a llama.cpp build for linux-aarch64 with llama-server" in r.detail  # the device's own target
         and "also tried: S5 llama.cpp" in r.detail
     )
-    assert "edgelab runtime build llama.cpp --target linux-x86_64" in r.remedy
+    assert "edgelab runtime build llama.cpp --target linux-aarch64" in r.remedy
     assert [t["runtime"] for t in r.numbers["tried"]][:2] == ["llama.cpp", "llama.cpp"]
 
 

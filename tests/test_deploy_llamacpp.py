@@ -183,12 +183,13 @@ def test_the_default_deploy_of_a_text_lm_runs_llama_cpp_with_its_provenance(llam
     """No --runtime: with the build and a model registered, the plan chooses llama.cpp (S3), and the
     run's provenance names the build, the program, the library and the model it loaded."""
     _url, engine, opts, arts = llama_lab
-    planned = planning.plan(engine, DeployRequest("orin-agx", "spark-x2.5"))
+    req = DeployRequest("orin-agx", "spark-x2.5", lab_host_build=True)  # this module registers the x86 build
+    planned = planning.plan(engine, req)
     assert (planned.plan.strategy, planned.plan.runtime, planned.refusal) == ("S3", "llama.cpp", None)
     assert "runtime llama.cpp: the lab host's build (virtual device)" in planned.plan.reason
     gguf = next(a for a in planned.plan.artifacts if a["role"] == "lm.model")
     assert sum(planned.plan.memory.values()) < 2 * 1024**3  # sized from the 4M GGUF, not 4 GB of bf16
-    dep = launch.deploy(engine, DeployRequest("orin-agx", "spark-x2.5"), opts=opts)
+    dep = launch.deploy(engine, req, opts=opts)
     try:
         assert (dep.strategy, dep.runtime, dep.state) == ("S3", "llama.cpp", "running")
         from edgelab.store.runs import get_run

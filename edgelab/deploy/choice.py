@@ -149,7 +149,11 @@ def _gaps(tried: list[Tried], most: int = 3) -> str:
 
 def _real_note(plan: ExecutionPlan, runtime: str, tried: list[Tried]) -> str:
     target = next((p.target for p in plan.processes if p.target), None)
-    where = "the lab host's build (virtual device)" if plan.virtual else f"its {target} build"
+    ex = plan.execution or {}
+    if plan.virtual and (ex.get("mode") == "lab-host-build" or not ex):
+        where = "the lab host's build (virtual device)"
+    else:
+        where = f"its {target} build" + (f" ({ex['label']})" if ex.get("label") else "")
     note = f"runtime {runtime}: {where} and every artifact its template binds are registered"
     return note + (f" (preferred but not launchable: {_gaps(tried)})" if tried else "")
 
