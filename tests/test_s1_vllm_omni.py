@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from edgelab.catalog import load_devices, load_pipelines
+from edgelab.deploy.choice import best_plan
 from edgelab.deploy.strategies import PlanContext, RefusedPlan, build_plan, s1
 from edgelab.errors import ConfigError
 from edgelab.probe.facts import Accelerator, CpuCluster, Facts, MemoryPool
@@ -338,3 +339,23 @@ def test_a_run_directory_gets_its_checkpoint_folder_and_generated_files(local_tr
         == "config\ncodec config\nstages:\n  - stage_id: 0\n"
     )
     assert Path(wd, "model", "speech_tokenizer", "config.json").is_symlink()
+
+
+def test_the_automatic_choice_passes_a_vllm_omni_without_a_talker_worker_by_but_asked_for_it_runs(catalog):
+    """The real stamp's probe (UnspecifiedOmniPlatform, no AR worker): S1 would die at stage init, so
+    the default plan is not vLLM-Omni; `--strategy S1` still gets it, to observe that failure."""
+    facts = wsl_hx370()
+    facts.software.update(facts_of(real_stamp()))
+    assert facts.software["vllm_omni_ar_worker"] == "none: NotImplementedError"
+    ctx = ctx_for(facts, catalog, virtual=True)
+    plan, refusal = best_plan(ctx, None, lambda p: None)
+    assert refusal is None and plan.runtime != "vllm-omni"
+    assert "S1 (vLLM-Omni) not chosen automatically" in plan.reason
+    assert "no worker for the talker stage (none: NotImplementedError)" in plan.reason
+    asked, refusal = best_plan(ctx, "S1", lambda p: None)
+    assert refusal is None and asked.runtime == "vllm-omni"
+    working = wsl_hx370()
+    working.software.update(
+        facts_of({**real_stamp(), "omni": {"platform": "CpuOmniPlatform", "ar_worker": "W"}})
+    )
+    assert s1.no_talker_worker(ctx_for(working, catalog, virtual=True)) is None

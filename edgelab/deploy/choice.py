@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from edgelab.deploy.plan import ExecutionPlan
-from edgelab.deploy.strategies import build_for, build_plan, choose, eligible_order
+from edgelab.deploy.strategies import build_for, build_plan, choose, eligible_order, s1
 from edgelab.deploy.strategies.common import BACKEND_RUNTIME, REFERENCE, PlanContext
 from edgelab.errors import Refusal, RefusedPlan, UnknownName
 from edgelab.runtimes.launch import find as find_template
@@ -125,6 +125,9 @@ def best_plan(ctx: PlanContext, requested: str | None, check: Check) -> tuple[Ex
         return _refused(ctx, tried)
     for sid, why in strategies:  # a real runtime under the best strategy that has one
         for rt in runtime_order(ctx, sid):
+            if rt == S1_RUNTIME and not requested and (dead := s1.no_talker_worker(ctx)):
+                tried.append(Tried(sid, rt, None, _passed_by(ctx, dead)))
+                continue
             t = _try(ctx, sid, why, rt, check)
             if t.plan is not None and t.refusal is None:
                 t.plan.reason += "; " + _real_note(t.plan, rt, tried)
@@ -139,6 +142,16 @@ def best_plan(ctx: PlanContext, requested: str | None, check: Check) -> tuple[Ex
             return t.plan, None
         tried.append(t)
     return _refused(ctx, tried)
+
+
+def _passed_by(ctx: PlanContext, why: str) -> Refusal:
+    return Refusal(
+        "strategy_refused",
+        f"S1 (vLLM-Omni) not chosen automatically: {why}",
+        device=ctx.device,
+        strategy="S1",
+        remedy="`--strategy S1` launches it anyway (to observe the failure)",
+    )
 
 
 def _gaps(tried: list[Tried], most: int = 3) -> str:

@@ -263,6 +263,22 @@ def _reference(ctx: PlanContext, reason: str) -> ExecutionPlan:
     return plan
 
 
+def no_talker_worker(ctx: PlanContext) -> str | None:
+    """Why an automatic choice should pass vLLM-Omni by: its platform has no worker for the talker.
+
+    The probe records what vLLM-Omni resolves on the device (``vllm_omni_ar_worker``); "none: ..."
+    means the server would die at stage init (vLLM-Omni 0.30 on CPU). Asked for by name, S1 still
+    launches, so the failure itself can be observed; chosen by default, it never is.
+    """
+    worker = ctx.software.get("vllm_omni_ar_worker") or ""
+    if not installed(ctx) or not worker.startswith("none"):
+        return None
+    return (
+        f"vLLM-Omni resolves {ctx.software.get('vllm_omni_platform') or 'a platform'} on {ctx.device}, "
+        f"which has no worker for the talker stage ({worker})"
+    )
+
+
 def wanted(ctx: PlanContext, requested: str | None) -> bool:
     """S1 asked for by name or by runtime: its plan is shown even where it is refused."""
     return (requested or "").upper() == "S1" or ctx.runtime == RUNTIME
