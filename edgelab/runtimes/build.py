@@ -32,7 +32,7 @@ from edgelab.runtimes.cache import (
     write_manifest,
 )
 from edgelab.runtimes.patches import load_patches, patched_tree
-from edgelab.runtimes.source import GIT_SOURCE, PYPI_PREFIX, resolve_source
+from edgelab.runtimes.source import GIT_SOURCE, PYPI_PREFIX, resolve_source, tree_sha256
 from edgelab.runtimes.spec import RuntimeSpec, TargetRecipe
 from edgelab.store.artifacts import Artifact
 
@@ -211,8 +211,11 @@ def _run_steps(
                 progress(f"step {i}/{n} {label}: done in {time.monotonic() - t0:.0f} s")
 
 
-def _values(spec: RuntimeSpec, recipe: TargetRecipe, src: Path, build: Path, out: Path) -> dict[str, str]:
+def _values(
+    spec: RuntimeSpec, recipe: TargetRecipe, src: Path, build: Path, out: Path, project: Path | None = None
+) -> dict[str, str]:
     return {
+        "project": str(project or ""),
         "src": str(src),
         "build": str(build),
         "out": str(out),
@@ -397,6 +400,7 @@ def ensure_build(
         source = None  # asked for: the recipe's repo@ref, cloned
     src = resolve_source(spec.name, source, repo=spec.repo, ref=spec.ref, root=root)
     patches = load_patches(recipe.patches, spec.file)
+    project, project_key = _project(spec, recipe)
     files = toolchain_files(recipe)
     key = build_key(
         spec.name,
@@ -405,6 +409,7 @@ def ensure_build(
         recipe.flags,
         [p.sha256 for p in patches],
         [f"{name}:{sha}" for name, sha in files.items()],
+        project_key,
     )
     folder = build_dir(key, root)
     with locked(folder.with_name(folder.name + ".lock")):
@@ -425,7 +430,7 @@ def ensure_build(
                 f"into {folder}"
             )
         tree = patched_tree(src.tree, patches, folder / "src") if patches else src.tree
-        values = _values(spec, recipe, tree, build, out)
+        values = _values(spec, recipe, tree, build, out, project)
         launcher = compiler_launcher()
         env = ccache_env(root)
         t0 = time.time()
@@ -441,6 +446,11 @@ def ensure_build(
             "patches": [p.record() for p in patches],
             "toolchain_files": [{"file": n, "sha256": h} for n, h in files.items()],
             "notes": list(recipe.notes),
+            **(
+                {"project": {"path": recipe.project, "tree_sha256": project_key["tree_sha256"]}}
+                if project_key
+                else {}
+            ),
             "compiler_launcher": "ccache" if launcher else None,
             "isa": recipe.isa,
             "products": {n: p.relative_to(folder).as_posix() for n, p in produced.items()},
@@ -453,6 +463,19 @@ def ensure_build(
         }
         write_manifest(folder, manifest)
         return CachedBuild(key, folder, produced, manifest, False)
+
+
+def _project(spec: RuntimeSpec, recipe: TargetRecipe) -> tuple[Path | None, dict | None]:
+    """The recipe's project folder (edgelab's own programs built with the source) and what of it keys
+    the build: its files' hash, the steps and the products, so editing the controller rebuilds."""
+    if not recipe.project:
+        return None, None
+    folder = (Path(spec.file).parent / recipe.project).resolve()
+    return folder, {
+        "tree_sha256": tree_sha256(folder),
+        "steps": [list(s) for s in recipe.steps],
+        "produces": list(recipe.produces),
+    }
 
 
 def register_build(

@@ -44,15 +44,20 @@ def build_key(
     flags: Sequence[str],
     patches: Sequence[str] = (),
     inputs: Sequence[str] = (),
+    project: dict[str, Any] | None = None,
 ) -> str:
     """A short stable name for one build: runtime, source hash, target, flags (order kept: cmake's
     last -D wins, so order is part of what was built), the SHA-256 of each patch applied and of
-    each other input file (a cross toolchain file, ``name:sha256``)."""
+    each other input file (a cross toolchain file, ``name:sha256``), and for a recipe that builds a
+    project of this repository with the source, that project's tree hash and the recipe's steps and
+    products (what the project builds is named there)."""
     parts: list = [runtime, source_sha256, target, list(flags)]
     if patches or inputs:  # an unpatched build keeps the key it always had
         parts.append(list(patches))
     if inputs:
         parts.append(list(inputs))
+    if project:
+        parts.append(dict(project))
     blob = json.dumps(parts, separators=(",", ":"))
     return f"{runtime}-{target}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
 

@@ -11,10 +11,13 @@ targets:
     isa: x86-64-v3                          # instruction-set level the products need (edgelab.runtimes.isa)
     flags: [-DGGML_CUDA=ON, ...]            # part of the build-cache key; recorded as provenance build_flags
     patches: [patches/<runtime>/x.patch]    # applied to the fetched source first (edgelab.runtimes.patches)
+    project: s3-controller                  # a CMake project of this repository (a folder beside the
+                                            # runtime file) built with the fetched source: {project}
     steps: [[argv...], ...]                 # placeholders {src} {build} {out} {ndk} {python} {repo} {ref}
                                             # {flags} {launcher} (ccache as compiler launcher, when on PATH)
                                             # {toolchains} (runtimes/toolchains/: cross toolchain files,
                                             #   keyed into the build by their SHA-256)
+                                            # {project} (the project's folder)
     notes: [KleidiAI off: ...]              # what the build leaves out and why (in its record)
     produces: [path relative to {out}, ...]
 
@@ -75,6 +78,7 @@ BUILD_PLACEHOLDERS = {
     "flags",
     "launcher",
     "toolchains",
+    "project",
 }
 # Build options a recipe's flags may take from the operator (edgelab runtime build --cuda-arch 90):
 # filled in before the build is keyed, so each value is its own build
@@ -154,6 +158,7 @@ class TargetRecipe:
     isa: str | None = None  # instruction-set level the products need, e.g. x86-64-v3
     patches: tuple[str, ...] = ()  # applied to the fetched source, relative to the runtime file
     notes: tuple[str, ...] = ()  # what the build leaves out and why (recorded in its manifest)
+    project: str | None = None  # a folder of this repository built with the source (beside the runtime file)
 
     @property
     def options(self) -> set[str]:
@@ -345,7 +350,17 @@ def parse_runtime(data: Any, file: str) -> RuntimeSpec:
             errors.append(f"{where}: the recipe for {tname} must be a mapping")
             continue
         for key in raw:
-            if key not in ("toolchain", "flags", "steps", "produces", "include", "isa", "patches", "notes"):
+            if key not in (
+                "toolchain",
+                "flags",
+                "steps",
+                "produces",
+                "include",
+                "isa",
+                "patches",
+                "notes",
+                "project",
+            ):
                 errors.append(f"{raw.where(key)}: unknown key {key!r}")
         tools = _strs(raw.get("toolchain"), raw.where("toolchain"), "toolchain", errors)
         for tool in tools:
@@ -370,6 +385,11 @@ def parse_runtime(data: Any, file: str) -> RuntimeSpec:
         flags = _argv(
             raw.get("flags"), raw.where("flags"), "flags", errors, BUILD_PLACEHOLDERS | BUILD_OPTIONS
         )
+        project = raw.get("project")
+        if project is not None and not (Path(file).parent / str(project) / "CMakeLists.txt").is_file():
+            errors.append(
+                f"{raw.where('project')}: project {project!r} is no folder with a CMakeLists.txt beside {file}"
+            )
         targets[str(tname)] = TargetRecipe(
             str(tname),
             tools,
@@ -381,6 +401,7 @@ def parse_runtime(data: Any, file: str) -> RuntimeSpec:
             _isa(raw, errors),
             patches,
             _strs(raw.get("notes"), raw.where("notes"), "notes", errors),
+            None if project is None else str(project),
         )
     launch = _parse_launch(data, str(name or "?"), list(targets), errors)
     venv = _parse_venv(data, targets, errors)
