@@ -25,7 +25,14 @@
 
 #include <nlohmann/json.hpp>
 
+#if defined(_WIN32)
+#    define PSAPI_VERSION 2  // GetProcessMemoryInfo from kernel32, no psapi.lib to link
+#    include <windows.h>
+#    include <psapi.h>
+#endif
+
 #include <atomic>
+#include <fstream>
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
@@ -45,6 +52,29 @@ std::atomic<bool> g_stop{false};    // a signal: end the utterance and the run
 std::atomic<bool> g_cancel{false};  // stdin: end the utterance, keep running
 
 void on_signal(int) { g_stop = true; }
+
+// this process's peak resident set in bytes (VmHWM; PeakWorkingSetSize on Windows), -1 when unknown
+long long peak_rss() {
+#if defined(_WIN32)
+    PROCESS_MEMORY_COUNTERS pmc;
+    if (GetProcessMemoryInfo(GetCurrentProcess(), &pmc, sizeof(pmc))) {
+        return (long long) pmc.PeakWorkingSetSize;
+    }
+    return -1;
+#else
+    std::ifstream f("/proc/self/status");
+    std::string key;
+    while (f >> key) {
+        if (key == "VmHWM:") {
+            long long kb = -1;
+            f >> kb;
+            return kb < 0 ? -1 : kb * 1024;
+        }
+        f.ignore(1 << 12, '\n');
+    }
+    return -1;
+#endif
+}
 
 struct options {
     std::vector<std::string> texts;
@@ -379,6 +409,10 @@ private:
                                   .i("frames", frames)
                                   .s("stop", stop)
                                   .i("wav_calls", stream.n_wav_calls()));
+        const long long rss = peak_rss();
+        if (rss > 0) {  // the process's own high-water mark: what a run reports as its peak RSS
+            w.emit("resource", edgelab::obj().s_or_null("device", o.device).s("source", "proc").i("rss_bytes", rss));
+        }
         return true;
     }
 
@@ -467,6 +501,9 @@ int main(int argc, char ** argv) {
     const double t_up = edgelab::now_s();
 
     const std::string cpu_or_gpu = placement(params, false), proj = placement(params, true);
+    auto where = [](const std::string & observed, const std::string & detail) {
+        return edgelab::obj().s("runtime", "llama.cpp").s("observed", observed).s("detail", detail).str();
+    };
     edgelab::obj meta;
     meta.s("engine", "llama.cpp (libllama talker, libmtmd GEN_CODE + GEN_WAV)")
         .s("controller", "s3-controller")
@@ -483,9 +520,10 @@ int main(int argc, char ** argv) {
         .s("band", o.band)
         .b("serve", o.serve)
         .raw("placement", edgelab::obj()
-                              .s("talker", cpu_or_gpu)
-                              .s("code_predictor", proj)
-                              .s("code2wav", proj)
+                              .raw("text_frontend", where("cpu", "llama_tokenize"))
+                              .raw("talker", where(cpu_or_gpu, "libllama, -ngl " + std::to_string(params.n_gpu_layers)))
+                              .raw("code_predictor", where(proj, "libmtmd GEN_CODE"))
+                              .raw("code2wav", where(proj, "libmtmd GEN_WAV"))
                               .str());
     w.emit("run.start", edgelab::obj()
                             .s("pipeline", "qwen3-tts")
