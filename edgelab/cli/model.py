@@ -18,8 +18,17 @@ app = typer.Typer(
 
 @app.command("synth")
 def synth(
-    name: Annotated[str, typer.Argument(help="Artifact name, e.g. spark-x2.5.")],
-    params: Annotated[str, typer.Option("--params", help="Parameter count: 4M, 100M, 1.5B.")] = "100M",
+    name: Annotated[
+        str,
+        typer.Argument(help="Artifact name, e.g. spark-x2.5; qwen3-tts-0.6b / qwen3-tts-1.7b: the TTS pair."),
+    ],
+    params: Annotated[
+        str | None, typer.Option("--params", help="Parameter count of a text LM: 4M, 100M (default), 1.5B.")
+    ] = None,
+    scale: Annotated[
+        float | None,
+        typer.Option("--scale", help="Qwen3-TTS: every width times this (default 1: the real geometry)."),
+    ] = None,
     quant: Annotated[
         str | None,
         typer.Option(
@@ -43,17 +52,41 @@ def synth(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Write a random-weight llama-architecture GGUF and register it as a model artifact.
+    """Write a random-weight GGUF and register it as a model artifact.
 
-    The weights are random: the text is noise, the timings and memory are a real model's of that shape. Its metadata says weights: random, and so does every result that uses it.
+    A text LM is a llama-architecture GGUF of --params parameters. qwen3-tts-0.6b and qwen3-tts-1.7b
+    are Qwen3-TTS-12Hz in llama.cpp's layout: the talker (registered as the name, role talker) and its
+    mmproj (NAME-mmproj: code predictor, code2wav, speaker encoder), at the real geometry unless
+    --scale; --quant quantizes the talker. The weights are random: the text (or speech) is noise, the
+    timings and memory are a real model's of that shape. Its metadata says weights: random, and so
+    does every result that uses it; random weights never end speech on their own, so runs bound
+    their frames.
 
     \b
       edgelab model synth spark-x2.5 --params 100M --quant q4_k_m
       edgelab model synth tiny --params 2M
+      edgelab model synth qwen3-tts-0.6b                 # 1.2 GB talker + mmproj, real geometry
+      edgelab model synth qwen3-tts-0.6b --scale 0.0625  # 1.4 MB + 12 MB, for tests
     """
+    from edgelab.models.tts_synth import is_tts
+
+    if is_tts(name):
+        if params is not None or vocab is not None:
+            fail_from(
+                ConfigError(
+                    f"{name} has a fixed geometry: --params and --vocab do not apply",
+                    remedy="use --scale 0.0625 for a small model",
+                ),
+                code=2,
+            )
+        _synth_tts(name, scale or 1.0, quant, seed, out, quantizer, as_json)
+        return
+    if scale is not None:
+        fail_from(ConfigError("--scale is for qwen3-tts models", remedy="use --params for a text LM"), code=2)
     from edgelab.artifacts.manifest import to_manifest
     from edgelab.models.synth import synth_model
 
+    params = params or "100M"
     with open_session() as s:
         art = synth_model(
             s,
@@ -76,6 +109,46 @@ def synth(
     )
     for path, size in data["sizes"].items():
         console.print(f"  {m['params']:,} parameters, {m['quant']}, {escape(path)} ({size / 1e6:.1f} MB)")
+
+
+def _synth_tts(
+    name: str,
+    scale: float,
+    quant: str | None,
+    seed: int,
+    out: Path | None,
+    quantizer: Path | None,
+    as_json: bool,
+) -> None:
+    from edgelab.artifacts.manifest import to_manifest
+    from edgelab.models.tts_synth import synth_tts
+
+    try:
+        with open_session() as s:
+            arts = synth_tts(
+                s,
+                name,
+                scale=scale,
+                quant=quant,
+                seed=seed,
+                out_dir=out,
+                quantizer=quantizer,
+                progress=lambda line: err_console.print(f"[dim]{escape(line)}[/]", soft_wrap=True),
+            )
+            data = [to_manifest(s, a) for a in arts]
+    except ConfigError as err:
+        fail_from(err, code=2)
+    if as_json:
+        print_json(data)
+        return
+    for d in data:
+        m = d["metadata"]
+        console.print(
+            f"registered [bold]{escape(d['name'])}[/] {d['digest'][:16]}  kind model, role {m['role']}, "
+            "weights random"
+        )
+        for path, size in d["sizes"].items():
+            console.print(f"  {m['params']:,} parameters, {m['quant']}, {escape(path)} ({size / 1e6:.1f} MB)")
 
 
 @app.command("export")

@@ -141,6 +141,7 @@ _REAL = {
     "qwen3-tts-0.6b": (1024, 28, 16, 8, 128, 3072),
     "qwen3-tts-1.7b": (2048, 28, 16, 8, 128, 6144),
 }
+MODELS = tuple(_REAL)
 ALIASES = {"qwen3-tts": "qwen3-tts-0.6b"}
 
 
@@ -640,6 +641,8 @@ def parameter_counts(g: Geometry) -> dict[str, int]:
 
 __all__ = [
     "ACOUSTIC",
+    "ALIASES",
+    "MODELS",
     "CODEC_VOCAB",
     "Geometry",
     "SAMPLES_PER_FRAME",
