@@ -181,13 +181,19 @@ def _validate(req: BenchRequest) -> None:
 def template_values(kind: str, req: BenchRequest) -> dict[str, Any]:
     """The protocol's finite counts as launch template values (the plan's template does the rest)."""
     if kind == "tts":
+        from edgelab.reference.tts import BAND_TEXTS, frames_for_text
+
+        text = BAND_TEXTS[req.band]
         return {
             "band": req.band,
             "warmup": req.warmup,
             "requests": req.requests,
             # unpaced unless asked: the workload's own default talker speed, 2x real time
             "frames_per_s": f"{req.frames_per_s:g}" if req.frames_per_s is not None else "25",
-            "frames": req.frames,
+            # a real engine speaks the band's text; its frames are bounded (random weights never stop)
+            "text": text,
+            "frames": req.frames if req.frames is not None else frames_for_text(text),
+            "seed": 0,  # request i draws with seed i: the same audio (SHA-256) run after run
         }
     if kind == "vla":
         return {
@@ -205,7 +211,7 @@ def _adapter(planned: planning.Planned) -> str:
     p = planned.plan
     planning.check_artifacts(p)  # refused (with the remedy) before anything starts
     proc = p.processes[0]
-    if proc.adapter not in ("edgelab-events", "llama-server", "llama-bench"):
+    if proc.adapter not in ("edgelab-events", "llama-server", "llama-bench", "llama-tts"):
         raise Refusal(
             "no_exported_graph",
             f"{p.pipeline} on {p.runtime} ({proc.template}) has no bench adapter: "
@@ -421,6 +427,26 @@ def _bench_on_device(
                 meta,
                 on_event,
                 cancel,
+                beside=_telemetry_beside(engine, run_id, req.device, opts),
+            )
+        elif adapter == "llama-tts":  # one process per request (S5): its log and its WAV
+            from edgelab.bench.oneshot import bench_llama_tts
+
+            final, state = bench_llama_tts(
+                engine,
+                t,
+                proc,
+                workdir,
+                blob_paths,
+                run_id,
+                device=req.device,
+                pipeline=p.pipeline,
+                warmup=req.warmup,
+                requests=req.requests,
+                band=req.band,
+                virtual=bool(p.virtual),
+                on_event=on_event,
+                cancel=cancel,
                 beside=_telemetry_beside(engine, run_id, req.device, opts),
             )
         else:  # streamed: its stdout is the output its adapter reads

@@ -227,7 +227,7 @@ def remedy_for(entry: dict[str, Any]) -> str:
     if entry.get("kind") in ("model", "weights"):
         synth = (
             f"`edgelab model synth {entry.get('pipeline')}` (random weights) or "
-            if entry.get("pipeline_kind") == "text_lm" and entry.get("ext") == ".gguf"
+            if entry.get("pipeline_kind") in ("text_lm", "tts") and entry.get("ext") == ".gguf"
             else ""
         )
         return (

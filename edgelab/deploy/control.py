@@ -12,7 +12,7 @@ from sqlalchemy import Engine
 
 from edgelab.deploy import remote
 from edgelab.deploy.options import Options, connect
-from edgelab.deploy.results import adapter_results, reported_entries
+from edgelab.deploy.results import adapter_results, reported_entries, wav_outputs
 from edgelab.deploy.transition import GONE_PROCESS_STATES, transition
 from edgelab.errors import DeviceInUse, EdgelabError, TransportError
 from edgelab.lease.owner import Holder
@@ -146,6 +146,11 @@ def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> D
             logs = (
                 remote.fetch_logs(t, {r.name: r.workdir for r in rows}) if not any(status.values()) else None
             )
+            outputs = (
+                wav_outputs(t, dep.plan or {}, {r.name: r.workdir for r in rows})
+                if logs is not None
+                else None
+            )
         finally:
             t.close()
     except TransportError as e:
@@ -159,6 +164,7 @@ def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> D
     if any(status.values()):
         return dep
     ok = all(c == 0 for c in codes.values())
+    results = adapter_results(dep.plan or {}, logs or {}, outputs)
 
     def ended(s, d: Deployment) -> None:
         d.logs = logs or {}
@@ -166,7 +172,6 @@ def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> D
         for row in processes(s, d.pk):
             row.state, row.exit_code, row.stopped_at = "exited", codes.get(row.name), utcnow()
             s.add(row)
-        results = adapter_results(d.plan or {}, logs or {})
         run = s.get(Run, d.run_id)
         if results and run is not None:
             run.meta = {**(run.meta or {}), "results": results}
@@ -175,7 +180,7 @@ def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> D
     done = transition(
         engine, dep.pk, "finished" if ok else "failed", phase="ended", edit=ended, exit_codes=codes
     )
-    reported = reported_entries(adapter_results(dep.plan or {}, logs or {}))
+    reported = reported_entries(results)
     if reported:  # a one-shot program's own figures: requests with counts in the run's summary
         store_reported(engine, dep.run_id, reported)
     return done

@@ -11,15 +11,63 @@ PERF_LOST = (
 )
 
 
-def adapter_results(plan: dict[str, Any], logs: dict[str, str]) -> dict[str, Any]:
+def wav_outputs(t: Any, plan: dict[str, Any], workdirs: dict[str, str]) -> dict[str, Any]:
+    """The WAV each llama-tts process wrote (its ``-o`` file in its folder), read back: sample rate,
+    samples, SHA-256 of the PCM; a process that wrote none is left out."""
+    import tempfile
+    from pathlib import Path
+
+    from edgelab.errors import EdgelabError
+    from edgelab.protocols.wav import wav_facts
+
+    out: dict[str, Any] = {}
+    for pr in plan.get("processes", []):
+        name, argv = pr.get("name"), pr.get("argv") or []
+        if pr.get("adapter") != "llama-tts" or name not in workdirs:
+            continue
+        rel = argv[argv.index("-o") + 1] if "-o" in argv[:-1] else "out.wav"
+        path = rel if rel.startswith("/") else f"{workdirs[name]}/{rel}"
+        with tempfile.TemporaryDirectory(prefix="edgelab-wav-") as d:
+            try:
+                t.get(path, Path(d) / "out.wav")
+                facts = wav_facts((Path(d) / "out.wav").read_bytes())
+            except (EdgelabError, OSError):
+                continue
+        if facts is not None:
+            out[name] = {**facts.__dict__, "seconds": facts.seconds, "path": path}
+    return out
+
+
+def adapter_results(
+    plan: dict[str, Any], logs: dict[str, str], outputs: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """What a one-shot runtime reported, read by its template's adapter from the logs it left.
 
     llama-completion: the ``common_perf_print`` / ``llama_perf_context_print`` lines (load, prompt
-    eval, eval: ms, tokens, tokens/s) and the placement its load log shows.
+    eval, eval: ms, tokens, tokens/s) and the placement its load log shows. llama-tts: its timings
+    (load, prompt eval, generation, vocoder, total), frames and audio seconds, with the WAV it wrote
+    (``outputs``: :func:`wav_outputs`); TTFA is the total (all audio comes at once), RTF total / audio.
     """
     out: dict[str, Any] = {}
     for pr in plan.get("processes", []):
         err = logs.get(f"{pr.get('name')}/stderr.log") or ""
+        if pr.get("adapter") == "llama-tts" and err:
+            from edgelab.adapters.llama_placement import parse_placement
+            from edgelab.adapters.llama_tts import parse_log
+
+            log = parse_log(err)
+            wav = (outputs or {}).get(pr["name"])
+            out[pr["name"]] = {
+                "adapter": "llama-tts",
+                "tts": log.to_dict(),
+                "ttfa_ms": None if log.total_s is None else round(log.total_s * 1000, 1),
+                "rtf_total": log.rtf,
+                "wav": wav,
+                "placement": parse_placement(err).observed or "unobserved",
+            }
+            if log.error:
+                out[pr["name"]]["error"] = log.error
+            continue
         if pr.get("adapter") == "llama-completion" and err:
             from edgelab.adapters.llama_perf import parse_perf
             from edgelab.adapters.llama_placement import parse_placement

@@ -7,6 +7,7 @@ OpenAI's and vLLM-Omni's streamed WAV), followed by raw s16le PCM.
 
 from __future__ import annotations
 
+import hashlib
 import struct
 from dataclasses import dataclass
 
@@ -71,3 +72,32 @@ def parse_wav_header(data: bytes) -> WavInfo | None:
             return WavInfo(fmt[0], fmt[1], fmt[2], body, None if size == STREAMING_SIZE else size)
         pos = body + size + (size & 1)
     return None
+
+
+@dataclass(frozen=True)
+class WavFacts:
+    """A whole WAV file's format, length and the SHA-256 of its PCM bytes (the data chunk): what a
+    stream's chunks, put together, are compared with."""
+
+    sample_rate: int
+    channels: int
+    bits: int
+    samples: int  # per channel
+    pcm_sha256: str
+
+    @property
+    def seconds(self) -> float:
+        return self.samples / self.sample_rate if self.sample_rate else 0.0
+
+
+def wav_facts(data: bytes) -> WavFacts | None:
+    """The facts of a complete WAV file (llama-tts's output); None when it is not one."""
+    info = parse_wav_header(data)
+    if info is None:
+        return None
+    size = len(data) - info.data_offset if info.data_bytes is None else info.data_bytes
+    pcm = data[info.data_offset : info.data_offset + size]
+    frame = max(1, info.channels * info.bits // 8)
+    return WavFacts(
+        info.sample_rate, info.channels, info.bits, len(pcm) // frame, hashlib.sha256(pcm).hexdigest()
+    )

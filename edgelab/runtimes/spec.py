@@ -33,7 +33,7 @@ launch:                                     # how deploy starts it (edgelab/runt
       workdir: run | bin                    # run: the process's own run directory (default); bin: {bin}
       library_path: ["{bin}"]               # LD_LIBRARY_PATH entries (PATH on Windows)
       ready: {log: REGEX} | {http: /health, port: "{port}"} | {port: "{port}"} | alive
-      adapter: edgelab-events | llama-server | llama-completion | llama-bench | none
+      adapter: edgelab-events | llama-server | llama-completion | llama-bench | llama-tts | none
       placement: events | llama-load-log | reference | none   # what says where it ran
       port: 8080                            # default for {port}; the port it serves on the device
       artifacts: {model: {kind: model, ext: .gguf}}   # store paths bound to placeholders
@@ -141,7 +141,7 @@ LAUNCH_PLACEHOLDERS = {
     "hf_offline",
 }
 READY_KINDS = ("log", "http", "port", "alive")
-ADAPTERS = ("edgelab-events", "llama-server", "llama-completion", "llama-bench", "none")
+ADAPTERS = ("edgelab-events", "llama-server", "llama-completion", "llama-bench", "llama-tts", "none")
 PLACEMENT_EVIDENCE = ("events", "llama-load-log", "reference", "none")
 WORKDIRS = ("run", "bin")
 

@@ -434,9 +434,14 @@ def base_plan(
 
 
 def strategy_values(ctx: PlanContext, strategy: str) -> dict[str, Any]:
-    """Template values a local strategy knows from the profile: the TTS chunk schedule."""
+    """Template values a local strategy knows from the profile: the TTS chunk schedule, and the text a
+    deployment speaks (the medium band's) with its frame budget (random weights never end speech)."""
     out: dict[str, Any] = {}
     if ctx.spec.kind == "tts":
+        from edgelab.reference.tts import BAND_TEXTS, frames_for_text
+
         ramp = (ctx.pipeline_profile.fit.chunk_schedule or {}).get("ramp_frames")
         out["schedule"] = ",".join(str(f) for f in ramp) if ramp else "ramp"
+        out["text"] = BAND_TEXTS["medium"]
+        out["frames"] = frames_for_text(out["text"])
     return out
