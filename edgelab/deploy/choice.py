@@ -31,7 +31,12 @@ S1_RUNTIME = "vllm-omni"  # S1 is vLLM-Omni itself
 
 # A pipeline whose best runtime is not its backend's usual one names its order here (runtime ids
 # from runtimes/*.yaml, best first); the rest of the catalog follows. Kept as data, one line each.
-PIPELINE_RUNTIMES: dict[str, tuple[str, ...]] = {}
+# Qwen3-TTS: llama.cpp carries it whole (talker, code predictor, code2wav): S3 is edgelab's
+# s3-controller over libmtmd, S5 llama-tts; the phone's backends (MNN, ExecuTorch) come after.
+PIPELINE_RUNTIMES: dict[str, tuple[str, ...]] = {
+    "qwen3-tts-0.6b": ("llama.cpp",),
+    "qwen3-tts-1.7b": ("llama.cpp",),
+}
 
 Check = Callable[[ExecutionPlan], Refusal | None]
 
