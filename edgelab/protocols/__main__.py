@@ -1,8 +1,10 @@
-"""``python -m edgelab.protocols serve speech|http|openpi``: run a lab-side reference server.
+"""``python -m edgelab.protocols serve speech|http|openpi``: run a lab-side server.
 
 For demos and for S4 runs on a lab host: the speech stream (and codec-token) WebSocket server,
 the HTTP ``/v1/audio/speech`` server, or the OpenPI policy endpoint, on a loopback port.
-Prints one JSON line with the URL once listening, then serves until interrupted.
+Prints one JSON line with the URL once listening, then serves until interrupted. The speech
+server runs the reference TTS, or llama.cpp's engine under edgelab's S3 controller with
+``--controller PROGRAM --model TALKER.gguf --mmproj MMPROJ.gguf``.
 """
 
 from __future__ import annotations
@@ -38,6 +40,15 @@ def main(argv: list[str] | None = None) -> int:
         "on one connection, no split by default) or '6a96e66' (one utterance per connection, "
         "sentence split by default); a client may also send vllm_omni_compat in session.config",
     )
+    s.add_argument(
+        "--controller",
+        default=None,
+        help="speech: edgelab's s3-controller (llama.cpp) instead of the reference",
+    )
+    s.add_argument("--model", default=None, help="speech with --controller: the talker GGUF")
+    s.add_argument("--mmproj", default=None, help="speech with --controller: the mmproj GGUF")
+    s.add_argument("--threads", type=int, default=None, help="speech with --controller: llama.cpp threads")
+    s.add_argument("--frames", type=int, default=None, help="speech with --controller: frames per sentence")
     args = p.parse_args(argv)
     logs.setup(args.log_level)
     info: dict[str, str] = {}
@@ -59,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
                 schedule=args.schedule,
                 seed=args.seed,
                 compat=version.name,
+                engine=_engine(args),
+                frames=args.frames,
             )
             info["vllm_omni"] = f"{version.name} ({version.commit})"
             if args.protocol == "speech":
@@ -76,9 +89,16 @@ def main(argv: list[str] | None = None) -> int:
         if err.remedy:
             print(f"  -> {err.remedy}", file=sys.stderr)
         return 2
+    engine = getattr(getattr(server, "opts", None), "engine", None)
     print(
         json.dumps(
-            {"protocol": args.protocol, "url": url, "runtime": "reference", "weights": "random", **info}
+            {
+                "protocol": args.protocol,
+                "url": url,
+                "runtime": engine.provenance["runtime"] if engine is not None else "reference",
+                "weights": "random",
+                **info,
+            }
         ),
         flush=True,
     )
@@ -89,7 +109,27 @@ def main(argv: list[str] | None = None) -> int:
         done.wait()
     finally:
         server.stop()
+        if engine is not None:
+            engine.close()
     return 0
+
+
+def _engine(args: argparse.Namespace):
+    """llama.cpp under the S3 controller when --controller is given (with --model and --mmproj)."""
+    if not args.controller:
+        return None
+    from pathlib import Path
+
+    from edgelab.errors import ConfigError
+    from edgelab.protocols.controller_feed import ControllerSpec, ControllerTTS
+
+    if args.protocol != "speech":
+        raise ConfigError("--controller serves the speech stream (serve speech) only")
+    if not (args.model and args.mmproj):
+        raise ConfigError("--controller needs --model TALKER.gguf and --mmproj MMPROJ.gguf")
+    return ControllerTTS(
+        ControllerSpec(Path(args.controller), Path(args.model), Path(args.mmproj), args.threads)
+    )
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -441,13 +441,17 @@ class SpeechStreamClient:
 
 @dataclass
 class ServerOptions:
-    """How the reference server behaves: talker speed, chunk schedule, seed, and the vLLM-Omni
-    version whose protocol it follows (:mod:`edgelab.protocols.omni_versions`)."""
+    """How the server behaves: talker speed (reference), chunk schedule, seed, the vLLM-Omni version
+    whose protocol it follows (:mod:`edgelab.protocols.omni_versions`), and the engine: the reference
+    TTS, or a real one (``engine``: a :class:`~edgelab.protocols.controller_feed.ControllerTTS`,
+    llama.cpp under edgelab's S3 controller), whose utterances ``frames`` bounds (default: from the text)."""
 
     frames_per_s: float | None = 25.0
     schedule: str = "server"
     seed: int = 0
     compat: str = CURRENT.name
+    engine: Any = None
+    frames: int | None = None
 
 
 RESPONSE_FORMATS = ("wav", "pcm")
@@ -506,17 +510,13 @@ async def _sentence_response(
     if cfg.get("initial_codec_chunk_frames"):
         sched[0] = int(cfg["initial_codec_chunk_frames"])
     seed = int(cfg["seed"]) if cfg.get("seed") is not None else opts.seed
-    talker, decoder = loaded_models(seed)
-    tts = ReferenceTTS(
-        frames_per_s=opts.frames_per_s, schedule=sched, seed=seed, talker=talker, decoder=decoder
-    )
     fmt, streamed = cfg["response_format"], bool(cfg.get("stream_audio", False))
     describe_pcm = streamed and fmt == "pcm" and version.pcm_start_with_audio
     start = {
         **version.start_message(
             utterance=utterance, sentence=sentence, text=text, fmt=fmt, streamed_pcm=streamed and fmt == "pcm"
         ),
-        **PROVENANCE,
+        **(opts.engine.provenance if opts.engine is not None else PROVENANCE),
     }
     if not describe_pcm:
         await ws.send(json_message("audio.start", **start))
@@ -526,8 +526,7 @@ async def _sentence_response(
     watcher = asyncio.create_task(watch_for_stop(inbox, stop, deferred, stop_on=("input.cancel",)))
     total, held, failed = 0, b"", False
     try:
-        async for ch in iterate_in_thread(lambda: tts.stream(text, stop=stop)):
-            data = ch.pcm.astype("<i2").tobytes()
+        async for data in iterate_in_thread(_pcm_chunks(opts, text, sched, seed, stop)):
             if not streamed:
                 held += data
                 continue
@@ -556,6 +555,24 @@ async def _sentence_response(
     done = version.done_message(utterance=utterance, sentence=sentence, total_bytes=total, error=failed)
     await ws.send(json_message("audio.done", **done, cancelled=stop.is_set()))
     return deferred
+
+
+def _pcm_chunks(
+    opts: ServerOptions, text: str, sched: list[int], seed: int, stop: threading.Event
+) -> Callable[[], Iterator[bytes]]:
+    """The sentence's s16le PCM chunk by chunk, from the server's engine: the reference TTS, or
+    the real engine (its utterance bounded by ``opts.frames``, else the text's length)."""
+    if opts.engine is not None:
+        from edgelab.reference.tts import frames_for_text
+
+        frames = opts.frames or frames_for_text(text)
+        schedule = ",".join(str(n) for n in sched)
+        return lambda: opts.engine.stream(text, frames=frames, seed=seed, schedule=schedule, stop=stop)
+    talker, decoder = loaded_models(seed)
+    tts = ReferenceTTS(
+        frames_per_s=opts.frames_per_s, schedule=sched, seed=seed, talker=talker, decoder=decoder
+    )
+    return lambda: (ch.pcm.astype("<i2").tobytes() for ch in tts.stream(text, stop=stop))
 
 
 async def speech_session(ws: ServerConnection, opts: ServerOptions) -> None:
@@ -674,7 +691,8 @@ class SpeechServer(BackgroundServer):
     def __init__(self, opts: ServerOptions | None = None, *, host: str = "127.0.0.1", port: int = 0):
         self.opts = opts or ServerOptions()
         self.behaviour = omni_behaviour(self.opts.compat)  # an unknown version fails here, not per connection
-        loaded_models(self.opts.seed)  # load before the first request, as a real server does
+        if self.opts.engine is None:
+            loaded_models(self.opts.seed)  # load before the first request, as a real server does
 
         async def handler(ws: ServerConnection) -> None:
             await speech_session(ws, self.opts)
