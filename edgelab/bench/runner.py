@@ -132,6 +132,9 @@ class BenchResult:
                 }
                 for r in self.meta["llama_bench"]
             }
+        if self.meta.get("llama_tts") is not None:  # S5: llama-tts, one process per request
+            out["llama_tts"] = llama_tts_report(self.meta["llama_tts"])
+            out["placement"] = (self.meta.get("placement") or {}).get("observed")
         if s.get("action"):
             a = s["action"]
             out["action"] = {
@@ -159,6 +162,23 @@ class BenchResult:
         out["strategy"] = self.provenance.get("strategy_label") or self.provenance.get("strategy")
         out["provenance"] = dict(self.provenance)  # whole: the same block `runs show` holds
         return out
+
+
+def llama_tts_report(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """llama-tts's own figures over every run, warm-up included (its log: load, generation frames/s; the
+    group's sampled peak RSS), beside the events' TTFA and RTF."""
+    from edgelab.metrics.stats import summarize
+
+    logs = [r.get("log") or {} for r in records]
+    return {
+        "runs": len(records),
+        "load_s": summarize(lg.get("load_s") for lg in logs),
+        "total_s": summarize(lg.get("total_s") for lg in logs),
+        "generation_frames_per_s": summarize(lg.get("frames_per_s") for lg in logs),
+        "vocoder_s": summarize(lg.get("vocoder_s") for lg in logs),
+        "frames": sorted({lg.get("frames") for lg in logs if lg.get("frames") is not None}),
+        "peak_rss_bytes": max((r.get("peak_rss_bytes") or 0 for r in records), default=0) or None,
+    }
 
 
 def check_protocol(band: str, warmup: int, requests: int, control_hz: float) -> None:
