@@ -20,8 +20,17 @@ ENV = {**os.environ, "OMP_WAIT_POLICY": "passive"}
 
 
 def test_the_build_has_its_products_and_provenance(llama_build):
-    assert set(llama_build.products) == {"llama-server", "llama-completion", "llama-bench", "llama-quantize"}
+    assert set(llama_build.products) == {
+        "llama-server",
+        "llama-completion",
+        "llama-bench",
+        "llama-quantize",
+        "llama-tts",
+        "s3-controller",  # edgelab's own programs, built with the tree (runtimes/s3-controller)
+        "s3-bare",
+    }
     m = read_manifest(llama_build.folder)
+    assert m["project"]["path"] == "s3-controller" and len(m["project"]["tree_sha256"]) == 64
     assert m["source_commit"].startswith("0c1e57098")
     assert (
         m["isa"] == "x86-64-v3" and "-DGGML_NATIVE=OFF" in m["flags"] and "-DLLAMA_BUILD_UI=OFF" in m["flags"]

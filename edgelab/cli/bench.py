@@ -273,6 +273,16 @@ def bench(
             f"{b['avg_ts']:.1f}{sd} tok/s  (threads {b.get('n_threads')}, "
             f"{b.get('backends')}, build {str(b.get('build_commit'))[:9]})",
         )
+    if lt := rep.get("llama_tts"):  # S5: llama-tts's own log, one process per request
+        t.add_row("llama-tts total", _p(lt["total_s"], " s") + "  (its TTFA: the audio comes all at once)")
+        t.add_row("llama-tts load", _p(lt["load_s"], " s"))
+        t.add_row("generation", _p(lt["generation_frames_per_s"], " frames/s"))
+        t.add_row("vocoder", _p(lt["vocoder_s"], " s"))
+        if lt.get("peak_rss_bytes"):
+            t.add_row("peak RSS", mib(lt["peak_rss_bytes"], 1) + " (sampled every 0.25 s)")
+        t.add_row("placement", f"{rep.get('placement')} (observed in the load log)")
+        pv = rep.get("provenance") or {}
+        t.add_row("runtime", f"{pv.get('runtime_build')} {str(pv.get('runtime_sha256'))[:12]}")
     if x := rep.get("text"):
         t.add_row("TTFT", _p(x.get("ttft_ms"), " ms"))
         t.add_row("inter-token", _p(x.get("itl_ms"), " ms"))

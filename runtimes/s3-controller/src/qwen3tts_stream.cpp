@@ -4,10 +4,16 @@
 #include "llama-ext.h"  // llama_model_get_tok_embd: the talker's embedding table (staging API)
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 
 namespace {
+
+double seconds() {
+    using namespace std::chrono;
+    return duration_cast<duration<double>>(steady_clock::now().time_since_epoch()).count();
+}
 
 // the --tts-lang codes llama-tts takes, and the codec language rows they name
 const std::map<std::string, std::string> & lang_names() {
@@ -121,6 +127,7 @@ bool qwen3tts_stream::begin(const qwen3tts_request & req, std::string & err) {
     codes.clear();
     committed.clear();
     commit = emitted = wav_calls = 0;
+    t_decode = t_code = 0;
     seed = req.seed;
     const mtmd_gen_inp def = mtmd_gen_inp_default(mctx);
     top_k = req.top_k > 0 ? req.top_k : def.top_k;
@@ -205,10 +212,13 @@ int qwen3tts_stream::step(llama_token sampled, std::string & err) {
     inp.top_p = top_p;
     inp.seed = seed;
     mtmd_gen_out out{};
+    const double t0 = seconds();
     if (mtmd_gen_audio_process(mctx, &inp, &out) != 0) {
         err = "GEN_CODE (code predictor) failed";
         return -1;
     }
+    const double t1 = seconds();
+    t_code += t1 - t0;
     if (out.n_codes == 0) {
         err = "GEN_CODE returned no codes";
         return -1;
@@ -223,6 +233,7 @@ int qwen3tts_stream::step(llama_token sampled, std::string & err) {
     if (!decode_rows(fb.data(), 1, true, err)) {
         return -1;
     }
+    t_decode += seconds() - t1;
     const float * he = llama_get_embeddings_ith(lctx, -1);
     h_state.assign(he, he + n_embd);
     return 1;

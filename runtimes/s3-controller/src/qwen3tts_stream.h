@@ -61,6 +61,11 @@ public:
     bool decode_until(int upto, std::vector<float> & out, std::string & err);
     int n_wav_calls() const { return wav_calls; }
 
+    // seconds spent since begin() in the talker's forward passes (libllama) and in the code
+    // predictor (GEN_CODE): what a frame costs before code2wav, split by engine
+    double talker_decode_s() const { return t_decode; }
+    double code_predictor_s() const { return t_code; }
+
 private:
     bool gen_wav(int from, int to, const std::vector<uint8_t> & state, std::vector<float> & pcm,
                  std::vector<uint8_t> * state_out, std::string & err);
@@ -97,4 +102,5 @@ private:
     int commit = 0;
     int emitted = 0;
     int wav_calls = 0;
+    double t_decode = 0, t_code = 0;
 };

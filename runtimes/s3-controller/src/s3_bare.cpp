@@ -97,7 +97,7 @@ int main(int argc, char ** argv) {
     }
 
     long long frames = 0, samples = 0;
-    double t_loop = 0, t_wav = 0;
+    double t_loop = 0, t_wav = 0, t_decode = 0, t_code = 0;
     for (int r = 0; r < requests; r++) {
         common_params_sampling sp = params.sampling;
         if (sp.seed != LLAMA_DEFAULT_SEED) {
@@ -144,13 +144,16 @@ int main(int argc, char ** argv) {
             t_wav += now_s() - w0;
         }
         t_loop += now_s() - t0;
+        t_decode += stream.talker_decode_s();
+        t_code += stream.code_predictor_s();
         frames += stream.n_frames();
         samples += (long long) pcm.size();
     }
     printf("{\"frames\": %lld, \"samples\": %lld, \"loop_s\": %.6f, \"code2wav_s\": %.6f, "
-           "\"frames_per_s\": %.4f, \"talker_frames_per_s\": %.4f}\n",
-           frames, samples, t_loop, t_wav, t_loop > 0 ? frames / t_loop : 0.0,
-           (t_loop - t_wav) > 0 ? frames / (t_loop - t_wav) : 0.0);
+           "\"talker_decode_s\": %.6f, \"code_predictor_s\": %.6f, \"frames_per_s\": %.4f, "
+           "\"talker_frames_per_s\": %.4f, \"talker_decode_per_s\": %.4f}\n",
+           frames, samples, t_loop, t_wav, t_decode, t_code, t_loop > 0 ? frames / t_loop : 0.0,
+           (t_loop - t_wav) > 0 ? frames / (t_loop - t_wav) : 0.0, t_decode > 0 ? frames / t_decode : 0.0);
     fflush(stdout);
     llama_backend_free();
     return 0;

@@ -240,6 +240,7 @@ struct totals {
     long long frames = 0;
     double talker_s = 0, code2wav_s = 0, prompt_s = 0;
     double loop_s = 0;  // first frame to request.end, events included: what s3-bare's loop_s is
+    double talker_decode_s = 0, code_predictor_s = 0;
     int wav_calls = 0, requests = 0, failed = 0, cancelled = 0;
 };
 
@@ -394,7 +395,9 @@ private:
 
     bool finish(const job & jb, bool ok, const std::string & error, int frames, const std::string & stop) {
         tot.frames += frames;
-        if (t_loop0 > 0) {
+        if (t_loop0 > 0) {  // the request got to its frames: its engine times are its own
+            tot.talker_decode_s += stream.talker_decode_s();
+            tot.code_predictor_s += stream.code_predictor_s();
             tot.loop_s += edgelab::now_s() - t_loop0;
             t_loop0 = 0;
         }
@@ -604,6 +607,8 @@ int main(int argc, char ** argv) {
         {"code2wav_s", t.code2wav_s},
         {"wav_calls", t.wav_calls},
         {"loop_s", t.loop_s},
+        {"talker_decode_s", t.talker_decode_s},
+        {"code_predictor_s", t.code_predictor_s},
         {"talker_frames_per_s", t.talker_s > 0 ? t.frames / t.talker_s : 0.0},
         {"frames_per_s", t.loop_s > 0 ? t.frames / t.loop_s : 0.0},
     };
