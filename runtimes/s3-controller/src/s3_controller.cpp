@@ -390,6 +390,7 @@ private:
             f.s("pcm", edgelab::base64(bytes.data(), bytes.size()));
         }
         w.emit("audio.chunk", f);
+        rss_event();
         return true;
     }
 
@@ -412,11 +413,17 @@ private:
                                   .i("frames", frames)
                                   .s("stop", stop)
                                   .i("wav_calls", stream.n_wav_calls()));
+        rss_event();
+        return true;
+    }
+
+    // the process's own high-water mark, what a run reports as its peak RSS (after every chunk,
+    // so a live view has it before the first utterance ends)
+    void rss_event() {
         const long long rss = peak_rss();
-        if (rss > 0) {  // the process's own high-water mark: what a run reports as its peak RSS
+        if (rss > 0) {
             w.emit("resource", edgelab::obj().s_or_null("device", o.device).s("source", "proc").i("rss_bytes", rss));
         }
-        return true;
     }
 
     common_params & params;
