@@ -29,7 +29,7 @@ import hashlib
 import math
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -126,7 +126,6 @@ class Geometry:
     n_ctx: int = 32768
     rms_eps: float = 1e-6
     rope_theta: float = 1_000_000.0
-    notes: list[str] = field(default_factory=list)
 
     @property
     def vocab(self) -> int:
