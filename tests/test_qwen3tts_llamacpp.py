@@ -303,6 +303,14 @@ def test_deploy_qwen3_tts_defaults_to_llama_cpp_s3_streams_live_and_stops_clean(
         if th is not None:
             th.join(60)
     assert stopped.state == "stopped" and group_members(pgid) == []
+    from edgelab.store.runs import get_run
+
+    with session_scope(engine, write=False) as s:
+        run = get_run(s, dep.run_id)
+    assert run.runtime == "llama.cpp" and run.virtual
+    prov = run.provenance
+    assert prov["weights"] == "random" and prov["virtual"] is True
+    assert len(prov["artifacts"]["talker.model"]) == 64 and len(prov["artifacts"]["mmproj.model"]) == 64
     ref = planning.plan(engine, DeployRequest("s25", "qwen3-tts", runtime="reference")).plan
     assert ref.runtime == "reference"  # the imitation stays, when asked for
 
