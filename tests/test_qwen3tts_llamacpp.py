@@ -268,7 +268,7 @@ def test_deploy_qwen3_tts_defaults_to_llama_cpp_s3_streams_live_and_stops_clean(
     from edgelab.store.runs import get_summary
 
     _url, engine, opts = tts_lab
-    req = DeployRequest("s25", "qwen3-tts", values={"frames": 12, "threads": 2})
+    req = DeployRequest("s25", "qwen3-tts", values={"frames": 12, "threads": 2}, lab_host_build=True)
     planned = planning.plan(engine, req)
     p = planned.plan
     assert (p.strategy, p.runtime) == ("S3", "llama.cpp") and planned.virtual
@@ -313,6 +313,9 @@ def test_deploy_qwen3_tts_defaults_to_llama_cpp_s3_streams_live_and_stops_clean(
     assert len(prov["artifacts"]["talker.model"]) == 64 and len(prov["artifacts"]["mmproj.model"]) == 64
     ref = planning.plan(engine, DeployRequest("s25", "qwen3-tts", runtime="reference")).plan
     assert ref.runtime == "reference"  # the imitation stays, when asked for
+    own = planning.plan(engine, DeployRequest("s25", "qwen3-tts")).plan  # the phone's own build: none here
+    assert own.runtime == "reference"
+    assert any("edgelab runtime build llama.cpp --target android-arm64" in n for n in own.notes)
 
 
 def test_deploy_s5_runs_llama_tts_once_and_reports_its_log_and_wav(tts_lab):
@@ -324,7 +327,9 @@ def test_deploy_s5_runs_llama_tts_once_and_reports_its_log_and_wav(tts_lab):
     _url, engine, opts = tts_lab
     dep = launch.deploy(
         engine,
-        DeployRequest("orin-agx", "qwen3-tts", strategy="S5", values={"frames": 10, "seed": 4}),
+        DeployRequest(
+            "orin-agx", "qwen3-tts", strategy="S5", values={"frames": 10, "seed": 4}, lab_host_build=True
+        ),
         opts=opts,
     )
     try:
@@ -359,12 +364,13 @@ def test_bench_s3_and_s5_give_audio_figures_with_provenance(tts_lab, strategy):
             requests=2,
             frames=10,
             threads=2,
+            lab_host_build=True,
         ),
         opts=opts,
     )
     rep = res.report()
     assert res.state == "finished" and rep["virtual"]
-    assert res.provenance["virtual_note"] == "virtual device: lab host build"
+    assert res.provenance["virtual_note"].startswith("virtual device: lab host build")
     assert rep["requests"]["by_phase"] == {"warmup": 1, "measured": 2} and rep["requests"]["failed"] == 0
     audio = rep["audio"]
     assert audio["ttfa_ms"]["count"] == 2 and audio["rtf_total"]["count"] == 2
@@ -379,3 +385,46 @@ def test_bench_s3_and_s5_give_audio_figures_with_provenance(tts_lab, strategy):
     else:
         assert rep["controller"]["frames"] == 30 and rep["placement"]["talker"]["observed"] == "cpu"
         assert prov["runtime_build"].endswith("s3-controller")
+
+
+def test_the_phone_runs_its_own_android_build_of_the_controller_under_qemu(tts_lab, llama_build_android):
+    """With the phone's own build registered (android-arm64: the controller is built with the tree
+    there too), an unqualified deploy runs it on the virtual s25 under qemu, labelled emulated, and
+    streams real audio."""
+    from edgelab.deploy import control, follow, launch, planning
+    from edgelab.deploy.planning import DeployRequest
+    from edgelab.runtimes import load_runtimes
+    from edgelab.runtimes.build import register_build
+    from edgelab.store.db import session_scope
+    from edgelab.store.deployments import processes
+    from edgelab.store.runs import get_summary
+
+    _url, engine, opts = tts_lab
+    assert {"s3-controller", "s3-bare", "llama-tts"} <= set(llama_build_android.products)
+    with session_scope(engine) as s:
+        register_build(s, load_runtimes()["llama.cpp"], llama_build_android, prefix="test-llama-android")
+    req = DeployRequest("s25", "qwen3-tts", values={"frames": 6, "threads": 1})
+    p = planning.plan(engine, req).plan
+    assert (p.runtime, p.processes[0].target) == ("llama.cpp", "android-arm64")
+    assert p.execution and p.execution["emulated"]
+    dep = launch.deploy(engine, req, opts=opts)
+    th = None
+    try:
+        with session_scope(engine, write=False) as s:
+            (row,) = processes(s, dep.id)
+        th = follow.ensure_follower(engine, dep.run_id, transport=opts.transport)
+        end, audio = time.monotonic() + 300, {}
+        while time.monotonic() < end:
+            with session_scope(engine, write=False) as s:
+                summ = get_summary(s, dep.run_id, "live")
+                audio = ((summ.metrics if summ else None) or {}).get("audio") or {}
+            if (audio.get("ttfa_ms") or {}).get("count", 0) >= 1:
+                break
+            time.sleep(1)
+        assert audio["ttfa_ms"]["count"] >= 1
+        pgid = row.pid
+    finally:
+        stopped = control.stop(engine, dep.run_id, opts=opts)
+        if th is not None:
+            th.join(60)
+    assert stopped.state == "stopped" and group_members(pgid) == []

@@ -6,6 +6,7 @@ recipe names is checked, and a missing one is reported exactly (which tool, what
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import re
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from sqlmodel import Session
 
+from edgelab.artifacts.hashing import sha256_path
 from edgelab.artifacts.registry import add_artifact
 from edgelab.errors import BuildError, NotFound, SourceError
 from edgelab.metrics.provenance import git_state
@@ -32,7 +34,7 @@ from edgelab.runtimes.cache import (
     write_manifest,
 )
 from edgelab.runtimes.patches import load_patches, patched_tree
-from edgelab.runtimes.source import GIT_SOURCE, PYPI_PREFIX, resolve_source, tree_sha256
+from edgelab.runtimes.source import GIT_SOURCE, PYPI_PREFIX, resolve_source
 from edgelab.runtimes.spec import RuntimeSpec, TargetRecipe
 from edgelab.store.artifacts import Artifact
 
@@ -465,6 +467,16 @@ def ensure_build(
         return CachedBuild(key, folder, produced, manifest, False)
 
 
+def _code_sha256(folder: Path) -> str:
+    """A project folder's hash over what it builds from: every file but its documentation (*.md),
+    so a README edit does not make a new build."""
+    h = hashlib.sha256()
+    for p in sorted(folder.rglob("*")):
+        if p.is_file() and p.suffix != ".md":
+            h.update(f"{p.relative_to(folder).as_posix()}\0{sha256_path(p)}\n".encode())
+    return h.hexdigest()
+
+
 def _project(spec: RuntimeSpec, recipe: TargetRecipe) -> tuple[Path | None, dict | None]:
     """The recipe's project folder (edgelab's own programs built with the source) and what of it keys
     the build: its files' hash, the steps and the products, so editing the controller rebuilds."""
@@ -472,7 +484,7 @@ def _project(spec: RuntimeSpec, recipe: TargetRecipe) -> tuple[Path | None, dict
         return None, None
     folder = (Path(spec.file).parent / recipe.project).resolve()
     return folder, {
-        "tree_sha256": tree_sha256(folder),
+        "tree_sha256": _code_sha256(folder),
         "steps": [list(s) for s in recipe.steps],
         "produces": list(recipe.produces),
     }
