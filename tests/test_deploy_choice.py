@@ -122,3 +122,29 @@ def test_reference_runs_are_labelled_as_an_imitation_of_their_strategy(whole_lab
     human = _cli(url, ssh_lab, "deploy", "qwen3-tts", "--device", "orin-agx", "--dry-run")
     assert human.exit_code == 0, human.output
     assert "strategy S1 (reference imitation) runtime reference" in human.stdout
+
+
+def test_qwen3_tts_names_llama_cpp_first_and_without_its_build_says_what_to_run(whole_lab):
+    """PIPELINE_RUNTIMES puts llama.cpp's own Qwen3-TTS engine (S3: the s3-controller, S5: llama-tts)
+    before the phone's backends; with nothing built or synthesized the reference runs, said so, and
+    the plan names the commands that would make llama.cpp the choice."""
+    _url, engine = whole_lab
+    planned = planning.plan(engine, DeployRequest("s25", "qwen3-tts"))
+    from edgelab.deploy.strategies.common import PlanContext
+
+    ctx = PlanContext(
+        device="s25",
+        spec=load_pipelines()["qwen3-tts-0.6b"],
+        profile=planned.profile,
+        pipeline_profile=planned.profile.pipeline("qwen3-tts-0.6b"),
+        run_id="r",
+        remote_dir="/tmp/r",
+        virtual=True,
+    )
+    assert runtime_order(ctx, "S3")[0] == "llama.cpp" and runtime_order(ctx, "S5")[0] == "llama.cpp"
+    p = planned.plan
+    assert p.runtime == "reference" and planned.refusal is None
+    assert "no real runtime can launch here (S3 llama.cpp:" in p.reason
+    (how,) = [n for n in p.notes if n.startswith("for llama.cpp (S3) instead of the reference:")]
+    assert "`edgelab runtime build llama.cpp --target android-arm64`" in how  # the phone's own target
+    assert "`edgelab model synth qwen3-tts-0.6b`" in how

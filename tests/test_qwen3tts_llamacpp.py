@@ -272,7 +272,7 @@ def test_deploy_qwen3_tts_defaults_to_llama_cpp_s3_streams_live_and_stops_clean(
     planned = planning.plan(engine, req)
     p = planned.plan
     assert (p.strategy, p.runtime) == ("S3", "llama.cpp") and planned.virtual
-    assert any("llama.cpp chosen for qwen3-tts-0.6b" in n for n in p.notes)
+    assert "runtime llama.cpp: the lab host's build (virtual device)" in p.reason  # the chooser's pick
     assert any("virtual device: lab host build" in n for n in p.notes)
     proc = p.processes[0]
     assert proc.template == "llama.cpp:tts:S3" and proc.argv[0] == "{bin}/s3-controller"
@@ -314,7 +314,7 @@ def test_deploy_qwen3_tts_defaults_to_llama_cpp_s3_streams_live_and_stops_clean(
     ref = planning.plan(engine, DeployRequest("s25", "qwen3-tts", runtime="reference")).plan
     assert ref.runtime == "reference"  # the imitation stays, when asked for
     own = planning.plan(engine, DeployRequest("s25", "qwen3-tts")).plan  # the phone's own build: none here
-    assert own.runtime == "reference"
+    assert own.runtime == "reference" and "no real runtime can launch here (S3 llama.cpp:" in own.reason
     assert any("edgelab runtime build llama.cpp --target android-arm64" in n for n in own.notes)
 
 
@@ -322,7 +322,7 @@ def test_deploy_s5_runs_llama_tts_once_and_reports_its_log_and_wav(tts_lab):
     from edgelab.deploy import control, launch
     from edgelab.deploy.planning import DeployRequest
     from edgelab.store.db import session_scope
-    from edgelab.store.runs import get_run
+    from edgelab.store.runs import get_run, get_summary
 
     _url, engine, opts = tts_lab
     dep = launch.deploy(
@@ -340,9 +340,18 @@ def test_deploy_s5_runs_llama_tts_once_and_reports_its_log_and_wav(tts_lab):
         assert dep.state == "finished", (dep.state, dep.error)
         with session_scope(engine, write=False) as s:
             res = get_run(s, dep.run_id).meta["results"]["native"]
+            summ = get_summary(s, dep.run_id, "final").metrics
     finally:
         control.stop(engine, dep.run_id, opts=opts)
     assert res["adapter"] == "llama-tts" and res["placement"] == "cpu"
+    # what llama-tts printed is the run's figures: one utterance, like any one-shot runtime's
+    assert summ["requests"]["total"] == 1
+    rep = summ["reported"]
+    assert rep["source"] == "llama-tts timings"
+    assert (
+        rep["bands"]["all"]["total_ms"]["p50"] == res["ttfa_ms"]
+        and rep["bands"]["all"]["frames"]["p50"] == 10
+    )
     assert res["tts"]["frames"] == 10 and res["ttfa_ms"] == res["tts"]["total_s"] * 1000
     assert res["wav"]["samples"] == 10 * 1920 and res["wav"]["sample_rate"] == 24000
     assert len(res["wav"]["pcm_sha256"]) == 64
@@ -370,13 +379,21 @@ def test_bench_s3_and_s5_give_audio_figures_with_provenance(tts_lab, strategy):
     )
     rep = res.report()
     assert res.state == "finished" and rep["virtual"]
-    assert res.provenance["virtual_note"].startswith("virtual device: lab host build")
+    assert rep["note"].startswith("virtual device: lab host build") and not rep["emulated"]
+    assert res.provenance["execution"]["mode"] == "lab-host-build"
     assert rep["requests"]["by_phase"] == {"warmup": 1, "measured": 2} and rep["requests"]["failed"] == 0
     audio = rep["audio"]
     assert audio["ttfa_ms"]["count"] == 2 and audio["rtf_total"]["count"] == 2
     prov = res.provenance
     assert prov["weights"] == "random" and prov["virtual"] is True
-    assert len(prov["runtime_sha256"]) == 64 and set(prov["artifacts"]) == {"talker.model", "mmproj.model"}
+    assert len(prov["runtime_sha256"]) == 64
+    assert set(prov["artifacts"]) == {"runtime.llama.cpp", "talker.model", "mmproj.model"}
+    assert {role: (m["weights"], len(m["sha256"])) for role, m in prov["models"].items()} == {
+        "talker.model": ("random", 64),
+        "mmproj.model": ("random", 64),
+    }
+    program = "llama-tts" if strategy == "S5" else "s3-controller"
+    assert prov["program"]["name"] == program and len(prov["program"]["sha256"]) == 64
     if strategy == "S5":  # whole-utterance audio: TTFA is the total, streamed RTF is total RTF
         assert audio["ttfa_ms"]["p50"] == audio["playback_start_ms"]["p50"]
         assert audio["rtf_streamed"]["p50"] == pytest.approx(audio["rtf_total"]["p50"])

@@ -144,6 +144,7 @@ def best_plan(ctx: PlanContext, requested: str | None, check: Check) -> tuple[Ex
         t = _try(ctx, sid, why, REFERENCE, check)
         if t.plan is not None and t.refusal is None:
             t.plan.reason += "; " + _reference_note(tried)
+            t.plan.notes += _how_to_real(tried)
             return t.plan, None
         tried.append(t)
     return _refused(ctx, tried)
@@ -180,6 +181,14 @@ def _reference_note(tried: list[Tried]) -> str:
     if not tried:
         return "runtime reference (imitation): no real runtime has a launch template for this pipeline here"
     return f"runtime reference (imitation): no real runtime can launch here ({_gaps(tried)})"
+
+
+def _how_to_real(tried: list[Tried]) -> list[str]:
+    """What to run so the most preferred real runtime can launch instead of the reference."""
+    first = next((t for t in tried if t.plan is not None and t.refusal is not None), None)
+    if first is None or first.refusal is None or not first.refusal.remedy:
+        return []
+    return [f"for {first.runtime} ({first.strategy}) instead of the reference: {first.refusal.remedy}"]
 
 
 def _refused(ctx: PlanContext, tried: list[Tried]) -> tuple[ExecutionPlan, Refusal]:
