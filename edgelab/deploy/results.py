@@ -86,10 +86,12 @@ def adapter_results(
 def reported_entries(results: dict[str, Any]) -> list[dict[str, Any]]:
     """The runtime's own figures from :func:`adapter_results`, as requests to store
     (:mod:`edgelab.metrics.reported`)."""
-    from edgelab.metrics.reported import from_perf
+    from edgelab.metrics.reported import from_perf, from_tts
 
     out: list[dict[str, Any]] = []
     for res in results.values():
         if res.get("perf"):
             out += from_perf(res["perf"])
+        if res.get("adapter") == "llama-tts" and (res.get("tts") or {}).get("total_s") is not None:
+            out += from_tts(res["tts"])
     return out

@@ -2,7 +2,8 @@
 
 A one-shot program measures itself and prints the result: llama-completion's perf lines (prompt
 eval and eval: ms, tokens, tokens/s), llama-bench's JSON (tokens/s of each repetition of each
-test). Nothing streams on edgelab's clock, so there are no samples; the runtime's own figures are
+test), llama-tts's timings line (prompt eval, generation, vocoder, total; frames, audio seconds).
+Nothing streams on edgelab's clock, so there are no samples; the runtime's own figures are
 stored as ``run_request`` rows (``metrics.reported``: the figures and the source they were read
 from), one per request the program ran (a completion; one repetition of one llama-bench test,
 banded by the test's name), so the run counts its requests like any other and its summary holds
@@ -18,6 +19,7 @@ from edgelab.metrics.stats import summarize
 
 PERF_SOURCE = "llama-completion perf lines"
 BENCH_SOURCE = "llama-bench JSON"
+TTS_SOURCE = "llama-tts timings"
 
 
 def from_perf(perf: dict[str, Any]) -> list[dict[str, Any]]:
@@ -34,6 +36,28 @@ def from_perf(perf: dict[str, Any]) -> list[dict[str, Any]]:
         "total_ms": perf.get("total_ms"),
     }
     return [{"request": "completion", "band": None, "source": PERF_SOURCE, "figures": figures}]
+
+
+def from_tts(log: dict[str, Any]) -> list[dict[str, Any]]:
+    """One utterance's figures from a parsed llama-tts log (``TTSLog.to_dict()``): its whole audio
+    exists when the total has passed, so that total is its time to first audio."""
+
+    def ms(key: str) -> float | None:
+        v = log.get(key)
+        return None if v is None else round(v * 1000, 1)
+
+    figures = {
+        "load_ms": ms("load_s"),
+        "prompt_ms": ms("prompt_s"),
+        "generation_ms": ms("generation_s"),
+        "vocoder_ms": ms("vocoder_s"),
+        "total_ms": ms("total_s"),
+        "frames": log.get("frames"),
+        "frames_per_s": log.get("frames_per_s"),
+        "audio_s": log.get("audio_s"),
+        "rtf_total": log.get("rtf"),
+    }
+    return [{"request": "utterance", "band": None, "source": TTS_SOURCE, "figures": figures}]
 
 
 def from_llama_bench(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
