@@ -24,6 +24,8 @@ import sys
 from functools import cache
 from typing import IO, TYPE_CHECKING
 
+from edgelab.credentials import MASK, mask_text
+
 if TYPE_CHECKING:  # argparse only for entry points that have their own parser (``add_argument``)
     import argparse
 
@@ -32,7 +34,6 @@ LEVELS = ("debug", "info", "warning", "error", "critical")
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 OURS = "edgelab"
 DEBUG_ALSO = ("paramiko", "adbutils", "websockets", "alembic")
-MASK = "***"
 
 # "token" but not "tokens"/"tokenizer" (decode figures are logged as tokens/s)
 _SECRET_WORD = (
@@ -45,8 +46,6 @@ _SECRET_WORD = (
 def _patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
     """The masks, compiled on the first record logged (most commands log none)."""
     return (
-        # scheme://user:password@host (database and proxy URLs)
-        (re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s:/@]*):[^\s@/]+@", re.I), rf"\1:{MASK}@"),
         # Authorization headers and bare bearer/basic credentials
         (re.compile(r"\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]+", re.I), rf"\1 {MASK}"),
         # --password VALUE, --api-key=VALUE
@@ -57,7 +56,9 @@ def _patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
 
 
 def redact(text: str) -> str:
-    """``text`` with every password, token, key and URL credential replaced by ``***``."""
+    """``text`` with every password, token, key and URL credential replaced by ``***`` (URLs by
+    :func:`edgelab.credentials.mask_text`, the one masking of URLs)."""
+    text = mask_text(text)
     for pattern, repl in _patterns():
         text = pattern.sub(repl, text)
     return text

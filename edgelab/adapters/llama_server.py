@@ -31,6 +31,7 @@ from typing import Any
 
 import httpx
 
+from edgelab.credentials import mask_text
 from edgelab.errors import ReadyCancelled, ServerNotReady
 from edgelab.metrics import events as ev
 from edgelab.metrics.text import text_metrics
@@ -346,7 +347,7 @@ def stream_completion(
                         rec.error = "cancelled"
                         break
     except httpx.HTTPError as err:
-        rec.error = f"{type(err).__name__}: {err}"
+        rec.error = mask_text(f"{type(err).__name__}: {err}")
     rec.finished = wall0 + (time.perf_counter() - mono0)
     if rec.error is None and rec.timings is None:
         rec.error = "the stream ended without the final timings"

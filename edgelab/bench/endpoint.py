@@ -14,6 +14,9 @@ measured requests, batch 1), measured from the lab side with the protocol client
 about itself (its metadata, its model list, extra fields it sent); the runtime label is the
 server's own word, else ``external``, never ``reference``; weights are ``unknown`` unless
 the server says. Nothing here launches or stops anything.
+
+The endpoint is a :class:`~edgelab.credentials.SecretURL`: what is stored and shown is its masked
+form (``ws://user:***@host``); only the protocol clients get the whole URL, in memory.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from urllib.parse import urlsplit
 from sqlalchemy import Engine
 
 from edgelab.bench.runner import PROTOCOL, BenchResult, check_protocol
+from edgelab.credentials import SecretURL, mask_text, split_url
 from edgelab.errors import ConfigError, TransportError
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
@@ -55,7 +59,7 @@ TEXT_BENCHES: dict[str, Callable[..., dict[str, Any]]] = {}
 @dataclass
 class EndpointBenchRequest:
     pipeline: str
-    endpoint: str
+    endpoint: SecretURL  # a str is split on arrival (__post_init__): str() of it is always masked
     device: str | None = None  # the inventory device the server runs on (its matrix row), if known
     warmup: int = 1
     requests: int = 20
@@ -63,6 +67,12 @@ class EndpointBenchRequest:
     control_hz: float = 10.0
     config: dict[str, Any] = field(default_factory=dict)  # extra session config (voice, format, split)
     timeout: float = 120.0
+
+    def __post_init__(self) -> None:
+        url = split_url(self.endpoint)
+        if url is None:
+            raise ConfigError("an endpoint bench needs a URL", remedy="pass e.g. --endpoint ws://HOST:PORT")
+        self.endpoint = url
 
 
 def _plain(x: Any) -> Any:
@@ -87,11 +97,11 @@ def pipeline_kind(pipeline: str) -> tuple[str, str]:
     return pid, load_pipelines()[pid].kind
 
 
-def _models(url: str, timeout: float) -> list[str] | None:
+def _models(url: SecretURL, timeout: float) -> list[str] | None:
     """The model ids of an OpenAI-compatible server (``GET /v1/models``), None if it has no such list."""
     import httpx
 
-    parts = urlsplit(url)
+    parts = urlsplit(url.reveal())
     scheme = "https" if parts.scheme in ("wss", "https") else "http"
     try:
         r = httpx.get(f"{scheme}://{parts.netloc}/v1/models", timeout=min(timeout, 5.0))
@@ -104,10 +114,10 @@ def _models(url: str, timeout: float) -> list[str] | None:
 
 
 def _validate(req: EndpointBenchRequest, kind: str) -> str:
-    scheme = urlsplit(req.endpoint).scheme
+    scheme = urlsplit(req.endpoint.shown).scheme
     if scheme not in ("ws", "wss", "http", "https"):
         raise ConfigError(
-            f"endpoint {req.endpoint!r} is not a ws:// or http:// URL",
+            f"endpoint {req.endpoint.shown!r} is not a ws:// or http:// URL",
             remedy="pass e.g. --endpoint ws://HOST:PORT",
         )
     check_protocol(req.band, req.warmup, req.requests, req.control_hz)
@@ -146,7 +156,7 @@ def run_endpoint_bench(
     opened = _open(proto, req, reported)  # connect first: an unreachable endpoint stores no run
     runtime = str(reported.get("runtime") or EXTERNAL)
     weights = str(reported.get("weights") or "unknown")
-    endpoint = {"url": req.endpoint, "protocol": proto, "reported": reported}
+    endpoint = {"url": req.endpoint.shown, "protocol": proto, "reported": reported}
     meta: dict[str, Any] = {
         "protocol": PROTOCOL,
         "band": req.band if kind != "vla" else None,
@@ -187,7 +197,7 @@ def run_endpoint_bench(
             strategy=None,
             kind="bench",
             virtual=virtual,
-            command=f"endpoint {req.endpoint}",
+            command=f"endpoint {req.endpoint.shown}",
             provenance=prov,
             meta=meta,
         )
@@ -222,7 +232,7 @@ def run_endpoint_bench(
         ing.close(state="stopped", error="interrupted (SIGINT) during bench")
         raise
     except BaseException as exc:
-        ing.close(state="failed", error=f"{type(exc).__name__}: {exc}"[:2000])
+        ing.close(state="failed", error=mask_text(f"{type(exc).__name__}: {exc}")[:2000])
         raise
     finally:
         _close(opened)
@@ -259,7 +269,7 @@ def _open(proto: str, req: EndpointBenchRequest, reported: dict[str, Any]) -> An
     if proto == "openpi":
         from edgelab.protocols.openpi import OpenPIClient
 
-        client = OpenPIClient(req.endpoint)
+        client = OpenPIClient(req.endpoint.reveal())
         meta = _plain(client.metadata or {})
         reported["metadata"] = meta
         for key in ("runtime", "weights", "model", "pipeline"):
@@ -274,7 +284,7 @@ def _open(proto: str, req: EndpointBenchRequest, reported: dict[str, Any]) -> An
     if proto == "speech-ws":
         from edgelab.protocols.speech_ws import SpeechSession
 
-        sess = SpeechSession(req.endpoint, config=req.config, timeout=req.timeout)
+        sess = SpeechSession(req.endpoint.reveal(), config=req.config, timeout=req.timeout)
         sess.open()
         return sess
     if proto == "speech-http":
@@ -282,7 +292,7 @@ def _open(proto: str, req: EndpointBenchRequest, reported: dict[str, Any]) -> An
 
         extra = {k: v for k, v in req.config.items() if k not in ("model", "voice")}
         return SpeechHTTPClient(
-            req.endpoint,
+            req.endpoint.reveal(),
             model=req.config.get("model", reported.get("model", "qwen3-tts")),
             voice=req.config.get("voice"),
             extra=extra,
@@ -292,13 +302,13 @@ def _open(proto: str, req: EndpointBenchRequest, reported: dict[str, Any]) -> An
         import httpx
 
         client = httpx.Client(timeout=httpx.Timeout(req.timeout, connect=5.0))
-        base = req.endpoint.rstrip("/")
+        base = req.endpoint.reveal().rstrip("/")
         try:
             props = client.get(base + "/props")
         except httpx.HTTPError as err:
             client.close()
             raise TransportError(
-                f"cannot reach the llama-server at {base}: {err}",
+                mask_text(f"cannot reach the llama-server at {req.endpoint.shown.rstrip('/')}: {err}"),
                 remedy="check the server is running and the URL/port",
             ) from err
         if props.status_code == 200:
@@ -389,7 +399,7 @@ def _drive_llama(
             break
         phase = "warmup" if i < req.warmup else "measured"
         rec = llama_server.stream_completion(
-            client, req.endpoint, prompt, n, seed=0, extra={"cache_prompt": False}, cancel=cancel
+            client, req.endpoint.reveal(), prompt, n, seed=0, extra={"cache_prompt": False}, cancel=cancel
         )
         for e in llama_server.record_to_events(
             rec, run_id, f"{run_id}-{phase[0]}{i:03d}", phase, band=req.band

@@ -18,6 +18,7 @@ import numpy as np
 
 from edgelab.artifacts.hashing import sha256_path
 from edgelab.controller.engine import Engine
+from edgelab.credentials import from_device_env, mask_text
 from edgelab.metrics.events import RunEnd, RunStart
 from edgelab.reference.emit import Emitter
 from edgelab.reference.tts import CODEBOOK_SIZE, LEFT_CONTEXT, SAMPLES_PER_FRAME, with_left_context
@@ -58,7 +59,7 @@ def run_codec(
     decoder = RuntimeCodecDecoder(engine)
     meta: dict[str, Any] = {
         "weights": "random",
-        "server": url,
+        "server": mask_text(url),
         "left_context_frames": LEFT_CONTEXT,
         "model": {"path": str(model), "sha256": sha256_path(model), "stage": "code2wav"},
         "placement": {"code2wav": engine.placement.as_dict()},
@@ -74,7 +75,8 @@ def run_codec(
             meta=meta,
         )
     )
-    client = CodecStreamClient(url, run=em.run, on_event=em.emit, decoder=decoder)  # type: ignore[arg-type]
+    # the password (if any) comes from the environment edgelab launched this process with
+    client = CodecStreamClient(from_device_env(url), run=em.run, on_event=em.emit, decoder=decoder)  # type: ignore[arg-type]
     ok = True
     err = None
     for i in range(warmup + requests):

@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from edgelab.credentials import SecretURL, mask_text
 from edgelab.deploy import admission, owner, placement, ready, remote, start
 from edgelab.deploy import artifacts as plan_artifacts
 from edgelab.deploy.options import Options, connect
@@ -102,7 +103,7 @@ def _deploy(
         if planned.refusal:
             raise planned.refusal
         check_artifacts(planned.plan)
-        _check_s4_server(planned.plan, on_phase)
+        _check_s4_server(planned.plan, on_phase, req.endpoint)
     except Refusal as r:
         _attempt(engine, req, r)
         raise
@@ -169,29 +170,40 @@ def _deploy(
     except BaseException as exc:
         _interrupted(engine, dep.pk, None, {}, exc, opts)
         raise
-    return _launch(engine, dep.pk, p, opts, on_phase)
+    secrets = {
+        proc.name: req.endpoint.device_env()
+        for proc in p.processes
+        if req.endpoint is not None
+        and req.endpoint.has_secret
+        and proc.values.get("server") == str(req.endpoint)
+    }
+    return _launch(engine, dep.pk, p, opts, on_phase, secrets)
 
 
-def _check_s4_server(p: ExecutionPlan, on_phase: Phase | None) -> None:
+def _check_s4_server(p: ExecutionPlan, on_phase: Phase | None, endpoint: SecretURL | None = None) -> None:
     """S4's device stage needs its server: refused, with the address and the remedy, unless the
-    server answers the protocol (edgelab.protocols.check) before anything is reserved or started."""
+    server answers the protocol (edgelab.protocols.check) before anything is reserved or started.
+
+    The plan holds the masked address; the check, a lab-side client, connects with the whole URL
+    (``endpoint.reveal()``, in memory only) and everything it says is masked again."""
     if p.strategy != "S4" or not p.endpoints:
         return
     from edgelab.protocols.check import check_server
 
     url = p.endpoints[0]
+    full = endpoint.reveal() if endpoint is not None and endpoint.shown == url else url
     try:
-        said = check_server(url, kind="tts" if "audio" in p.expected_outputs else "other")
+        said = check_server(full, kind="tts" if "audio" in p.expected_outputs else "other")
     except TransportError as e:
         raise Refusal(
             "endpoint_unreachable",
-            f"S4 server {url} does not answer: {e}",
+            mask_text(f"S4 server {url} does not answer: {e}"),
             device=p.device,
             strategy="S4",
             remedy="start the server first (the lab's reference talker: `python -m edgelab.protocols serve "
             "speech --port PORT`, then --endpoint ws://127.0.0.1:PORT; or a vLLM-Omni server), or fix --endpoint",
-        ) from e
-    _phase(on_phase, "server", {"checked": said})
+        ) from None  # its cause's text (and a --debug traceback) may hold the whole URL
+    _phase(on_phase, "server", {"checked": mask_text(said)})
 
 
 def _phase(cb: Phase | None, name: str, info: dict[str, Any]) -> None:
@@ -250,8 +262,15 @@ def _interrupted(
 
 
 def _launch(
-    engine: Engine, dep_id: int, p: ExecutionPlan, opts: Options, on_phase: Phase | None
+    engine: Engine,
+    dep_id: int,
+    p: ExecutionPlan,
+    opts: Options,
+    on_phase: Phase | None,
+    secrets: dict[str, dict[str, str]] | None = None,
 ) -> Deployment:
+    """Connect, push, start each process, wait until ready; ``secrets`` (per process, an endpoint's
+    password for its environment) exist only in this call's memory."""
     t: Transport | None = None
     workdirs: dict[str, str] = {}
     try:
@@ -296,7 +315,7 @@ def _launch(
             wd = f"{run_dir}/{proc.name}"
             workdirs[proc.name] = wd
             ts = time.monotonic()
-            started = start.start(t, proc, wd, blob_paths)
+            started = start.start(t, proc, wd, blob_paths, (secrets or {}).get(proc.name))
             pid = started.pid
             with session_scope(engine) as s:
                 s.add(

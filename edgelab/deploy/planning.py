@@ -15,6 +15,7 @@ from sqlalchemy import Engine
 
 from edgelab.catalog.devices import load_devices
 from edgelab.catalog.pipelines import load_pipelines, resolve_pipeline_id
+from edgelab.credentials import SecretURL, split_url
 from edgelab.deploy import admission, sizing, targetcheck
 from edgelab.deploy import artifacts as plan_artifacts
 from edgelab.deploy.choice import best_plan
@@ -35,7 +36,7 @@ class DeployRequest:
     pipeline: str
     strategy: str | None = None
     runtime: str | None = None
-    endpoint: str | None = None
+    endpoint: SecretURL | None = None  # S4's server; a str is split on arrival: str() is masked
     model: str | None = None  # a model artifact by name (default: the newest registered for the pipeline)
     values: dict[str, Any] = field(default_factory=dict)  # launch template values that override the plan's
     threads: int | None = None  # override the profile's thread count
@@ -43,6 +44,9 @@ class DeployRequest:
     ready_timeout: float | None = None  # start-up limit in seconds (default: the profile's load estimate)
     lab_host_build: bool = False  # a virtual device runs the lab host's build instead of its own (labelled)
     target: str | None = None  # launch this build target (default: the device's, most specific first)
+
+    def __post_init__(self) -> None:
+        self.endpoint = split_url(self.endpoint)
 
 
 @dataclass
@@ -94,7 +98,7 @@ def plan(engine: Engine, req: DeployRequest, *, run_id: str | None = None) -> Pl
             remote_dir=f"{remote_root}/{run}",
             virtual=bool(device.virtual),
             runtime=req.runtime,
-            endpoint=req.endpoint,
+            endpoint=req.endpoint.shown if req.endpoint else None,  # the plan sees no secret
             values=dict(req.values),
             threads=req.threads,
             purpose=req.purpose,
@@ -134,7 +138,27 @@ def plan(engine: Engine, req: DeployRequest, *, run_id: str | None = None) -> Pl
             planned.refusal = unlaunchable  # the wrong machine first: nothing else matters until it is right
         elif planned.refusal is None:
             planned.refusal = unlaunchable
+        if planned.refusal is None:
+            planned.refusal = _secret_refusal(req, the_plan, device.shell)
     return planned
+
+
+def _secret_refusal(req: DeployRequest, the_plan: ExecutionPlan, shell: str) -> Refusal | None:
+    """A device process gets an endpoint's secret by environment, over its launch command's stdin;
+    a Windows launch has no such way (its script travels on a command line): refused, not leaked."""
+    if req.endpoint is None or not req.endpoint.has_secret or shell != "powershell":
+        return None
+    if not any(p.values.get("server") == req.endpoint.shown for p in the_plan.processes):
+        return None
+    return Refusal(
+        "strategy_refused",
+        f"the endpoint {req.endpoint.shown} holds credentials, which edgelab passes to a device "
+        "process only by environment on Linux and Android",
+        device=req.device,
+        remedy="let the server accept this device without a password (or behind an SSH tunnel), "
+        "or run the device stage on a Linux or Android device",
+        strategy=the_plan.strategy,
+    )
 
 
 def check_artifacts(p: ExecutionPlan) -> None:

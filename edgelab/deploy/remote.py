@@ -20,9 +20,15 @@ from edgelab.transport import winscripts
 from edgelab.transport.base import Capability, RemoteProcess, RunResult, Transport
 from edgelab.transport.quoting import Shell
 
-# $1 workdir, $2.. argv. Prints the group leader's pid once the pid file is written.
+# $1 workdir, $2.. argv (after an optional --secret-env: NAME=VALUE lines on stdin, exported, so a
+# secret reaches the process's environment and never a command line). Prints the group leader's
+# pid once the pid file is written.
 _LAUNCH = r"""
 d=$1; shift
+if [ "$1" = --secret-env ]; then
+  shift
+  while IFS= read -r kv && [ -n "$kv" ]; do export "$kv" || exit 95; done
+fi
 mkdir -p "$d" && cd "$d" || exit 97
 rm -f pid exit
 if command -v setsid >/dev/null 2>&1; then S=setsid; else S=; fi
@@ -119,12 +125,33 @@ def run_root(t: Transport) -> str:
     return home(t).rstrip("/") + "/.edgelab/runs"
 
 
-def launch(t: Transport, workdir: str, argv: list[str], env: dict[str, str] | None = None) -> int:
-    """Start ``argv`` detached in its own process group; returns the group leader's pid."""
+def launch(
+    t: Transport,
+    workdir: str,
+    argv: list[str],
+    env: dict[str, str] | None = None,
+    secret_env: dict[str, str] | None = None,
+) -> int:
+    """Start ``argv`` detached in its own process group; returns the group leader's pid.
+
+    ``secret_env`` (an endpoint's password) travels on the launch command's stdin into the
+    process's environment: on no command line, so no ``ps`` on the device shows it."""
     if t.shell is Shell.POWERSHELL:
+        if secret_env:
+            raise TransportError(
+                f"{t.name}: a Windows launch cannot take a secret off its command line",
+                remedy="give the endpoint without credentials for a Windows device",
+            )
         return _launch_windows(t, workdir, argv, env)
     full = (["env", *[f"{k}={v}" for k, v in env.items()]] if env else []) + list(argv)
-    res = t.run(_posix(_LAUNCH, workdir, *full), timeout=30)
+    if secret_env:
+        for k, v in secret_env.items():
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) or "\n" in v or "\0" in v:
+                raise TransportError(f"cannot pass the secret {k!r} by environment (a newline in it?)")
+        lines = "".join(f"{k}={v}\n" for k, v in secret_env.items()) + "\n"
+        res = t.run(_posix(_LAUNCH, workdir, "--secret-env", *full), timeout=30, input=lines.encode())
+    else:
+        res = t.run(_posix(_LAUNCH, workdir, *full), timeout=30)
     m = re.search(r"^(\d+)\s*$", res.stdout, re.M)
     if not res.ok or not m:
         raise TransportError(

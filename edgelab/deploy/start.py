@@ -144,12 +144,21 @@ def write_files(t: Transport, workdir: str, files: dict[str, str]) -> None:
         )
 
 
-def start(t: Transport, proc: ProcessSpec, workdir: str, blob_paths: dict[str, str]) -> Started:
+def start(
+    t: Transport,
+    proc: ProcessSpec,
+    workdir: str,
+    blob_paths: dict[str, str],
+    secret_env: dict[str, str] | None = None,
+) -> Started:
+    """Lay out ``{bin}`` (and the plan's directories and files) and launch; ``secret_env`` (an
+    endpoint's password) goes into the process's environment over stdin, never into
+    ``argv``/``env``, which are stored and shown."""
     argv, env, bin_dir = bound(proc, workdir, blob_paths)
     layout(t, bin_dir, proc.links, blob_paths, programs(proc))
     sep = "\\" if "\\" in workdir else "/"
     for name, tree in proc.dirs.items():
         layout(t, f"{workdir}{sep}{name}", tree, blob_paths)
     write_files(t, workdir, proc.files)
-    pid = remote.launch(t, workdir, argv, env)
+    pid = remote.launch(t, workdir, argv, env, secret_env=secret_env)
     return Started(pid, argv, env, bin_dir if proc.links else None)

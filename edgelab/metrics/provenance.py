@@ -22,10 +22,10 @@ Keys (:data:`PROVENANCE_KEYS`), and what each means everywhere:
 - ``artifacts``: every artifact the run used, role -> SHA-256 (a model: the file the process
   loaded; a build: the build's digest); ``models``: per model role its artifact, file, size,
   format and ``weights``; ``weights``: ``random``, ``real``, ``mixed`` or ``unknown`` over them;
-- ``command`` (as launched), ``threads`` (the count the command was given; null when it sets
+- ``command`` (as launched, a URL's password masked), ``threads`` (the count the command was given; null when it sets
   none and the runtime picks its own), ``cache`` (``cold``/``warm``, observed) with
   ``cache_basis``, ``power`` (the device's own word);
-- ``endpoint``: an external server's URL, protocol and what it reported (null when edgelab
+- ``endpoint``: an external server's URL (masked: ``user:***@``), protocol and what it reported (null when edgelab
   launched the workload); ``imported``: the content hashes of an imported run (null otherwise);
 - ``placement`` and ``model_loaded``: what the process reported about itself once it ran (null
   until it does, or when its runtime reports nothing);
@@ -48,6 +48,7 @@ from sqlmodel import Session, select
 
 import edgelab
 from edgelab import __version__
+from edgelab.credentials import mask_text, mask_url
 from edgelab.errors import ConfigError, NotFound
 from edgelab.labels import strategy_label
 from edgelab.transport.quoting import Shell, join
@@ -167,6 +168,9 @@ def run_provenance(
             " ".join(" ".join(pr.get("argv") or []) for pr in plan.get("processes") or [])[:4000] or None
         )
     cmd = command if command is None or isinstance(command, str) else join(list(command), Shell.POSIX)
+    cmd = mask_text(cmd) if cmd else cmd  # an endpoint's password is never stored, whoever passed it
+    if endpoint and endpoint.get("url"):
+        endpoint = {**endpoint, "url": mask_url(str(endpoint["url"]))}
     out: dict[str, Any] = {
         "source": source,
         "play": play,

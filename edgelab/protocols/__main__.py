@@ -4,19 +4,25 @@ For demos and for S4 runs on a lab host: the speech stream (and codec-token) Web
 the HTTP ``/v1/audio/speech`` server, or the OpenPI policy endpoint, on a loopback port.
 Prints one JSON line with the URL once listening, then serves until interrupted. The speech
 server runs the reference TTS, or llama.cpp's engine under edgelab's S3 controller with
-``--controller PROGRAM --model TALKER.gguf --mmproj MMPROJ.gguf``.
+``--controller PROGRAM --model TALKER.gguf --mmproj MMPROJ.gguf``. With
+``EDGELAB_SERVE_AUTH=user:password`` in its environment the speech server answers 401 to a
+client that does not send them (an endpoint with credentials, as a guarded real server is).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
 
 from edgelab import logs
 from edgelab.errors import EdgelabError
+
+AUTH_ENV = "EDGELAB_SERVE_AUTH"
+"""``user:password`` the speech server requires (HTTP Basic) of every client, when set."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
                 compat=version.name,
                 engine=_engine(args),
                 frames=args.frames,
+                basic_auth=os.environ.get(AUTH_ENV) or None,  # never an argument: ps would show it
             )
             info["vllm_omni"] = f"{version.name} ({version.commit})"
             if args.protocol == "speech":

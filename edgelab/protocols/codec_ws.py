@@ -23,6 +23,7 @@ import numpy as np
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
+from edgelab.credentials import mask_text
 from edgelab.errors import FrameError
 from edgelab.metrics.events import (
     AudioChunk,
@@ -232,13 +233,13 @@ class CodecStreamClient:
                     elif kind == "session.done":
                         break
         except FrameError as err:
-            res.error = str(err)
+            res.error = mask_text(str(err))
             rec(ErrorEvent(t=time.time(), request=rid, cls="infra", message=res.error))
         except TimeoutError:
             res.error = f"no message from the server within {self.timeout:g} s"
             rec(ErrorEvent(t=time.time(), request=rid, cls="infra", message=res.error))
         except ConnectionClosed as err:
-            res.error = f"connection closed: {err}"
+            res.error = mask_text(f"connection closed: {err}")
             rec(ErrorEvent(t=time.time(), request=rid, cls="infra", message=res.error))
         if res.ok and res.done_info:
             if res.done_info.get("total_frames") != res.total_frames:

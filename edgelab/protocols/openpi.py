@@ -19,6 +19,7 @@ from openpi_client.base_policy import BasePolicy
 from openpi_client.websocket_client_policy import WebsocketClientPolicy
 from openpi_server import WebsocketPolicyServer
 
+from edgelab.credentials import mask_text
 from edgelab.errors import TransportError
 from edgelab.metrics.events import RunStart
 from edgelab.protocols.serving import check_loopback
@@ -207,7 +208,7 @@ class OpenPIClient:
                 self._policy = WebsocketClientPolicy(host=host, port=port)
         except OSError as err:
             raise TransportError(
-                f"cannot reach the OpenPI endpoint {host}:{port}: {err}",
+                mask_text(f"cannot reach the OpenPI endpoint {host}{f':{port}' if port else ''}: {err}"),
                 remedy="check the policy server is running",
             ) from err
 

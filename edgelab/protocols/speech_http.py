@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 
+from edgelab.credentials import mask_text
 from edgelab.errors import TransportError
 from edgelab.metrics.events import AudioChunk, ErrorEvent, Event, RequestEnd, RequestStart
 from edgelab.protocols.serving import check_loopback
@@ -128,9 +129,9 @@ class SpeechHTTPClient:
         except httpx.HTTPError as err:
             if not res.pcm and isinstance(err, httpx.ConnectError):
                 raise TransportError(
-                    f"cannot reach {self.url}: {err}", remedy="check the server and URL"
+                    mask_text(f"cannot reach {self.url}: {err}"), remedy="check the server and URL"
                 ) from err
-            res.error = f"{type(err).__name__}: {err}"
+            res.error = mask_text(f"{type(err).__name__}: {err}")
         if res.error:
             rec(
                 ErrorEvent(

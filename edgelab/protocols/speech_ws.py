@@ -33,6 +33,7 @@ from typing import Any
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
+from edgelab.credentials import mask_text
 from edgelab.errors import ConfigError
 from edgelab.metrics.audio import AudioMetrics, SentenceTiming, audio_metrics, sentence_timings
 from edgelab.metrics.audio import Chunk as AudioSample
@@ -347,7 +348,7 @@ class SpeechSession:
             self.broken = res.error
         except ConnectionClosed as err:
             if res.error is None:
-                res.error = f"connection closed: {err}"
+                res.error = mask_text(f"connection closed: {err}")
                 rec(ErrorEvent(t=time.time(), request=rid, cls="infra", message=res.error))
             self.broken = res.error
 
@@ -452,6 +453,7 @@ class ServerOptions:
     compat: str = CURRENT.name
     engine: Any = None
     frames: int | None = None
+    basic_auth: str | None = field(default=None, repr=False)  # "user:password" a client must send
 
 
 RESPONSE_FORMATS = ("wav", "pcm")
@@ -685,6 +687,20 @@ async def speech_session(ws: ServerConnection, opts: ServerOptions) -> None:
         inbox.close()
 
 
+def _authorized(header: str | None, opts: ServerOptions) -> bool:
+    """Whether an ``Authorization: Basic`` header carries the server's user and password."""
+    import base64
+    import hmac
+
+    if not header or not header.lower().startswith("basic "):
+        return False
+    try:
+        given = base64.b64decode(header.split(None, 1)[1], validate=True).decode()
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return hmac.compare_digest(given.encode(), (opts.basic_auth or "").encode())
+
+
 class SpeechServer(BackgroundServer):
     """The lab-side speech stream server (speech and codec-token modes) on a loopback port."""
 
@@ -702,6 +718,8 @@ class SpeechServer(BackgroundServer):
 
             if request.path.split("?")[0] != PATH:
                 return conn.respond(http.HTTPStatus.NOT_FOUND, f"only {PATH} is served here\n")
+            if self.opts.basic_auth and not _authorized(request.headers.get("Authorization"), self.opts):
+                return conn.respond(http.HTTPStatus.UNAUTHORIZED, "user and password required\n")
             return None
 
         super().__init__(handler, host=host, port=port, process_request=only_stream_path)

@@ -17,6 +17,7 @@ from typing import Any
 from websockets.exceptions import WebSocketException
 from websockets.sync.client import connect
 
+from edgelab.credentials import mask_text
 from edgelab.errors import TransportError
 from edgelab.metrics.events import Event
 from edgelab.protocols.serving import Inbox
@@ -30,11 +31,15 @@ EventSink = Callable[[Event], None]
 
 
 def stream_url(base: str) -> str:
-    """``ws://host:port`` or a full URL -> the speech stream URL."""
-    base = base.rstrip("/")
-    if base.startswith("http"):
-        base = "ws" + base[4:]
-    return base if base.endswith(PATH) else base + PATH
+    """``ws://host:port`` or a full URL -> the speech stream URL (a query, e.g. a token, kept)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(base.strip())
+    scheme = "ws" + parts.scheme[4:] if parts.scheme.startswith("http") else parts.scheme
+    path = parts.path.rstrip("/")
+    if not path.endswith(PATH):
+        path += PATH
+    return urlunsplit((scheme, parts.netloc, path, parts.query, parts.fragment))
 
 
 def open_ws(url: str, timeout: float):
@@ -43,7 +48,7 @@ def open_ws(url: str, timeout: float):
         return connect(url, open_timeout=timeout, max_size=None, compression=None)
     except (OSError, WebSocketException) as err:
         raise TransportError(
-            f"cannot open {url}: {err}", remedy="check the server is running and the URL/port"
+            mask_text(f"cannot open {url}: {err}"), remedy="check the server is running and the URL/port"
         ) from err
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from edgelab.credentials import from_device_env, mask_text
 from edgelab.metrics.events import AudioChunk, RequestEnd, RequestStart, RunEnd, RunStart, StageTiming
 from edgelab.reference import PROVENANCE
 from edgelab.reference.emit import Emitter
@@ -131,7 +132,7 @@ def run_tts_device_stage(
             strategy="S4",
             meta={
                 **PROVENANCE,
-                "server": server,
+                "server": mask_text(server),
                 "device_stages": list(stages),
                 "seed": seed,
                 "band": band,
@@ -139,7 +140,9 @@ def run_tts_device_stage(
             },
         )
     )
-    client = CodecStreamClient(server, run=em.run, on_event=em.emit, config={"seed": seed})
+    # the server as given (masked when it has credentials) is what the events say; the client
+    # alone gets the password, from the environment edgelab launched this process with
+    client = CodecStreamClient(from_device_env(server), run=em.run, on_event=em.emit, config={"seed": seed})
     failed = 0
     for i in range(warmup + requests):
         rid = f"{em.run or 'run'}-r{i:03d}"
