@@ -10,7 +10,9 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+from edgelab.credentials import mask_text
 from edgelab.errors import ConfigError, EdgelabError
+from edgelab.safetext import printable
 
 
 def _pipe_width(stream) -> int | None:
@@ -21,6 +23,28 @@ def _pipe_width(stream) -> int | None:
     if stream.isatty() or os.environ.get("COLUMNS"):
         return None
     return 160
+
+
+def _safe_console_class():
+    """A Rich console whose every piece of printed text (not Rich's own cursor controls) passes
+    through :func:`edgelab.safetext.printable` last: whatever a command forgot to escape, no
+    control sequence from a device, a playbook or the database reaches the terminal raw."""
+    from rich.console import Console
+    from rich.segment import Segment
+
+    def safe(seg: Segment) -> Segment:
+        if seg.control or not seg.text:
+            return seg
+        style = seg.style
+        if style is not None and style.link:  # edgelab prints no links: one is markup from data (OSC 8)
+            style = style.update_link(None)
+        return Segment(printable(seg.text, multiline=True), style, seg.control)
+
+    class SafeConsole(Console):
+        def _render_buffer(self, buffer):
+            return super()._render_buffer(safe(seg) for seg in buffer)
+
+    return SafeConsole
 
 
 class _LazyConsole:
@@ -34,9 +58,7 @@ class _LazyConsole:
 
     def _get(self):
         if self._real is None:
-            from rich.console import Console
-
-            self._real = Console(
+            self._real = _safe_console_class()(
                 stderr=self._stderr, width=_pipe_width(sys.stderr if self._stderr else sys.stdout)
             )
         return self._real
@@ -63,11 +85,18 @@ def reset_consoles() -> None:
     err_console.reset()
 
 
-def escape(text: str) -> str:
-    """``rich.markup.escape``, imported only when a command renders markup."""
+def escape(text: str, *, multiline: bool = False) -> str:
+    """A value from the database or a device, ready for Rich markup: terminal control sequences
+    escaped (:func:`edgelab.safetext.printable`; ``multiline`` keeps a message's newlines), URL
+    passwords masked, markup brackets escaped (``rich.markup.escape``, imported only when used)."""
     from rich.markup import escape as rich_escape
 
-    return rich_escape(text)
+    return rich_escape(printable(mask_text(str(text)), multiline=multiline))
+
+
+def plain(text: object) -> str:
+    """A value for output that is not Rich markup (plain ``print``): the same safety as :func:`escape`."""
+    return printable(mask_text(str(text)))
 
 
 LeaseOpt = Annotated[
@@ -107,9 +136,10 @@ def _colour(stream) -> bool:
 def error_lines(message: str, remedy: str | None = None, *, colour: bool = False) -> str:
     """``error: MESSAGE`` and ``  -> REMEDY``, as plain text: never wrapped, never read as markup."""
     red, dim, off = ("\x1b[1;31m", "\x1b[2m", "\x1b[0m") if colour else ("", "", "")
+    message = printable(mask_text(message), multiline=True)  # a device's words: no escape, no password
     text = f"{red}error:{off} {message}\n"
     if remedy:
-        text += f"  {dim}->{off} {remedy}\n"
+        text += f"  {dim}->{off} {printable(mask_text(remedy), multiline=True)}\n"
     return text
 
 

@@ -11,6 +11,7 @@ from edgelab.cli.common import (
     JsonOpt,
     console,
     err_console,
+    escape,
     fail,
     fail_from,
     open_engine,
@@ -153,7 +154,9 @@ def ls(
         )
     for row in rows:
         name, virtual, state, *rest = row
-        table.add_row(name, "[cyan]VIRTUAL[/]" if virtual else "", _state_text(state), *rest)
+        table.add_row(
+            escape(name), "[cyan]VIRTUAL[/]" if virtual else "", _state_text(state), *map(escape, rest)
+        )
     console.print(table)
 
 
@@ -202,9 +205,11 @@ def _show_one(device, as_json: bool, added: bool = False, lease=None) -> None:
         elif key == "last_seen":
             value = f"{value} ({ago(device.last_seen)})" if value else "never"
         elif key == "lease":
-            value = _held_text(lease) + (f" (lease {lease.id}, {lease.purpose})" if lease else "")
+            value = escape(_held_text(lease) + (f" (lease {lease.id}, {lease.purpose})" if lease else ""))
         elif isinstance(value, list):
-            value = ", ".join(value)
+            value = escape(", ".join(map(str, value)))
+        elif value not in (None, ""):
+            value = escape(str(value))
         table.add_row(key, "-" if value in (None, "") else str(value))
     console.print(table)
 

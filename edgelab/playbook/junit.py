@@ -4,6 +4,11 @@ Each suite carries provenance properties (device, virtual flag, facts hash, arti
 run ids, edgelab version); each failure carries its class (infra / device / test) as the
 ``type`` attribute, so CI dashboards can tell lab trouble from a real regression. A step cut short
 by Ctrl-C is an ``<error type="interrupted">``; the steps it kept from running are skipped.
+
+Every name and message comes from a playbook or a device, so each attribute and text passes
+through :func:`edgelab.safetext.xml_text` (and :func:`edgelab.credentials.mask_text`): a control
+character (an ANSI-coloured path in a device's error) never makes the file malformed, and no URL
+password reaches CI's logs.
 """
 
 from __future__ import annotations
@@ -12,7 +17,22 @@ import socket
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 
+from edgelab.credentials import mask_text
 from edgelab.playbook.results import PlayResult
+from edgelab.safetext import xml_text
+
+
+def _clean(value: object) -> str:
+    return xml_text(mask_text(str(value)))
+
+
+def _make_safe(root: ET.Element) -> None:
+    """Every attribute and text of the tree through :func:`_clean`, once, after it is built."""
+    for el in root.iter():
+        for key, value in el.attrib.items():
+            el.set(key, _clean(value))
+        if el.text:
+            el.text = _clean(el.text)
 
 
 def to_junit(result: PlayResult) -> str:
@@ -100,5 +120,6 @@ def to_junit(result: PlayResult) -> str:
     root.set("tests", str(total))
     root.set("failures", str(failures))
     root.set("errors", str(errors))
+    _make_safe(root)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -10,6 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from edgelab.errors import ConfigError, NotFound
+from edgelab.safetext import has_control
 from edgelab.store.models import Device
 
 NAME_RULE = "1-64 characters: lowercase letters, digits, '.', '_' or '-', starting with a letter or digit"
@@ -54,9 +55,31 @@ def _refuse_secret(field: str, value: str | None) -> None:
         )
 
 
+_TEXT_FIELDS = ("device_class", "ssh_user", "ssh_host", "ssh_jump", "adb_serial", "adb_server", "notes")
+
+
+def _refuse_control(device: Device) -> None:
+    """A control character in a stored word would reach every operator's terminal that lists it."""
+    for field in _TEXT_FIELDS:
+        value = getattr(device, field, None)
+        if isinstance(value, str) and has_control(value.replace("\n", "") if field == "notes" else value):
+            raise ConfigError(
+                f"the {field.replace('_', ' ')} of {device.name} holds a control character ({value!r})",
+                remedy="give it as plain text: no escape sequences, tabs or newlines",
+            )
+    for tag in device.tags or []:
+        if isinstance(tag, str) and has_control(tag):
+            raise ConfigError(
+                f"tag {tag!r} of {device.name} holds a control character",
+                remedy="use plain words as tags (letters, digits, '-', ...)",
+            )
+
+
 def validate_device(device: Device) -> Device:
-    """Check a row before it is written: name, transport, address fields, shell, no secrets."""
+    """Check a row before it is written: name, transport, address fields, shell, no secrets, no
+    control characters (a tag with an escape sequence would reach other operators' terminals)."""
     validate_name(device.name)
+    _refuse_control(device)
     if device.transport not in TRANSPORTS:
         raise ConfigError(
             f"unknown transport {device.transport!r} for {device.name}",
