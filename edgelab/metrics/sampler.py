@@ -59,7 +59,15 @@ SAMPLERS: dict[str, Callable[[dict[str, Any], float], SamplerPlan | None]] = {}
 
 
 def _loop(body: str, interval_s: float) -> list[str]:
-    return ["sh", "-c", f"while :; do echo {BLOCK_MARK}; {body} sleep {float(interval_s):g}; done"]
+    """A sampling loop that never outlives its reader: it ends when the mark cannot be written
+    (the reader is gone, even where SIGPIPE is ignored) and when the session that started it is
+    gone (its parent, ``$PPID``, no longer exists: a killed adbd or sshd)."""
+    return [
+        "sh",
+        "-c",
+        f'P=$PPID; while kill -0 "$P" 2>/dev/null; do echo {BLOCK_MARK} || exit 0; {body} '
+        f"sleep {float(interval_s):g}; done",
+    ]
 
 
 def _tegrastats(lines: list[str], t: float, device: str | None) -> list[ResourceSample]:

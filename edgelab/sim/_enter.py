@@ -38,6 +38,7 @@ from __future__ import annotations
 import ctypes
 import os
 import pwd
+import signal
 import stat
 import sys
 
@@ -62,6 +63,20 @@ DEVICE_DIRS = ("data", "sdcard")
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+
+
+DIE_WITH_PARENT = "EDGELAB_DIE_WITH_PARENT"  # "1": the command gets SIGHUP when its parent dies
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """SIGHUP this process (kept across exec) when the one that started it dies: the ADB emulator's
+    commands end with it, as a device's shell commands end when adbd goes. A command that detaches
+    (``setsid ... &``) forks first, and a fork does not keep the request: deployments run on."""
+    ppid = os.getppid()
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGHUP, 0, 0, 0)
+    if os.getppid() != ppid:  # it died before the request was in place
+        os.kill(os.getpid(), signal.SIGHUP)
 
 
 def die(msg: str, code: int = 125) -> None:
@@ -401,6 +416,14 @@ def main(args: list[str]) -> None:
         # OpenSSH for Windows runs a session in a job object that dies with its first process
         # (JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE); that process is this one after exec.
         env["EDGELAB_WIN_JOB"] = str(os.getpid())
+    # Python starts with SIGPIPE (and SIGXFSZ) ignored, and an ignored signal survives exec: the
+    # command would never see its reader go (a sampler loop echoing into a dead pipe forever).
+    # A device's commands start with the default dispositions, as adbd's and sshd's children do.
+    for name in ("SIGPIPE", "SIGXFSZ"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
+    if env.pop(DIE_WITH_PARENT, None) == "1":
+        _die_with_parent()
     try:
         os.execvpe(argv[0], argv, env)
     except FileNotFoundError:

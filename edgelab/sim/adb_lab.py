@@ -24,6 +24,7 @@ import yaml
 
 from edgelab.errors import TransportError
 from edgelab.sim.adb_emulator.device import PERSONAS_DIR
+from edgelab.sim.sweep import sweep
 from edgelab.transport.adb_server import host_query, list_devices
 
 ADB_PERSONAS = ["s25", "s24", "rb3g2", "sa8775p"]
@@ -66,7 +67,10 @@ def _lab_dir(state_dir: Path) -> Path:
 
 
 def _port_free(port: int) -> bool:
+    """Whether a server could listen on ``port`` now: SO_REUSEADDR as the adb server and the
+    emulator set it, so the connections a stopped lab left in TIME-WAIT do not count."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
             return True
@@ -396,10 +400,13 @@ def kill_lab_processes(info: AdbLabInfo) -> None:
 
 
 def stop_adb_lab(state_dir: Path) -> None:
-    """Kill the adb server and the emulator (exactly the recorded pids); leaves no process behind."""
+    """Kill the adb server and the emulator (exactly the recorded pids), then every process the
+    emulator ever started for this lab (:mod:`edgelab.sim.sweep`); leaves no process behind."""
     lab = _lab_dir(state_dir)
     state = _read_state(lab)
     if state is None:
+        if lab.is_dir():
+            sweep(lab)  # the servers are gone (killed?): what they started may still run
         return
     server_pid, emu_pid = state.get("server_pid"), state.get("emulator_pid")
     if _pid_alive(server_pid):
@@ -412,5 +419,6 @@ def stop_adb_lab(state_dir: Path) -> None:
             time.sleep(0.05)
     _stop_pid(server_pid, "adb")
     _stop_pid(emu_pid, "edgelab.sim.adb_emulator")
+    sweep(lab)
     for name in ("lab.json", "emulator.pid"):
         (lab / name).unlink(missing_ok=True)

@@ -227,20 +227,78 @@ def lab_status(state_dir: Path | None = None) -> LabStatus:
 def lab_down(
     state_dir: Path | None = None, *, db_url: str | None = None, progress: Progress | None = None
 ) -> list[str]:
-    """Stop both labs (no process or mount left) and mark the virtual devices offline."""
+    """Stop both labs and mark the virtual devices offline: no process or mount left.
+
+    The deployments this database knows on the lab's devices are stopped the normal way first. One
+    that cannot be (its device was killed) is ended with everything else the lab started: the
+    labs' stop sweeps the lab host for every process of theirs, whatever database recorded it
+    (:mod:`edgelab.sim.sweep`), and such a run is then recorded stopped, its groups seen gone here."""
     say = progress or (lambda _msg: None)
     sdir = sim_dir(state_dir)
     before = lab_status(sdir)
     names = [d.name for d in (before.ssh.devices if before.ssh else [])]
     names += [d.name for d in (before.adb.devices if before.adb else [])]
+    # and the virtual devices this database holds: a lab half killed lists only what still runs
+    names += [n for n in _virtual_names(db_url) if n not in names]
+    unreached: list[str] = []
     if names:
         ssh_config = before.ssh.ssh_config_path if before.ssh else None
-        stop_lab_deployments(db_url, names, ssh_config, progress=say)
+        try:
+            stop_lab_deployments(db_url, names, ssh_config, progress=say)
+        except LabDeploymentsLeft as err:
+            unreached = err.runs
+            say(f"{err}; they end with the lab")
     say("stopping the SSH lab")
     sshd.stop_ssh_lab(sdir)
     say("stopping the ADB lab")
     _adb_lab().stop_adb_lab(sdir)
+    if unreached:
+        _record_ended_with_lab(db_url, unreached, say)
     return mark_offline(db_url, names or None)
+
+
+class LabDeploymentsLeft(EdgelabError):
+    """Deployments on the lab's devices the normal stop path could not end (``runs``)."""
+
+    def __init__(self, message: str, runs: list[str], **kw):
+        super().__init__(message, **kw)
+        self.runs = runs
+
+
+def _virtual_names(db_url: str | None) -> list[str]:
+    """The virtual devices of this database (the lab is down already: what it had, by the rows)."""
+    from edgelab.store.db import get_engine, session_scope
+    from edgelab.store.devices import list_devices
+
+    with session_scope(get_engine(db_url), write=False) as s:
+        return [d.name for d in list_devices(s) if d.virtual]
+
+
+def _record_ended_with_lab(db_url: str | None, run_ids: list[str], say: Progress) -> None:
+    """Runs whose processes the lab's sweep ended: stopped (memory released) once every recorded
+    group is seen gone on the lab host, where a virtual device's processes run."""
+    from edgelab.deploy.transition import transition
+    from edgelab.store.db import get_engine, session_scope
+    from edgelab.store.deployments import get_deployment, processes
+    from edgelab.store.models import utcnow
+
+    engine = get_engine(db_url)
+    for run_id in run_ids:
+        with session_scope(engine, write=False) as s:
+            dep = get_deployment(s, run_id)
+            pids = [p.pid for p in processes(s, dep.pk) if p.pid]
+        if any(_alive_on_host(p) for p in pids):
+            continue  # not proven gone: stays as it is, for `edgelab stop`
+
+        def final(s, d) -> None:
+            for row in processes(s, d.pk):
+                row.state, row.stopped_at = "killed", utcnow()
+                s.add(row)
+            d.to_stop = False
+            d.error = "ended with the virtual lab (`sim down`): its device could not be reached to stop it"
+
+        transition(engine, dep.pk, "stopped", phase="stopped", edit=final, by="sim down")
+        say(f"{run_id}: stopped with the lab (its process groups are gone from the lab host)")
 
 
 def status_json(status: LabStatus) -> dict:
@@ -349,9 +407,10 @@ def stop_lab_deployments(
         if left and run_id in stopped:
             problems.append(f"{run_id}: process group(s) {left} still alive on the lab host")
     if problems:
-        raise EdgelabError(
-            "the lab still runs deployments; not stopping it: " + "; ".join(problems),
-            remedy="stop them with `edgelab stop RUN` (see `edgelab ps`), then `edgelab sim down`",
+        raise LabDeploymentsLeft(
+            "the lab's devices did not let these deployments stop: " + "; ".join(problems),
+            [r for r in pids if r not in stopped],
+            remedy="`edgelab sim down` ends them with the lab; `edgelab stop RUN` to stop one by itself",
         )
     say(f"stopped {', '.join(stopped)}; nothing of theirs remains")
     return stopped

@@ -31,6 +31,7 @@ from typing import NamedTuple
 from edgelab.errors import ConfigError, TransportError
 from edgelab.sim.persona_exec import ssh_force_command
 from edgelab.sim.personas import Persona, list_personas, load_persona
+from edgelab.sim.sweep import sweep
 
 SSHD = "/usr/sbin/sshd"
 SSH_KEYGEN = "ssh-keygen"
@@ -603,4 +604,6 @@ def stop_ssh_lab(state_dir: Path) -> None:
         left = _wait_gone(left, 3.0)
     if left:
         raise TransportError(f"lab processes survived stop: {left}", remedy="kill them by pid")
+    if _ssh_dir(state_dir).is_dir():
+        sweep(_ssh_dir(state_dir))  # what left the personas' sessions (detached, or environment cleared)
     _pid_file(state_dir).unlink(missing_ok=True)

@@ -22,6 +22,11 @@ class DeviceSpec:
     props: dict[str, str] = field(default_factory=dict)
 
     @property
+    def lab_dir(self) -> Path:
+        """The ADB lab's directory (``<lab>/devices/NAME`` is the device's root)."""
+        return self.device_root.parent.parent
+
+    @property
     def getprop_file(self) -> Path:
         return self.persona_dir / "getprop.txt"
 

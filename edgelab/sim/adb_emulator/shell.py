@@ -16,6 +16,7 @@ import struct
 
 from edgelab.sim.adb_emulator.connection import Stream, StreamClosed
 from edgelab.sim.adb_emulator.device import DeviceSpec
+from edgelab.sim.sweep import LAB_MARK
 
 ID_STDIN, ID_STDOUT, ID_STDERR, ID_EXIT, ID_CLOSE_STDIN, ID_WINDOW_SIZE = range(6)
 _V2_HEADER = struct.Struct("<BI")
@@ -52,6 +53,8 @@ def command_argv(spec: DeviceSpec, command: str) -> tuple[list[str], dict[str, s
     env["ANDROID_DATA"] = "/data"
     env["TMPDIR"] = "/data/local/tmp"
     env["HOME"] = "/"
+    env["EDGELAB_DIE_WITH_PARENT"] = "1"  # a killed emulator takes its commands along, as adbd does
+    env[LAB_MARK] = str(spec.lab_dir)  # how `sim down` finds what this lab started (edgelab.sim.sweep)
     from edgelab.sim.persona_exec import persona_argv
 
     return persona_argv(spec.persona_dir, inner, device_root=spec.device_root), env, "/"
