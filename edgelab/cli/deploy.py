@@ -181,14 +181,13 @@ def deploy(
 
 
 def _start_follower(engine, run_id: str) -> None:
-    """Live metrics without anyone watching: a detached follower (one per run, by lease)."""
-    import os
+    """Live metrics without anyone watching: a detached follower (one per run, by lease); and any
+    other running deployment whose follower died gets a new one (edgelab.deploy.supervise)."""
+    from edgelab.deploy import supervise
 
-    from edgelab.deploy import follow
-
-    env = {**os.environ, "EDGELAB_DB": engine.url.render_as_string(hide_password=False)}
     try:
-        follow.spawn_detached(run_id, env)
+        supervise.ensure(engine, run_id)
+        supervise.supervise(engine)
     except OSError as err:
         err_console.print(
             f"[yellow]no follower started ({escape(str(err))}); `edgelab watch {run_id}` starts one[/]",
@@ -225,6 +224,7 @@ def ps(
         if now.state == "device-lost" and d.state != "device-lost":
             unreachable[d.device_name] = now.error or "device lost"
         out.append(now)
+    _revive_followers(engine, [d for d in out if d.state == "running" and d.device_name not in unreachable])
     if not all_:
         out = [d for d in out if d.state in ACTIVE_STATES or d.to_stop] or out
     if json_out:
@@ -239,6 +239,25 @@ def ps(
         emit_error(str(why), remedy)
     if unreachable:
         raise typer.Exit(1)
+
+
+def _revive_followers(engine, deps) -> None:
+    """A running deployment whose follower is gone (its pid, host and start time; or silent past its
+    lease) gets a new one, resuming from the stored log offset; said on stderr."""
+    from edgelab.deploy import supervise
+
+    for d in deps:
+        try:
+            was = supervise.status(engine, d.run_id)
+            pid = supervise.ensure(engine, d.run_id)
+        except (OSError, EdgelabError) as err:
+            err_console.print(f"[yellow]{d.run_id}: no follower could be started: {escape(str(err))}[/]")
+            continue
+        if pid is not None:
+            err_console.print(
+                f"[dim]{d.run_id}: follower {escape(was.why or was.state)}; started a new one (pid {pid})[/]",
+                highlight=False,
+            )
 
 
 def _ps_table(out) -> None:
@@ -301,10 +320,11 @@ def stop(
     ] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Kill the run's remote process groups, verify they are gone, release its memory.
+    """Kill the run's remote process groups, verify they are gone, release its memory; then read
+    the device's log to its end, so every chunk it wrote is stored.
 
     A run under someone else's lease is refused, naming whose it is, unless --force."""
-    from edgelab.deploy import control
+    from edgelab.deploy import control, supervise
     from edgelab.lease.owner import whoami
 
     engine = open_engine()
@@ -315,7 +335,8 @@ def stop(
     with session_scope(engine, write=False) as s:
         before = get_deployment(s, run)
     theirs = control.owner_of(engine, before, with_holder)
-    dep = control.stop(engine, run, holder=with_holder, force=force)
+    # killed, seen gone, released; then its log read to the end
+    dep = supervise.stop(engine, run, holder=with_holder, force=force)
     if json_out:
         print_json({**_dep_dict(dep), "stopped_for": theirs})
         return

@@ -26,6 +26,19 @@ BARS = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 60
 
 
+def _follower_for(engine, run_id: str):
+    """A run nobody follows gets a detached follower (it outlives this view); where none can be
+    started, one in this process while it watches (returned, to stop on exit)."""
+    from edgelab.deploy import supervise
+    from edgelab.deploy.follow import ensure_follower
+
+    try:
+        supervise.ensure(engine, run_id)
+        return None
+    except OSError:
+        return ensure_follower(engine, run_id)
+
+
 def sparkline(values: list[float], width: int = SPARK_WIDTH) -> str:
     vals = values[-width:]
     if not vals:
@@ -245,11 +258,7 @@ def register(app: typer.Typer) -> None:
         if once:
             console.print(render(view))
             return
-        from edgelab.deploy.follow import ensure_follower
-
-        follower = (
-            ensure_follower(engine, reader.run_id) if not view.final else None
-        )  # none alive: ingest here
+        follower = None if view.final else _follower_for(engine, reader.run_id)
         with Live(
             render(view), console=console, refresh_per_second=max(1, int(1 / max(interval, 0.05)))
         ) as live:

@@ -5,11 +5,12 @@ the device. A follower reads that file from a byte offset through the transport,
 device clock, feeds the metrics Ingestor (raw samples, live summary, log lines) and ends when
 the deployment ends, writing the final summary recomputed from the raw samples.
 
-Only one follower ingests a run: it holds a lease in ``run.meta["follower"]`` (owner, heartbeat,
-byte offset, clock offset). The offset is written in the same transaction as the samples it
+Only one follower ingests a run: it holds a lease in ``run.meta["follower"]`` (owner, its pid,
+host and start time, heartbeat, byte offset, clock offset). The offset is written in the same transaction as the samples it
 covers, so a follower that dies loses nothing and duplicates nothing: the next one (after the
-lease expires) replays the log up to the offset into its live aggregator only, and stores from
-there on. Any process may start one: the deploying CLI (detached), ``edgelab watch``, the TUI.
+lease expires, or at once when the dead one is proven gone on this host) replays the log up to the
+offset into its live aggregator only, and stores from there on. Any process may start one: the
+deploying CLI (detached), ``edgelab watch``, the TUI; ``edgelab.deploy.supervise`` replaces a dead one.
 """
 
 from __future__ import annotations
@@ -197,8 +198,10 @@ class Follower:
         transport: dict[str, Any] | None = None,
         lease_s: float = LEASE_S,
         poll_s: float = POLL_S,
+        telemetry: bool = True,
     ):
         self.engine = engine
+        self.telemetry = telemetry  # False: a drain after the run ended samples nothing
         self.run_id = run_id
         self.transport = dict(transport or {})
         self.lease_s = lease_s
@@ -209,7 +212,10 @@ class Follower:
 
     # --- lease ------------------------------------------------------------------------------
     def acquire(self) -> bool:
-        """Take the run's lease unless a live follower holds it (serialised by the write transaction)."""
+        """Take the run's lease unless a live follower holds it (serialised by the write transaction):
+        free, expired, or held by a follower proven gone (its pid, host and start time)."""
+        from edgelab.deploy import owner
+
         with session_scope(self.engine) as s:
             run = get_run(s, self.run_id)
             self.run_id = run.id
@@ -219,9 +225,19 @@ class Follower:
             if (
                 f.get("owner") not in (None, self.owner)
                 and time.time() - float(f.get("heartbeat", 0)) < self.lease_s
+                and not owner.gone(f.get("pid"), f.get("host"), f.get("start"))
             ):
                 return False
-            f.update(owner=self.owner, heartbeat=time.time(), offset=int(f.get("offset", 0)), pid=os.getpid())
+            me = owner.me()
+            f.update(
+                owner=self.owner,
+                heartbeat=time.time(),
+                offset=int(f.get("offset", 0)),
+                pid=me["owner_pid"],
+                host=me["owner_host"],
+                start=me["owner_start"],
+            )
+            f.pop("spawned", None)
             run.meta = {**run.meta, "follower": f}
             s.add(run)
         return True
@@ -445,6 +461,8 @@ class Follower:
         """The device's telemetry sampler beside this follower (telemetry never stops a follower)."""
         from edgelab.metrics.sampler import start_beside
 
+        if not self.telemetry:
+            return None
         with session_scope(self.engine, write=False) as s:
             device = get_deployment(s, self.run_id).device_name
         try:
@@ -548,7 +566,11 @@ class Follower:
                 text = ""
                 beat.failed(err, ing)
                 if final_pass:
-                    break  # the run already ended: what could be read was read
+                    # the run ended: its log is still there to read to the end; a slow answer is
+                    # tried again until the device has been silent for LOSS_S, then given up
+                    if time.monotonic() - beat.last_ok >= LOSS_S or beat.backoff(stop_event):
+                        break
+                    continue
                 if beat.decide(err) == "answered":
                     continue
                 if beat.backoff(stop_event):

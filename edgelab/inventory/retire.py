@@ -48,7 +48,7 @@ def in_use(engine: Engine, name: str) -> InUse:
 
 def remove(engine: Engine, name: str, *, force: bool = False, opts=None) -> InUse:
     """Remove ``name``; DeviceInUse unless nothing runs or holds it, or ``force`` ended those first."""
-    from edgelab.deploy import control
+    from edgelab.deploy import supervise
     from edgelab.lease import release
     from edgelab.store.devices import remove_device
 
@@ -67,7 +67,7 @@ def remove(engine: Engine, name: str, *, force: bool = False, opts=None) -> InUs
             + f", or `edgelab device rm {name} --force` to stop and release first",
         )
     for run in busy.runs:
-        control.stop(engine, run, opts=opts)
+        supervise.stop(engine, run, opts=opts)
     for lid in busy.lease_ids:
         release(engine, lid, force=True)
     with session_scope(engine) as s:

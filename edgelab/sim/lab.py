@@ -371,7 +371,7 @@ def stop_lab_deployments(
     reach them). Returns the run ids stopped."""
     from sqlmodel import select
 
-    from edgelab.deploy import control, options, transition
+    from edgelab.deploy import options, supervise, transition
     from edgelab.store.db import get_engine, session_scope
     from edgelab.store.deployments import ACTIVE_STATES, Deployment, processes
     from edgelab.store.devices import get_device
@@ -398,7 +398,7 @@ def stop_lab_deployments(
     problems, stopped = [], []
     for d in deps:
         try:
-            control.stop(engine, d.run_id, opts=opts)
+            supervise.stop(engine, d.run_id, opts=opts)
             stopped.append(d.run_id)
         except EdgelabError as err:
             problems.append(f"{d.run_id} on {d.device_name}: {err}")

@@ -53,9 +53,10 @@ def launch(
 
 
 def stop(engine: Engine, run_id: str) -> str:
-    """Stop a run's processes through the deploy layer (verified gone, reservation released); a
-    run under someone else's lease is refused naming whose (the CLI's ``stop --force`` overrides)."""
-    from edgelab.deploy.control import stop as stop_run
+    """Stop a run's processes through the deploy layer (verified gone, reservation released, its log
+    read to the end); a run under someone else's lease is refused naming whose (the CLI's
+    ``stop --force`` overrides)."""
+    from edgelab.deploy.supervise import stop as stop_run
     from edgelab.lease.owner import whoami
 
     return str(stop_run(engine, run_id, holder=whoami()).state)
