@@ -135,12 +135,13 @@ class InvalidInput(ConfigError):
 
     exit_code = 2
 
-    def __init__(self, problems: list[str], *, remedy: str | None = None):
+    def __init__(self, problems: list[str], *, remedy: str | None = None, more: int = 0):
         shown = problems[:MAX_REPORTED]
-        more = len(problems) - len(shown)
+        more += len(problems) - len(shown)
         text = "\n".join(shown) + (f"\n... and {more} more" if more else "")
         super().__init__(text, remedy=remedy or "fix or remove those lines; nothing was imported")
         self.problems = problems
+        self.more = more  # bad lines beyond ``problems``, counted (a huge input's are not all kept)
 
 
 class NotFound(EdgelabError):

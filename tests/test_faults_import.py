@@ -100,6 +100,15 @@ VARIANTS: dict[str, bytes] = {
     + "}",
     "duplicated ids": line() + "\n" + line(),
     "error as number": line(error=500),
+    # numbers a database cannot hold, or no measurement gives: refused on their line (issue 27)
+    "samples 10**30": chunk_line(0, samples=10**30),
+    "idx 2**63": chunk_line(0, idx=2**63),
+    "idx 2**31": chunk_line(0, idx=2**31),
+    "TTFA 1e308 ms": chunk_line(0).replace('"t_ms": 412.5', '"t_ms": 1e308'),
+    "chunk two days late": chunk_line(2, t_ms=2 * 86_400_000.0),
+    "submitted in the year 3000": line(submitted_unix=32_503_680_000.0),
+    "finished 1e300": line(finished_unix=1e300),
+    "sample rate 2**40": chunk_line(0, sr=2**40),
 }
 VARIANTS = {k: (v + "\n" + OK2 + "\n").encode() for k, v in VARIANTS.items()}
 VARIANTS |= {
@@ -154,6 +163,61 @@ def test_every_bad_line_is_reported(dbpath, tmp_path):
     assert res.exit_code == 2, res.output
     assert f"{f}:1:" in res.output and f"{f}:3:" in res.output and f"{f}:4:" in res.output
     assert f"{f}:2:" not in res.output and "3 problems" in res.output and "nothing was imported" in res.output
+
+
+@pytest.mark.parametrize(
+    ("over", "needle"),
+    [
+        ({"samples": 10**30}, "samples: Input should be less than or equal to 2147483647"),
+        ({"idx": 2**63}, "idx: Input should be less than or equal to 2147483647"),
+        ({"t_ms": 1e308}, "t_ms: Input should be less than or equal to 86400000"),
+    ],
+)
+def test_a_number_out_of_range_is_a_line_numbered_usage_error(dbpath, tmp_path, over, needle):
+    """Once an OverflowError from the database ('this is a bug in edgelab', exit 1); now refused
+    on its line before anything is written."""
+    f = tmp_path / "requests.jsonl"
+    f.write_text(OK2 + "\n" + chunk_line(0, **over) + "\n")
+    res = cli(dbpath, "runs", "import", str(f))
+    assert res.exit_code == 2, res.output
+    assert f"{f}:2: chunks_all.0.{needle}" in res.output, res.output
+    assert "bug" not in res.output and "Traceback" not in res.output
+
+
+def test_many_bad_lines_are_counted_not_all_kept(dbpath, tmp_path):
+    f = tmp_path / "requests.jsonl"
+    f.write_text("".join("{oops\n" for _ in range(5000)))
+    res = cli(dbpath, "runs", "import", str(f))
+    assert res.exit_code == 2 and "5000 problems" in res.output and "and 4950 more bad lines" in res.output
+    assert res.output.count("not JSON") == 50
+
+
+def test_import_memory_follows_the_largest_record_not_the_file(tmp_path):
+    """The import streams: an 8 MB study file costs about what the 2 kB fixture costs (the process's
+    own libraries), not a multiple of the file (it was ~17 times the file's size)."""
+    import os
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+    from import_memory import write_study
+
+    big = tmp_path / "big"
+    big.mkdir()
+    write_study(big / "requests.jsonl", 8.0, 150)
+    size_mb = (big / "requests.jsonl").stat().st_size / 1e6
+
+    def peak_mb(study: Path, db: Path) -> float:
+        env = {**os.environ, "EDGELAB_DB": f"sqlite:///{db}", "EDGELAB_DB_CREATE": "1"}
+        cmd = [sys.executable, "-c", "from edgelab.cli import main; main()", "runs", "import", str(study)]
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, proc.stderr.read() if proc.stderr else ""
+        return usage.ru_maxrss / 1024.0
+
+    small, large = peak_mb(STUDY, tmp_path / "a.db"), peak_mb(big, tmp_path / "b.db")
+    print(f"peak RSS: {small:.0f} MB for the fixture, {large:.0f} MB for {size_mb:.1f} MB of records")
+    assert large - small < size_mb + 15, (small, large, size_mb)
 
 
 def test_one_bad_run_in_a_tree_writes_none_of_them(dbpath, tmp_path):

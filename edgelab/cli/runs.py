@@ -167,16 +167,19 @@ def show(
         console.print(table)
 
 
-def fail_lines(lines: list[str], remedy: str | None, code: int):
-    """Several error lines (each ``file:line: reason``), the remedy once, then exit ``code``."""
+def fail_lines(lines: list[str], remedy: str | None, code: int, more: int = 0):
+    """Several error lines (each ``file:line: reason``), the remedy once, then exit ``code``;
+    ``more`` bad lines were counted and not kept."""
     from edgelab.errors import MAX_REPORTED
 
     for line in lines[:MAX_REPORTED]:
         emit_error(line)
-    if len(lines) > MAX_REPORTED:
-        emit_error(f"... and {len(lines) - MAX_REPORTED} more bad lines")
+    hidden = max(0, len(lines) - MAX_REPORTED) + more
+    if hidden:
+        emit_error(f"... and {hidden} more bad lines")
+    total = len(lines) + more
     fail(
-        f"{len(lines)} problem{'s' if len(lines) != 1 else ''} in the input; nothing was imported",
+        f"{total} problem{'s' if total != 1 else ''} in the input; nothing was imported",
         remedy,
         code,
     )
@@ -251,7 +254,7 @@ def import_(
         with session_scope(engine, write=False) as s:
             recs = [run_record(s, get_run(s, rid)) for rid in ids]
     except InvalidInput as err:  # malformed input is a usage error: every bad line, then exit 2
-        fail_lines(err.problems, err.remedy, code=2)
+        fail_lines(err.problems, err.remedy, code=2, more=getattr(err, "more", 0))
     except ConfigError as err:
         fail_from(err, code=2)
     if json_out:
