@@ -367,3 +367,46 @@ def test_the_follower_alone_detects_a_frozen_device_and_the_memory_waits_for_sto
             x for x in open_reservations(s, dep.device_id) if x.deployment_id == dep.id
         ]
     assert all(not alive_on_host(p) and group_members(p) == [] for p in pids)
+
+
+@pytest.mark.adb
+@pytest.mark.parametrize("device", ["s25"])  # orin-agx's paths fail alike (70 s by the CLI's session)
+def test_a_device_frozen_during_a_push_fails_it_saying_how_long_it_took_in_all(
+    frozen_lab, device, tmp_path, fault_figures
+):
+    """Frozen after the first MiB arrived: the push ends with the device's own not-answering error
+    after one fresh connection got no answer either (not after every retry), and the message
+    states the real time spent, which the operator waited, not one wait's bound."""
+    import re
+
+    from edgelab.artifacts.hashing import sha256_path
+    from edgelab.artifacts.push import BlobSpec, push_to_device
+    from edgelab.store.devices import get_device
+    from edgelab.transport import open_transport
+
+    engine = frozen_lab["engine"]
+    with session_scope(engine, write=False) as s:
+        endpoint = get_device(s, device).endpoint()
+    blob = tmp_path / "big.bin"
+    with blob.open("wb") as f:  # big enough to be on its way when the freeze lands
+        for _ in range(64):
+            f.write(os.urandom(8 << 20))
+    spec = BlobSpec(blob, sha256_path(blob), blob.stat().st_size)
+    freezer = frozen_lab["freezers"][device]
+
+    def on_progress(_dev: str, _sha: str, done: int, _total: int) -> None:
+        if done >= (1 << 20) and not freezer.frozen:
+            freezer.freeze()
+
+    t0 = time.monotonic()
+    try:
+        res = push_to_device(lambda: open_transport(endpoint), device, [spec], progress=on_progress)
+    finally:
+        freezer.thaw()
+    took = time.monotonic() - t0
+    stated = re.search(r"stopped after (\d+) s in all \((\d) tries", res.error or "")
+    print(f"frozen during a push on {device}: failed after {took:.0f} s; it says: {res.error}")
+    ok = res.error is not None and stated is not None and int(stated.group(2)) == 2
+    ok = ok and any(w in res.error for w in WORDS) and int(stated.group(1)) <= took + 1
+    fault_figures[f"frozen {device} during a push"].add(trials=1, failures=0 if ok else 1)
+    assert ok, res.error

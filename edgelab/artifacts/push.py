@@ -21,7 +21,7 @@ from edgelab.artifacts.batch import push_small
 from edgelab.artifacts.devstore import DeviceStore, open_store
 from edgelab.artifacts.hashing import sha256_path
 from edgelab.artifacts.upload import upload
-from edgelab.errors import EdgelabError, HashMismatch, Interrupted, TransportError
+from edgelab.errors import DeviceNotAnswering, EdgelabError, HashMismatch, Interrupted, TransportError
 from edgelab.transport.base import Progress
 
 log = logging.getLogger(__name__)
@@ -100,13 +100,15 @@ def _resume_offset(
     return 0
 
 
-def _stop(store: DeviceStore, follower) -> None:
+def _stop(store: DeviceStore, follower, why: BaseException | None = None) -> None:
     """Cancel a follower; after a cut its channel is already gone, so also kill it by pid over the
-    (reconnected) transport, lest it rename ``.part`` under the retry's feet."""
+    (reconnected) transport, lest it rename ``.part`` under the retry's feet. Not when the device
+    stopped answering: the kill would wait out its own timeout, and the retry asks the device first
+    (a frozen one fails it, a thawed one's follower only ever renames a ``.part`` that hashed right)."""
     follower.cancel()
     kill = getattr(store.t, "kill_remote", None)
     pid = getattr(follower, "pid", None)
-    if kill is not None and pid:
+    if kill is not None and pid and not isinstance(why, DeviceNotAnswering):
         try:
             kill(pid, "KILL")
         except EdgelabError as e:
@@ -143,8 +145,8 @@ def _upload_and_verify(
     follower = store.follow(sha, total)
     try:
         upload(store, local, sha, offset, progress)
-    except BaseException:
-        _stop(store, follower)
+    except BaseException as e:
+        _stop(store, follower, e)
         raise
     uploaded = time.monotonic()
     try:
@@ -244,7 +246,18 @@ def push_blob(
         except HashMismatch:
             raise
         except TransportError as e:
-            if attempt == attempts:
+            # a device that is frozen stays frozen: a fresh connection that gets no answer either
+            # ends the push, and the error says how long it took in all, not one wait's bound
+            gave_up = attempt == attempts or (attempt > 1 and isinstance(e, DeviceNotAnswering))
+            if gave_up and attempt > 1:
+                first = notes[0].split(": ", 1)[1] if notes else str(e)
+                first = first if len(first) <= 200 else first[:120] + " ... " + first[-60:]
+                raise type(e)(
+                    f"the push of {sha[:12]} stopped after {time.monotonic() - start:.0f} s in all "
+                    f"({attempt} tries; the first: {first}); the last: {e}",
+                    remedy=getattr(e, "remedy", None),
+                ) from e
+            if gave_up:
                 raise
             notes.append(f"attempt {attempt} cut: {e}")
             log.info("%s: push of %s cut (%s); retrying", store.t_name, sha[:12], e)

@@ -16,11 +16,12 @@ from typing import cast
 
 import paramiko
 
-from edgelab.errors import TransportError
+from edgelab.errors import DeviceNotAnswering, TransportError
 from edgelab.transport.base import Progress
 from edgelab.transport.ssh.connect import MAX_PACKET, WINDOW_SIZE
 
 COPY_CHUNK = 1 << 20
+IO_IDLE_S = 60.0  # an upload that sees no answer for this long has stalled (as adb's _IO_IDLE_S)
 SFTP_READ = paramiko.SFTPFile.MAX_REQUEST_SIZE  # what one prefetched SFTP read request returns
 IN_FLIGHT = 128  # unanswered WRITEs (x ~32 KiB: beyond OpenSSH's 2 MiB channel window)
 WRITE_HEADER = 4 + 1 + 4 + 4 + 8 + 4  # length, type, request id, handle length, offset, data length
@@ -130,6 +131,10 @@ def put_from(
         raise TransportError(f"{name}: cannot resume {remote} at {offset}: {local} has only {total} bytes")
     target = remote_path(sftp, remote)
     done = offset
+    chan = sftp.get_channel()
+    idle = chan.gettimeout() if chan is not None else None
+    if chan is not None:
+        chan.settimeout(IO_IDLE_S)  # a frozen device: a stalled upload, not one that waits forever
     try:
         if offset == 0:
             makedirs(sftp, posixpath.dirname(target), name=name)
@@ -149,9 +154,17 @@ def put_from(
                 _pipelined_writes(
                     sftp, _raw_handle(fout), fin, offset, total, write_request_size(sftp, fout), local, seen
                 )
+            except TimeoutError:
+                # the device stopped answering: no CLOSE that would wait as long again; the
+                # session is given up (the transport opens a new one for the next try)
+                fout._closed = True  # type: ignore[attr-defined]  # BufferedFile's flag, not in the stubs
+                if chan is not None:
+                    chan.close()
+                raise
             finally:
                 try:
-                    fout.close()  # waits for every pipelined write's status
+                    if not fout._closed:  # type: ignore[attr-defined]
+                        fout.close()  # waits for every pipelined write's status
                 except (OSError, EOFError, paramiko.SSHException):
                     # connection gone: nothing left to close, not even in __del__
                     fout._closed = True  # type: ignore[attr-defined]  # BufferedFile's flag, not in the stubs
@@ -160,10 +173,22 @@ def put_from(
         raise TransportError(
             f"{name}: cannot resume {remote}: it is not on the device", remedy="upload from offset 0"
         ) from e
+    except TimeoutError as e:
+        raise DeviceNotAnswering(
+            f"{name}: did not answer within {IO_IDLE_S:g}s during the upload of {local} (cut at {done}): "
+            "frozen or hung",
+            remedy="check the device; the next push resumes from what arrived",
+        ) from e
     except (OSError, EOFError, paramiko.SSHException) as e:
         if isinstance(e, TransportError):
             raise
         raise TransportError(f"{name}: upload of {local} to {remote} cut at {done}: {e}") from e
+    finally:
+        if chan is not None:
+            try:
+                chan.settimeout(idle)
+            except (OSError, EOFError):
+                pass
     if progress and done == total == offset:
         progress(done, total)
 

@@ -297,7 +297,12 @@ class SSHTransport(Transport):
         """This transport's SFTP session (opened on first use, reopened after a reconnect)."""
         with self._lock:
             client = self._client
-            if self._sftp is not None and self._sftp_for is client and client.is_active():
+            if (
+                self._sftp is not None
+                and self._sftp_for is client
+                and client.is_active()
+                and not self._sftp.sock.closed  # a stalled upload gave its channel up
+            ):
                 return self._sftp
         for attempt in (0, 1):
             try:
