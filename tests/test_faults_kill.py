@@ -428,3 +428,56 @@ def test_play_second_ctrl_c_records_the_cleanup_left_and_the_next_command_finish
     assert "error:interrupted" in cases.values(), cases
     assert consistency(engine, env, None, allow_running=False) == []  # the next command (ps) finished it
     assert orphans(run.id) == []
+
+
+BENCH_PLAYBOOK = """
+name: twice
+devices: [s25]
+steps:
+  - name: measure
+    bench: {workload: tts, warmup: 0, requests: 3, frames: 24, frames_per_s: 0}
+    timeout: 180
+"""
+
+
+def test_play_second_ctrl_c_during_a_bench_names_the_open_bench_and_the_next_command_ends_it(
+    deploy_lab, ssh_lab, tmp_path
+):
+    """Twice Ctrl-C while a bench measures: the bench run and its memory are still open when the
+    play exits, so the play says so (it said 'nothing recorded'), and the next ``ps`` ends them."""
+    url, engine, _opts = deploy_lab
+    env = cli_env(url, ssh_lab)
+    book = tmp_path / "twice.yaml"
+    book.write_text(BENCH_PLAYBOOK)
+    trial = Trial(
+        tmp_path, env, "edgelab.metrics.ingest:Ingestor.feed|RequestEnd", ["play", str(book)]
+    )  # held in the bench's worker thread until the release file appears, which it never does
+    before = _run_ids(engine)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HARNESS, *trial.args],
+        env=trial.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    seen = []
+    try:
+        for line in proc.stderr:
+            seen.append(line)
+            if line.startswith("HELD "):  # measuring: the first Ctrl-C
+                proc.send_signal(signal.SIGINT)
+            if line.startswith("stopping:"):  # the bench is still held: the second one
+                proc.send_signal(signal.SIGINT)
+                break
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    err = "".join(seen) + err
+    bench = _newest(engine, "bench", before)
+    assert proc.returncode == 130 and "Traceback" not in err, err[-1500:]
+    assert bench is not None and f"bench run {bench.id}" in err and "nothing recorded" not in err, err[-1500:]
+    assert consistency(engine, env, None, allow_running=False) == []  # ps ended the bench, memory released
+    assert orphans(bench.id) == []

@@ -109,3 +109,27 @@ def test_a_metric_the_run_lacks_fails_as_unknown():
 def test_gates_reject_anything_but_metric_op_number(expr):
     with pytest.raises(ConfigError):
         parse_gate(expr)
+
+
+def test_numbers_out_of_range_are_refused_before_any_step_runs_variables_too(tmp_path):
+    """``requests: -3`` was valid to --dry-run and failed only when the step ran; through a
+    variable (``${n}`` with n: -3, or --var n=-3) it is refused as early."""
+    from edgelab.errors import PlaybookError
+    from edgelab.playbook.schema import check_values
+
+    with pytest.raises(PlaybookError) as err:
+        loads_playbook(
+            "name: x\ndevices: [all]\nsteps:\n  - bench: {workload: tts, requests: -3, warmup: -1}\n",
+            "x.yaml",
+        )
+    assert "x.yaml:4: requests must be >= 1, got -3" in str(err.value)
+    pb = loads_playbook(
+        "name: x\ndevices: [all]\nvars: {n: 2}\nsteps:\n  - bench: {workload: tts, requests: '${n}'}\n",
+        "x.yaml",
+    )
+    check_values(pb)  # n = 2: fine
+    check_values(pb, {"n": 5})
+    for bad in ({"n": -3}, {"n": "-3"}, {"n": 0}):
+        with pytest.raises(PlaybookError) as err:
+            check_values(pb, bad)
+        assert "x.yaml:5" in str(err.value) and "requests must be >= 1" in str(err.value)

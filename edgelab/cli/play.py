@@ -41,11 +41,13 @@ def play(
 ) -> None:
     """Run a playbook over its devices in parallel; per-step output, JUnit for CI."""
     from edgelab.playbook import load_playbook, parse_var_overrides, plan_jobs, run_playbook, to_junit
+    from edgelab.playbook.schema import check_values
     from edgelab.store.db import get_engine
 
     try:
         pb = load_playbook(file)
         overrides = parse_var_overrides(list(var or []))
+        check_values(pb, overrides)  # numbers that come from variables, checked before any step
         engine = get_engine(state.db)
         limits = limit.split(",") if limit else None
         jobs = plan_jobs(engine, pb, limits)
@@ -64,7 +66,12 @@ def play(
         ]
         if json_out:
             print_json(
-                {"playbook": pb.name, "file": str(file), "jobs": rows, "variables": {**pb.vars, **overrides}}
+                {
+                    "playbook": pb.name,
+                    "file": str(file),
+                    "jobs": rows,
+                    "variables": _masked({**pb.vars, **overrides}),
+                }
             )
         else:
             console.print(f"[bold]{escape(pb.name)}[/]: {len(jobs)} job(s), valid", highlight=False)
@@ -172,3 +179,10 @@ def _invalid(err: EdgelabError) -> None:
 
 def register(app: typer.Typer) -> None:
     app.command("play")(play)
+
+
+def _masked(variables: dict) -> dict:
+    """Variables as printed: a URL's password masked (a variable may hold an endpoint)."""
+    from edgelab.credentials import mask_text
+
+    return {k: mask_text(v) if isinstance(v, str) else v for k, v in variables.items()}

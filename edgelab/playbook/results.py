@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from edgelab.credentials import mask_text
+
 CATEGORIES = ("infra", "device", "test")
 
 
@@ -113,7 +115,7 @@ class PlayResult:
             "file": self.file,
             "ok": self.ok,
             "edgelab_version": self.edgelab_version,
-            "variables": self.variables,
+            "variables": {k: mask_text(v) if isinstance(v, str) else v for k, v in self.variables.items()},
             "failures": self.failures(),
             "duration_s": round(self.duration_s, 3),
             "interrupted": self.interrupted,

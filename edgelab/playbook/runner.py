@@ -284,7 +284,34 @@ def _leave_for_later(engine: Engine, contexts: list[JobContext]) -> list[str]:
                 continue
             if isinstance(dep, Deployment) and dep.to_stop:
                 left.append(f"run {dep.run_id} on {dep.device_name} (`edgelab stop {dep.run_id}`)")
-    return left
+    return left + _benches_in_flight(engine)
+
+
+def _benches_in_flight(engine: Engine) -> list[str]:
+    """This process's bench runs still open (their workload and memory reservation): once it has
+    exited, the next command that looks (``edgelab ps``) stops them and releases the memory."""
+    import os
+
+    from sqlmodel import col, select
+
+    from edgelab.store.db import session_scope
+    from edgelab.store.runs import Run
+
+    try:
+        with session_scope(engine, write=False) as s:
+            runs = s.exec(
+                select(Run).where(
+                    Run.kind == "bench",
+                    col(Run.state).in_(("pending", "running")),
+                    Run.owner_pid == os.getpid(),
+                )
+            ).all()
+            return [
+                f"bench run {r.id} on {r.device_name} (its workload and memory: `edgelab ps` ends them)"
+                for r in runs
+            ]
+    except Exception:  # noqa: BLE001 - saying what is left must not fail the exit
+        return []
 
 
 def _run_step(ctx: JobContext, step: Step) -> StepResult:

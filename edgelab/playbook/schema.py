@@ -48,14 +48,14 @@ OPTION_SPECS: dict[str, dict[str, Field]] = {
         "pipeline": Field(str),
         "runtime": Field(str),
         "strategy": Field(str),
-        "requests": Field((int, str)),
-        "warmup": Field((int, str)),
+        "requests": Field((int, str), minimum=1),
+        "warmup": Field((int, str), minimum=0),
         "band": Field(str),
-        "frames": Field((int, str)),
-        "frames_per_s": Field((float, str)),
-        "control_hz": Field((float, str)),
-        "slow_every": Field((int, str)),
-        "slow_ms": Field((float, str)),
+        "frames": Field((int, str), minimum=1),
+        "frames_per_s": Field((float, str), minimum=0),
+        "control_hz": Field((float, str), minimum=0.001),
+        "slow_every": Field((int, str), minimum=0),
+        "slow_ms": Field((float, str), minimum=0),
         "endpoint": Field(str),  # a server edgelab did not launch (ws://, http://): measured, not launched
         "endpoint_options": Field(dict),
     },
@@ -265,6 +265,45 @@ def substitute(value: Any, variables: dict[str, Any]) -> Any:
     if isinstance(value, dict):
         return {k: substitute(v, variables) for k, v in value.items()}
     return value
+
+
+def check_values(pb: Playbook, overrides: dict[str, Any] | None = None) -> None:
+    """Every step's options with the variables put in (the file's ``vars:``, then ``--var``) checked
+    against their spec again: ``requests: ${n}`` with ``n: -3`` is refused here, by ``--dry-run``
+    too, not when the step runs. Raises PlaybookError naming each file:line."""
+    variables = {**pb.vars, **(overrides or {})}
+    errors: list[str] = []
+    for step in [*pb.steps, *pb.cleanup]:
+        opts = substitute(step.options, variables)
+        if opts == step.options or not isinstance(opts, dict):
+            continue  # no variable in them: checked when the file was read
+        numbers = {k: _number(v) for k, v in opts.items() if k in OPTION_SPECS.get(step.kind, {})}
+        check(
+            {k: v for k, v in numbers.items() if v is not None},
+            {k: f for k, f in OPTION_SPECS[step.kind].items() if k in numbers and numbers[k] is not None},
+            f"{step.kind} options (variables put in)",
+            step.where,
+            errors,
+        )
+    if errors:
+        raise PlaybookError("\n".join(errors), remedy="fix the value (or the variable, or --var)")
+
+
+def _number(value: Any) -> Any:
+    """A number from a substituted option (``"-3"`` is -3); None when it is no number."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            try:
+                return float(value)
+            except ValueError:
+                return None
+    return None
 
 
 def parse_var_overrides(pairs: list[str]) -> dict[str, Any]:
