@@ -108,3 +108,26 @@ def test_resolution_agrees_with_openssh(config):
         assert got["user"] == host.user
         assert int(got["port"]) == (host.port or 22)
         assert got.get("proxyjump") == host.proxyjump
+
+
+def test_include_is_read_and_an_include_that_names_nothing_is_said(tmp_path, engine):
+    """``Include`` was ignored without a word: the included hosts now come in (as OpenSSH reads
+    the file), and an Include that matches no file is a note, not silence."""
+    conf_d = tmp_path / "conf.d"
+    conf_d.mkdir()
+    (conf_d / "lab.conf").write_text("Host included-board\n  HostName 10.0.0.77\n  User nvidia\n")
+    config = tmp_path / "config"
+    config.write_text(
+        f"Include {conf_d}/*.conf\nInclude {tmp_path}/nothing-here/*\nHost top\n  HostName 10.0.0.1\n"
+    )
+    notes: list[str] = []
+    hosts = {h.alias: h for h in read_ssh_config(config, notes=notes)}
+    assert hosts["included-board"].hostname == "10.0.0.77" and hosts["included-board"].user == "nvidia"
+    assert "top" in hosts
+    assert any("names no file" in n and f"{config}:2" in n for n in notes), notes
+    assert any("lab.conf (Include)" in n for n in notes), notes
+    with session_scope(engine) as s:
+        report = import_ssh_config(s, config)
+    assert "included-board" in [d.name for d in report.added] and any(
+        "names no file" in n for n in report.notes
+    )

@@ -12,7 +12,7 @@ from edgelab.errors import ConfigError, EdgelabError
 from edgelab.inventory.address import parse_adb_serial, parse_adb_server, parse_jump, parse_ssh_address
 from edgelab.store.devices import add_device, normalize_name, record_state
 from edgelab.store.models import Device
-from edgelab.transport.ssh_config import ConfigText
+from edgelab.transport.ssh_config import ConfigText, expand_includes
 
 _WILDCARDS = set("*?!")
 ADB_STATES = {"device": "online", "offline": "offline", "unauthorized": "unauthorized"}
@@ -89,6 +89,8 @@ def read_ssh_config(
     except UnicodeDecodeError as err:
         line = data[: err.start].count(b"\n") + 1
         raise ConfigError(f"{path}:{line}: not UTF-8 text", remedy="save the file as UTF-8") from None
+    if any(ln.strip().lower().startswith("include") for ln in text.splitlines()):
+        text = expand_includes(Path(path), notes)  # as OpenSSH reads it: the included hosts too
     text, skipped = strip_match_blocks(text, path)
     if notes is not None:
         notes.extend(skipped)

@@ -70,7 +70,13 @@ def config_files(explicit: str | os.PathLike | None = None) -> list[Path]:
     return [f for f in files if f.is_file()]
 
 
-def _read_with_includes(path: Path, depth: int = 0) -> list[str]:
+def expand_includes(path: Path, notes: list[str] | None = None) -> str:
+    """An ssh config's text with its ``Include`` files in place (``notes``: an Include that names no
+    file, said rather than silently skipped)."""
+    return "\n".join(_read_with_includes(Path(path), notes=notes)) + "\n"
+
+
+def _read_with_includes(path: Path, depth: int = 0, notes: list[str] | None = None) -> list[str]:
     """The file's lines with every ``Include`` replaced by the files it names (paramiko has no Include).
 
     Relative names are taken from ``~/.ssh`` as OpenSSH does for user configs; globs are sorted.
@@ -82,16 +88,20 @@ def _read_with_includes(path: Path, depth: int = 0) -> list[str]:
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot read ssh config {path}: {e}", remedy="fix or remove that file") from e
     out: list[str] = []
-    for line in text.splitlines():
+    for n, line in enumerate(text.splitlines(), 1):
         words = line.strip().replace("=", " ", 1).split()
         if words and words[0].lower() == "include":
             for pattern in shlex.split(" ".join(words[1:])):
                 pattern = os.path.expanduser(pattern)
                 if not os.path.isabs(pattern):
                     pattern = str(Path("~/.ssh").expanduser() / pattern)
-                for inc in sorted(glob.glob(pattern)):
-                    if Path(inc).is_file():
-                        out.extend(_read_with_includes(Path(inc), depth + 1))
+                found = [inc for inc in sorted(glob.glob(pattern)) if Path(inc).is_file()]
+                if not found and notes is not None:
+                    notes.append(f"{path}:{n}: Include {pattern} names no file; nothing read from it")
+                for inc in found:
+                    if notes is not None:
+                        notes.append(f"{path}:{n}: read the hosts of {inc} (Include)")
+                    out.extend(_read_with_includes(Path(inc), depth + 1, notes))
             continue
         out.append(line)
     return out
