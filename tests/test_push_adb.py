@@ -131,3 +131,16 @@ def test_corrupted_file_detected_and_replaced(store, tmp_path):
     res = push_blob(store, blob, stamps=Stamps())
     assert res.status == "replaced"
     assert _pulled_sha(store.t, res.remote_path, tmp_path) == blob.sha256
+
+
+def test_a_stale_full_size_part_beside_the_verified_blob_is_removed(store, tmp_path):
+    """An interrupted deploy left ``.part`` at full size beside the blob a later push verified:
+    nothing will ever resume it, so the next push that finds the blob verified removes it."""
+    blob = _blob(tmp_path, 250_000)
+    first = push_blob(store, blob)
+    store.t.run(["cp", first.remote_path, store.part(blob.sha256)])  # what the cut deploy left
+    assert {e.name for e in store.list()} == {blob.sha256, blob.sha256 + ".part"}
+    again = push_blob(store, blob)
+    assert again.status == "verified" and again.sent == 0
+    assert any("stale .part" in n for n in again.notes), again.notes
+    assert {e.name for e in store.list()} == {blob.sha256}

@@ -115,6 +115,14 @@ def _stop(store: DeviceStore, follower, why: BaseException | None = None) -> Non
             log.info("%s: could not kill follower %s: %s", store.t_name, pid, e)
 
 
+def _drop_stale_part(store: DeviceStore, sha: str, part: tuple[int, str] | None, notes: list[str]) -> None:
+    """The blob is in the store, verified: a ``.part`` beside it (an upload a Ctrl-C or a killed
+    deploy cut after its last byte) will never be resumed, so it goes instead of taking the space."""
+    if part is not None:
+        store.remove([store.part(sha)])
+        notes.append(f"removed a stale .part of {part[0]} bytes beside the verified blob")
+
+
 def _upload_and_verify(
     store: DeviceStore,
     local: Path,
@@ -190,9 +198,13 @@ def push_blob(
             if attempt == 1 and have is not None:
                 size, stamp = have
                 if size == total and not verify and stamps.get(sha) == (size, stamp):
-                    return BlobResult(sha, total, "present", target, seconds=time.monotonic() - start)
+                    _drop_stale_part(store, sha, part, notes)
+                    return BlobResult(
+                        sha, total, "present", target, seconds=time.monotonic() - start, notes=notes
+                    )
                 if size == total and store.sha256(target, size) == sha:
                     stamps.put(sha, size, stamp)
+                    _drop_stale_part(store, sha, part, notes)
                     return BlobResult(
                         sha,
                         total,
@@ -200,6 +212,7 @@ def push_blob(
                         target,
                         seconds=time.monotonic() - start,
                         hasher=store.hasher_name,
+                        notes=notes,
                     )
                 notes.append(f"store copy was corrupt (size {size}, expected {total}); replaced")
                 stamps.drop(sha)
