@@ -161,3 +161,20 @@ def test_a_url_with_a_malformed_password_is_refused_without_showing_it():
     with pytest.raises(ConfigError) as err:
         split_url("ws://u:p/ss@h:1")
     assert "p/ss" not in str(err.value) and "u:***@" in str(err.value)
+
+
+def test_the_tuis_tables_and_log_show_control_characters_escaped():
+    """The TUI renders the same database words: its fleet cells, info panels and the remote log
+    get the one sanitizer too (the log keeps lines, drops a program's colour)."""
+    from datetime import UTC, datetime
+
+    from rich.text import Text
+
+    from edgelab.tui.widgets.fleet_table import FleetTable
+    from edgelab.views.fleet import FleetRow
+
+    row = FleetRow("old", "jetson\x1b[2J", "ssh", "10.0.0.1", "online", False, None, None, None)
+    cells = FleetTable(clock=lambda: datetime.now(UTC)).cells(row, datetime.now(UTC))
+    shown = " ".join(c.plain if isinstance(c, Text) else str(c) for c in cells)
+    assert "\x1b" not in shown and "jetson\\x1b[2J" in shown
+    assert printable("\x1b[31mERROR\x1b[0m at \x1b]0;t\x07", multiline=True) == "ERROR at \\x1b]0;t\\x07"

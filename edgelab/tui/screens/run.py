@@ -16,6 +16,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
 from edgelab.errors import EdgelabError
+from edgelab.safetext import printable
 from edgelab.tui.messages import ActionDone, RunLoaded
 from edgelab.tui.widgets.log_tail import LogTail
 from edgelab.tui.widgets.metric_tile import MetricTile
@@ -127,7 +128,10 @@ class RunScreen(Screen):
         r = v.run
         title = Text(f"run {r['id']}", style="bold")
         title.append(
-            f"  {r['pipeline'] or '?'} on {r['device'] or '?'}  {r.get('strategy_label') or r['strategy'] or ''} {r['runtime'] or ''}"
+            printable(
+                f"  {r['pipeline'] or '?'} on {r['device'] or '?'}  "
+                f"{r.get('strategy_label') or r['strategy'] or ''} {r['runtime'] or ''}"
+            )
         )
         title.append(f"  [{r['state']}]", style="green" if r["state"] == "running" else "yellow")
         if r["virtual"]:

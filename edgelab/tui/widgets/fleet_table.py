@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from edgelab.inventory.view import ago
+from edgelab.safetext import printable
 from edgelab.views.fleet import FleetRow
 
 COLUMNS = ("name", "class", "transport", "state", "virtual", "last probe", "temp", "held by")
@@ -27,7 +28,7 @@ STATE_STYLE = {
 
 
 def state_text(state: str) -> Text:
-    return Text(state, style=STATE_STYLE.get(state, ""))
+    return Text(printable(state), style=STATE_STYLE.get(state, ""))
 
 
 class FleetTable(DataTable):
@@ -50,15 +51,15 @@ class FleetTable(DataTable):
         temp = Text("-", style="dim") if r.temperature_c is None else Text(f"{r.temperature_c:.0f} C")
         if r.temperature_c is not None and r.temperature_c >= 80:
             temp.stylize("bold red")
-        return (
-            r.name,
-            r.device_class or Text("?", style="dim"),
-            r.transport,
+        return (  # words from the database: as plain text, control characters escaped (safetext)
+            Text(printable(r.name)),
+            Text(printable(r.device_class)) if r.device_class else Text("?", style="dim"),
+            Text(printable(r.transport)),
             state_text(r.state),
             Text("VIRTUAL", style="bold yellow") if r.virtual else "",
             probe,
             temp,
-            Text(r.held, style="magenta"),
+            Text(printable(r.held), style="magenta"),
         )
 
     def show(self, rows: list[FleetRow]) -> None:

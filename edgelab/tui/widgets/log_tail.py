@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from textual.widgets import Log
 
+from edgelab.safetext import printable
+
 
 class LogTail(Log):
     def __init__(self, **kwargs):
@@ -11,5 +13,6 @@ class LogTail(Log):
         self.border_title = "remote log (following)"
 
     def follow(self, lines: list[str]) -> None:
+        """A device's lines: its colour dropped, any other control sequence shown escaped."""
         if lines:
-            self.write_lines(lines)
+            self.write_lines([printable(line, multiline=True) for line in lines])
