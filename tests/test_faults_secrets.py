@@ -133,6 +133,15 @@ def test_no_planted_secret_leaves_the_operator(
     )
     assert f"{USER}:***@127.0.0.1:9" in res.stderr, res.stderr
     cli("bench", "spark-x2.5", "--endpoint", f"http://{USER}:{SECRET}@127.0.0.1:9", expect=1)
+    debug = subprocess.run(  # --debug: the traceback itself, masked
+        [*CLI, "--debug", "bench", "qwen3-tts", "--endpoint", f"ws://{USER}:{SECRET}@127.0.0.1:9"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    outputs.append(("--debug bench", debug.stdout + debug.stderr))
+    assert "Traceback" in debug.stderr and f"{USER}:***@" in debug.stderr
     cli("bench", "qwen3-tts", "--endpoint", f"ws://{USER}:{SECRET}@[::1", expect=2)  # not a URL
     cli("--db", f"postgresql+psycopg://{USER}:{SECRET}@127.0.0.1:9/lab", "ps", expect=None)
     # 3. deploy S4 on an ADB and an SSH device: the device stage connects with the secret

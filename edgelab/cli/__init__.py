@@ -155,6 +155,19 @@ def sqlite_file(db: str) -> str | None:
 
 
 def main() -> None:
+    import sys
+
     from edgelab.cli.root import lazy_root
 
+    sys.excepthook = _masked_traceback  # --debug shows tracebacks: never with a password in them
     lazy_root(app)()
+
+
+def _masked_traceback(kind, value, tb) -> None:
+    """A traceback as Python prints it, passed through the log mask (URL credentials, tokens)."""
+    import sys
+    import traceback
+
+    from edgelab.logs import redact
+
+    sys.stderr.write(redact("".join(traceback.format_exception(kind, value, tb))))
