@@ -169,6 +169,10 @@ def deploy(
         fail("interrupted: what was started is stopped and its memory released", code=130)
     if follow:
         _start_follower(engine, dep.run_id)
+    else:
+        from edgelab.deploy import supervise
+
+        supervise.unsupervised(engine, dep.run_id)  # ps and deploy leave it unfollowed; watch follows
     if json_out:
         print_json(_dep_dict(dep))
         return
@@ -249,7 +253,7 @@ def _revive_followers(engine, deps) -> None:
     for d in deps:
         try:
             was = supervise.status(engine, d.run_id)
-            pid = supervise.ensure(engine, d.run_id)
+            pid = supervise.ensure(engine, d.run_id, asked=False)
         except (OSError, EdgelabError) as err:
             err_console.print(f"[yellow]{d.run_id}: no follower could be started: {escape(str(err))}[/]")
             continue

@@ -91,10 +91,14 @@ def ensure(
     *,
     spawn: Callable[[str, dict[str, str]], int] = spawn_detached,
     lease_s: float = LEASE_S,
+    asked: bool = True,
 ) -> int | None:
     """A detached follower for ``run_id`` unless a live one follows it; returns the new pid (None:
-    not needed: followed, ended, not a running deployment)."""
-    rid, _f = _lease(engine, run_id)
+    not needed: followed, ended, not a running deployment). ``asked`` False (a supervising look,
+    not the operator asking for this run): a run deployed ``--no-follow`` is left unfollowed."""
+    rid, f = _lease(engine, run_id)
+    if not asked and f.get("supervised") is False:
+        return None
     with session_scope(engine, write=False) as s:
         dep = s.exec(select(Deployment).where(Deployment.run_id == rid)).first()
     if dep is None or dep.state not in ACTIVE_STATES or dep.state == "pending":
@@ -104,6 +108,14 @@ def ensure(
     pid = spawn(rid, _db_env(engine))
     _note_spawned(engine, rid, pid)
     return pid
+
+
+def unsupervised(engine: Engine, run_id: str) -> None:
+    """The operator deployed without a follower (``--no-follow``): supervision leaves it so."""
+    with session_scope(engine) as s:
+        run = get_run(s, run_id)
+        run.meta = {**run.meta, "follower": {**(run.meta.get("follower") or {}), "supervised": False}}
+        s.add(run)
 
 
 def _note_spawned(engine: Engine, run_id: str, pid: int) -> None:
@@ -136,7 +148,7 @@ def supervise(
     started = []
     for run_id in runs:
         try:
-            if ensure(engine, run_id, spawn=spawn) is not None:
+            if ensure(engine, run_id, spawn=spawn, asked=False) is not None:
                 started.append(run_id)
         except OSError:
             continue  # no process could be started here: the next look tries again
@@ -156,13 +168,15 @@ def drain(
     missing one is replaced here, in this process, by a follower that resumes from the stored
     offset, reads to the end and closes the run. Returns the final summary (None when another
     live follower still holds the run after ``wait_s``)."""
-    rid, _f = _lease(engine, run_id)
+    rid, f = _lease(engine, run_id)
+    if f.get("supervised") is False and not f.get("owner"):
+        return None  # deployed --no-follow and never watched: nothing of it is ingested
     end = time.monotonic() + wait_s
     while True:
         st = status(engine, rid)
         if st.state == "done":
-            _rid, f = _lease(engine, rid)
-            return {"done": True, "offset": f.get("offset")}
+            _rid, done = _lease(engine, rid)
+            return {"done": True, "offset": done.get("offset")}
         if st.state in ("none", "gone"):
             break
         if time.monotonic() >= end:
