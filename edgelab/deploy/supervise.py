@@ -176,6 +176,7 @@ def drain(
         st = status(engine, rid)
         if st.state == "done":
             _rid, done = _lease(engine, rid)
+            _wait_gone(done, max(0.0, end - time.monotonic()) + 5.0)
             return {"done": True, "offset": done.get("offset")}
         if st.state in ("none", "gone"):
             break
@@ -188,6 +189,16 @@ def drain(
     if not reader.acquire():
         return None
     return reader.run()
+
+
+def _wait_gone(lease: dict[str, Any], timeout: float) -> None:
+    """The follower that read the end exits right after: waited for (on this host), so a stop leaves
+    no process of the run behind when it returns."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and not owner.gone(lease.get("pid"), lease.get("host"), lease.get("start")):
+        if lease.get("host") != socket.gethostname()[:255]:
+            return  # another host's: not ours to wait for
+        time.sleep(0.1)
 
 
 def stop(

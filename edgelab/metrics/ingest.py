@@ -117,12 +117,15 @@ class Ingestor:
         self._offered.append(e)
 
     def _drain_offered(self) -> None:
+        """Buffer what other threads offered; never a flush from here: a caller (a follower) may have
+        counted the event it feeds next as stored already, and a flush now would record that count
+        without the event (lost, if the process died before the next flush)."""
         if self._draining:
             return
         self._draining = True
         try:
             while self._offered:
-                self._feed(self._offered.popleft())
+                self._feed(self._offered.popleft(), may_flush=False)
         finally:
             self._draining = False
 
@@ -130,7 +133,7 @@ class Ingestor:
         self._drain_offered()
         self._feed(e)
 
-    def _feed(self, e: ev.Event) -> None:
+    def _feed(self, e: ev.Event, *, may_flush: bool = True) -> None:
         rid = self.run_id
         req = getattr(e, "request", None)
         if req and req not in self.agg.requests and type(e) is not ev.RequestStart:
@@ -297,7 +300,7 @@ class Ingestor:
         elif k is ev.RunEnd:
             self._run_update.update(state=e.state, finished_at=utcnow(), error=e.error)
         self._pending += 1
-        if self._pending >= self.batch or time.monotonic() - self._last_flush >= self.flush_s:
+        if may_flush and (self._pending >= self.batch or time.monotonic() - self._last_flush >= self.flush_s):
             self.flush()
 
     def feed_all(self, events: Iterable[ev.Event]) -> None:
