@@ -94,17 +94,13 @@ def _kill(pids) -> None:
             pass
 
 
-def _sshd_pids(sim: Path) -> list[int]:
-    """The lab's sshd: the listener and each session's privilege-separated processes."""
-    conf = str(sim / "ssh").encode()
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            cmd = _read(f"/proc/{entry}/cmdline")
-            if cmd.startswith(b"sshd") or b"/sshd" in cmd.split(b"\0")[0]:
-                if conf in cmd or conf in _read(f"/proc/{entry}/environ") or b"sshd:" in cmd:
-                    out.append(int(entry))
-    return out
+def _sshd_pids(status: dict) -> list[int]:
+    """This lab's sshd (its listener, by the pid ``sim up`` reported) and its sessions (the
+    listener's descendants): never another lab's, whose processes look the same."""
+    from edgelab.sim.sshd import _descendants
+
+    pid = status["ssh"]["pid"]
+    return [pid, *_descendants(pid)]
 
 
 def test_killed_devices_leave_no_sampler_and_sim_down_leaves_nothing(tmp_path, fault_figures):
@@ -139,7 +135,7 @@ def test_killed_devices_leave_no_sampler_and_sim_down_leaves_nothing(tmp_path, f
         assert _wait(lambda: len(samplers(sim)) >= 2, 60), samplers(sim)
         before = lab_processes(sim)
         emulator = status["adb"]["emulator_pid"]
-        _kill([emulator, *_sshd_pids(sim)])
+        _kill([emulator, *_sshd_pids(status)])
         # the killed devices' samplers see their reader gone and end (SIGPIPE / parent gone)
         if not _wait(lambda: not samplers(sim), 30):
             failures.append(f"samplers outlived their devices: {samplers(sim)}")
@@ -168,7 +164,8 @@ def test_killed_devices_leave_no_sampler_and_sim_down_leaves_nothing(tmp_path, f
         res = edgelab(env, "deploy", "qwen3-tts", "--device", "orin-agx", "--json")
         assert res.returncode == 0, res.stderr
         last = runs["orin-agx again"] = json.loads(res.stdout)["run"]
-        _kill([json.loads(up.stdout)["adb"]["emulator_pid"], *_sshd_pids(sim)])
+        status = json.loads(up.stdout)
+        _kill([status["adb"]["emulator_pid"], *_sshd_pids(status)])
         down = edgelab(env, "sim", "down")
         if down.returncode != 0:
             failures.append(f"sim down (killed devices): {down.stderr[-400:]}")

@@ -31,7 +31,7 @@ from typing import NamedTuple
 from edgelab.errors import ConfigError, TransportError
 from edgelab.sim.persona_exec import ssh_force_command
 from edgelab.sim.personas import Persona, list_personas, load_persona
-from edgelab.sim.sweep import sweep
+from edgelab.sim.sweep import signal_all, sweep, wait_gone
 
 SSHD = "/usr/sbin/sshd"
 SSH_KEYGEN = "ssh-keygen"
@@ -244,23 +244,6 @@ def persona_processes(state_dir: Path) -> list[int]:
         if any(var.startswith(marker) for var in env.split(b"\0")):
             found.append(int(entry))
     return found
-
-
-def _kill_all(pids: list[int], sig: int) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def _wait_gone(pids: list[int], timeout: float) -> list[int]:
-    end = time.monotonic() + timeout
-    left = [p for p in pids if _alive(p)]
-    while left and time.monotonic() < end:
-        time.sleep(0.05)
-        left = [p for p in left if _alive(p)]
-    return left
 
 
 # ---------------------------------------------------------------- addresses and ports
@@ -595,13 +578,13 @@ def stop_ssh_lab(state_dir: Path) -> None:
     victims: list[int] = []
     if pid is not None:
         victims = [pid, *_descendants(pid)]
-        _kill_all([pid], signal.SIGTERM)
+        signal_all([pid], signal.SIGTERM)
     victims += persona_processes(state_dir)
-    _kill_all(victims, signal.SIGTERM)
-    left = _wait_gone(victims, 3.0)
+    signal_all(victims, signal.SIGTERM)
+    left = wait_gone(victims, 3.0)
     if left:
-        _kill_all(left, signal.SIGKILL)
-        left = _wait_gone(left, 3.0)
+        signal_all(left, signal.SIGKILL)
+        left = wait_gone(left, 3.0)
     if left:
         raise TransportError(f"lab processes survived stop: {left}", remedy="kill them by pid")
     if _ssh_dir(state_dir).is_dir():

@@ -72,7 +72,8 @@ def lab_processes(root: Path) -> list[int]:
     ]
 
 
-def _signal(pids: list[int], sig: int) -> None:
+def signal_all(pids: list[int], sig: int) -> None:
+    """Send ``sig`` to each pid (one already gone, or not ours, is passed over)."""
     for pid in pids:
         try:
             os.kill(pid, sig)
@@ -80,7 +81,8 @@ def _signal(pids: list[int], sig: int) -> None:
             pass
 
 
-def _wait_gone(pids: list[int], timeout: float) -> list[int]:
+def wait_gone(pids: list[int], timeout: float) -> list[int]:
+    """The pids still alive (not zombies) after waiting up to ``timeout`` for them to end."""
     end = time.monotonic() + timeout
     left = [p for p in pids if _alive(p)]
     while left and time.monotonic() < end:
@@ -98,11 +100,11 @@ def sweep(root: Path, grace_s: float = 3.0) -> list[int]:
         if not pids:
             return found
         found += [p for p in pids if p not in found]
-        _signal(pids, signal.SIGTERM)
-        left = _wait_gone(pids, grace_s)
+        signal_all(pids, signal.SIGTERM)
+        left = wait_gone(pids, grace_s)
         if left:
-            _signal(left, signal.SIGKILL)
-            left = _wait_gone(left, 3.0)
+            signal_all(left, signal.SIGKILL)
+            left = wait_gone(left, 3.0)
     left = lab_processes(root)
     if left:
         raise TransportError(
