@@ -32,6 +32,7 @@ PACK = [
     "edgelab/__init__.py",
     "edgelab/errors.py",
     "edgelab/logs.py",
+    "edgelab/credentials.py",
     "edgelab/metrics/__init__.py",
     "edgelab/metrics/events.py",
     "edgelab/reference",
