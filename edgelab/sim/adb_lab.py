@@ -66,11 +66,14 @@ def _lab_dir(state_dir: Path) -> Path:
     return Path(state_dir) / "adb"
 
 
-def _port_free(port: int) -> bool:
-    """Whether a server could listen on ``port`` now: SO_REUSEADDR as the adb server and the
-    emulator set it, so the connections a stopped lab left in TIME-WAIT do not count."""
+def _port_free(port: int, *, reuse: bool = False) -> bool:
+    """Whether nothing holds ``port``. ``reuse``: whether a server could listen on it now, with
+    SO_REUSEADDR as the adb server sets it, so the connections a stopped lab left in TIME-WAIT do
+    not count (an operator's ``--adb-port`` right after ``sim down``); a port picked for a device
+    stays a strictly free one."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
             return True
@@ -371,7 +374,7 @@ def start_adb_lab(
             }
         )
     sport = server_port or free_port(None, taken)
-    if not _port_free(sport):
+    if not _port_free(sport, reuse=True):
         raise TransportError(f"port {sport} for the adb server is in use", remedy="pick another --adb-port")
     state = {
         "server_port": sport,
