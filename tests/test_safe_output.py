@@ -157,6 +157,23 @@ def test_a_device_process_gets_the_password_by_environment_and_puts_it_back():
     assert from_device_env("ws://h:1", {}) == "ws://h:1"
 
 
+def test_every_runs_provenance_masks_its_endpoint_and_command():
+    """run_provenance is the one builder of a run's provenance (deploy, bench, endpoint, import):
+    whatever a caller passes, a URL's password and a secret query value are stored masked."""
+    from edgelab.metrics.provenance import run_provenance
+
+    prov = run_provenance(
+        None,
+        source="bench:edgelab-bench/1:endpoint",
+        command=["client", "--server", "ws://u:hunter2@h:1/v1?token=T0K"],
+        endpoint={"url": "ws://u:hunter2@h:1/v1?token=T0K", "protocol": "speech-ws"},
+    )
+    blob = json.dumps(prov)
+    assert "hunter2" not in blob and "T0K" not in blob, blob
+    assert prov["endpoint"]["url"] == "ws://u:***@h:1/v1?token=***"
+    assert "u:***@h:1" in prov["command"] and prov["endpoint"]["protocol"] == "speech-ws"
+
+
 def test_a_url_with_a_malformed_password_is_refused_without_showing_it():
     with pytest.raises(ConfigError) as err:
         split_url("ws://u:p/ss@h:1")
