@@ -20,6 +20,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,17 @@ def orphans(*needles: str) -> list[str]:
         for pid, cmd in _cmdlines().items()
         if pid != me and any(n and n in cmd for n in needles) and "pytest" not in cmd
     ]
+
+
+def settled_orphans(*needles: str, within: float = 30.0) -> list[str]:
+    """:func:`orphans` once a device helper whose client was killed had the moment it needs to see
+    its connection gone (it notices on its next write: a push's hasher prints a dot about once a
+    second, slower on a loaded host). What is still there after ``within`` is an orphan; the wait
+    is a hang guard, not a figure."""
+    end = time.monotonic() + within
+    while (left := orphans(*needles)) and time.monotonic() < end:
+        time.sleep(0.2)
+    return left
 
 
 class Trial:
@@ -290,7 +302,7 @@ def test_push_stops_sending_on_sigint_and_leaves_nothing_on_sigkill(
             entries = ls["entries"] if isinstance(ls, dict) else ls
             if sig == signal.SIGINT and any(e.get("name") == sha for e in entries):
                 failures.append(f"{where}: the blob arrived whole: the push kept sending after Ctrl-C")
-            left = orphans(sha)
+            left = settled_orphans(sha)
             orphan_total += len(left)
             again = _cli(env, "push", name, "--device", device, "--json")  # resumes and verifies
             if again.returncode != 0:
