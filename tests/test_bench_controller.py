@@ -57,7 +57,9 @@ def test_bench_on_a_real_runtime_reports_figures_sha_and_observed_placement(
     assert rep["state"] == "finished" and rep["virtual"] is True and rep["runtime"] == runtime
     assert rep["weights"] == "random"
     act = rep["action"]
-    assert act["chunks"] >= 5 and act["latency_ms"]["count"] == act["chunks"]
+    # a tick whose observation is replaced before inference picks it up infers nothing (a loaded host
+    # supersedes some), so the count is checked against the controller's own accounting, not a floor
+    assert act["chunks"] >= 1 and act["latency_ms"]["count"] == act["chunks"]
     assert (
         act["latency_ms"]["p50"] <= act["latency_ms"]["p95"]
         and act["age_ms"]["p50"] >= act["latency_ms"]["p50"]
@@ -96,6 +98,7 @@ def test_bench_on_a_real_runtime_reports_figures_sha_and_observed_placement(
     assert meta["parity"]["ok"] and set(meta["parity"]["runtimes"]) == {"mnn", "onnxruntime"}
     # 10 flow steps per inferred chunk, the warm-up one included (the headline figures leave it out)
     assert meta["controller"]["ticks"] == 7
+    assert rep["requests"]["total"] == 7 - meta["controller"]["superseded_observations"]
     assert meta["controller"]["step_ms"]["count"] == 10 * rep["requests"]["total"]
 
 
