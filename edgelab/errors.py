@@ -65,6 +65,7 @@ program's behaviour inside a simulated device and never reach an edgelab caller.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 MAX_REPORTED = 50  # bad input lines listed one by one (InvalidInput, `runs import`); the rest are counted
@@ -227,19 +228,25 @@ class FrameError(TransportError):
 # ---------------------------------------------------------------- plans, leases, runs
 
 
-class Refusal(EdgelabError):
-    """Raised before anything is pushed or launched; stored with the attempt."""
+class RefusalCode(StrEnum):
+    """Why a plan is refused: the codes DESIGN §5b names, strategy refusals, a build for another
+    machine, an S4 server that does not answer."""
 
-    CODES = (
-        "no_runnable_device",
-        "weight_format_unsupported",
-        "budget_exceeds_device",
-        "no_exported_graph",
-        "device_unreachable",
-        "strategy_refused",
-        "build_target_mismatch",
-        "endpoint_unreachable",
-    )  # the codes DESIGN §5b names, strategy refusals, a build for another machine, an S4 server that does not answer
+    NO_RUNNABLE_DEVICE = "no_runnable_device"
+    WEIGHT_FORMAT_UNSUPPORTED = "weight_format_unsupported"
+    BUDGET_EXCEEDS_DEVICE = "budget_exceeds_device"
+    NO_EXPORTED_GRAPH = "no_exported_graph"
+    DEVICE_UNREACHABLE = "device_unreachable"
+    STRATEGY_REFUSED = "strategy_refused"
+    BUILD_TARGET_MISMATCH = "build_target_mismatch"
+    ENDPOINT_UNREACHABLE = "endpoint_unreachable"
+
+
+class Refusal(EdgelabError):
+    """Raised before anything is pushed or launched; stored with the attempt. Its code is a
+    :class:`RefusalCode` (checked: a stored code is always one a reader knows)."""
+
+    CODES = tuple(c.value for c in RefusalCode)
 
     def __init__(
         self,
@@ -252,8 +259,10 @@ class Refusal(EdgelabError):
         numbers: dict[str, Any] | None = None,
         strategy: str | None = None,
     ):
+        if code not in Refusal.CODES:
+            raise ValueError(f"unknown refusal code {code!r} (one of {', '.join(Refusal.CODES)})")
         super().__init__(f"{code}: {device}: {message}", remedy=remedy)
-        self.code = code
+        self.code = RefusalCode(code)
         self.device = device
         self.detail = message
         self.pool = pool

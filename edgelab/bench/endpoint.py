@@ -36,6 +36,7 @@ from edgelab.errors import ConfigError, TransportError
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
 from edgelab.metrics.provenance import UNKNOWN, run_provenance
+from edgelab.states import RunState
 from edgelab.store.db import session_scope
 from edgelab.store.devices import get_device
 from edgelab.store.runs import create_run, get_run, new_run_id
@@ -209,7 +210,7 @@ def run_endpoint_bench(
         if on_event:
             on_event(e)
 
-    state, error = "finished", None
+    state, error = RunState.FINISHED, None
     try:
         sink(
             ev.RunStart(
@@ -223,16 +224,16 @@ def run_endpoint_bench(
         )
         failed = _drive(proto, opened, req, run_id, sink, cancel, reported)
         if cancel is not None and cancel.is_set():
-            state, error = "stopped", "cancelled by the caller (timeout or stop)"
+            state, error = RunState.STOPPED, "cancelled by the caller (timeout or stop)"
         elif failed:
             error = f"{failed} request(s) failed"
         sink(ev.RunEnd(t=time.time(), state=state, error=error))
         _relabel(engine, run_id, reported)
     except KeyboardInterrupt:
-        ing.close(state="stopped", error="interrupted (SIGINT) during bench")
+        ing.close(state=RunState.STOPPED, error="interrupted (SIGINT) during bench")
         raise
     except BaseException as exc:
-        ing.close(state="failed", error=mask_text(f"{type(exc).__name__}: {exc}")[:2000])
+        ing.close(state=RunState.FAILED, error=mask_text(f"{type(exc).__name__}: {exc}")[:2000])
         raise
     finally:
         _close(opened)

@@ -29,10 +29,11 @@ from edgelab.deploy.options import Options
 from edgelab.deploy.plan import programs
 from edgelab.deploy.planning import DeployRequest
 from edgelab.deploy.strategies.controller import has_controller
-from edgelab.errors import BenchFailed, ConfigError, EdgelabError, Refusal, TransportError
+from edgelab.errors import BenchFailed, ConfigError, EdgelabError, Refusal, RefusalCode, TransportError
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
 from edgelab.metrics.provenance import run_provenance
+from edgelab.states import RunState
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import release_run
 from edgelab.store.devices import get_device
@@ -233,7 +234,7 @@ def _adapter(planned: planning.Planned) -> str:
     proc = p.processes[0]
     if proc.adapter not in ("edgelab-events", "llama-server", "llama-bench", "llama-tts"):
         raise Refusal(
-            "no_exported_graph",
+            RefusalCode.NO_EXPORTED_GRAPH,
             f"{p.pipeline} on {p.runtime} ({proc.template}) has no bench adapter: "
             f"its output is read by {proc.adapter!r}",
             device=p.device,
@@ -419,7 +420,7 @@ def _bench_on_device(
     except TransportError as e:
         _fail(engine, run_id, f"device unreachable: {e}")
         raise Refusal(
-            "device_unreachable",
+            RefusalCode.DEVICE_UNREACHABLE,
             str(e),
             device=req.device,
             remedy=e.remedy or f"run `edgelab device check {req.device}`",
@@ -518,9 +519,9 @@ def _llama_bench(
     try:
         records = parse_bench(res.stdout) if res.ok else []
         if not res.ok:
-            state, error = "failed", f"llama-bench exited {res.exit_code}: {res.stderr.strip()[-300:]}"
+            state, error = RunState.FAILED, f"llama-bench exited {res.exit_code}: {res.stderr.strip()[-300:]}"
     except BenchOutputError as e:
-        records, state, error = [], "failed", str(e)
+        records, state, error = [], RunState.FAILED, str(e)
     meta["llama_bench"] = [r.to_dict() for r in records]
     if records:  # llama-bench's own figures, one request per repetition of each test (banded by test)
         from edgelab.metrics.ingest import store_reported
@@ -534,8 +535,8 @@ def _llama_bench(
         s.add(run)
     for line in res.stderr.splitlines()[-50:]:
         ing.feed(ev.LogLine(t=time.time(), stream="stderr", line=line))
-    final = ing.close(state=state or "finished", error=error)
-    if state == "failed":
+    final = ing.close(state=state or RunState.FINISHED, error=error)
+    if state == RunState.FAILED:
         raise BenchFailed(
             f"bench run {run_id} failed: {error}",
             run_id=run_id,
@@ -543,7 +544,7 @@ def _llama_bench(
             workload_exit=res.exit_code,
             stderr=res.stderr,
         )
-    return final, "finished"
+    return final, RunState.FINISHED
 
 
 def _bench_llama(
@@ -601,12 +602,12 @@ def _bench_llama(
             cancel=cancel,
         )
         if cancel is not None and cancel.is_set():
-            state, error = "stopped", "cancelled by the caller (timeout or stop)"
+            state, error = RunState.STOPPED, "cancelled by the caller (timeout or stop)"
     except KeyboardInterrupt:
-        state, error = "stopped", "interrupted (SIGINT) during bench"
+        state, error = RunState.STOPPED, "interrupted (SIGINT) during bench"
         raise
     except EdgelabError as exc:
-        state, error = "failed", str(exc)[:2000]
+        state, error = RunState.FAILED, str(exc)[:2000]
     finally:
         if sampler is not None:
             sampler.stop()  # its queued samples are fed at the ingestor's next flush
@@ -623,22 +624,22 @@ def _bench_llama(
         meta["server_metrics"] = result.metrics_scrape
         meta["left_processes"] = left
         if left and state is None:
-            state, error = "failed", f"{left} processes survived the stop"
+            state, error = RunState.FAILED, f"{left} processes survived the stop"
         with session_scope(engine) as s:
             run = get_run(s, run_id)
             run.meta = {**run.meta, **meta}
             s.add(run)
         for line in log.splitlines()[-50:]:
             ing.feed(ev.LogLine(t=time.time(), stream="stderr", line=line))
-    feed(ev.RunEnd(t=time.time(), run=run_id, state=state or "finished", error=error))
+    feed(ev.RunEnd(t=time.time(), run=run_id, state=state or RunState.FINISHED, error=error))
     final = ing.close(state=state, error=error)
-    if state == "failed":
+    if state == RunState.FAILED:
         raise BenchFailed(
             f"bench run {run_id} failed: {error}",
             run_id=run_id,
             remedy=f"see `edgelab runs show {run_id}` and the server log in it",
         )
-    return final, state or "finished"
+    return final, state or RunState.FINISHED
 
 
 class _Reported:
@@ -718,17 +719,17 @@ def _stream(
                 on_event(e)
         code = proc.wait(timeout=30)
         if cancel is not None and cancel.is_set():
-            state, error = "stopped", "cancelled by the caller (timeout or stop)"
+            state, error = RunState.STOPPED, "cancelled by the caller (timeout or stop)"
         elif code not in (0, None):
-            state, error = "failed", f"workload exited {code}: {proc.stderr.strip()[-300:]}"
+            state, error = RunState.FAILED, f"workload exited {code}: {proc.stderr.strip()[-300:]}"
     except KeyboardInterrupt:
         proc.cancel()
-        state, error = "stopped", "interrupted (SIGINT) during bench"
+        state, error = RunState.STOPPED, "interrupted (SIGINT) during bench"
         final = ing.close(state=state, error=error)
         raise
     except BaseException as exc:
         proc.cancel()
-        ing.close(state="failed", error=f"{type(exc).__name__}: {exc}"[:2000])
+        ing.close(state=RunState.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000])
         raise
     finally:
         done.set()
@@ -741,7 +742,7 @@ def _stream(
         for line in err_text.splitlines()[-50:]:
             ing.feed(ev.LogLine(t=time.time(), stream="stderr", line=line))
     final = ing.close(state=state, error=error)
-    if state == "failed":
+    if state == RunState.FAILED:
         raise BenchFailed(
             f"bench run {run_id} failed: {error}",
             run_id=run_id,
@@ -749,11 +750,11 @@ def _stream(
             workload_exit=code,
             stderr=err_text,
         )
-    return final, state or "finished"
+    return final, state or RunState.FINISHED
 
 
 def _fail(engine: Engine, run_id: str, why: str) -> None:
     from edgelab.store.runs import set_state
 
     with session_scope(engine) as s:
-        set_state(s, get_run(s, run_id), "failed", error=why)
+        set_state(s, get_run(s, run_id), RunState.FAILED, error=why)

@@ -35,6 +35,7 @@ from edgelab.errors import BenchFailed, ConfigError, EdgelabError
 from edgelab.metrics import compare as cmp
 from edgelab.metrics.ingest import finalize
 from edgelab.metrics.runsets import compare_sets, resolve, run_values
+from edgelab.states import RunState
 from edgelab.store.base import utcnow
 from edgelab.store.db import session_scope
 from edgelab.store.merge import move_run_rows
@@ -141,7 +142,7 @@ def configure(base: BenchRequest, config: dict[str, str]) -> BenchRequest:
 class PointResult:
     point: Point
     run_id: str
-    state: str = "running"
+    state: str = RunState.RUNNING
     blocks: list[str] = field(default_factory=list)  # block run ids, in the order they ran
     medians: dict[str, float | None] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
@@ -255,17 +256,20 @@ def run_points(
                     raise
                 _absorb(engine, pr, res.run_id, len(pr.blocks))
                 done[i] += n
-                if res.state != "finished":
+                if res.state != RunState.FINISHED:
                     stopped = f"block {res.run_id} of {pr.point.label} ended {res.state}"
                     break
                 if on_block is not None:
                     on_block(pr, res, rnd, rounds)
         except (EdgelabError, KeyboardInterrupt) as exc:
             # the point whose block failed ends failed (its error said); the others stopped, kept
-            _close(engine, results, "stopped", f"the pass stopped: {str(exc) or type(exc).__name__}")
+            _close(engine, results, RunState.STOPPED, f"the pass stopped: {str(exc) or type(exc).__name__}")
             raise
         _close(
-            engine, results, "stopped" if stopped else "finished", stopped and f"the pass stopped: {stopped}"
+            engine,
+            results,
+            RunState.STOPPED if stopped else RunState.FINISHED,
+            stopped and f"the pass stopped: {stopped}",
         )
     out = SweepResult(sweep_id, kind, order, rounds, block, results)
     with session_scope(engine, write=False) as s:
@@ -319,7 +323,7 @@ def _start_points(
                 runtime=req.runtime,
                 strategy=req.strategy,
                 kind="bench",
-                state="running",
+                state=RunState.RUNNING,
                 started_at=utcnow(),
                 heartbeat_at=utcnow(),
                 meta={
@@ -445,7 +449,7 @@ def _close(engine: Engine, results: list[PointResult], state: str, why: str | No
                     )
                 )
         final = finalize(engine, pr.run_id)
-        end = state if pr.error is None else "failed"
+        end = state if pr.error is None else RunState.FAILED
         with session_scope(engine) as s:
             run = get_run(s, pr.run_id)
             if meta_llama is not None:
@@ -453,7 +457,7 @@ def _close(engine: Engine, results: list[PointResult], state: str, why: str | No
                 s.add(run)
             put_summary(s, pr.run_id, "live", final, run.provenance)
             put_summary(s, pr.run_id, "final", final, run.provenance)
-            err = pr.error or (why if end != "finished" else None)
+            err = pr.error or (why if end != RunState.FINISHED else None)
             set_state(s, run, end, error=err)
         pr.state = end
 
@@ -476,7 +480,7 @@ def best_from_sweep(session, ref: str, *, metric: str | None = None) -> dict[str
     points = []
     for p in sw["points"]:
         r = get_run(session, p["run"])
-        if r.state != "finished":
+        if r.state != RunState.FINISHED:
             raise ConfigError(
                 f"point {p['label']} ({r.id}) is {r.state}", remedy="take a sweep that finished"
             )

@@ -20,6 +20,7 @@ from edgelab.cli.common import (
 )
 from edgelab.errors import EdgelabError
 from edgelab.labels import placement_line, strategy_label
+from edgelab.states import DeploymentState
 from edgelab.units import when
 
 
@@ -225,7 +226,7 @@ def ps(
             unreachable[d.device_name] = err
             out.append(d)
             continue
-        if now.state == "device-lost" and d.state != "device-lost":
+        if now.state == DeploymentState.DEVICE_LOST and d.state != DeploymentState.DEVICE_LOST:
             unreachable[d.device_name] = now.error or "device lost"
         out.append(now)
     _revive_followers(engine, [d for d in out if d.state == "running" and d.device_name not in unreachable])

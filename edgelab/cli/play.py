@@ -10,8 +10,6 @@ import typer
 from edgelab.cli.common import LeaseOpt, console, err_console, escape, fail_from, print_json, state
 from edgelab.errors import ConfigError, EdgelabError
 
-_MARK = {"passed": "[green]ok[/]", "failed": "[bold red]FAILED[/]", "skipped": "[dim]skipped[/]"}
-
 
 def play(
     file: Annotated[Path, typer.Argument(help="Playbook YAML (see playbooks/).")],
@@ -84,12 +82,20 @@ def play(
                 )
         raise typer.Exit(0)
 
+    from edgelab.playbook.results import StepStatus
+
+    mark = {
+        StepStatus.PASSED: "[green]ok[/]",
+        StepStatus.FAILED: "[bold red]FAILED[/]",
+        StepStatus.SKIPPED: "[dim]skipped[/]",
+    }
+
     def on_step(job, step) -> None:
         if json_out:
             return
-        extra = f" [dim]({step.category})[/]" if step.status == "failed" else ""
+        extra = f" [dim]({step.category})[/]" if step.status == StepStatus.FAILED else ""
         err_console.print(
-            f"[cyan]{escape(job.label)}[/] {escape(step.name)}: {_MARK.get(step.status, step.status)}"
+            f"[cyan]{escape(job.label)}[/] {escape(step.name)}: {mark.get(step.status, step.status)}"
             f"{extra} {escape(step.message)} [dim]{step.duration_s:.1f}s[/]",
             highlight=False,
         )

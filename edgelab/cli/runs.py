@@ -10,6 +10,7 @@ import typer
 from edgelab.cli.common import JsonOpt, console, emit_error, escape, fail, fail_from, open_engine, print_json
 from edgelab.errors import ConfigError
 from edgelab.labels import strategy_label
+from edgelab.states import RunState
 from edgelab.units import when
 
 app = typer.Typer(
@@ -17,12 +18,12 @@ app = typer.Typer(
 )
 
 STATE_STYLE = {
-    "running": "cyan",
-    "finished": "green",
-    "failed": "red",
-    "device-lost": "red",
-    "stopped": "yellow",
-    "pending": "dim",
+    RunState.RUNNING: "cyan",
+    RunState.FINISHED: "green",
+    RunState.FAILED: "red",
+    RunState.DEVICE_LOST: "red",
+    RunState.STOPPED: "yellow",
+    RunState.PENDING: "dim",
 }
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from edgelab.cli.common import console, err_console, escape, fail, fail_from, print_json
 from edgelab.errors import ConfigError
+from edgelab.states import RunState
 
 HEADLINE = ("ttfa", "rtf_streamed", "ttft", "decode_tok_s", "itl", "action_latency", "request_wall")
 
@@ -111,7 +112,7 @@ def render(out: dict[str, Any]) -> None:
             )
         table.add_row(
             escape(p["label"] or "A"),
-            p["run"] + ("" if p["state"] == "finished" else f" ({p['state']})"),
+            p["run"] + ("" if p["state"] == RunState.FINISHED else f" ({p['state']})"),
             *cells,
         )
     console.print(table)

@@ -21,7 +21,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session, col
 
 from edgelab.deploy.plan import ExecutionPlan
-from edgelab.errors import Refusal
+from edgelab.errors import Refusal, RefusalCode
 from edgelab.profile import DeployProfile
 from edgelab.store.deployments import Deployment, Reservation, open_reservations
 from edgelab.store.models import Device
@@ -144,7 +144,7 @@ def check(session: Session, device: Device, profile: DeployProfile, plan: Execut
     lines = ledger(session, device, profile)
     if not plan.memory:
         raise Refusal(
-            "budget_exceeds_device",
+            RefusalCode.BUDGET_EXCEEDS_DEVICE,
             "no memory pool is known for this device",
             device=device.name,
             remedy=f"run `edgelab probe {device.name}` so its memory is known",
@@ -154,7 +154,7 @@ def check(session: Session, device: Device, profile: DeployProfile, plan: Execut
         line = lines.get(pool)
         if line is None:
             raise Refusal(
-                "budget_exceeds_device",
+                RefusalCode.BUDGET_EXCEEDS_DEVICE,
                 f"pool {pool} is not in the device's latest facts",
                 device=device.name,
                 pool=pool,
@@ -173,7 +173,7 @@ def check(session: Session, device: Device, profile: DeployProfile, plan: Execut
             )
             running = " (memory held by running deployments and benches)" if line.reserved else ""
             raise Refusal(
-                "budget_exceeds_device",
+                RefusalCode.BUDGET_EXCEEDS_DEVICE,
                 line.text() + parts,
                 device=device.name,
                 pool=line.pool,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.strategies import build_for, build_plan, choose, eligible_order, s1
 from edgelab.deploy.strategies.common import BACKEND_RUNTIME, REFERENCE, PlanContext
-from edgelab.errors import Refusal, RefusedPlan, UnknownName
+from edgelab.errors import Refusal, RefusalCode, RefusedPlan, UnknownName
 from edgelab.runtimes.launch import find as find_template
 from edgelab.runtimes.launch import runtimes
 
@@ -152,7 +152,7 @@ def best_plan(ctx: PlanContext, requested: str | None, check: Check) -> tuple[Ex
 
 def _passed_by(ctx: PlanContext, why: str) -> Refusal:
     return Refusal(
-        "strategy_refused",
+        RefusalCode.STRATEGY_REFUSED,
         f"S1 (vLLM-Omni) not chosen automatically: {why}",
         device=ctx.device,
         strategy="S1",
@@ -195,7 +195,7 @@ def _refused(ctx: PlanContext, tried: list[Tried]) -> tuple[ExecutionPlan, Refus
     """The most preferred candidate that got as far as a plan, with a refusal naming every gap."""
     if not tried:
         raise Refusal(
-            "no_exported_graph",
+            RefusalCode.NO_EXPORTED_GRAPH,
             f"no runtime has a launch template for {ctx.spec.id} (kind {ctx.spec.kind}) under an eligible strategy",
             device=ctx.device,
             remedy="add a launch template to runtimes/*.yaml (`edgelab runtime show RUNTIME`)",
@@ -203,7 +203,10 @@ def _refused(ctx: PlanContext, tried: list[Tried]) -> tuple[ExecutionPlan, Refus
     primary = next((t for t in tried if t.plan is not None), None)
     if primary is None:  # no candidate could even be planned: the first one's own refusal says why
         raise tried[0].refusal or Refusal(
-            "no_exported_graph", "nothing can launch", device=ctx.device, remedy="see `edgelab runtime ls`"
+            RefusalCode.NO_EXPORTED_GRAPH,
+            "nothing can launch",
+            device=ctx.device,
+            remedy="see `edgelab runtime ls`",
         )
     assert primary.plan is not None and primary.refusal is not None
     others = [t for t in tried if t is not primary]

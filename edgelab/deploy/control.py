@@ -13,12 +13,20 @@ from sqlalchemy import Engine
 from edgelab.deploy import remote
 from edgelab.deploy.options import Options, connect
 from edgelab.deploy.results import adapter_results, reported_entries, wav_outputs
-from edgelab.deploy.transition import GONE_PROCESS_STATES, transition
+from edgelab.deploy.transition import transition
 from edgelab.errors import DeviceInUse, EdgelabError, TransportError
 from edgelab.lease.owner import Holder
 from edgelab.metrics.ingest import store_reported
 from edgelab.store.db import session_scope
-from edgelab.store.deployments import ACTIVE_STATES, Deployment, get_deployment, processes
+from edgelab.store.deployments import (
+    ACTIVE_STATES,
+    GONE_PROCESS_STATES,
+    Deployment,
+    DeploymentState,
+    ProcessState,
+    get_deployment,
+    processes,
+)
 from edgelab.store.devices import get_device
 from edgelab.store.models import utcnow
 from edgelab.store.runs import Run
@@ -75,7 +83,8 @@ def stop(
                 s.add(run)
     # a device-lost run's processes were never seen to end: they are stopped once the device answers
     unproven = dep.to_stop or (
-        dep.state == "device-lost" and any(r.pid and r.state not in GONE_PROCESS_STATES for r in rows)
+        dep.state == DeploymentState.DEVICE_LOST
+        and any(r.pid and r.state not in GONE_PROCESS_STATES for r in rows)
     )
     if dep.state not in ACTIVE_STATES and not unproven:
         return transition(engine, dep.pk, dep.state)  # a final run never holds memory, nor a lease
@@ -87,7 +96,9 @@ def stop(
                 if row.pid:
                     left[row.name] = remote.stop(t, row.pid, opts.stop_grace_s)
             workdirs = {r.name: r.workdir for r in rows}
-            if dep.state == "starting":  # one launched before its row was written left its pid file
+            if (
+                dep.state == DeploymentState.STARTING
+            ):  # one launched before its row was written left its pid file
                 for pr in (dep.plan or {}).get("processes", []):
                     if pr["name"] not in workdirs:
                         workdirs[pr["name"]] = wd = f"{dep.remote_dir}/{pr['name']}"
@@ -113,11 +124,11 @@ def stop(
 
     def final(s, d: Deployment) -> None:
         for row in processes(s, d.pk):
-            row.state, row.stopped_at = "killed", utcnow()
+            row.state, row.stopped_at = ProcessState.KILLED, utcnow()
             s.add(row)
         d.logs, d.to_stop = logs, False
 
-    return transition(engine, dep.pk, "stopped", phase="stopped", edit=final)
+    return transition(engine, dep.pk, DeploymentState.STOPPED, phase="stopped", edit=final)
 
 
 def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> Deployment:
@@ -132,7 +143,7 @@ def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> D
         dep = get_deployment(s, ref)
         rows = processes(s, dep.pk)
         endpoint = get_device(s, dep.device_name).endpoint()
-    if dep.state != "running":
+    if dep.state != DeploymentState.RUNNING:
         return dep
     try:
         t = connect(endpoint, opts)
@@ -160,7 +171,7 @@ def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> D
         def lost(s, d: Deployment) -> None:  # its processes may still run: memory held, marked to stop
             d.error, d.to_stop = msg[:2000], unseen
 
-        return transition(engine, dep.pk, "device-lost", phase="device-lost", edit=lost)
+        return transition(engine, dep.pk, DeploymentState.DEVICE_LOST, phase="device-lost", edit=lost)
     if any(status.values()):
         return dep
     ok = all(c == 0 for c in codes.values())
@@ -170,7 +181,7 @@ def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> D
         d.logs = logs or {}
         d.error = None if ok else f"exit codes {codes}"
         for row in processes(s, d.pk):
-            row.state, row.exit_code, row.stopped_at = "exited", codes.get(row.name), utcnow()
+            row.state, row.exit_code, row.stopped_at = ProcessState.EXITED, codes.get(row.name), utcnow()
             s.add(row)
         run = s.get(Run, d.run_id)
         if results and run is not None:
@@ -178,7 +189,12 @@ def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> D
             s.add(run)
 
     done = transition(
-        engine, dep.pk, "finished" if ok else "failed", phase="ended", edit=ended, exit_codes=codes
+        engine,
+        dep.pk,
+        DeploymentState.FINISHED if ok else DeploymentState.FAILED,
+        phase="ended",
+        edit=ended,
+        exit_codes=codes,
     )
     reported = reported_entries(results)
     if reported:  # a one-shot program's own figures: requests with counts in the run's summary

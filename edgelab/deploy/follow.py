@@ -32,7 +32,13 @@ from edgelab.errors import EdgelabError, TransportError
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
 from edgelab.store.db import session_scope
-from edgelab.store.deployments import ACTIVE_STATES, get_deployment, processes
+from edgelab.store.deployments import (
+    ACTIVE_STATES,
+    GONE_PROCESS_STATES,
+    DeploymentState,
+    get_deployment,
+    processes,
+)
 from edgelab.store.devices import get_device
 from edgelab.store.runs import get_run
 
@@ -168,7 +174,7 @@ class _Heartbeat:
         dep = f._lost(
             f"{f.run_id}: the device stopped answering the follower (no answer within {LOSS_S:g} s): {err}"
         )
-        f.error = dep.error if dep.state == "device-lost" else None
+        f.error = dep.error if dep.state == DeploymentState.DEVICE_LOST else None
         self.failing_since = None
         return "lost"
 
@@ -393,7 +399,7 @@ class Follower:
                 stop_event.wait(self.poll_s)
             cut.set()
             # a stopped server ends the request in flight at once; a frozen device's never comes back
-            worker.join(READ_TIMEOUT_S if dep.state == "device-lost" else DRIVE_TIMEOUT_S)
+            worker.join(READ_TIMEOUT_S if dep.state == DeploymentState.DEVICE_LOST else DRIVE_TIMEOUT_S)
         finally:
             cut.set()
             if sampler is not None:
@@ -448,7 +454,7 @@ class Follower:
                 self.error = str(err)
                 if time.monotonic() - start >= LOSS_S:
                     dep = control.refresh(self.engine, self.run_id)
-                    if dep.state != "running":
+                    if dep.state != DeploymentState.RUNNING:
                         raise TransportError(
                             f"run {self.run_id}: {err}", remedy=getattr(err, "remedy", None)
                         ) from None
@@ -495,7 +501,7 @@ class Follower:
 
     def _lost(self, why: str):
         """No answer for LOSS_S: the run is device-lost, its memory held and its processes marked to stop."""
-        from edgelab.deploy.transition import GONE_PROCESS_STATES, transition
+        from edgelab.deploy.transition import transition
 
         with session_scope(self.engine, write=False) as s:
             dep = get_deployment(s, self.run_id)
@@ -504,7 +510,9 @@ class Follower:
         def lost(s, d) -> None:
             d.error, d.to_stop = why[:2000], unseen
 
-        return transition(self.engine, dep.pk, "device-lost", phase="device-lost", edit=lost, by="follower")
+        return transition(
+            self.engine, dep.pk, DeploymentState.DEVICE_LOST, phase="device-lost", edit=lost, by="follower"
+        )
 
     def _replay(self, t, path: str, ing: _LeasedIngestor, clock: ev.ClockOffset) -> None:
         """Rebuild the live aggregate from what an earlier follower already stored (bytes < offset)."""

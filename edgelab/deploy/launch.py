@@ -26,13 +26,16 @@ from edgelab.deploy.options import Options, connect
 from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.planning import DeployRequest, check_artifacts, plan
 from edgelab.deploy.transition import transition
-from edgelab.errors import EdgelabError, Interrupted, Refusal, TransportError
+from edgelab.errors import EdgelabError, Interrupted, Refusal, RefusalCode, TransportError
 from edgelab.metrics.provenance import run_provenance
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import (
+    AttemptOutcome,
     DeployAttempt,
     Deployment,
     DeploymentProcess,
+    DeploymentState,
+    ProcessState,
     add_phase,
     get_deployment,
     processes,
@@ -60,7 +63,7 @@ def _attempt(
                 pipeline=req.pipeline,
                 strategy=req.strategy,
                 runtime=req.runtime,
-                outcome="refused" if refusal else "admitted",
+                outcome=AttemptOutcome.REFUSED if refusal else AttemptOutcome.ADMITTED,
                 code=refusal.code if refusal else None,
                 pool=refusal.pool if refusal else None,
                 message=refusal.detail if refusal else None,
@@ -147,7 +150,7 @@ def _deploy(
                 pipeline=p.pipeline,
                 strategy=p.strategy,
                 runtime=p.runtime,
-                state="pending",
+                state=DeploymentState.PENDING,
                 plan=p.to_dict(),
                 facts_hash=planned.facts_hash,
                 virtual=planned.virtual,
@@ -196,7 +199,7 @@ def _check_s4_server(p: ExecutionPlan, on_phase: Phase | None, endpoint: SecretU
         said = check_server(full, kind="tts" if "audio" in p.expected_outputs else "other")
     except TransportError as e:
         raise Refusal(
-            "endpoint_unreachable",
+            RefusalCode.ENDPOINT_UNREACHABLE,
             mask_text(f"S4 server {url} does not answer: {e}"),
             device=p.device,
             strategy="S4",
@@ -252,7 +255,7 @@ def _interrupted(
     """Whatever stopped the deploy: stop what was started and end the deployment (Ctrl-C: stopped)."""
     with _no_sigint():
         stopped = isinstance(exc, KeyboardInterrupt | Interrupted)
-        state = "stopped" if stopped else "failed"
+        state = DeploymentState.STOPPED if stopped else DeploymentState.FAILED
         why = (
             "interrupted (SIGINT) during deploy"
             if isinstance(exc, KeyboardInterrupt)
@@ -283,7 +286,7 @@ def _launch(
             root = remote.run_root(t)
         except TransportError as e:
             raise Refusal(
-                "device_unreachable",
+                RefusalCode.DEVICE_UNREACHABLE,
                 str(e),
                 device=p.device,
                 remedy=e.remedy or f"run `edgelab device check {p.device}`",
@@ -292,7 +295,7 @@ def _launch(
         _advance(
             engine,
             dep_id,
-            "starting",
+            DeploymentState.STARTING,
             phase="connected",
             edit=lambda s, d: setattr(d, "remote_dir", run_dir),
             seconds=round(time.monotonic() - t0, 3),
@@ -325,7 +328,7 @@ def _launch(
                         argv=started.argv,
                         workdir=wd,
                         pid=pid,
-                        state="running",
+                        state=ProcessState.RUNNING,
                         started_at=utcnow(),
                     )
                 )
@@ -349,7 +352,7 @@ def _launch(
         dep = _advance(
             engine,
             dep_id,
-            "running",
+            DeploymentState.RUNNING,
             phase="ready",
             edit=lambda s, d: setattr(d, "placement", obs),
             seconds=round(time.monotonic() - t0, 3),
@@ -458,7 +461,7 @@ def _abort(
 
     def final(s, d: Deployment) -> None:
         for row in processes(s, d.pk):
-            row.state = "killed" if left_total == 0 else "unknown"
+            row.state = ProcessState.KILLED if left_total == 0 else ProcessState.UNKNOWN
             row.stopped_at = utcnow()
             s.add(row)
         d.error = why[:2000]
@@ -468,7 +471,7 @@ def _abort(
     transition(
         engine,
         dep_id,
-        state if left_total >= 0 else "device-lost",
+        state if left_total >= 0 else DeploymentState.DEVICE_LOST,
         phase="aborted",
         edit=final,
         why=why[:300],

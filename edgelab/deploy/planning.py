@@ -21,7 +21,7 @@ from edgelab.deploy import artifacts as plan_artifacts
 from edgelab.deploy.choice import best_plan
 from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.strategies import PlanContext, s1
-from edgelab.errors import Refusal
+from edgelab.errors import Refusal, RefusalCode
 from edgelab.probe.facts import Facts
 from edgelab.profile import DeployProfile, derive_profile
 from edgelab.store.db import session_scope
@@ -176,7 +176,7 @@ def check_artifacts(p: ExecutionPlan) -> None:
             f"; it also needs artifacts that are not registered: {what}" if missing else ""
         )
         raise Refusal(
-            "no_exported_graph",
+            RefusalCode.NO_EXPORTED_GRAPH,
             detail,
             device=p.device,
             strategy=p.strategy,
@@ -196,7 +196,7 @@ def check_artifacts(p: ExecutionPlan) -> None:
             else ""
         )
         raise Refusal(
-            "no_exported_graph",
+            RefusalCode.NO_EXPORTED_GRAPH,
             f"{p.runtime} needs artifacts that are not registered: {what}",
             device=p.device,
             strategy=p.strategy,

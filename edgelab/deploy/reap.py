@@ -21,12 +21,15 @@ from edgelab.deploy.options import Options, connect
 from edgelab.deploy.transition import transition
 from edgelab.errors import EdgelabError
 from edgelab.store.db import session_scope
-from edgelab.store.deployments import Deployment, processes, release_run
+from edgelab.store.deployments import Deployment, DeploymentState, ProcessState, processes, release_run
 from edgelab.store.devices import get_device
 from edgelab.store.models import utcnow
-from edgelab.store.runs import Run, get_run, set_state
+from edgelab.store.runs import ACTIVE_STATES, Run, RunState, get_run, set_state
 
-OWNED = {"deploy": ("pending", "starting"), "bench": ("pending", "running")}
+OWNED = {
+    "deploy": (DeploymentState.PENDING, DeploymentState.STARTING),
+    "bench": (RunState.PENDING, RunState.RUNNING),
+}
 
 
 def _why(run: Run) -> str:
@@ -41,7 +44,7 @@ def orphaned(engine: Engine, device: str | None = None) -> list[str]:
     out: list[str] = []
     with session_scope(engine, write=False) as s:
         q = select(Run).where(
-            col(Run.state).in_(("pending", "running")),
+            col(Run.state).in_(sorted(ACTIVE_STATES)),
             col(Run.kind).in_(tuple(OWNED)),
             col(Run.owner_pid).is_not(None),
         )
@@ -52,7 +55,11 @@ def orphaned(engine: Engine, device: str | None = None) -> list[str]:
                 continue
             if run.kind == "deploy":
                 dep = s.exec(select(Deployment).where(Deployment.run_id == run.id)).first()
-                ephemeral = dep is not None and dep.state == "running" and (run.meta or {}).get("ephemeral")
+                ephemeral = (
+                    dep is not None
+                    and dep.state == DeploymentState.RUNNING
+                    and (run.meta or {}).get("ephemeral")
+                )
                 if dep is None or (dep.state not in OWNED["deploy"] and not ephemeral):
                     continue
             out.append(run.id)
@@ -99,20 +106,32 @@ def _reap_one(engine: Engine, run_id: str, opts: Options) -> bool:
         if dep is not None:
             rows = processes(s, dep.pk)
             workdirs = {r.name: r.workdir for r in rows if r.workdir}
-            if dep.state == "starting":  # launched ones wrote pid files even if their rows were never written
+            if (
+                dep.state == DeploymentState.STARTING
+            ):  # launched ones wrote pid files even if their rows were never written
                 for pr in (dep.plan or {}).get("processes", []):
                     workdirs.setdefault(pr["name"], f"{dep.remote_dir}/{pr['name']}")
             pids = [r.pid for r in rows if r.pid]
             state, to_stop = dep.state, dep.to_stop
         endpoint = get_device(s, run.device_name or "").endpoint()
     if kind == "deploy" and dep is not None:
-        if to_stop or state == "running":  # marked, or a playbook's deployment that outlived its play
+        if (
+            to_stop or state == DeploymentState.RUNNING
+        ):  # marked, or a playbook's deployment that outlived its play
             from edgelab.deploy.control import stop
 
             stop(engine, run_id, opts=opts)  # raises while the device does not answer
             return True
-        if state == "pending" and not workdirs:  # admitted, never connected: nothing runs anywhere
-            transition(engine, dep.pk, "failed", phase="reaped", edit=lambda s, d: setattr(d, "error", why))
+        if (
+            state == DeploymentState.PENDING and not workdirs
+        ):  # admitted, never connected: nothing runs anywhere
+            transition(
+                engine,
+                dep.pk,
+                DeploymentState.FAILED,
+                phase="reaped",
+                edit=lambda s, d: setattr(d, "error", why),
+            )
             return True
         try:
             left, logs = _stop_remote(endpoint, opts, pids, workdirs)
@@ -122,17 +141,25 @@ def _reap_one(engine: Engine, run_id: str, opts: Options) -> bool:
             def lost(s, d: Deployment) -> None:
                 d.to_stop, d.error = True, f"{why}; its processes could not be stopped yet: {err}"[:2000]
 
-            transition(engine, dep.pk, "device-lost", phase="reaped", edit=lost)
+            transition(engine, dep.pk, DeploymentState.DEVICE_LOST, phase="reaped", edit=lost)
             return False
 
         def ended(s, d: Deployment) -> None:
             for row in processes(s, d.pk):
-                row.state, row.stopped_at = ("killed" if not left else "unknown"), utcnow()
+                row.state, row.stopped_at = (
+                    (ProcessState.KILLED if not left else ProcessState.UNKNOWN),
+                    utcnow(),
+                )
                 s.add(row)
             d.error, d.logs, d.to_stop = why, logs, bool(left)
 
         transition(
-            engine, dep.pk, "failed" if not left else "device-lost", phase="reaped", edit=ended, left=left
+            engine,
+            dep.pk,
+            DeploymentState.FAILED if not left else DeploymentState.DEVICE_LOST,
+            phase="reaped",
+            edit=ended,
+            left=left,
         )
         return not left
     # a bench: its streamed process died with its channel; a detached one (llama-server) has a pid file
@@ -143,8 +170,8 @@ def _reap_one(engine: Engine, run_id: str, opts: Options) -> bool:
     with session_scope(engine) as s:
         release_run(s, run_id)
         run = get_run(s, run_id)
-        if run.state in ("pending", "running"):
-            set_state(s, run, "failed", error=why)
+        if run.state in ACTIVE_STATES:
+            set_state(s, run, RunState.FAILED, error=why)
     return True
 
 

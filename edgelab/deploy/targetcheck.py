@@ -13,10 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from edgelab.deploy.plan import ExecutionPlan
-from edgelab.errors import Refusal
+from edgelab.errors import Refusal, RefusalCode
 from edgelab.runtimes.targets import Platform, mismatches, platform_of
 
-CODE = "build_target_mismatch"
+CODE = RefusalCode.BUILD_TARGET_MISMATCH
 
 
 def host_platform() -> Platform:

@@ -20,19 +20,18 @@ from sqlmodel import Session
 
 from edgelab.lease.use import unpin
 from edgelab.store.db import session_scope
-from edgelab.store.deployments import FINAL_STATES, Deployment, add_phase, get_deployment, release
+from edgelab.store.deployments import Deployment, DeploymentState, add_phase, get_deployment, release
 from edgelab.store.models import utcnow
-from edgelab.store.runs import Run, set_state
+from edgelab.store.runs import FINAL_STATES, Run, RunState, set_state
 
+S = DeploymentState
 # from -> the states it may move to (a state may always be "moved to" itself: a phase, an edit)
-NEXT: dict[str, tuple[str, ...]] = {
-    "pending": ("starting", *FINAL_STATES),
-    "starting": ("running", *FINAL_STATES),
-    "running": FINAL_STATES,
-    "device-lost": ("stopped", "finished", "failed"),
+NEXT: dict[str, frozenset[str]] = {
+    S.PENDING: frozenset({S.STARTING, *FINAL_STATES}),
+    S.STARTING: frozenset({S.RUNNING, *FINAL_STATES}),
+    S.RUNNING: FINAL_STATES,
+    S.DEVICE_LOST: frozenset({S.STOPPED, S.FINISHED, S.FAILED}),
 }
-
-GONE_PROCESS_STATES = ("killed", "exited", "gone")
 
 Edit = Callable[[Session, Deployment], None]
 
@@ -44,7 +43,7 @@ def allowed(current: str, to: str) -> bool:
 def sync_run(s: Session, dep: Deployment) -> None:
     """Mirror the deployment's state on its run (a deployment is a run; the run has fewer states)."""
     run = s.get(Run, dep.run_id)
-    want = "pending" if dep.state in ("pending", "starting") else dep.state
+    want = RunState.PENDING if dep.state in (S.PENDING, S.STARTING) else dep.state
     if run is not None and run.state != want:
         set_state(s, run, want, error=dep.error)
 
@@ -72,7 +71,7 @@ def transition(
             edit(s, dep)
         if to is not None and to != dep.state:
             dep.state = to
-            if to == "running":
+            if to == S.RUNNING:
                 dep.started_at = utcnow()
             if to in FINAL_STATES:
                 dep.ended_at = utcnow()

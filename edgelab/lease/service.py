@@ -25,6 +25,7 @@ from edgelab.lease.rules import (  # noqa: F401 - re-exported: the rules live ap
     new_id,
     physical_key,
 )
+from edgelab.states import DeploymentState
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import Deployment, Reservation
 from edgelab.store.devices import get_device, list_devices
@@ -41,7 +42,7 @@ def _lock(session: Session) -> None:
 
 def _pinned_clause():
     """A running deployment keeps its lease: such a lease never expires until the deployment ends."""
-    return exists().where(Deployment.lease_id == Lease.id, Deployment.state == "running")
+    return exists().where(Deployment.lease_id == Lease.id, Deployment.state == DeploymentState.RUNNING)
 
 
 def end(session: Session, lease: Lease, reason: str, by: str) -> Lease:
@@ -110,7 +111,9 @@ def holders_by_device(session: Session, devices: list[Device] | None = None) -> 
 def _is_pinned(session: Session, lease: Lease) -> bool:
     return (
         session.exec(
-            select(Deployment.id).where(Deployment.lease_id == lease.id, Deployment.state == "running")
+            select(Deployment.id).where(
+                Deployment.lease_id == lease.id, Deployment.state == DeploymentState.RUNNING
+            )
         ).first()
         is not None
     )
@@ -259,7 +262,7 @@ def open_lease(
 def kick_lease(session: Session, lease: Lease, device: str, by: Holder, by_lease: str | None = None) -> None:
     """End someone's lease on the operator's word; refused while a deployment of theirs runs under it."""
     dep = session.exec(
-        select(Deployment).where(Deployment.lease_id == lease.id, Deployment.state == "running")
+        select(Deployment).where(Deployment.lease_id == lease.id, Deployment.state == DeploymentState.RUNNING)
     ).first()
     if dep is not None:
         raise LeaseHeld(
@@ -353,7 +356,9 @@ def release(engine: Engine, lease_id: str, *, holder: Holder | None = None, forc
                 remedy=f"ask {lease.owner}, or take its devices over with `edgelab reserve --kick`",
             )
         dep = s.exec(
-            select(Deployment).where(Deployment.lease_id == lease.id, Deployment.state == "running")
+            select(Deployment).where(
+                Deployment.lease_id == lease.id, Deployment.state == DeploymentState.RUNNING
+            )
         ).first()
         if dep is not None:
             raise LeaseHeld(
@@ -383,7 +388,9 @@ def kept_by(session: Session, lease_id: str) -> list[str]:
     """Run ids of the running deployments that keep this lease (it does not expire while they run)."""
     return list(
         session.exec(
-            select(Deployment.run_id).where(Deployment.lease_id == lease_id, Deployment.state == "running")
+            select(Deployment.run_id).where(
+                Deployment.lease_id == lease_id, Deployment.state == DeploymentState.RUNNING
+            )
         ).all()
     )
 

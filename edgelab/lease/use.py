@@ -40,6 +40,7 @@ from edgelab.lease.service import (
     renew,
     sweep,
 )
+from edgelab.states import DeploymentState
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import Deployment
 from edgelab.store.devices import get_device
@@ -133,7 +134,9 @@ def begin_use(
 def _pinned(s: Session, lease_id: str) -> bool:
     return (
         s.exec(
-            select(Deployment.id).where(Deployment.lease_id == lease_id, Deployment.state == "running")
+            select(Deployment.id).where(
+                Deployment.lease_id == lease_id, Deployment.state == DeploymentState.RUNNING
+            )
         ).first()
         is not None
     )
@@ -168,7 +171,9 @@ def unpin(session: Session, deployment: Deployment) -> None:
         return
     others = session.exec(
         select(Deployment.id).where(
-            Deployment.lease_id == lease.id, Deployment.id != deployment.id, Deployment.state == "running"
+            Deployment.lease_id == lease.id,
+            Deployment.id != deployment.id,
+            Deployment.state == DeploymentState.RUNNING,
         )
     ).first()
     if others is not None:

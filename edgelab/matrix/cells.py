@@ -19,6 +19,7 @@ from edgelab.errors import ConfigError, NotFound, VirtualEvidence
 from edgelab.matrix import ladder
 from edgelab.matrix.evidence import judge, require
 from edgelab.matrix.layout import COLUMNS, ROWS, cell_id, column_by, row_by
+from edgelab.states import RunState
 from edgelab.store.matrix import MatrixCell, MatrixChange, get_cell, list_cells
 from edgelab.store.models import Device, utcnow
 from edgelab.store.runs import get_run
@@ -194,7 +195,7 @@ def set_cell(
                 f"refusing to qualify {cell.id}: run {rid} ran on virtual device {dev}; "
                 "a virtual run demonstrates the machinery and never qualifies a cell"
             )
-        finished = [r for r in runs if r.state == "finished"]
+        finished = [r for r in runs if r.state == RunState.FINISHED]
         if not finished and not cell.evidence:
             raise ConfigError(
                 f"qualifying {cell.id} needs evidence: a finished run on a real device",
@@ -264,7 +265,7 @@ def _backed(session: Session, cell: MatrixCell, new_real: list[str]) -> bool:
             continue
         col = column_by(run.pipeline or "")
         if (
-            run.state == "finished"
+            run.state == RunState.FINISHED
             and not _run_is_virtual(session, run)[0]
             and col
             and col.key == cell.pipeline

@@ -25,6 +25,7 @@ from sqlmodel import Session, select
 
 from edgelab.errors import EvidenceRefused, NotFound
 from edgelab.matrix.layout import column_by, row_by
+from edgelab.states import RunState
 from edgelab.store.models import Device
 from edgelab.store.runs import Run, RunRequest, RunSample, execution_of, get_run
 
@@ -131,7 +132,7 @@ def judge_run(session: Session, run: Run, row_key: str, pipeline: str) -> Verdic
     """Every condition this run fails as evidence for cell (row_key, pipeline)."""
     v = Verdict(run.id)
     f = v.failures
-    if run.state != "finished":
+    if run.state != RunState.FINISHED:
         f.append(f"state {run.state}, not finished")
     dev_virtual = False
     if run.device_name:

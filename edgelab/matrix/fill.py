@@ -28,7 +28,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from edgelab.errors import EdgelabError, NotFound, Refusal
+from edgelab.errors import EdgelabError, NotFound, Refusal, RefusalCode
 from edgelab.matrix import ladder
 from edgelab.matrix.cells import cell_snapshot, record_change
 from edgelab.matrix.layout import COLUMNS, ROWS, cell_id
@@ -120,7 +120,7 @@ def _layer(r: Refusal) -> str:
         return "runtime"
     if "model for" in text or "artifacts that are not registered" in text:
         return "artifact"
-    return "runtime" if r.code == "weight_format_unsupported" else "other"
+    return "runtime" if r.code == RefusalCode.WEIGHT_FORMAT_UNSUPPORTED else "other"
 
 
 def _bench(pipeline: str, device: str) -> str:
@@ -154,7 +154,11 @@ def assess_cell(engine: Engine, cell: MatrixCell, devices: list[tuple[str, bool]
         return f
     pp = planned.profile.pipeline(planned.plan.pipeline)
     r = planned.refusal
-    if r is not None and r.code == "budget_exceeds_device" and not (r.numbers or {}).get("reserved"):
+    if (
+        r is not None
+        and r.code == RefusalCode.BUDGET_EXCEEDS_DEVICE
+        and not (r.numbers or {}).get("reserved")
+    ):
         # nothing else holds the pool and still it does not fit: capacity, the device's
         f.outcome, f.kind, f.layer = "rejected", "feasibility", "memory"
         f.reason, f.next_step = r.detail, _NO_FIT
@@ -167,15 +171,15 @@ def assess_cell(engine: Engine, cell: MatrixCell, devices: list[tuple[str, bool]
             "command": f"edgelab deploy {cell.pipeline} --device {name} --dry-run",
         }
         return f
-    if not pp.eligible and any(d.code == "budget_exceeds_device" for d in pp.strategies):
+    if not pp.eligible and any(d.code == RefusalCode.BUDGET_EXCEEDS_DEVICE for d in pp.strategies):
         b = pp.fit.budget
         f.outcome, f.kind, f.layer = "rejected", "feasibility", "memory"
-        f.reason = next(d.reason for d in pp.strategies if d.code == "budget_exceeds_device")
+        f.reason = next(d.reason for d in pp.strategies if d.code == RefusalCode.BUDGET_EXCEEDS_DEVICE)
         f.next_step = _NO_FIT
         f.evidence = {
             "source": "profile",
             "device": name,
-            "code": "budget_exceeds_device",
+            "code": RefusalCode.BUDGET_EXCEEDS_DEVICE,
             "pool": b.pool if b else None,
             "pool_bytes": b.pool_bytes if b else None,
             "weights_bytes": b.weights_bytes if b else None,

@@ -13,6 +13,7 @@ from sqlmodel import Session
 from edgelab.errors import ConfigError
 from edgelab.metrics import compare as cmp
 from edgelab.metrics.runsets import run_values
+from edgelab.states import RunState
 from edgelab.store.baselines import Baseline, add_baseline, find_baseline, history
 from edgelab.store.runs import get_run
 
@@ -27,7 +28,7 @@ def set_baseline(
         if run.id not in [r.id for r in runs]:
             runs.append(run)
     for run in runs:
-        if run.state != "finished":
+        if run.state != RunState.FINISHED:
             raise ConfigError(
                 f"run {run.id} is {run.state}: a baseline holds finished runs only",
                 remedy="pick finished runs (edgelab runs ls --state finished)",

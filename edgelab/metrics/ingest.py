@@ -21,6 +21,7 @@ from sqlmodel import select as sm_select
 from edgelab.metrics import events as ev
 from edgelab.metrics.live import RunAggregator, recompute, request_metrics
 from edgelab.metrics.provenance import observed
+from edgelab.states import RunState
 from edgelab.store.db import session_scope
 from edgelab.store.models import utcnow
 from edgelab.store.runs import (
@@ -290,7 +291,7 @@ class Ingestor:
                 }
             )
         elif k is ev.RunStart:
-            self._run_update.update(state="running", started_at=utcnow())
+            self._run_update.update(state=RunState.RUNNING, started_at=utcnow())
             seen = observed(self._provenance, e.meta or {})
             if (
                 seen != self._provenance
@@ -337,7 +338,7 @@ class Ingestor:
                     ],
                 )
             upd = dict(self._run_update, heartbeat_at=utcnow())
-            if upd.get("state") == "running":  # a late run.start never reopens a run stopped meanwhile
+            if upd.get("state") == RunState.RUNNING:  # a late run.start never reopens a run stopped meanwhile
                 start = {k: upd.pop(k) for k in ("state", "started_at") if k in upd}
                 conn.execute(
                     update(_RUN)
@@ -375,7 +376,7 @@ class Ingestor:
         with session_scope(self.engine) as s:
             run = get_run(s, self.run_id)
             put_summary(s, self.run_id, "final", final, run.provenance)
-            end = state or (self.agg.state if self.agg.state in FINAL_STATES else "finished")
+            end = state or (self.agg.state if self.agg.state in FINAL_STATES else RunState.FINISHED)
             if run.state not in FINAL_STATES or state:
                 set_state(s, run, end, error=error)
         self.closed = True
@@ -386,7 +387,7 @@ class Ingestor:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if not self.closed:
-            self.close(state="failed" if exc is not None else None, error=str(exc) if exc else None)
+            self.close(state=RunState.FAILED if exc is not None else None, error=str(exc) if exc else None)
 
 
 SAMPLE_COLS = (

@@ -19,6 +19,7 @@ from edgelab.metrics.audio import EPS_MS, AudioMetrics, Chunk, audio_metrics
 from edgelab.metrics.reported import summary as reported_summary
 from edgelab.metrics.stats import summarize
 from edgelab.metrics.text import text_metrics
+from edgelab.states import RunState
 
 HEADLINE_PHASES = ("measured",)
 
@@ -302,7 +303,7 @@ class RunAggregator:
         self.last_resource: dict[str | None, ev.ResourceSample] = {}
         self.stages: dict[str, list[float]] = {}
         self.resources = ResourceAgg()
-        self.state = "pending"
+        self.state = RunState.PENDING
         self.events = 0
         self._dispatch = {
             ev.AudioChunk: self._audio,
@@ -336,7 +337,7 @@ class RunAggregator:
         return r
 
     def _run_start(self, e: ev.RunStart) -> None:
-        self.state = "running"
+        self.state = RunState.RUNNING
         p = e.meta.get("control_period_s")
         if p is None and e.meta.get("control_hz"):
             p = 1.0 / float(e.meta["control_hz"])

@@ -18,6 +18,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import select
 
 from edgelab.errors import ConfigError
+from edgelab.states import RunState
 from edgelab.store.db import session_scope
 from edgelab.store.runs import Run, RunSummary, TelemetrySample
 
@@ -51,7 +52,7 @@ class _Out:
         return "\n".join(lines) + "\n"
 
 
-def exposition(engine: Engine, *, states: tuple[str, ...] = ("running",)) -> str:
+def exposition(engine: Engine, *, states: tuple[str, ...] = (RunState.RUNNING,)) -> str:
     """The exposition text: per live run its headline figures, per device its latest telemetry."""
     out = _Out()
     with session_scope(engine, write=False) as s:

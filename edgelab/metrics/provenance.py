@@ -51,6 +51,7 @@ from edgelab import __version__
 from edgelab.credentials import mask_text, mask_url
 from edgelab.errors import ConfigError, NotFound
 from edgelab.labels import strategy_label
+from edgelab.states import RunState
 from edgelab.transport.quoting import Shell, join
 
 UNKNOWN = "unknown"
@@ -398,7 +399,9 @@ def observe_cache(
         ).all()
         pushed = max(stamps) if stamps else None
     q = select(Run).where(
-        Run.device_name == device, Run.runtime == runtime, Run.state.in_(("finished", "running", "stopped"))
+        Run.device_name == device,
+        Run.runtime == runtime,
+        Run.state.in_((RunState.FINISHED, RunState.RUNNING, RunState.STOPPED)),
     )
     for run in session.exec(q.order_by(Run.created_at.desc())).all():
         if run.id == exclude_run:

@@ -19,6 +19,7 @@ from sqlmodel import Session, col, select
 
 from edgelab.errors import ConfigError, NotFound
 from edgelab.metrics import compare as cmp
+from edgelab.states import RunState
 from edgelab.store.baselines import Baseline, find_baseline
 from edgelab.store.runs import FINAL_STATES, Run, RunSample, get_run, requests_of
 
@@ -180,7 +181,11 @@ def _existing(session: Session, ids: list[str], what: str) -> list[Run]:
 
 
 def _finished(session: Session, device: str | None, pipeline: str | None) -> list[Run]:
-    q = select(Run).where(col(Run.state) == "finished").order_by(col(Run.created_at).desc(), col(Run.id))
+    q = (
+        select(Run)
+        .where(col(Run.state) == RunState.FINISHED)
+        .order_by(col(Run.created_at).desc(), col(Run.id))
+    )
     if device:
         q = q.where(Run.device_name == device)
     if pipeline:

@@ -45,6 +45,7 @@ from sqlalchemy import Engine, insert
 from sqlmodel import Session, select
 
 from edgelab.errors import MAX_REPORTED, AlreadyImported, ConfigError, InvalidInput
+from edgelab.states import RunState
 from edgelab.strictjson import loads_strict
 
 MAX_INPUT_BYTES = 1 << 30  # a requests.jsonl over 1 GiB is not a study run
@@ -549,7 +550,7 @@ def write_inputs(
                 pipeline=pipe,
                 device_name=dev,
                 kind="imported",
-                state="running",
+                state=RunState.RUNNING,
                 virtual=bool(virtual),
                 provenance=prov,
                 meta=meta,
@@ -571,7 +572,7 @@ def write_inputs(
             del views
             run.provenance = {**prov, "imported": imported}  # a new dict: the JSON column sees the change
             put_summary(s, run.id, "final", json.loads(json.dumps(final)), run.provenance)
-            run.state = "finished"
+            run.state = RunState.FINISHED
             s.add(run)
             s.flush()
             ids.append(run.id)

@@ -18,7 +18,7 @@ import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 
 from edgelab.credentials import mask_text
-from edgelab.playbook.results import PlayResult
+from edgelab.playbook.results import PlayResult, StepStatus
 from edgelab.safetext import xml_text
 
 
@@ -48,13 +48,13 @@ def to_junit(result: PlayResult) -> str:
     stamp = datetime.now(UTC).replace(microsecond=0).isoformat()
     for job in result.jobs:
         tests = len(job.steps)
-        fails = sum(1 for s in job.steps if s.status == "failed" and s.category == "test")
+        fails = sum(1 for s in job.steps if s.status == StepStatus.FAILED and s.category == "test")
         errs = sum(
             1
             for s in job.steps
-            if (s.status == "failed" and s.category != "test") or s.status == "interrupted"
+            if (s.status == StepStatus.FAILED and s.category != "test") or s.status == StepStatus.INTERRUPTED
         )
-        skips = sum(1 for s in job.steps if s.status == "skipped")
+        skips = sum(1 for s in job.steps if s.status == StepStatus.SKIPPED)
         suite = ET.SubElement(
             root,
             "testsuite",
@@ -94,7 +94,7 @@ def to_junit(result: PlayResult) -> str:
                 name=("cleanup: " if step.cleanup else "") + step.name,
                 time=f"{step.duration_s:.3f}",
             )
-            if step.status == "failed":
+            if step.status == StepStatus.FAILED:
                 # a test failure is <failure>; lab or device trouble is <error>, both typed by class
                 tag = "failure" if step.category == "test" else "error"
                 el = ET.SubElement(
@@ -104,12 +104,14 @@ def to_junit(result: PlayResult) -> str:
                     message=f"[{step.category or 'infra'}] {step.message}"[:1000],
                 )
                 el.text = step.message
-            elif step.status == "interrupted":  # stopped by Ctrl-C while it ran: neither passed nor failed
+            elif (
+                step.status == StepStatus.INTERRUPTED
+            ):  # stopped by Ctrl-C while it ran: neither passed nor failed
                 el = ET.SubElement(
                     case, "error", type="interrupted", message=f"[interrupted] {step.message}"[:1000]
                 )
                 el.text = step.message
-            elif step.status == "skipped":
+            elif step.status == StepStatus.SKIPPED:
                 ET.SubElement(case, "skipped", message=step.message)
             out = step.message + (f"\nrun: {step.run_id}" if step.run_id else "")
             ET.SubElement(case, "system-out").text = out

@@ -9,6 +9,7 @@ Classes (the KernelCI lesson: never mix lab trouble with test failures):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from edgelab.credentials import mask_text
@@ -16,11 +17,21 @@ from edgelab.credentials import mask_text
 CATEGORIES = ("infra", "device", "test")
 
 
+class StepStatus(StrEnum):
+    """A playbook step's outcome (JUnit: failed -> failure or error, interrupted -> error, skipped)."""
+
+    PENDING = "pending"
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    INTERRUPTED = "interrupted"  # the play was stopped while it ran
+
+
 @dataclass
 class StepResult:
     name: str
     kind: str
-    status: str = "pending"  # passed | failed | skipped | interrupted (the play was stopped during it)
+    status: str = StepStatus.PENDING
     category: str | None = None
     message: str = ""
     duration_s: float = 0.0
@@ -62,7 +73,7 @@ class JobResult:
 
     @property
     def ok(self) -> bool:
-        return all(s.status not in ("failed", "interrupted") for s in self.steps)
+        return all(s.status not in (StepStatus.FAILED, StepStatus.INTERRUPTED) for s in self.steps)
 
     @property
     def run_ids(self) -> list[str]:
@@ -105,7 +116,7 @@ class PlayResult:
         out = dict.fromkeys(CATEGORIES, 0)
         for j in self.jobs:
             for s in j.steps:
-                if s.status == "failed":
+                if s.status == StepStatus.FAILED:
                     out[s.category or "infra"] += 1
         return out
 

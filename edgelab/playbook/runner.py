@@ -19,7 +19,7 @@ from sqlalchemy import Engine
 
 from edgelab import __version__
 from edgelab.errors import ConfigError, EdgelabError, PlayInterrupted, StepFailure
-from edgelab.playbook.results import JobResult, PlayResult, StepResult
+from edgelab.playbook.results import JobResult, PlayResult, StepResult, StepStatus
 from edgelab.playbook.schema import Playbook, Step, substitute
 from edgelab.playbook.steps import STEPS, JobContext, classify
 from edgelab.store.db import session_scope
@@ -167,25 +167,30 @@ def _run_jobs(
                     res = StepResult(
                         step.name,
                         step.kind,
-                        status="skipped",
+                        status=StepStatus.SKIPPED,
                         message="skipped: an earlier step failed"
                         if failed
                         else "skipped: the play was stopped",
                     )
-                    if not failed and not any(r.status == "interrupted" for r in job.steps):
+                    if not failed and not any(r.status == StepStatus.INTERRUPTED for r in job.steps):
                         # the Ctrl-C came between two steps: the one it kept from running says so,
                         # so the report (and its JUnit) always carries the interruption
-                        res.status, res.message = "interrupted", "interrupted (Ctrl-C) before it started"
+                        res.status, res.message = (
+                            StepStatus.INTERRUPTED,
+                            "interrupted (Ctrl-C) before it started",
+                        )
                     job.steps.append(res)
                     report(job, res)
                     continue
                 res = _run_step(ctx, step)
-                if stop_event.is_set() and res.status != "skipped":  # it ran when the play was stopped
-                    res.status, res.category = "interrupted", None
+                if (
+                    stop_event.is_set() and res.status != StepStatus.SKIPPED
+                ):  # it ran when the play was stopped
+                    res.status, res.category = StepStatus.INTERRUPTED, None
                     res.message = "interrupted (Ctrl-C)" + (f": {res.message}" if res.message else "")
                 job.steps.append(res)
                 report(job, res)
-                if res.status == "failed" and not step.continue_on_error:
+                if res.status == StepStatus.FAILED and not step.continue_on_error:
                     failed = True
             ctx.stop_event = cleanup_cut  # cleanup runs after a Ctrl-C too; only a second one ends it
             for step in pb.cleanup:
@@ -193,7 +198,7 @@ def _run_jobs(
                     res = StepResult(
                         step.name,
                         step.kind,
-                        status="skipped",
+                        status=StepStatus.SKIPPED,
                         message="skipped: cleanup cut short by a second Ctrl-C",
                     )
                 else:
@@ -256,7 +261,7 @@ def _run_jobs(
                     StepResult(
                         "cleanup",
                         "cleanup",
-                        status="interrupted",
+                        status=StepStatus.INTERRUPTED,
                         cleanup=True,
                         message="a second Ctrl-C cut the job short; left for the next "
                         "command: " + ("; ".join(left) or "nothing recorded"),
@@ -321,19 +326,19 @@ def _run_step(ctx: JobContext, step: Step) -> StepResult:
     try:
         opts = substitute(step.options, ctx.variables)
         STEPS[step.kind](ctx, step, opts, deadline, res)
-        if res.status == "pending":
-            res.status = "passed"
-        if deadline is not None and time.monotonic() > deadline and res.status == "passed":
-            res.status, res.category = "failed", "infra"
+        if res.status == StepStatus.PENDING:
+            res.status = StepStatus.PASSED
+        if deadline is not None and time.monotonic() > deadline and res.status == StepStatus.PASSED:
+            res.status, res.category = StepStatus.FAILED, "infra"
             res.message = f"passed its timeout of {step.timeout_s:g} s ({res.message})"
     except StepFailure as err:
-        res.status, res.category, res.message = "failed", err.category, str(err)
+        res.status, res.category, res.message = StepStatus.FAILED, err.category, str(err)
         res.details.update(err.details)
     except EdgelabError as err:
-        res.status, res.category = "failed", classify(err)
+        res.status, res.category = StepStatus.FAILED, classify(err)
         res.message = str(err) + (f" (-> {err.remedy})" if err.remedy else "")
     except Exception as err:  # noqa: BLE001 - one job's surprise must not stop the others
-        res.status, res.category, res.message = "failed", "infra", f"{type(err).__name__}: {err}"
+        res.status, res.category, res.message = StepStatus.FAILED, "infra", f"{type(err).__name__}: {err}"
     res.duration_s = time.monotonic() - t0
     return res
 
@@ -345,7 +350,7 @@ def _update_baselines(engine: Engine, pb: Playbook, job: JobResult) -> None:
 
     for step in job.steps:
         name = step.details.get("baseline_name") if step.kind == "gate" else None
-        if not name or not step.run_id or step.status != "passed":
+        if not name or not step.run_id or step.status != StepStatus.PASSED:
             continue
         with session_scope(engine) as s:
             row = set_baseline(
@@ -384,7 +389,7 @@ def _update_matrix(engine: Engine, pb: Playbook, ctx: JobContext) -> None:
             by_pipeline.setdefault(s.details["pipeline"], []).append(s)
     for pipeline, benches in by_pipeline.items():
         gates = [s for s in job.steps if s.kind == "gate" and s.run_id in {b.run_id for b in benches}]
-        failed = [s for s in [*benches, *gates] if s.status == "failed"]
+        failed = [s for s in [*benches, *gates] if s.status == StepStatus.FAILED]
         with session_scope(engine) as s:
             note = record_outcome(
                 s,

@@ -21,14 +21,16 @@ from edgelab.errors import (
     EdgelabError,
     NotFound,
     Refusal,
+    RefusalCode,
     RemoteTimeout,
     StepFailure,
     TransportError,
 )
 from edgelab.labels import strategy_label
 from edgelab.playbook.gates import evaluate
-from edgelab.playbook.results import JobResult, StepResult
+from edgelab.playbook.results import JobResult, StepResult, StepStatus
 from edgelab.playbook.schema import Step
+from edgelab.states import RunState
 from edgelab.store.db import session_scope
 
 WORKLOAD_PIPELINE = {"tts": "qwen3-tts-0.6b", "vla": "internvla-a1"}  # reference workload -> its pipeline
@@ -267,7 +269,7 @@ def _failed_text(err: Any, device: str) -> str:
 
 def _refusal_category(code: str) -> str:
     """An unreachable device is the lab's trouble; any other refusal is the device saying it cannot."""
-    return "infra" if code == "device_unreachable" else "device"
+    return "infra" if code == RefusalCode.DEVICE_UNREACHABLE else "device"
 
 
 def do_bench(
@@ -362,7 +364,7 @@ def do_bench(
         "protocol": res.meta.get("protocol"),
         "live_equals_final": res.live_equals_final,
     }
-    if res.state != "finished":
+    if res.state != RunState.FINISHED:
         why = "passed its step timeout" if timed_out.is_set() else "was stopped"
         raise StepFailure(f"{res.kind} run {res.run_id} {why} and was stopped", "infra", out.details)
     failed = (summary.get("requests") or {}).get("failed") or 0
@@ -509,7 +511,7 @@ def do_collect(
 ) -> None:
     """Copy named device files (and the job's run logs) into ``<out>/<device>/``."""
     if ctx.out_dir is None:
-        out.status = "skipped"
+        out.status = StepStatus.SKIPPED
         out.message = "no --collect directory given"
         return
     dest = ctx.out_dir / ctx.result.label.replace("/", "_")

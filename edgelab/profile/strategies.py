@@ -15,6 +15,7 @@ from typing import Any
 
 from edgelab.catalog.devices import DeviceEntry
 from edgelab.catalog.pipelines import PipelineSpec
+from edgelab.errors import RefusalCode
 from edgelab.probe.parsers.vllm import importable
 from edgelab.profile.defaults import GIB
 from edgelab.profile.fit import Fit
@@ -115,7 +116,7 @@ def _s1(
             "S1",
             False,
             f"unknown Jetson with {have}: S1 needs at least {S1_MIN_RAM_GIB} GiB",
-            "budget_exceeds_device",
+            RefusalCode.BUDGET_EXCEEDS_DEVICE,
         )
     return _s1_memory(fit, "Jetson-class CUDA", " (expect 95-355 s cold start)")
 
@@ -133,7 +134,7 @@ def _s1_memory(fit: Fit, what: str, tail: str = "") -> StrategyDecision:
             "S1",
             False,
             f"budget_exceeds_device: vLLM-Omni serves 16-bit weights; {why}",
-            "budget_exceeds_device",
+            RefusalCode.BUDGET_EXCEEDS_DEVICE,
         )
     return StrategyDecision(
         "S1",
@@ -156,7 +157,9 @@ def _local(sid: str, spec: PipelineSpec, fit: Fit, runtime_target: str | None, w
             if b
             else "memory pool unknown"
         )
-        return StrategyDecision(sid, False, f"budget_exceeds_device: {why}", "budget_exceeds_device")
+        return StrategyDecision(
+            sid, False, f"budget_exceeds_device: {why}", RefusalCode.BUDGET_EXCEEDS_DEVICE
+        )
     return StrategyDecision(sid, True, f"{what} on {runtime_target} with {fit.quantization} weights")
 
 
@@ -174,7 +177,7 @@ def _s4(spec: PipelineSpec, device_fit: Fit | None, endpoint_configured: bool) -
             "S4",
             False,
             f"budget_exceeds_device: device-side stages {', '.join(spec.device_stages_s4)} do not fit",
-            "budget_exceeds_device",
+            RefusalCode.BUDGET_EXCEEDS_DEVICE,
         )
     tier = " as a re-planning tier only, never in the control loop" if spec.kind == "vla" else ""
     return StrategyDecision(

@@ -371,9 +371,15 @@ def stop_lab_deployments(
     reach them). Returns the run ids stopped."""
     from sqlmodel import select
 
-    from edgelab.deploy import options, supervise, transition
+    from edgelab.deploy import options, supervise
     from edgelab.store.db import get_engine, session_scope
-    from edgelab.store.deployments import ACTIVE_STATES, Deployment, processes
+    from edgelab.store.deployments import (
+        ACTIVE_STATES,
+        GONE_PROCESS_STATES,
+        Deployment,
+        DeploymentState,
+        processes,
+    )
     from edgelab.store.devices import get_device
 
     say = progress or (lambda _msg: None)
@@ -384,8 +390,8 @@ def stop_lab_deployments(
             for d in s.exec(select(Deployment).where(Deployment.device_name.in_(names))).all()
             if d.state in ACTIVE_STATES
             or (
-                d.state == "device-lost"
-                and any(p.pid and p.state not in transition.GONE_PROCESS_STATES for p in processes(s, d.id))
+                d.state == DeploymentState.DEVICE_LOST
+                and any(p.pid and p.state not in GONE_PROCESS_STATES for p in processes(s, d.id))
             )
         ]
         virtual = {n for n in names if _is_virtual(s, get_device, n)}

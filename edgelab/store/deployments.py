@@ -9,7 +9,6 @@ lock on the device), so two deploys racing for one pool cannot both get it.
 from __future__ import annotations
 
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Column, ForeignKey, Index, Integer, String, UniqueConstraint
@@ -18,26 +17,16 @@ from sqlmodel import Field, Session, SQLModel, col, select
 import edgelab.store.models  # noqa: F401 - the device table deployments and reservations refer to
 import edgelab.store.runs  # noqa: F401 - the run table the deployment's run_id refers to
 from edgelab.errors import NotFound
+from edgelab.states import (
+    ACTIVE_DEPLOYMENT_STATES as ACTIVE_STATES,  # re-exported: the vocabulary is edgelab.states
+)
+from edgelab.states import DEPLOYMENT_STATES as DEPLOYMENT_STATES
+from edgelab.states import FINAL_STATES as FINAL_STATES
+from edgelab.states import GONE_PROCESS_STATES as GONE_PROCESS_STATES
+from edgelab.states import AttemptOutcome as AttemptOutcome
+from edgelab.states import DeploymentState as DeploymentState
+from edgelab.states import ProcessState as ProcessState
 from edgelab.store.base import _ts, utcnow
-
-
-class DeploymentState(StrEnum):
-    """A deployment's state: pending -> starting -> running -> finished | failed | stopped | device-lost;
-    refused before anything ran."""
-
-    PENDING = "pending"
-    STARTING = "starting"
-    RUNNING = "running"
-    FINISHED = "finished"
-    FAILED = "failed"
-    STOPPED = "stopped"
-    DEVICE_LOST = "device-lost"
-    REFUSED = "refused"
-
-
-DEPLOYMENT_STATES = tuple(s.value for s in DeploymentState)
-ACTIVE_STATES = DEPLOYMENT_STATES[:3]  # pending, starting, running: its processes may be alive
-FINAL_STATES = DEPLOYMENT_STATES[3:]  # nothing changes it any more (device-lost: only to stopped/ended)
 
 
 class Deployment(SQLModel, table=True):
@@ -61,7 +50,7 @@ class Deployment(SQLModel, table=True):
     strategy: str = Field(max_length=8)
     runtime: str = Field(max_length=32)
     state: str = Field(
-        default="pending", max_length=16
+        default=DeploymentState.PENDING, max_length=16
     )  # pending starting running finished failed stopped device-lost
     error: str | None = None
     plan: dict = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
@@ -102,7 +91,7 @@ class DeploymentProcess(SQLModel, table=True):
     argv: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     workdir: str = Field(default="", max_length=512)
     pid: int | None = None  # the process-group leader on the device
-    state: str = Field(default="pending", max_length=16)  # pending running exited killed gone unknown
+    state: str = Field(default=ProcessState.PENDING, max_length=16)  # a ProcessState
     exit_code: int | None = None
     started_at: datetime | None = Field(default=None, sa_column=_ts())
     stopped_at: datetime | None = Field(default=None, sa_column=_ts())
@@ -147,7 +136,7 @@ class DeployAttempt(SQLModel, table=True):
     strategy: str | None = Field(default=None, max_length=8)  # requested (None: automatic)
     runtime: str | None = Field(default=None, max_length=32)
     dry_run: bool = False
-    outcome: str = Field(max_length=16)  # admitted | refused
+    outcome: str = Field(max_length=16)  # an AttemptOutcome
     code: str | None = Field(default=None, max_length=32)
     pool: str | None = Field(default=None, max_length=64)
     message: str | None = None

@@ -9,30 +9,17 @@ from __future__ import annotations
 
 import secrets
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Column, Float, ForeignKey, Index, String, UniqueConstraint
 from sqlmodel import Field, Session, SQLModel, col, select
 
 from edgelab.errors import ConfigError, NotFound
+from edgelab.states import ACTIVE_RUN_STATES as ACTIVE_STATES  # re-exported: the vocabulary is edgelab.states
+from edgelab.states import FINAL_STATES as FINAL_STATES
+from edgelab.states import RUN_STATES as RUN_STATES
+from edgelab.states import RunState as RunState
 from edgelab.store.base import _ts, utcnow
-
-
-class RunState(StrEnum):
-    """A run's state: pending -> running -> finished | failed | stopped | device-lost."""
-
-    PENDING = "pending"
-    RUNNING = "running"
-    FINISHED = "finished"
-    FAILED = "failed"
-    STOPPED = "stopped"
-    DEVICE_LOST = "device-lost"
-
-
-RUN_STATES = tuple(s.value for s in RunState)
-ACTIVE_STATES = frozenset({RunState.PENDING.value, RunState.RUNNING.value})  # may still change; device busy
-FINAL_STATES = frozenset(RUN_STATES) - ACTIVE_STATES  # nothing changes it any more
 
 
 def _run_fk(nullable: bool = False) -> Column:
@@ -250,7 +237,7 @@ def set_state(session: Session, run: Run, state: str, *, error: str | None = Non
         raise ConfigError(f"unknown run state {state!r}", remedy=f"use one of {', '.join(RUN_STATES)}")
     run.state = state
     now = utcnow()
-    if state == "running" and run.started_at is None:
+    if state == RunState.RUNNING and run.started_at is None:
         run.started_at = now
     if state in FINAL_STATES:
         run.finished_at = now

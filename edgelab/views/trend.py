@@ -17,6 +17,7 @@ from sqlalchemy import Engine
 from edgelab.errors import EdgelabError
 from edgelab.metrics import compare as cmp
 from edgelab.metrics.runsets import pooled_values, resolve, trend
+from edgelab.states import RunState
 from edgelab.store.baselines import current_baselines
 from edgelab.store.db import session_scope
 from edgelab.store.runs import list_runs
@@ -57,7 +58,7 @@ def load_trend(
 ) -> TrendView | None:
     """The trend of ``device`` (its newest run's pipeline unless given); None when nothing to draw."""
     with session_scope(engine, write=False) as s:
-        runs = list_runs(s, device=device, pipeline=pipeline, state="finished", limit=1)
+        runs = list_runs(s, device=device, pipeline=pipeline, state=RunState.FINISHED, limit=1)
         if not runs:
             return None
         newest = runs[0]

@@ -11,7 +11,7 @@ from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.strategies import s1, s3, s4, s5
 from edgelab.deploy.strategies.common import REFERENCE, RUNTIME_FORMATS, PlanContext
 from edgelab.deploy.strategies.controller import has_controller
-from edgelab.errors import Refusal, RefusedPlan, UnknownName
+from edgelab.errors import Refusal, RefusalCode, RefusedPlan, UnknownName
 from edgelab.runtimes.launch import runtimes
 
 BUILDERS = {"S1": s1.build, "S3": s3.build, "S4": s4.build, "S5": s5.build}
@@ -35,7 +35,7 @@ def choose(ctx: PlanContext, requested: str | None = None) -> tuple[str, str]:
             raise UnknownName(f"unknown strategy {requested!r}", remedy="choose one of S1, S3, S4, S5")
         d = pp.strategy(sid)
         if not d.eligible:
-            code = d.code if d.code in ("budget_exceeds_device",) else "strategy_refused"
+            code = d.code if d.code in (RefusalCode.BUDGET_EXCEEDS_DEVICE,) else RefusalCode.STRATEGY_REFUSED
             raise Refusal(
                 code,
                 f"{sid} refused: {d.reason}",
@@ -50,11 +50,13 @@ def choose(ctx: PlanContext, requested: str | None = None) -> tuple[str, str]:
         return order[0]
     codes = {d.code for d in pp.strategies if not d.eligible}
     why = "; ".join(f"{d.strategy}: {d.reason}" for d in pp.strategies)
-    if "budget_exceeds_device" in codes:
+    if RefusalCode.BUDGET_EXCEEDS_DEVICE in codes:
         # Let admission name the pool and the numbers: plan at the smallest format tried.
-        return "S5" if pp.strategy("S5").code == "budget_exceeds_device" else "S3", "no strategy fits: " + why
+        return "S5" if pp.strategy(
+            "S5"
+        ).code == RefusalCode.BUDGET_EXCEEDS_DEVICE else "S3", "no strategy fits: " + why
     raise Refusal(
-        "no_runnable_device",
+        RefusalCode.NO_RUNNABLE_DEVICE,
         f"no strategy can run {ctx.spec.id}: {why}",
         device=ctx.device,
         remedy="probe the device again (`edgelab probe`) or pick a device whose class has a runtime target",
@@ -112,7 +114,7 @@ def build_for(ctx: PlanContext, sid: str, why: str) -> ExecutionPlan:
         )
     if ctx.runtime == "vllm-omni" and sid != "S1":
         raise Refusal(
-            "strategy_refused",
+            RefusalCode.STRATEGY_REFUSED,
             f"runtime vllm-omni runs only under S1, not {sid}",
             device=ctx.device,
             strategy=sid,
@@ -120,7 +122,7 @@ def build_for(ctx: PlanContext, sid: str, why: str) -> ExecutionPlan:
         )
     if sid == "S1" and ctx.runtime not in (None, "vllm-omni", REFERENCE):
         raise Refusal(
-            "strategy_refused",
+            RefusalCode.STRATEGY_REFUSED,
             f"S1 runs vLLM-Omni itself, not {ctx.runtime}",
             device=ctx.device,
             strategy=sid,
@@ -136,7 +138,7 @@ def build_for(ctx: PlanContext, sid: str, why: str) -> ExecutionPlan:
         plan.notes.append("S3 controller over exported fp32 stages (random weights): edgelab model export")
     if quant and plan.runtime in RUNTIME_FORMATS and quant not in RUNTIME_FORMATS[plan.runtime]:
         raise Refusal(
-            "weight_format_unsupported",
+            RefusalCode.WEIGHT_FORMAT_UNSUPPORTED,
             f"{plan.runtime} cannot load {quant} weights (it loads {', '.join(RUNTIME_FORMATS[plan.runtime])})",
             device=ctx.device,
             strategy=sid,

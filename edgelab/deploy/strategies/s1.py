@@ -28,7 +28,7 @@ from edgelab.deploy.strategies.common import (
     template_process,
     threads,
 )
-from edgelab.errors import Refusal
+from edgelab.errors import Refusal, RefusalCode
 from edgelab.probe.parsers.vllm import importable
 from edgelab.runtimes import vllm_omni
 from edgelab.runtimes.launch import runtimes
@@ -316,7 +316,7 @@ def launch_refusal(plan: ExecutionPlan) -> Refusal | None:
         else "drop --strategy/--runtime to choose automatically"
     )
     return Refusal(
-        "strategy_refused",
+        RefusalCode.STRATEGY_REFUSED,
         f"S1 (vLLM-Omni) cannot start here: {why}",
         device=plan.device,
         remedy=remedy,

@@ -17,6 +17,7 @@ from textual.widgets import Footer, Header, Static
 
 from edgelab.errors import EdgelabError
 from edgelab.safetext import printable
+from edgelab.states import RunState
 from edgelab.tui.messages import ActionDone, RunLoaded
 from edgelab.tui.widgets.log_tail import LogTail
 from edgelab.tui.widgets.metric_tile import MetricTile
@@ -133,7 +134,7 @@ class RunScreen(Screen):
                 f"{r.get('strategy_label') or r['strategy'] or ''} {r['runtime'] or ''}"
             )
         )
-        title.append(f"  [{r['state']}]", style="green" if r["state"] == "running" else "yellow")
+        title.append(f"  [{r['state']}]", style="green" if r["state"] == RunState.RUNNING else "yellow")
         if r["virtual"]:
             title.append(
                 "  VIRTUAL device: figures demonstrate the machinery, they qualify nothing",

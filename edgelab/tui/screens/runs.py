@@ -15,10 +15,16 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
+from edgelab.states import RunState
 from edgelab.views.device import list_run_rows
 
 COLUMNS = ("run", "started", "device", "pipeline", "strategy", "runtime", "kind", "state")
-STATE_STYLE = {"running": "green", "finished": "cyan", "failed": "red", "stopped": "yellow"}
+STATE_STYLE = {
+    RunState.RUNNING: "green",
+    RunState.FINISHED: "cyan",
+    RunState.FAILED: "red",
+    RunState.STOPPED: "yellow",
+}
 
 
 class RunsLoaded(Message):

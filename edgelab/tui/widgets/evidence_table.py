@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from edgelab.inventory.view import ago
+from edgelab.states import RunState
 from edgelab.views.matrix import EvidenceRun
 
 COLUMNS = ("run", "device", "state", "virtual", "counts as", "created")
@@ -16,7 +17,8 @@ COLUMNS = ("run", "device", "state", "virtual", "counts as", "created")
 
 def evidence_cells(e: EvidenceRun, now: datetime) -> tuple:
     state = Text(
-        e.state, style={"finished": "green", "failed": "red", "missing": "bold red"}.get(e.state, "")
+        e.state,
+        style={RunState.FINISHED: "green", RunState.FAILED: "red", "missing": "bold red"}.get(e.state, ""),
     )
     if e.virtual:
         role = Text("demonstration", style="yellow")
