@@ -17,9 +17,9 @@ from pathlib import Path
 from edgelab.errors import HashMismatch, TransportError
 from edgelab.transport import hashers, winscripts
 from edgelab.transport.base import Capability, Progress, RemoteProcess, RunResult, Transport
-from edgelab.transport.quoting import Shell
+from edgelab.transport.host import ANDROID_BASE, host_of
 
-ANDROID_ROOT = "/data/local/tmp/edgelab/store"
+ANDROID_ROOT = ANDROID_BASE + "/store"
 POSIX_ROOT = "~/.edgelab/store"  # resolved against $HOME on the device
 WINDOWS_ROOT = r"%LOCALAPPDATA%\edgelab\store"
 _SHA = re.compile(r"[0-9a-f]{64}")
@@ -262,7 +262,7 @@ class DeviceStore:
     def _hash_fn(self) -> str:
         if self.hasher is not None:
             return self.hasher.fn
-        return hashers.fallback_fn(toybox=self.t.shell is Shell.TOYBOX)
+        return hashers.fallback_fn(toybox=host_of(self.t).toybox)
 
     @property
     def hasher_name(self) -> str:
@@ -271,7 +271,7 @@ class DeviceStore:
             return self.hasher.name
         if os.environ.get(hashers.ENV, "").strip():
             return f"{hashers.candidates()[0].name} (not probed)"
-        return "sha256sum" if self.t.shell is Shell.TOYBOX else "openssl or sha256sum (not probed)"
+        return "sha256sum" if host_of(self.t).toybox else "openssl or sha256sum (not probed)"
 
     def probe_hasher(self) -> hashers.Hasher | None:
         """Ask the device for its fastest working SHA-256 tool (one round trip; ``open_store``
@@ -587,22 +587,6 @@ class WindowsStore(DeviceStore):
         return sorted(out, key=lambda e: e.name)
 
 
-def windows_store_root(transport: Transport) -> tuple[str, str]:
-    """(store root, the variable it came from): %LOCALAPPDATA%\\edgelab\\store for a user with a profile;
-    a service account without one gets %ProgramData%\\edgelab\\store, else %TEMP%\\edgelab\\store."""
-    name = transport.name
-    if not transport.supports(Capability.WINDOWS_SHELL):
-        raise TransportError(f"{name}: a Windows store needs an SSH transport")
-    res = transport.run_ps(winscripts.env_bases(), timeout=30)
-    base, var = winscripts.pick_base(res.stdout) if res.ok else (None, None)
-    if not base:
-        raise TransportError(
-            f"{name}: %LOCALAPPDATA%, %ProgramData% and %TEMP% are all empty: no place for the store",
-            remedy="log in as an account with a profile, or give the device a store root (open_store(root=...))",
-        )
-    return base.rstrip("\\") + "\\edgelab\\store", var or ""
-
-
 # ``stat`` of each blob ``$r/SHA``, "-" for one that is absent. Read-only: blobs that are there need no mkdir.
 _STAT_LOOP = (
     'for s in "$@"; do if [ -f "$r/$s" ]; then stat -c "%s|%z|%i" "$r/$s" || exit 1; else echo -; fi; done'
@@ -620,11 +604,13 @@ def stat_blobs(
     was missing) asks nothing again. ``None`` where the store is not reached so (Windows) or the
     answer is not plain: the caller asks ``open_store`` and ``inspect``.
     """
-    if transport.shell is Shell.POWERSHELL:
+    host = host_of(transport)
+    if not host.sh:
         return None
     known = transport.memo.get(_MEMO_KEY)
-    if transport.shell is Shell.TOYBOX or known is not None:
-        store = DeviceStore(transport, ANDROID_ROOT) if known is None else DeviceStore(transport, *known)
+    fixed = host.store_root()
+    if fixed is not None or known is not None:
+        store = DeviceStore(transport, *known) if known is not None else DeviceStore(transport, fixed)
         script = "r=$1; shift; " + _STAT_LOOP
         res = transport.run(["sh", "-c", script, "edgelab-stat", store.root, *shas], timeout=30)
         lines = res.stdout.splitlines()
@@ -657,13 +643,13 @@ def open_store(transport: Transport, root: str | None = None, *, inspect: str | 
     ``inspect``: a blob the caller will ``inspect`` first (a push); where resolving the store costs a
     command of its own, that command answers it too (one round trip less before the bytes go).
     """
+    host = host_of(transport)
+    cls = DeviceStore if host.sh else WindowsStore
     if root is not None:
-        cls = WindowsStore if transport.shell is Shell.POWERSHELL else DeviceStore
         return cls(transport, root)
-    if transport.shell is Shell.TOYBOX:  # Android: the shell user's home is not writable
-        return DeviceStore(transport, ANDROID_ROOT)
-    if transport.shell is Shell.POWERSHELL:
-        return WindowsStore(transport, windows_store_root(transport)[0])
+    fixed = host.store_root()  # Android: fixed (the shell user's home is not writable); Windows: asked
+    if fixed is not None:
+        return cls(transport, fixed)
     known = transport.memo.get(_MEMO_KEY)  # asked once per connection
     if known is not None:
         return DeviceStore(transport, *known)

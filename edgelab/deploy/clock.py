@@ -11,20 +11,12 @@ import time
 
 from edgelab.errors import TransportError
 from edgelab.metrics.events import ClockOffset
-from edgelab.transport import winscripts
 from edgelab.transport.base import Transport
-from edgelab.transport.quoting import Shell
+from edgelab.transport.host import host_of
 
 
 def _device_now(t: Transport) -> float:
-    if t.shell is Shell.POWERSHELL:
-        out = t.run_ps(winscripts.clock_ms(), timeout=20).stdout
-        return int(out.strip()) / 1000.0
-    out = t.run(["date", "+%s.%N"], timeout=20).stdout.strip()
-    try:
-        return float(out)
-    except ValueError:  # no %N on this date(1): whole seconds
-        return float(t.run(["date", "+%s"], timeout=20).stdout.strip())
+    return host_of(t).clock()
 
 
 def measure_offset(t: Transport, rounds: int = 3) -> ClockOffset:

@@ -45,7 +45,7 @@ from edgelab.store.devices import get_device
 from edgelab.store.models import utcnow
 from edgelab.store.runs import create_run, new_run_id
 from edgelab.transport import Transport
-from edgelab.transport.quoting import Shell
+from edgelab.transport.host import host_of
 
 POLL_S = 0.5
 
@@ -309,7 +309,7 @@ def _launch(
         _phase(on_phase, "pushed", {"blobs": pushed})
         _check_cancel(opts)
         for proc in p.processes:
-            if proc.port and t.shell is not Shell.POWERSHELL and ready.listening(t, proc.port):
+            if proc.port and host_of(t).checks_ports and ready.listening(t, proc.port):
                 # another server answering on the port would pass this one's readiness check
                 raise EdgelabError(
                     f"port {proc.port} is already in use on {p.device}",

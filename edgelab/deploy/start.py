@@ -18,24 +18,8 @@ from edgelab.deploy import remote
 from edgelab.deploy.artifacts import DIR, fill, fill_words
 from edgelab.deploy.plan import ProcessSpec, programs
 from edgelab.errors import TransportError
-from edgelab.transport import winscripts
 from edgelab.transport.base import Transport
-from edgelab.transport.quoting import Shell
-
-# $1 bin dir, then triples NAME BLOB X: link each blob into the dir, replacing stale links; X=1 marks
-# a program the argv runs, made executable once (a chmod moves the blob's change time, so data
-# files are left alone and stay trusted by the next push without a re-hash).
-_LAYOUT = r"""
-d=$1; shift
-mkdir -p "$d" || exit 97
-while [ $# -ge 3 ]; do
-  [ -f "$2" ] || { echo "missing blob $2" >&2; exit 98; }
-  case "$1" in */*) mkdir -p "$d/${1%/*}" || exit 97 ;; esac
-  if [ "$3" = 1 ] && [ ! -x "$2" ]; then chmod 755 "$2" || exit 99; fi
-  ln -sf "$2" "$d/$1" || exit 96
-  shift 3
-done
-"""
+from edgelab.transport.host import Link, host_of
 
 
 @dataclass
@@ -76,10 +60,7 @@ def layout(
     """Make ``bin_dir`` hold one link per runtime file (name -> store blob)."""
     if not links:
         return
-    if t.shell is Shell.POWERSHELL:
-        _layout_windows(t, bin_dir, links, blob_paths)
-        return
-    pairs: list[str] = []
+    out: list[Link] = []
     for name, sha in sorted(links.items()):
         path = blob_paths.get(sha)
         if path is None:
@@ -87,31 +68,8 @@ def layout(
                 f"{name} ({sha[:12]}) was not pushed to the device store",
                 remedy="push the runtime build again (`edgelab push`)",
             )
-        pairs += [name, path, "1" if name in (executable or set()) else "0"]
-    res = t.run(["sh", "-c", _LAYOUT, "edgelab-layout", bin_dir, *pairs], timeout=60)
-    if not res.ok:
-        raise TransportError(
-            f"could not lay out {bin_dir} (exit {res.exit_code}): {res.stderr.strip()[:200]}",
-            remedy="check the device's disk space and the store's permissions",
-        )
-
-
-def _layout_windows(t: Transport, bin_dir: str, links: dict[str, str], blob_paths: dict[str, str]) -> None:
-    """Windows: hard links into the store (``winscripts.layout``); no execute bit to set there."""
-    pairs = []
-    for name, sha in sorted(links.items()):
-        if sha not in blob_paths:
-            raise TransportError(
-                f"{name} ({sha[:12]}) was not pushed to the device store",
-                remedy="push the runtime build again (`edgelab push`)",
-            )
-        pairs.append((name, blob_paths[sha]))
-    res = t.run_ps(winscripts.layout(bin_dir, pairs), timeout=60)
-    if not res.ok:
-        raise TransportError(
-            f"could not lay out {bin_dir} (exit {res.exit_code}): {(res.stderr or res.stdout).strip()[:200]}",
-            remedy="check the device's disk space and the store's permissions",
-        )
+        out.append(Link(name, path, name in (executable or set())))
+    host_of(t).layout(bin_dir, out)
 
 
 def _dirs(words: list[str], proc: ProcessSpec, workdir: str, sep: str) -> list[str]:
@@ -123,25 +81,10 @@ def _dirs(words: list[str], proc: ProcessSpec, workdir: str, sep: str) -> list[s
     return out
 
 
-_WRITE = 'd=$1; shift; mkdir -p "$d" || exit 97; while [ $# -ge 2 ]; do printf %s "$2" > "$d/$1" || exit 96; shift 2; done'
-
-
 def write_files(t: Transport, workdir: str, files: dict[str, str]) -> None:
     """The plan's generated files (name -> text) into the workdir, before the process starts."""
-    if not files:
-        return
-    if t.shell is Shell.POWERSHELL:
-        raise TransportError(
-            "writing generated files into a Windows run directory is not supported",
-            remedy="run this strategy on a Linux device",
-        )
-    pairs = [x for name, text in sorted(files.items()) for x in (name, text)]
-    res = t.run(["sh", "-c", _WRITE, "edgelab-files", workdir, *pairs], timeout=60)
-    if not res.ok:
-        raise TransportError(
-            f"could not write {', '.join(files)} into {workdir} (exit {res.exit_code}): {res.stderr.strip()[:200]}",
-            remedy="check the device's disk space",
-        )
+    if files:
+        host_of(t).write_files(workdir, files)
 
 
 def start(

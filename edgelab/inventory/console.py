@@ -15,8 +15,9 @@ from sqlalchemy import Engine
 from edgelab.errors import ConfigError
 from edgelab.store.db import session_scope
 from edgelab.store.devices import get_device
-from edgelab.transport import Capability, Transport, open_transport, winscripts
-from edgelab.transport.quoting import Shell, encode_powershell
+from edgelab.transport import Capability, Transport, open_transport
+from edgelab.transport.host import host_class
+from edgelab.transport.quoting import Shell
 
 Out = Callable[[str], None]
 
@@ -48,28 +49,11 @@ def run_command(
             t.close()
 
 
-def _posix_log_script(lines: int, follow: bool) -> str:
-    n = int(lines)
-    if follow:
-        return (
-            f"if command -v journalctl >/dev/null 2>&1 && journalctl -q -n 0 >/dev/null 2>&1; then "
-            f"exec journalctl --no-pager -n {n} -f; else exec dmesg -w; fi"
-        )
-    return (
-        f"if command -v journalctl >/dev/null 2>&1 && journalctl -q -n 0 >/dev/null 2>&1; then "
-        f"exec journalctl --no-pager -n {n}; else dmesg | tail -n {n}; fi"
-    )
-
-
 def log_argv(shell: Shell, *, lines: int = 200, follow: bool = False) -> list[str]:
     """The command that prints (or follows) the device's system log, for its shell family."""
     if lines < 1:
         raise ConfigError("--lines must be at least 1", remedy="pass e.g. --lines 200")
-    if shell is Shell.TOYBOX:  # Android: logcat's own tail (-t) and follow-from-tail (-T)
-        return ["logcat", "-T", str(lines)] if follow else ["logcat", "-d", "-t", str(lines)]
-    if shell is Shell.POWERSHELL:
-        return encode_powershell(winscripts.event_log(lines, follow))
-    return ["sh", "-c", _posix_log_script(lines, follow)]
+    return host_class(shell).system_log_argv(int(lines), follow)
 
 
 def log_lines(

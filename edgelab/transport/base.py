@@ -286,6 +286,13 @@ class Transport(abc.ABC):
     def get(self, remote: str, local: Path, *, progress: Progress | None = None) -> str:
         """Copy a device file here; returns the SHA-256 of the bytes received."""
 
+    def read_bytes(
+        self, remote: str, offset: int = 0, max_bytes: int | None = None, *, tail: bool = False
+    ) -> bytes:
+        """Bytes of a device file from ``offset`` (or its last ``max_bytes`` with ``tail``); b'' when
+        it is absent. For hosts whose shell cannot print a file's bytes (Windows: read over SFTP)."""
+        raise self._lacks("read a file's bytes")
+
     def forward(self, remote_port: int) -> Forward:
         """A lab-side 127.0.0.1 port joined to ``remote_port`` on the device's loopback (close it after)."""
         raise NotImplementedError(f"{self.kind} transport cannot forward ports")

@@ -11,7 +11,7 @@ from edgelab.probe.collectors import android, linux, windows
 from edgelab.probe.collectors.base import Collection, Collector, Source, parse_sections, run_collector
 from edgelab.probe.collectors.sections import Section, split_sections
 from edgelab.transport.base import Endpoint
-from edgelab.transport.quoting import Shell
+from edgelab.transport.host import host_class
 
 COLLECTORS: dict[str, Collector] = {
     "linux": linux.COLLECTOR,
@@ -36,11 +36,7 @@ __all__ = [
 
 def family_for(endpoint: Endpoint) -> str:
     """The OS family to collect from: android over ADB, windows for a PowerShell shell, else linux."""
-    if endpoint.login_shell is Shell.TOYBOX:
-        return "android"
-    if endpoint.shell is Shell.POWERSHELL:
-        return "windows"
-    return "linux"
+    return host_class(endpoint.login_shell).family
 
 
 def get_collector(family: str) -> Collector:

@@ -16,7 +16,8 @@ from typing import Any
 from edgelab.probe.collectors.sections import Section, new_nonce, split_sections
 from edgelab.probe.facts import Facts
 from edgelab.transport.base import Capability, Transport
-from edgelab.transport.quoting import Shell, encode_powershell
+from edgelab.transport.host import host_class
+from edgelab.transport.quoting import Shell
 
 
 @dataclass(frozen=True)
@@ -79,9 +80,7 @@ class Collector:
     def argv(self, nonce: str, per_source_timeout: float = 3.0) -> list[str]:
         """The argv a transport runs: ``sh -c SCRIPT`` or PowerShell ``-EncodedCommand``."""
         script = self.build_script(self.sources, nonce, per_source_timeout)
-        if self.shell is Shell.POWERSHELL:
-            return encode_powershell(script)
-        return ["sh", "-c", script]
+        return host_class(self.shell).script_argv(script)
 
     def source(self, name: str) -> Source | None:
         return next((s for s in self.sources if s.name == name), None)
@@ -94,7 +93,7 @@ def run_collector(
     nonce = new_nonce()
     argv = collector.argv(nonce, per_source_timeout)
     start = time.monotonic()
-    if collector.shell is Shell.POWERSHELL and transport.supports(Capability.WINDOWS_SHELL):
+    if not host_class(collector.shell).sh and transport.supports(Capability.WINDOWS_SHELL):
         # Windows OpenSSH hands the line to PowerShell: send the encoded script as is,
         # not wrapped once more by the transport's own PowerShell quoting.
         res = transport.run_line(" ".join(argv), timeout=timeout, label="probe")

@@ -293,6 +293,25 @@ class SSHTransport(Transport):
 
     # -- files -------------------------------------------------------------------------------
 
+    def read_bytes(
+        self, remote: str, offset: int = 0, max_bytes: int | None = None, *, tail: bool = False
+    ) -> bytes:
+        """Over SFTP (``remote`` as SFTP names it: ``/C:/...`` on Windows); b'' when absent."""
+        try:
+            with self.sftp().open(remote, "rb") as f:
+                size = f.stat().st_size or 0
+                start = max(0, size - max_bytes) if tail and max_bytes else min(offset, size)
+                f.seek(start)
+                want = (size - start) if max_bytes is None or tail else min(max_bytes, size - start)
+                return f.read(want) if want > 0 else b""
+        except FileNotFoundError:
+            return b""
+        except OSError as e:
+            raise TransportError(
+                f"{self.name}: cannot read {remote} over SFTP: {e}",
+                remedy="the device's OpenSSH needs the sftp subsystem (default on Windows)",
+            ) from e
+
     def sftp(self) -> paramiko.SFTPClient:
         """This transport's SFTP session (opened on first use, reopened after a reconnect)."""
         with self._lock:
