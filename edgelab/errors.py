@@ -10,7 +10,7 @@ from it. The hierarchy::
     ├── ConfigError                 bad input from the operator: a name, an address, a URL
     │   ├── CatalogError            a devices/ or pipelines/ file; message starts file:line; exit 2
     │   │   ├── PlaybookError       an invalid playbooks/*.yaml
-    │   │   └── RuntimeError_       an invalid runtimes/*.yaml
+    │   │   └── RuntimeSpecError    an invalid runtimes/*.yaml
     │   ├── TemplateError           a launch template the plan's values cannot render
     │   ├── UnknownName             a strategy or runtime name the catalog does not know; exit 2
     │   ├── BadCapture              a file that is no captured command output; exit 2
@@ -103,7 +103,7 @@ class PlaybookError(CatalogError):
     remedy = "fix the named line of the playbook (the files in playbooks/ show every step kind)"
 
 
-class RuntimeError_(CatalogError):  # the trailing underscore keeps it apart from the builtin
+class RuntimeSpecError(CatalogError):
     """A runtimes/*.yaml file that cannot be used; the message starts with file:line."""
 
     remedy = "fix the named line of the runtime file (schema: edgelab/runtimes/spec.py)"

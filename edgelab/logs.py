@@ -21,6 +21,9 @@ import logging
 import os
 import re
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from typing import IO, TYPE_CHECKING
 
@@ -162,3 +165,32 @@ def _argparse_level(value: str) -> str:
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
     return value
+
+
+@contextmanager
+def swallowed(log: logging.Logger, what: str) -> Iterator[None]:
+    """Cleanup that must not mask what is being handled (closing a connection in a ``finally``):
+    an exception from the block is logged at debug with its traceback, not raised."""
+    try:
+        yield
+    except Exception:  # noqa: BLE001 - the point: kept out of the caller's way, but not silent
+        log.debug("%s failed (ignored)", what, exc_info=True)
+
+
+class Phases:
+    """One log line (info) per phase of a long operation, with the seconds since the phase before:
+    ``deploy qwen3-tts on s25 r1a2b3c4d5e6: pushed in 1.84s (blobs=3)``."""
+
+    def __init__(self, log: logging.Logger, what: str):
+        self.log, self.what = log, what
+        self.t0 = self.last = time.monotonic()
+
+    def __call__(self, name: str, **info: object) -> float:
+        now = time.monotonic()
+        took, self.last = now - self.last, now
+        fields = " ".join(f"{k}={v}" for k, v in info.items() if v not in (None, {}, []))
+        self.log.info("%s: %s in %.2fs%s", self.what, name, took, f" ({fields})" if fields else "")
+        return took
+
+    def total(self) -> float:
+        return time.monotonic() - self.t0

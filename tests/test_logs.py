@@ -134,3 +134,28 @@ def test_entry_points_share_the_handler():
         )
     ]
     assert all("--log-level LEVEL" in h for h in helps), helps
+
+
+def test_a_swallowed_cleanup_failure_is_logged_at_debug_not_raised(caplog) -> None:
+    log = logging.getLogger("edgelab.test.swallowed")
+    with caplog.at_level(logging.DEBUG, logger="edgelab.test.swallowed"):
+        with logs.swallowed(log, "closing the device connection"):
+            raise OSError("socket already closed")
+    (rec,) = caplog.records
+    assert rec.levelno == logging.DEBUG and "closing the device connection failed" in rec.getMessage()
+    assert rec.exc_info and isinstance(rec.exc_info[1], OSError)
+    with pytest.raises(KeyboardInterrupt):  # only exceptions: an interrupt still goes through
+        with logs.swallowed(log, "x"):
+            raise KeyboardInterrupt
+
+
+def test_phases_log_one_line_each_with_its_duration(caplog) -> None:
+    log = logging.getLogger("edgelab.test.phases")
+    with caplog.at_level(logging.INFO, logger="edgelab.test.phases"):
+        phases = logs.Phases(log, "deploy qwen3-tts on s25 r1")
+        took = phases("pushed", blobs=3, empty=None)
+        phases("ready")
+    assert took >= 0 and phases.total() >= took
+    first, second = (r.getMessage() for r in caplog.records)
+    assert first.startswith("deploy qwen3-tts on s25 r1: pushed in ") and first.endswith("s (blobs=3)")
+    assert second.startswith("deploy qwen3-tts on s25 r1: ready in ") and "(" not in second

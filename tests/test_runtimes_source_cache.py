@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from edgelab.errors import BuildError, RuntimeError_, SourceError
+from edgelab.errors import BuildError, RuntimeSpecError, SourceError
 from edgelab.runtimes.build import ensure_build, register_build
 from edgelab.runtimes.cache import build_key, read_manifest
 from edgelab.runtimes.source import resolve_source, tree_sha256
@@ -242,5 +242,5 @@ def test_a_patch_that_does_not_apply_or_is_missing_says_so(tmp_path):
     with pytest.raises(BuildError, match="does not apply to this source") as err:
         ensure_build(spec, "linux-x86_64", source=sd, root=tmp_path / "cache")
     assert "pin the recipe's source" in err.value.remedy
-    with pytest.raises(RuntimeError_, match="patch 'patches/gone.patch' is not a file"):
+    with pytest.raises(RuntimeSpecError, match="patch 'patches/gone.patch' is not a file"):
         _runtime_file(tmp_path / "rt2", patches="[patches/gone.patch]")

@@ -13,6 +13,7 @@ forwarded port (edgelab.deploy.llama_drive).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from edgelab.deploy.plan import programs
 from edgelab.deploy.planning import DeployRequest
 from edgelab.deploy.strategies.controller import has_controller
 from edgelab.errors import BenchFailed, ConfigError, EdgelabError, Refusal, RefusalCode, TransportError
+from edgelab.logs import Phases
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
 from edgelab.metrics.provenance import run_provenance
@@ -39,6 +41,8 @@ from edgelab.store.deployments import release_run
 from edgelab.store.devices import get_device
 from edgelab.store.runs import create_run, get_run, new_run_id
 from edgelab.transport.quoting import Shell, join
+
+log = logging.getLogger(__name__)
 
 PROTOCOL = "single_request_batch1_v1"
 BANDS = ("short", "medium", "long")
@@ -284,6 +288,7 @@ def _run_bench(
     lease_id: str | None,
 ) -> BenchResult:
     run_id = new_run_id()
+    phases = Phases(log, f"bench {req.pipeline} on {req.device} {run_id}")
     kind = load_pipelines()[planning.resolve_pipeline(req.pipeline)].kind
     model = parity = None
     if kind == "vla" and has_controller(req.runtime, kind) and req.model is None:  # export + register first
@@ -308,6 +313,7 @@ def _run_bench(
     )
     if planned.refusal:
         raise planned.refusal
+    phases("planned", strategy=planned.plan.strategy, runtime=planned.plan.runtime)
     adapter = _adapter(planned)
     p = planned.plan
     proc = p.processes[0]
@@ -378,6 +384,7 @@ def _run_bench(
                 s, get_device(s, req.device), planned.profile, p, run_id=run_id, lease_id=lease_id
             )
             meta["admission"] = [line.to_dict() for line in lines]
+        phases("admitted")
     except Refusal as r:
         _fail(engine, run_id, f"refused by admission: {r}")
         raise
@@ -385,6 +392,7 @@ def _run_bench(
         final = _bench_on_device(
             engine, req, opts, on_event, cancel, run_id, endpoint, p, proc, shell, adapter, meta
         )
+        phases("measured", total_s=round(phases.total(), 2))
     finally:
         with session_scope(engine) as s:
             release_run(s, run_id)

@@ -16,6 +16,7 @@ deploying CLI (detached), ``edgelab watch``, the TUI; ``edgelab.deploy.supervise
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import socket
 import threading
@@ -29,6 +30,7 @@ from sqlalchemy import Engine
 from edgelab.deploy import remote
 from edgelab.deploy.clock import measure_offset
 from edgelab.errors import EdgelabError, TransportError
+from edgelab.logs import Phases, swallowed
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
 from edgelab.store.db import session_scope
@@ -41,6 +43,8 @@ from edgelab.store.deployments import (
 )
 from edgelab.store.devices import get_device
 from edgelab.store.runs import get_run
+
+log = logging.getLogger(__name__)
 
 LEASE_S = 10.0  # a follower silent this long has lost its run to the next one
 POLL_S = 0.25
@@ -104,10 +108,8 @@ def _within(timeout: float, fn: Callable[[], Any], late: Callable[[Any], None] |
 
 
 def _close(t: Any) -> None:
-    try:
+    with swallowed(log, "closing the device connection"):
         t.close()
-    except Exception:  # noqa: BLE001
-        pass
 
 
 class _LeasedIngestor(Ingestor):
@@ -164,10 +166,8 @@ class _Heartbeat:
         f = self.follower
         fresh = f._answers(self.endpoint)
         if fresh is not None:  # the device is there; this follower's connection was not
-            try:
+            with swallowed(log, "closing the device connection"):
                 self.t.close()
-            except Exception:  # noqa: BLE001
-                pass
             self.t = self.fresh = fresh
             self.last_ok, self.failing_since = time.monotonic(), None
             return "answered"
@@ -187,10 +187,8 @@ class _Heartbeat:
 
     def close(self) -> None:
         if self.fresh is not None:
-            try:
+            with swallowed(log, "closing the device connection"):
                 self.fresh.close()
-            except Exception:  # noqa: BLE001
-                pass
 
 
 class Follower:
@@ -298,6 +296,7 @@ class Follower:
     def run(self, stop_event: threading.Event | None = None) -> dict[str, Any] | None:
         """Ingest until the deployment is final; returns its final summary (None when stopped early)."""
         stop_event = stop_event or threading.Event()
+        phases = Phases(log, f"follow {self.run_id}")
         server = self._server()
         if server is None:
             endpoint, path, pid, _state = self._target()
@@ -306,11 +305,15 @@ class Follower:
         meta, lease = self._meta_and_lease()
         t = self._connect_retrying(endpoint, stop_event)
         if t is None:
+            phases("stopped before connecting")
             return None
+        phases("connected", server=server is not None)
         try:
             if server is not None:
                 ing = _LeasedIngestor(self.engine, self.run_id, lease, meta)
-                return self._drive(t, server, ing, stop_event)
+                final = self._drive(t, server, ing, stop_event)
+                phases("ended", total_s=round(phases.total(), 2))
+                return final
             if "clock" not in lease:  # measured once per run, so replayed and new events agree
                 c = measure_offset(t)
                 lease["clock"] = {"offset_s": c.offset_s, "rtt_s": c.rtt_s}
@@ -318,17 +321,18 @@ class Follower:
             ing = _LeasedIngestor(self.engine, self.run_id, lease, meta)
             if ing.offset:
                 self._replay(t, path, ing, clock)
+                phases("replayed", offset=ing.offset)
             sampler = self._telemetry(ing)
             try:
-                return self._loop(t, endpoint, path, pid, ing, clock, stop_event)
+                final = self._loop(t, endpoint, path, pid, ing, clock, stop_event)
+                phases("ended", total_s=round(phases.total(), 2))
+                return final
             finally:
                 if sampler is not None:
                     sampler.stop()
         finally:
-            try:
+            with swallowed(log, "closing the device connection"):
                 t.close()
-            except Exception:  # noqa: BLE001
-                pass
 
     def _drive(
         self, t, server: dict[str, Any], ing: _LeasedIngestor, stop_event: threading.Event
@@ -431,10 +435,8 @@ class Follower:
                     cancel=cut,
                 )
             finally:
-                try:
+                with swallowed(log, "closing the device connection"):
                     t.close()
-                except Exception:  # noqa: BLE001
-                    pass
         except Exception as e:  # noqa: BLE001 - reported by the heartbeat thread
             if not cut.is_set():
                 failed.append(e)
@@ -755,7 +757,7 @@ def record_failure(engine: Engine, run_id: str, why: str) -> None:
                 )
             )
     except Exception:  # noqa: BLE001 - the database itself may be what failed
-        pass
+        log.debug("run %s: could not record the follower's failure (%s)", run_id, why, exc_info=True)
 
 
 if __name__ == "__main__":

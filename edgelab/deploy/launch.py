@@ -9,6 +9,7 @@ the run in a final state with its phases and logs.
 from __future__ import annotations
 
 import getpass
+import logging
 import signal
 import socket
 import threading
@@ -27,6 +28,7 @@ from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.planning import DeployRequest, check_artifacts, plan
 from edgelab.deploy.transition import transition
 from edgelab.errors import EdgelabError, Interrupted, Refusal, RefusalCode, TransportError
+from edgelab.logs import Phases, swallowed
 from edgelab.metrics.provenance import run_provenance
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import (
@@ -46,6 +48,8 @@ from edgelab.store.models import utcnow
 from edgelab.store.runs import create_run, new_run_id
 from edgelab.transport import Transport
 from edgelab.transport.host import host_of
+
+log = logging.getLogger(__name__)
 
 POLL_S = 0.5
 
@@ -101,8 +105,10 @@ def _deploy(
     engine: Engine, req: DeployRequest, opts: Options, on_phase: Phase | None, lease_id: str | None
 ) -> Deployment:
     run_id = new_run_id()
+    logged = on_phase = _Logged(on_phase, f"deploy {req.pipeline} on {req.device} {run_id}")
     try:
         planned = plan(engine, req, run_id=run_id)
+        logged.phases("planned", strategy=planned.plan.strategy, runtime=planned.plan.runtime)
         if planned.refusal:
             raise planned.refusal
         check_artifacts(planned.plan)
@@ -207,6 +213,18 @@ def _check_s4_server(p: ExecutionPlan, on_phase: Phase | None, endpoint: SecretU
             "speech --port PORT`, then --endpoint ws://127.0.0.1:PORT; or a vLLM-Omni server), or fix --endpoint",
         ) from None  # its cause's text (and a --debug traceback) may hold the whole URL
     _phase(on_phase, "server", {"checked": mask_text(said)})
+
+
+class _Logged:
+    """The caller's phase callback, each phase also logged once with its duration (``edgelab.logs.Phases``)."""
+
+    def __init__(self, cb: Phase | None, what: str):
+        self.cb, self.phases = cb, Phases(log, what)
+
+    def __call__(self, name: str, info: dict[str, Any]) -> None:
+        self.phases(name, **{k: v for k, v in info.items() if k != "placement"})
+        if self.cb:
+            self.cb(name, info)
 
 
 def _phase(cb: Phase | None, name: str, info: dict[str, Any]) -> None:
@@ -364,10 +382,8 @@ def _launch(
         raise
     finally:
         if t is not None:
-            try:
+            with swallowed(log, "closing the device connection"):
                 t.close()
-            except Exception:  # noqa: BLE001
-                pass
 
 
 def _wait_ready(

@@ -12,6 +12,7 @@ raises (NotFound). Database writes happen in the caller's thread, one short tran
 from __future__ import annotations
 
 import functools
+import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -31,6 +32,7 @@ from edgelab.errors import (
     SSHAuthError,
     TransportError,
 )
+from edgelab.logs import swallowed
 from edgelab.probe.collectors import Collection, collector_for, get_collector, parse_sections, run_collector
 from edgelab.probe.collectors.sections import Section
 from edgelab.probe.facts import Facts
@@ -39,6 +41,8 @@ from edgelab.store.devices import get_device, list_devices, record_state
 from edgelab.store.models import Device, ProbeSnapshot
 from edgelab.store.snapshots import add_snapshot, facts_hash
 from edgelab.transport.base import Endpoint
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 60.0
 PER_SOURCE_TIMEOUT_S = 3.0
@@ -156,10 +160,8 @@ def gather(
         )
     finally:
         if transport is not None:
-            try:
+            with swallowed(log, "closing the device connection"):
                 transport.close()
-            except Exception:  # noqa: BLE001
-                pass
     out.duration_s = time.monotonic() - start
     return out
 

@@ -18,12 +18,14 @@ the bench's), hands every sample to the run's :class:`~edgelab.metrics.ingest.In
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from edgelab.logs import Phases, swallowed
 from edgelab.metrics.events import ResourceSample
 from edgelab.metrics.telemetry import (
     BLOCK_MARK,
@@ -37,6 +39,8 @@ from edgelab.metrics.telemetry import (
     proc_sample,
 )
 from edgelab.transport.base import Capability, Transport
+
+log = logging.getLogger(__name__)
 
 Parse = Callable[[list[str], float, str | None], list[ResourceSample]]
 
@@ -225,8 +229,10 @@ class TelemetrySampler(threading.Thread):
         self._t: Transport | None = None
 
     def run(self) -> None:
+        phases = Phases(log, f"telemetry {self.device} {self.run_id or ''}".rstrip())
         try:
             self._t = self.connect()
+            phases("connected", source=self.plan.source)
             if self._stop_evt.is_set():
                 return
             if self.plan.ps_script and self._t.supports(Capability.WINDOWS_SHELL):
@@ -247,29 +253,25 @@ class TelemetrySampler(threading.Thread):
         except Exception as err:  # noqa: BLE001 - telemetry never fails the run; the reason is kept
             if not self._stop_evt.is_set():
                 self.error = f"{type(err).__name__}: {err}"[:300]
+                log.debug("telemetry %s: %s", self.device, self.error, exc_info=True)
         finally:
             self._close()
+            phases("ended", samples=self.samples, total_s=round(phases.total(), 2))
 
     def _close(self) -> None:
         if self._proc is not None:
-            try:
+            with swallowed(log, "cancelling the telemetry command"):
                 self._proc.cancel()
-            except Exception:  # noqa: BLE001
-                pass
         if self._t is not None:
-            try:
+            with swallowed(log, "closing the device connection"):
                 self._t.close()
-            except Exception:  # noqa: BLE001
-                pass
             self._t = None
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop_evt.set()
         if self._proc is not None:
-            try:
+            with swallowed(log, "cancelling the telemetry command"):
                 self._proc.cancel()
-            except Exception:  # noqa: BLE001
-                pass
         if self.is_alive():
             self.join(timeout)
 

@@ -8,6 +8,7 @@ results outlive this process; the matrix is updated when the playbook asks for i
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +24,8 @@ from edgelab.playbook.results import JobResult, PlayResult, StepResult, StepStat
 from edgelab.playbook.schema import Playbook, Step, substitute
 from edgelab.playbook.steps import STEPS, JobContext, classify
 from edgelab.store.db import session_scope
+
+log = logging.getLogger(__name__)
 
 OnStep = Callable[[JobResult, StepResult], None]
 
@@ -286,6 +289,7 @@ def _leave_for_later(engine: Engine, contexts: list[JobContext]) -> list[str]:
                     engine, dep_id, edit=lambda s, d: setattr(d, "to_stop", d.state in ACTIVE_STATES)
                 )
             except Exception:  # noqa: BLE001 - recording what is left must not stop the others
+                log.debug("deployment %s: could not mark it to stop", dep_id, exc_info=True)
                 continue
             if isinstance(dep, Deployment) and dep.to_stop:
                 left.append(f"run {dep.run_id} on {dep.device_name} (`edgelab stop {dep.run_id}`)")
@@ -340,6 +344,15 @@ def _run_step(ctx: JobContext, step: Step) -> StepResult:
     except Exception as err:  # noqa: BLE001 - one job's surprise must not stop the others
         res.status, res.category, res.message = StepStatus.FAILED, "infra", f"{type(err).__name__}: {err}"
     res.duration_s = time.monotonic() - t0
+    log.info(
+        "play %s: step %s (%s) %s in %.2fs%s",
+        ctx.result.label,
+        step.name,
+        step.kind,
+        res.status,
+        res.duration_s,
+        f" [{res.category}] {res.message}" if res.status == StepStatus.FAILED else "",
+    )
     return res
 
 

@@ -6,6 +6,7 @@ that cannot be done raises StepFailure with its class (infra / device / test).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -27,11 +28,14 @@ from edgelab.errors import (
     TransportError,
 )
 from edgelab.labels import strategy_label
+from edgelab.logs import swallowed
 from edgelab.playbook.gates import evaluate
 from edgelab.playbook.results import JobResult, StepResult, StepStatus
 from edgelab.playbook.schema import Step
 from edgelab.states import RunState
 from edgelab.store.db import session_scope
+
+log = logging.getLogger(__name__)
 
 WORKLOAD_PIPELINE = {"tts": "qwen3-tts-0.6b", "vla": "internvla-a1"}  # reference workload -> its pipeline
 
@@ -69,10 +73,8 @@ class JobContext:
 
     def close(self) -> None:
         if self._transport is not None:
-            try:
+            with swallowed(log, "closing the device connection"):
                 self._transport.close()
-            except Exception:  # noqa: BLE001
-                pass
             self._transport = None
 
 

@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from edgelab.catalog.yamlsrc import SrcDict, load_file
-from edgelab.errors import RuntimeError_
+from edgelab.errors import RuntimeSpecError
 from edgelab.runtimes.toolchains import TOOLS as TOOLCHAIN_TOOLS
 
 RUNTIMES_DIR = Path(__file__).resolve().parents[2] / "runtimes"
@@ -316,7 +316,7 @@ def _isa(raw: SrcDict, errors: list[str]) -> str | None:
 def parse_runtime(data: Any, file: str) -> RuntimeSpec:
     errors: list[str] = []
     if not isinstance(data, SrcDict):
-        raise RuntimeError_(f"{file}:1: a runtime file is a mapping (name, source, targets, launch)")
+        raise RuntimeSpecError(f"{file}:1: a runtime file is a mapping (name, source, targets, launch)")
     for key in data:
         if key not in ("name", "description", "source", "targets", "launch", "notes", "venv"):
             errors.append(f"{data.where(key)}: unknown key {key!r}")
@@ -406,7 +406,7 @@ def parse_runtime(data: Any, file: str) -> RuntimeSpec:
     launch = _parse_launch(data, str(name or "?"), list(targets), errors)
     venv = _parse_venv(data, targets, errors)
     if errors:
-        raise RuntimeError_("\n".join(errors))
+        raise RuntimeSpecError("\n".join(errors))
     return RuntimeSpec(
         name=str(name),
         description=str(data.get("description") or ""),
@@ -697,7 +697,7 @@ def load_runtimes(path: Path | str | None = None) -> dict[str, RuntimeSpec]:
     for f in sorted(folder.glob("*.yaml")):
         spec = parse_runtime(load_file(f), str(f))
         if spec.name in out:
-            raise RuntimeError_(f"{f}:1: runtime {spec.name!r} is also defined in {out[spec.name].file}")
+            raise RuntimeSpecError(f"{f}:1: runtime {spec.name!r} is also defined in {out[spec.name].file}")
         out[spec.name] = spec
     return out
 
