@@ -35,6 +35,7 @@ from edgelab.logs import Phases
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
 from edgelab.metrics.provenance import run_provenance
+from edgelab.runtimes.spec import Adapter
 from edgelab.states import RunState
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import release_run
@@ -236,11 +237,11 @@ def _adapter(planned: planning.Planned) -> str:
     p = planned.plan
     planning.check_artifacts(p)  # refused (with the remedy) before anything starts
     proc = p.processes[0]
-    if proc.adapter not in ("edgelab-events", "llama-server", "llama-bench", "llama-tts"):
+    if proc.adapter not in (Adapter.EDGELAB_EVENTS, Adapter.LLAMA_SERVER, Adapter.LLAMA_BENCH, Adapter.LLAMA_TTS):
         raise Refusal(
             RefusalCode.NO_EXPORTED_GRAPH,
             f"{p.pipeline} on {p.runtime} ({proc.template}) has no bench adapter: "
-            f"its output is read by {proc.adapter!r}",
+            f"its output is read by {str(proc.adapter)!r}",
             device=p.device,
             strategy=p.strategy,
             remedy="bench with a runtime whose template emits edgelab events (reference) or serves "
@@ -444,7 +445,9 @@ def _bench_on_device(
         full = (["env", *[f"{k}={v}" for k, v in env.items()]] if env else []) + argv  # store paths bound
         meta["workdir"] = workdir  # where a detached process leaves its pid file (the reaper reads it)
         _set_meta(engine, run_id, meta, join(full, shell))
-        if adapter == "llama-server":  # started detached, measured from the lab through a forwarded port
+        if (
+            adapter == Adapter.LLAMA_SERVER
+        ):  # started detached, measured from the lab through a forwarded port
             final, state = _bench_llama(
                 engine,
                 t,

@@ -12,6 +12,7 @@ from sqlalchemy import Engine
 
 from edgelab.deploy import remote
 from edgelab.deploy.options import Options, connect
+from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.results import adapter_results, reported_entries, wav_outputs
 from edgelab.deploy.transition import transition
 from edgelab.errors import DeviceInUse, EdgelabError, TransportError
@@ -99,11 +100,11 @@ def stop(
             if (
                 dep.state == DeploymentState.STARTING
             ):  # one launched before its row was written left its pid file
-                for pr in (dep.plan or {}).get("processes", []):
-                    if pr["name"] not in workdirs:
-                        workdirs[pr["name"]] = wd = f"{dep.remote_dir}/{pr['name']}"
+                for pr in ExecutionPlan.from_dict(dep.plan).processes:
+                    if pr.name not in workdirs:
+                        workdirs[pr.name] = wd = f"{dep.remote_dir}/{pr.name}"
                         pid = remote.pid_from_file(t, wd)
-                        left[pr["name"]] = remote.stop(t, pid, opts.stop_grace_s) if pid else 0
+                        left[pr.name] = remote.stop(t, pid, opts.stop_grace_s) if pid else 0
             logs = remote.fetch_logs(t, workdirs)
         finally:
             t.close()

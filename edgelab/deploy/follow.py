@@ -29,10 +29,12 @@ from sqlalchemy import Engine
 
 from edgelab.deploy import remote
 from edgelab.deploy.clock import measure_offset
+from edgelab.deploy.plan import ExecutionPlan
 from edgelab.errors import EdgelabError, TransportError
 from edgelab.logs import Phases, swallowed
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
+from edgelab.runtimes.spec import Adapter
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import (
     ACTIVE_STATES,
@@ -257,8 +259,8 @@ class Follower:
             endpoint = get_device(s, dep.device_name).endpoint()
         if not rows:
             raise EdgelabError(f"run {self.run_id} has no process to follow", remedy="deploy it first")
-        adapters = {pr.get("name"): pr.get("adapter") for pr in (dep.plan or {}).get("processes", [])}
-        row = next((r for r in rows if adapters.get(r.name) == "edgelab-events"), None) or next(
+        adapters = {pr.name: pr.adapter for pr in ExecutionPlan.from_dict(dep.plan).processes}
+        row = next((r for r in rows if adapters.get(r.name) == Adapter.EDGELAB_EVENTS), None) or next(
             (r for r in rows if "edgelab.reference" in (r.argv or [])), rows[0]
         )
         return endpoint, f"{row.workdir}/stdout.log", row.pid, dep.state
@@ -275,14 +277,14 @@ class Follower:
             dep = get_deployment(s, self.run_id)
             rows = {r.name: r for r in processes(s, dep.pk)}
             endpoint = get_device(s, dep.device_name).endpoint()
-            spec = dict(dep.plan or {})
-        for pr in spec.get("processes", []):
-            if pr.get("adapter") == "llama-server" and pr.get("port") and pr.get("name") in rows:
+            plan = ExecutionPlan.from_dict(dep.plan)
+        for pr in plan.processes:
+            if pr.adapter == Adapter.LLAMA_SERVER and pr.port and pr.name in rows:
                 return {
                     "endpoint": endpoint,
-                    "port": int(pr["port"]),
-                    "pid": rows[pr["name"]].pid,
-                    "device": spec.get("device"),
+                    "port": int(pr.port),
+                    "pid": rows[pr.name].pid,
+                    "device": plan.device or None,
                 }
         return None
 
@@ -352,7 +354,7 @@ class Follower:
                 device=server["device"],
                 runtime="llama.cpp",
                 strategy="S3",
-                meta={"adapter": "llama-server", "measured_from": "lab"},
+                meta={"adapter": Adapter.LLAMA_SERVER, "measured_from": "lab"},
             )
         )
         cut = threading.Event()  # the requests stop: the deployment ended, its device is lost, or handed over

@@ -30,6 +30,7 @@ from edgelab.deploy.transition import transition
 from edgelab.errors import EdgelabError, Interrupted, Refusal, RefusalCode, TransportError
 from edgelab.logs import Phases, swallowed
 from edgelab.metrics.provenance import run_provenance
+from edgelab.runtimes.spec import PlacementSource, ReadyKind
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import (
     AttemptOutcome,
@@ -358,7 +359,7 @@ def _launch(
         timeout = opts.ready_timeout_s or p.ready_timeout_s
         lines = _wait_ready(t, p, workdirs, dep_id, engine, timeout, on_phase, opts)
         for proc in p.processes:  # runtimes log their load (and placement) on stderr
-            if proc.placement == "llama-load-log":
+            if proc.placement == PlacementSource.LLAMA_LOAD_LOG:
                 lines[proc.name] = (
                     lines[proc.name]
                     + remote.read_file(
@@ -412,14 +413,14 @@ def _wait_ready(
             offsets[name] += len(got.text.encode())
             new = got.text.splitlines()
             lines[name].extend(new)
-            kind = (proc.ready or {}).get("kind") or ("log" if proc.ready_pattern else "alive")
-            if kind == "log":
+            kind = proc.ready_kind
+            if kind == ReadyKind.LOG:
                 ok = ready.matches(proc.ready_pattern or proc.ready.get("pattern"), new)
-            elif kind == "http":
+            elif kind == ReadyKind.HTTP:
                 ok = got.alive and ready.http_ok(
                     t, int(proc.ready["port"]), str(proc.ready.get("path") or "/")
                 )
-            elif kind == "port":
+            elif kind == ReadyKind.PORT:
                 ok = got.alive and ready.listening(t, int(proc.ready["port"]))
             else:  # alive, or a one-shot program that already finished cleanly
                 ok = got.alive or got.exit_code == 0

@@ -1,13 +1,28 @@
 """An execution plan: what a strategy decided to run where, before anything touches the device.
 
 A plan is plain data (``to_dict`` round-trips through JSON), so a dry run prints exactly what a
-real deploy would push and start, and the stored run keeps the plan it was launched from.
+real deploy would push and start, and the stored run keeps the plan it was launched from. Whoever
+reads a stored plan back (the follower, stop, reap, bench, the UIs) reads it through
+:meth:`ExecutionPlan.from_dict`, which keeps the typed fields (a process's ``adapter``,
+``placement`` and readiness kind are the runtime spec's enums) and tolerates a plan written by
+another edgelab version (fields it does not know are left out, missing ones take their defaults).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any, TypeVar
+
+from edgelab.runtimes.spec import (
+    ADAPTERS,
+    PLACEMENT_EVIDENCE,
+    READY_KINDS,
+    Adapter,
+    PlacementSource,
+    ReadyKind,
+)
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -40,9 +55,9 @@ class ProcessSpec:
     runtime: str | None = None  # the runtime whose template this is
     template: str | None = None  # runtime:key:strategy, e.g. llama.cpp:text_lm:S3
     target: str | None = None  # the build target the launch is for (the lab host's on a virtual device)
-    adapter: str = "none"  # what reads its output: edgelab-events, llama-server, llama-completion, ...
-    placement: str = "none"  # where placement evidence comes from: events, llama-load-log, reference
-    ready: dict[str, Any] = field(default_factory=dict)  # {kind: log|http|port|alive, pattern, path, port}
+    adapter: str = Adapter.NONE  # what reads its output (an Adapter)
+    placement: str = PlacementSource.NONE  # where placement evidence comes from (a PlacementSource)
+    ready: dict[str, Any] = field(default_factory=dict)  # {kind: a ReadyKind, pattern, path, port}
     port: int | None = None  # the port it serves on the device (forwarded to the lab for readiness/clients)
     serves: str | None = None  # its endpoint as seen on the device
     library_path: list[str] = field(default_factory=list)
@@ -52,6 +67,21 @@ class ProcessSpec:
     unavailable: str | None = None  # why it cannot be launched here (no template for the target ...)
     files: dict[str, str] = field(default_factory=dict)  # name -> text written into its workdir first
     dirs: dict[str, dict[str, str]] = field(default_factory=dict)  # {dir:NAME} -> {relpath: sha256}
+
+    @property
+    def ready_kind(self) -> ReadyKind:
+        """Its readiness check (a template without one: a log pattern, else alive)."""
+        kind = (self.ready or {}).get("kind") or (ReadyKind.LOG if self.ready_pattern else ReadyKind.ALIVE)
+        return ReadyKind(kind) if kind in READY_KINDS else ReadyKind.ALIVE
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ProcessSpec:
+        proc = _build(cls, data)
+        if proc.adapter in ADAPTERS:
+            proc.adapter = Adapter(proc.adapter)
+        if proc.placement in PLACEMENT_EVIDENCE:
+            proc.placement = PlacementSource(proc.placement)
+        return proc
 
 
 def programs(proc: ProcessSpec) -> set[str]:
@@ -91,8 +121,24 @@ class ExecutionPlan:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ExecutionPlan:
-        d = dict(data)
-        d["stages"] = [StagePlan(**s) for s in d.get("stages", [])]
-        d["processes"] = [ProcessSpec(**p) for p in d.get("processes", [])]
-        return cls(**d)
+    def from_dict(cls, data: dict[str, Any] | None) -> ExecutionPlan:
+        """The plan ``to_dict`` wrote (or a stored one: see the module doc); ``None``: an empty plan."""
+        d = dict(data or {})
+        d["stages"] = [_build(StagePlan, s) for s in d.get("stages") or []]
+        d["processes"] = [ProcessSpec.from_dict(p) for p in d.get("processes") or []]
+        return _build(cls, d)
+
+
+_EMPTY: dict[str, Any] = {"str": str, "list": list, "dict": dict, "int": int, "float": float, "bool": bool}
+
+
+def _build(cls: type[T], data: dict[str, Any]) -> T:
+    """``cls(**data)`` with the fields it knows; a required field that is missing gets its type's empty value."""
+    kw: dict[str, Any] = {}
+    for f in fields(cls):  # type: ignore[arg-type]
+        if f.name in data:
+            kw[f.name] = data[f.name]
+        elif f.default is MISSING and f.default_factory is MISSING:
+            empty = _EMPTY.get(str(f.type).split("[")[0])
+            kw[f.name] = empty() if empty is not None else None
+    return cls(**kw)

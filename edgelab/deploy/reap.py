@@ -18,6 +18,7 @@ from sqlmodel import col, select
 
 from edgelab.deploy import owner, remote
 from edgelab.deploy.options import Options, connect
+from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.transition import transition
 from edgelab.errors import EdgelabError
 from edgelab.store.db import session_scope
@@ -109,8 +110,8 @@ def _reap_one(engine: Engine, run_id: str, opts: Options) -> bool:
             if (
                 dep.state == DeploymentState.STARTING
             ):  # launched ones wrote pid files even if their rows were never written
-                for pr in (dep.plan or {}).get("processes", []):
-                    workdirs.setdefault(pr["name"], f"{dep.remote_dir}/{pr['name']}")
+                for pr in ExecutionPlan.from_dict(dep.plan).processes:
+                    workdirs.setdefault(pr.name, f"{dep.remote_dir}/{pr.name}")
             pids = [r.pid for r in rows if r.pid]
             state, to_stop = dep.state, dep.to_stop
         endpoint = get_device(s, run.device_name or "").endpoint()

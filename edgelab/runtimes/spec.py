@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -140,9 +141,40 @@ LAUNCH_PLACEHOLDERS = {
     "cpu_bind",
     "hf_offline",
 }
-READY_KINDS = ("log", "http", "port", "alive")
-ADAPTERS = ("edgelab-events", "llama-server", "llama-completion", "llama-bench", "llama-tts", "none")
-PLACEMENT_EVIDENCE = ("events", "llama-load-log", "reference", "none")
+
+
+class ReadyKind(StrEnum):
+    """When a launched process counts as ready."""
+
+    LOG = "log"  # a stdout/stderr line matches the pattern
+    HTTP = "http"  # GET path on its port answers 200
+    PORT = "port"  # its port accepts connections
+    ALIVE = "alive"  # it runs (or a one-shot program finished cleanly)
+
+
+class Adapter(StrEnum):
+    """What reads a launched process's output (and so what the follower or a bench does with it)."""
+
+    EDGELAB_EVENTS = "edgelab-events"  # edgelab's own events on stdout
+    LLAMA_SERVER = "llama-server"  # an OpenAI-style server, measured from the lab
+    LLAMA_COMPLETION = "llama-completion"  # one-shot: its perf lines in the logs it leaves
+    LLAMA_BENCH = "llama-bench"  # llama-bench's JSON
+    LLAMA_TTS = "llama-tts"  # one-shot llama-tts: its log and its WAV
+    NONE = "none"
+
+
+class PlacementSource(StrEnum):
+    """Where a process's placement evidence comes from."""
+
+    EVENTS = "events"  # its run.start event
+    LLAMA_LOAD_LOG = "llama-load-log"  # llama.cpp's load log on stderr
+    REFERENCE = "reference"  # edgelab's reference workload (CPU, random weights)
+    NONE = "none"
+
+
+READY_KINDS = tuple(k.value for k in ReadyKind)
+ADAPTERS = tuple(a.value for a in Adapter)
+PLACEMENT_EVIDENCE = tuple(p.value for p in PlacementSource)
 WORKDIRS = ("run", "bin")
 
 
@@ -188,7 +220,7 @@ class TargetRecipe:
 class Readiness:
     """When a launched process counts as ready: a stdout/stderr line, an HTTP 200, an open port, or alive."""
 
-    kind: str  # log | http | port | alive
+    kind: str  # a ReadyKind
     pattern: str | None = None  # log: regex
     path: str | None = None  # http: e.g. /health
     port: str | None = None  # http/port: a port or a placeholder such as "{port}"
@@ -218,9 +250,9 @@ class LaunchTemplate:
     env: dict[str, str] = field(default_factory=dict)
     workdir: str = "run"
     library_path: tuple[str, ...] = ()
-    ready: Readiness = Readiness("alive")
-    adapter: str = "none"
-    placement: str = "none"
+    ready: Readiness = Readiness(ReadyKind.ALIVE)
+    adapter: str = Adapter.NONE
+    placement: str = PlacementSource.NONE
     port: int | None = None
     artifacts: dict[str, ArtifactNeed] = field(default_factory=dict)
     defaults: dict[str, str] = field(default_factory=dict)
@@ -515,27 +547,27 @@ def _launch_argv(value: Any, where: str, what: str, errors: list[str]) -> tuple:
 
 def _readiness(value: Any, where: str, what: str, errors: list[str]) -> Readiness:
     if value in (None, "alive"):
-        return Readiness("alive")
+        return Readiness(ReadyKind.ALIVE)
     if not isinstance(value, dict):
         errors.append(
             f"{where}: {what} ready is alive or a mapping: {{log: REGEX}}, {{http: PATH, port: P}}, "
             "{port: P}"
         )
-        return Readiness("alive")
+        return Readiness(ReadyKind.ALIVE)
     if "log" in value:
         try:
             re.compile(str(value["log"]))
         except re.error as e:
             errors.append(f"{where}: {what} ready.log is not a regex: {e}")
-        return Readiness("log", pattern=str(value["log"]))
+        return Readiness(ReadyKind.LOG, pattern=str(value["log"]))
     if "http" in value:
         if "port" not in value:
             errors.append(f"{where}: {what} ready.http needs port")
-        return Readiness("http", path=str(value["http"]), port=str(value.get("port", "{port}")))
+        return Readiness(ReadyKind.HTTP, path=str(value["http"]), port=str(value.get("port", "{port}")))
     if "port" in value:
-        return Readiness("port", port=str(value["port"]))
+        return Readiness(ReadyKind.PORT, port=str(value["port"]))
     errors.append(f"{where}: {what} ready has none of {', '.join(READY_KINDS)}")
-    return Readiness("alive")
+    return Readiness(ReadyKind.ALIVE)
 
 
 def _template(
@@ -585,13 +617,17 @@ def _template(
         errors.append(f"{raw.where('workdir')}: {what} workdir is one of {', '.join(WORKDIRS)}")
     libpath = _strs(raw.get("library_path"), raw.where("library_path"), f"{what} library_path", errors)
     _placeholders(list(libpath), raw.where("library_path"), what, errors)
-    adapter = str(raw.get("adapter") or "none")
-    if adapter not in ADAPTERS:
+    adapter: str = str(raw.get("adapter") or Adapter.NONE)
+    if adapter in ADAPTERS:
+        adapter = Adapter(adapter)
+    else:
         errors.append(
             f"{raw.where('adapter')}: {what} adapter {adapter!r} is not one of {', '.join(ADAPTERS)}"
         )
-    placement = str(raw.get("placement") or "none")
-    if placement not in PLACEMENT_EVIDENCE:
+    placement: str = str(raw.get("placement") or PlacementSource.NONE)
+    if placement in PLACEMENT_EVIDENCE:
+        placement = PlacementSource(placement)
+    else:
         errors.append(
             f"{raw.where('placement')}: {what} placement {placement!r} is not one of "
             f"{', '.join(PLACEMENT_EVIDENCE)}"
