@@ -48,6 +48,7 @@ from edgelab.store.devices import get_device
 from edgelab.store.models import utcnow
 from edgelab.store.runs import create_run, new_run_id
 from edgelab.transport import Transport
+from edgelab.transport.base import Endpoint
 from edgelab.transport.host import host_of
 
 log = logging.getLogger(__name__)
@@ -121,6 +122,8 @@ def _deploy(
     try:
         with session_scope(engine) as s:
             device = get_device(s, req.device)
+            endpoint, device_id = device.endpoint(), device.pk
+            planned_dict = p.to_dict()  # once: the provenance, the run and the deployment keep the same plan
             command = " ".join(" ".join(pr.argv) for pr in p.processes)[:4000]
             prov = run_provenance(
                 s,
@@ -130,7 +133,7 @@ def _deploy(
                 runtime=p.runtime,
                 strategy=p.strategy,
                 profile=planned.profile.device_class,
-                plan=p.to_dict(),
+                plan=planned_dict,
                 command=command,
                 facts_hash=planned.facts_hash,
                 run_id=run_id,
@@ -147,7 +150,7 @@ def _deploy(
                 virtual=planned.virtual,
                 command=command,
                 provenance=prov,
-                meta={"plan": p.to_dict(), **({"ephemeral": True} if opts.ephemeral else {})},
+                meta={"plan": planned_dict, **({"ephemeral": True} if opts.ephemeral else {})},
                 **owner.me(),
             )
             dep = Deployment(
@@ -158,7 +161,7 @@ def _deploy(
                 strategy=p.strategy,
                 runtime=p.runtime,
                 state=DeploymentState.PENDING,
-                plan=p.to_dict(),
+                plan=planned_dict,
                 facts_hash=planned.facts_hash,
                 virtual=planned.virtual,
                 remote_dir=p.remote_dir,
@@ -187,7 +190,17 @@ def _deploy(
         and req.endpoint.has_secret
         and proc.values.get("server") == str(req.endpoint)
     }
-    return _launch(engine, dep.pk, p, opts, on_phase, secrets)
+    return _launch(
+        engine,
+        dep.pk,
+        p,
+        opts,
+        on_phase,
+        secrets,
+        run_id=run_id,
+        device_id=device_id,
+        endpoint=endpoint,
+    )
 
 
 def _check_s4_server(p: ExecutionPlan, on_phase: Phase | None, endpoint: SecretURL | None = None) -> None:
@@ -290,15 +303,17 @@ def _launch(
     opts: Options,
     on_phase: Phase | None,
     secrets: dict[str, dict[str, str]] | None = None,
+    *,
+    run_id: str,
+    device_id: int,
+    endpoint: Endpoint,
 ) -> Deployment:
-    """Connect, push, start each process, wait until ready; ``secrets`` (per process, an endpoint's
-    password for its environment) exist only in this call's memory."""
+    """Connect, push, start each process, wait until ready, with what ``_deploy`` already holds;
+    ``secrets`` (per process, an endpoint's password for its environment) exist only in this call's memory."""
     t: Transport | None = None
     workdirs: dict[str, str] = {}
+    pids: dict[str, int] = {}
     try:
-        with session_scope(engine, write=False) as s:
-            run_id = get_deployment(s, dep_id).run_id
-            endpoint = get_device(s, p.device).endpoint()
         t0 = time.monotonic()
         try:
             t = connect(endpoint, opts)
@@ -321,8 +336,6 @@ def _launch(
         )
         _phase(on_phase, "connected", {"remote_dir": run_dir})
         _check_cancel(opts)
-        with session_scope(engine, write=False) as s:
-            device_id = get_deployment(s, dep_id).device_id
         blob_paths, pushed = plan_artifacts.push(engine, t, device_id, p)
         transition(engine, dep_id, phase="pushed", artifacts=len(p.artifacts), blobs=pushed)
         _phase(on_phase, "pushed", {"blobs": pushed})
@@ -338,7 +351,7 @@ def _launch(
             workdirs[proc.name] = wd
             ts = time.monotonic()
             started = start.start(t, proc, wd, blob_paths, (secrets or {}).get(proc.name))
-            pid = started.pid
+            pid = pids[proc.name] = started.pid
             with session_scope(engine) as s:
                 s.add(
                     DeploymentProcess(
@@ -357,7 +370,7 @@ def _launch(
             _phase(on_phase, "spawned", {"process": proc.name, "pid": pid})
             _check_cancel(opts)
         timeout = opts.ready_timeout_s or p.ready_timeout_s
-        lines = _wait_ready(t, p, workdirs, dep_id, engine, timeout, on_phase, opts)
+        lines = _wait_ready(t, p, workdirs, pids, timeout, on_phase, opts)
         for proc in p.processes:  # runtimes log their load (and placement) on stderr
             if proc.placement == PlacementSource.LLAMA_LOAD_LOG:
                 lines[proc.name] = (
@@ -391,8 +404,7 @@ def _wait_ready(
     t: Transport,
     p: ExecutionPlan,
     workdirs: dict[str, str],
-    dep_id: int,
-    engine: Engine,
+    pids: dict[str, int],
     timeout: float,
     on_phase: Phase | None,
     opts: Options | None = None,
@@ -402,11 +414,6 @@ def _wait_ready(
     lines: dict[str, list[str]] = {proc.name: [] for proc in p.processes}
     offsets = dict.fromkeys(lines, 0)
     pending = {proc.name: proc for proc in p.processes}
-    pids: dict[str, int] = {}
-    with session_scope(engine, write=False) as s:
-        for row in processes(s, dep_id):
-            assert row.pid is not None  # _launch wrote each row with the pid its start returned
-            pids[row.name] = row.pid
     while pending:
         for name, proc in list(pending.items()):
             got = remote.poll(t, workdirs[name], pids[name], offsets[name])
