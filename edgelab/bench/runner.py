@@ -23,24 +23,24 @@ from typing import Any
 from sqlalchemy import Engine
 
 from edgelab.catalog.pipelines import load_pipelines
-from edgelab.deploy import admission, options, owner, planning, remote, start
+from edgelab.deploy import admission, options, planning, remote, start
 from edgelab.deploy import artifacts as plan_artifacts
 from edgelab.deploy.clock import measure_offset
 from edgelab.deploy.options import Options
 from edgelab.deploy.plan import programs
 from edgelab.deploy.planning import DeployRequest
+from edgelab.deploy.record import record_run
 from edgelab.deploy.strategies.controller import has_controller
-from edgelab.errors import BenchFailed, ConfigError, EdgelabError, Refusal, RefusalCode, TransportError
+from edgelab.errors import BenchFailed, ConfigError, EdgelabError, Refusal, RefusalCode
 from edgelab.logs import Phases
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
-from edgelab.metrics.provenance import run_provenance
 from edgelab.runtimes.spec import Adapter
 from edgelab.states import RunState
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import release_run
 from edgelab.store.devices import get_device
-from edgelab.store.runs import create_run, get_run, new_run_id
+from edgelab.store.runs import get_run, new_run_id
 from edgelab.transport.quoting import Shell, join
 
 log = logging.getLogger(__name__)
@@ -350,34 +350,19 @@ def _run_bench(
         device = get_device(s, req.device)
         endpoint = device.endpoint()
         shell = Shell(device.shell)
-        prov = run_provenance(
+        record_run(
             s,
+            planned,
+            run_id=run_id,
+            kind="bench",
             source=f"bench:{PROTOCOL}",
             device=device.name,
             virtual=bool(device.virtual),
-            runtime=p.runtime,
-            strategy=p.strategy,
-            profile=planned.profile.device_class,
-            plan=p.to_dict(),
             command=join(proc.argv, shell),
-            facts_hash=planned.facts_hash,
-            run_id=run_id,
-            play=opts.play,
-        )  # cache observed, power, the build and models as bound; unknown said
-        meta["weights"], meta["threads"] = prov["weights"], prov["threads"]
-        create_run(
-            s,
-            id=run_id,
-            pipeline=p.pipeline,
-            device_name=device.name,
-            runtime=p.runtime,
-            strategy=p.strategy,
-            kind="bench",
-            virtual=bool(device.virtual),
-            command=prov["command"],
-            provenance=prov,
+            plan=p.to_dict(),
             meta=meta,
-            **owner.me(),
+            play=opts.play,
+            meta_from_provenance=("weights", "threads"),
         )
     try:
         with session_scope(engine) as s:  # the same ledger as deploy: check and reserve in one transaction
@@ -425,15 +410,10 @@ def _bench_on_device(
     meta: dict[str, Any],
 ) -> dict[str, Any]:
     try:
-        t = options.connect(endpoint, opts)
-    except TransportError as e:
-        _fail(engine, run_id, f"device unreachable: {e}")
-        raise Refusal(
-            RefusalCode.DEVICE_UNREACHABLE,
-            str(e),
-            device=req.device,
-            remedy=e.remedy or f"run `edgelab device check {req.device}`",
-        ) from e
+        t = options.connect_device(endpoint, opts, req.device)
+    except Refusal as r:
+        _fail(engine, run_id, f"device unreachable: {r.detail}")
+        raise
     try:
         offset = measure_offset(t)
         meta["clock"] = {"offset_s": offset.offset_s, "rtt_s": offset.rtt_s}

@@ -21,15 +21,15 @@ from typing import Any
 from sqlalchemy import Engine
 
 from edgelab.credentials import SecretURL, mask_text
-from edgelab.deploy import admission, owner, placement, ready, remote, start
+from edgelab.deploy import admission, placement, ready, remote, start
 from edgelab.deploy import artifacts as plan_artifacts
-from edgelab.deploy.options import Options, connect
+from edgelab.deploy.options import Options, connect, connect_device, unreachable
 from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.planning import DeployRequest, check_artifacts, plan
+from edgelab.deploy.record import record_run
 from edgelab.deploy.transition import transition
 from edgelab.errors import EdgelabError, Interrupted, Refusal, RefusalCode, TransportError
 from edgelab.logs import Phases, swallowed
-from edgelab.metrics.provenance import run_provenance
 from edgelab.runtimes.spec import PlacementSource, ReadyKind
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import (
@@ -46,7 +46,7 @@ from edgelab.store.deployments import (
 )
 from edgelab.store.devices import get_device
 from edgelab.store.models import utcnow
-from edgelab.store.runs import create_run, new_run_id
+from edgelab.store.runs import new_run_id
 from edgelab.transport import Transport
 from edgelab.transport.base import Endpoint
 from edgelab.transport.host import host_of
@@ -125,33 +125,18 @@ def _deploy(
             endpoint, device_id = device.endpoint(), device.pk
             planned_dict = p.to_dict()  # once: the provenance, the run and the deployment keep the same plan
             command = " ".join(" ".join(pr.argv) for pr in p.processes)[:4000]
-            prov = run_provenance(
+            record_run(
                 s,
+                planned,
+                run_id=run_id,
+                kind="deploy",
                 source="deploy",
                 device=device.name,
                 virtual=planned.virtual,
-                runtime=p.runtime,
-                strategy=p.strategy,
-                profile=planned.profile.device_class,
+                command=command,
                 plan=planned_dict,
-                command=command,
-                facts_hash=planned.facts_hash,
-                run_id=run_id,
-                play=opts.play,
-            )
-            create_run(
-                s,
-                id=run_id,
-                pipeline=p.pipeline,
-                device_name=device.name,
-                runtime=p.runtime,
-                strategy=p.strategy,
-                kind="deploy",
-                virtual=planned.virtual,
-                command=command,
-                provenance=prov,
                 meta={"plan": planned_dict, **({"ephemeral": True} if opts.ephemeral else {})},
-                **owner.me(),
+                play=opts.play,
             )
             dep = Deployment(
                 run_id=run_id,
@@ -315,16 +300,11 @@ def _launch(
     pids: dict[str, int] = {}
     try:
         t0 = time.monotonic()
+        t = connect_device(endpoint, opts, p.device)
         try:
-            t = connect(endpoint, opts)
             root = remote.run_root(t)
         except TransportError as e:
-            raise Refusal(
-                RefusalCode.DEVICE_UNREACHABLE,
-                str(e),
-                device=p.device,
-                remedy=e.remedy or f"run `edgelab device check {p.device}`",
-            ) from e
+            raise unreachable(e, p.device) from e
         run_dir = f"{root}/{run_id}"
         _advance(
             engine,

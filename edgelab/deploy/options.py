@@ -6,6 +6,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from edgelab.errors import Refusal, RefusalCode, TransportError
 from edgelab.transport import Transport, open_transport
 
 
@@ -24,3 +25,21 @@ class Options:
 def connect(endpoint, opts: Options) -> Transport:
     """A transport to the device; each knob applies where it means something (``options_for``)."""
     return open_transport(endpoint, **opts.transport)
+
+
+def unreachable(e: TransportError, device: str) -> Refusal:
+    """A device that cannot be reached refuses the run (``device_unreachable``) with the transport's remedy."""
+    return Refusal(
+        RefusalCode.DEVICE_UNREACHABLE,
+        str(e),
+        device=device,
+        remedy=e.remedy or f"run `edgelab device check {device}`",
+    )
+
+
+def connect_device(endpoint, opts: Options, device: str) -> Transport:
+    """``connect``, or the Refusal :func:`unreachable` says: how deploy and bench both open a device."""
+    try:
+        return connect(endpoint, opts)
+    except TransportError as e:
+        raise unreachable(e, device) from e
