@@ -114,19 +114,9 @@ def _close(t: Any) -> None:
         t.close()
 
 
-class _LeasedIngestor(Ingestor):
+def _leased(engine: Engine, run_id: str, lease: dict[str, Any], base_meta: dict[str, Any]) -> Ingestor:
     """An Ingestor whose every flush also writes the lease (heartbeat + byte offset) in the same transaction."""
-
-    def __init__(self, engine: Engine, run_id: str, lease: dict[str, Any], base_meta: dict[str, Any]):
-        super().__init__(engine, run_id, flush_s=0.2)
-        self.lease = lease
-        self.base_meta = base_meta
-        self.offset = int(lease.get("offset", 0))
-
-    def flush(self, *, live: bool | None = None) -> None:
-        self.lease.update(heartbeat=time.time(), offset=self.offset)
-        self._run_update["meta"] = {**self.base_meta, "follower": dict(self.lease)}
-        super().flush(live=live)
+    return Ingestor(engine, run_id, flush_s=0.2, lease=lease, base_meta=base_meta)
 
 
 class _Heartbeat:
@@ -312,7 +302,7 @@ class Follower:
         phases("connected", server=server is not None)
         try:
             if server is not None:
-                ing = _LeasedIngestor(self.engine, self.run_id, lease, meta)
+                ing = _leased(self.engine, self.run_id, lease, meta)
                 final = self._drive(t, server, ing, stop_event)
                 phases("ended", total_s=round(phases.total(), 2))
                 return final
@@ -320,7 +310,7 @@ class Follower:
                 c = measure_offset(t)
                 lease["clock"] = {"offset_s": c.offset_s, "rtt_s": c.rtt_s}
             clock = ev.ClockOffset(lease["clock"]["offset_s"], lease["clock"]["rtt_s"])
-            ing = _LeasedIngestor(self.engine, self.run_id, lease, meta)
+            ing = _leased(self.engine, self.run_id, lease, meta)
             if ing.offset:
                 self._replay(t, path, ing, clock)
                 phases("replayed", offset=ing.offset)
@@ -337,7 +327,7 @@ class Follower:
                 t.close()
 
     def _drive(
-        self, t, server: dict[str, Any], ing: _LeasedIngestor, stop_event: threading.Event
+        self, t, server: dict[str, Any], ing: Ingestor, stop_event: threading.Event
     ) -> dict[str, Any] | None:
         """Requests paced one a second until the deployment ends: live TTFT and tokens/s in the store.
 
@@ -411,12 +401,12 @@ class Follower:
             if sampler is not None:
                 sampler.stop()
             beat.close()
-        ing.lease.update(done=True)
+        ing.lease_done()
         self.final = ing.close(state=dep.state, error=dep.error)
         return self.final
 
     def _requests(
-        self, server: dict[str, Any], ing: _LeasedIngestor, cut: threading.Event, failed: list[Exception]
+        self, server: dict[str, Any], ing: Ingestor, cut: threading.Event, failed: list[Exception]
     ) -> None:
         """The drive's worker: requests until ``cut``; an error is left in ``failed`` for the heartbeat."""
         from edgelab.deploy import llama_drive as llama
@@ -467,7 +457,7 @@ class Follower:
                 return None
             delay = min(delay * 2, BACKOFF_MAX_S)
 
-    def _telemetry(self, ing: _LeasedIngestor):
+    def _telemetry(self, ing: Ingestor):
         """The device's telemetry sampler beside this follower (telemetry never stops a follower)."""
         from edgelab.metrics.sampler import start_beside
 
@@ -518,7 +508,7 @@ class Follower:
             self.engine, dep.pk, DeploymentState.DEVICE_LOST, phase="device-lost", edit=lost, by="follower"
         )
 
-    def _replay(self, t, path: str, ing: _LeasedIngestor, clock: ev.ClockOffset) -> None:
+    def _replay(self, t, path: str, ing: Ingestor, clock: ev.ClockOffset) -> None:
         """Rebuild the live aggregate from what an earlier follower already stored (bytes < offset)."""
         got, pos = "", 0
         while pos < ing.offset:
@@ -535,7 +525,7 @@ class Follower:
     def _fix(self, e: ev.Event, clock: ev.ClockOffset) -> ev.Event:
         return e if isinstance(e, ev.LogLine) else clock.correct(e)
 
-    def _note(self, e: ev.Event, ing: _LeasedIngestor) -> None:
+    def _note(self, e: ev.Event, ing: Ingestor) -> None:
         if isinstance(e, ev.RunStart) and e.meta.get("control_period_s") is not None:
             ing.base_meta["control_period_s"] = e.meta["control_period_s"]
 
@@ -545,7 +535,7 @@ class Follower:
         endpoint,
         path: str,
         pid: int | None,
-        ing: _LeasedIngestor,
+        ing: Ingestor,
         clock: ev.ClockOffset,
         stop_event: threading.Event,
     ) -> dict[str, Any] | None:
@@ -560,7 +550,7 @@ class Follower:
         beat: _Heartbeat,
         path: str,
         pid: int | None,
-        ing: _LeasedIngestor,
+        ing: Ingestor,
         clock: ev.ClockOffset,
         stop_event: threading.Event,
     ) -> dict[str, Any] | None:
@@ -630,7 +620,7 @@ class Follower:
             time.sleep(self.poll_s)
         with session_scope(self.engine, write=False) as s:
             dep = get_deployment(s, self.run_id)
-        ing.lease.update(done=True)
+        ing.lease_done()
         self.final = ing.close(state=dep.state, error=dep.error)
         return self.final
 

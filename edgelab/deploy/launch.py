@@ -311,7 +311,7 @@ def _launch(
             dep_id,
             DeploymentState.STARTING,
             phase="connected",
-            edit=lambda s, d: setattr(d, "remote_dir", run_dir),
+            values={"remote_dir": run_dir},
             seconds=round(time.monotonic() - t0, 3),
         )
         _phase(on_phase, "connected", {"remote_dir": run_dir})
@@ -366,7 +366,7 @@ def _launch(
             dep_id,
             DeploymentState.RUNNING,
             phase="ready",
-            edit=lambda s, d: setattr(d, "placement", obs),
+            values={"placement": obs},
             seconds=round(time.monotonic() - t0, 3),
         )
         _phase(on_phase, "ready", {"placement": obs})

@@ -55,9 +55,11 @@ def transition(
     *,
     phase: str | None = None,
     edit: Edit | None = None,
+    values: dict[str, Any] | None = None,
     **phase_info: Any,
 ) -> Deployment:
-    """Move deployment ``dep_id`` to state ``to`` (None: keep it), apply ``edit``, record ``phase``.
+    """Move deployment ``dep_id`` to state ``to`` (None: keep it), set ``values`` on it (column ->
+    value) and apply ``edit`` (what values cannot say: its process rows), record ``phase``.
 
     Entering ``running`` stamps ``started_at``; entering a final state stamps ``ended_at``,
     releases the reservation (unless ``to_stop``) and unpins the lease. Returns the deployment as written (or as
@@ -67,6 +69,8 @@ def transition(
         dep = get_deployment(s, dep_id)
         if to is not None and not allowed(dep.state, to):
             return dep
+        for column, value in (values or {}).items():
+            setattr(dep, column, value)
         if edit is not None:
             edit(s, dep)
         if to is not None and to != dep.state:

@@ -73,7 +73,12 @@ def telemetry_row(e: ev.ResourceSample, run_id: str | None) -> dict[str, Any]:
 
 
 class Ingestor:
-    """Feed events of one run; call ``close()`` (or use ``with``) to finish it."""
+    """Feed events of one run; call ``close()`` (or use ``with``) to finish it.
+
+    ``lease``: a holder's record (the follower's) kept in ``run.meta["follower"]`` over ``base_meta``
+    and stamped with a heartbeat and the byte ``offset`` read so far at every flush, in the flush's
+    own transaction: whoever holds the run proves it alive by storing what it read.
+    """
 
     def __init__(
         self,
@@ -84,8 +89,13 @@ class Ingestor:
         flush_s: float = 0.02,
         live_every_s: float = 0.1,
         period_s: float | None = None,
+        lease: dict[str, Any] | None = None,
+        base_meta: dict[str, Any] | None = None,
     ):
         self.engine = engine
+        self.lease = lease
+        self.base_meta: dict[str, Any] = base_meta if base_meta is not None else {}
+        self.offset = int((lease or {}).get("offset", 0))
         self.run_id = run_id
         self.batch = batch
         self.flush_s = flush_s
@@ -309,7 +319,15 @@ class Ingestor:
             self.feed(e)
 
     # --- writing ------------------------------------------------------------------------------
+    def lease_done(self) -> None:
+        """The holder is done with the run (the next flush stores ``done``: no one takes it over)."""
+        if self.lease is not None:
+            self.lease["done"] = True
+
     def flush(self, *, live: bool | None = None) -> None:
+        if self.lease is not None:
+            self.lease.update(heartbeat=time.time(), offset=self.offset)
+            self._run_update["meta"] = {**self.base_meta, "follower": dict(self.lease)}
         self._drain_offered()
         now = time.monotonic()
         write_live = live if live is not None else now - self._last_live >= self._live_gap
