@@ -155,9 +155,9 @@ def test_the_device_build_runs_emulated_is_measured_and_stops_clean(
             time.sleep(1)
         text = _live(engine, dep.run_id)["text"]
         assert text["decode_tok_s"]["p50"] > 0  # what watch shows: tokens/s, from the emulated server
-        from edgelab.views.run import RunFollower
+        from edgelab.views.run import RunReader
 
-        view = RunFollower(engine, dep.run_id).poll()
+        view = RunReader(engine, dep.run_id).poll()
         assert view.run["execution"]["emulated"] and view.run["execution"]["target"] == target
     finally:
         stopped = control.stop(engine, dep.run_id, opts=opts)

@@ -148,13 +148,13 @@ def test_concurrent_polls_fold_every_sample_once(tmp_path):
 
     from text_run import text_run
 
-    from edgelab.views.run import RunFollower
+    from edgelab.views.run import RunReader
 
     engine = get_engine(str(tmp_path / "lab.db"))
     try:
         run_id, ing = text_run(engine, [40.0 + 10 * i for i in range(50)], request="m1")
         ing.flush(live=True)
-        follower = RunFollower(engine, run_id)
+        follower = RunReader(engine, run_id)
         start = threading.Barrier(6)
 
         def poll():

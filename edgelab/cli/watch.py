@@ -246,12 +246,12 @@ def register(app: typer.Typer) -> None:
         from rich.live import Live
 
         from edgelab.store.db import get_engine
-        from edgelab.views.run import RunFollower
+        from edgelab.views.run import RunReader
 
         try:
             deadline = None if for_ is None else time.monotonic() + _duration_s(for_)
             engine = get_engine(state.db)
-            reader = RunFollower(engine, run)
+            reader = RunReader(engine, run)
             view = reader.poll()
         except ConfigError as err:  # bad input here is a usage error: exit 2 (root handler: 1)
             fail_from(err, code=2)

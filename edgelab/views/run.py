@@ -1,6 +1,6 @@
 """The live view of one run, computed once for `edgelab watch` and the TUI's Run page.
 
-A ``RunFollower`` keeps the last sample and log ids it has read, so each poll reads only
+A ``RunReader`` keeps the last sample and log ids it has read, so each poll reads only
 what arrived since; whoever writes the run (``edgelab deploy`` in another process, an
 ingest, an import) is seen through the database alone. Headline figures are the metrics
 engineer's live/final summary, or their batch recompute from the stored rows when no
@@ -108,7 +108,7 @@ def buffer_levels(chunks: list[tuple[float, int, int]]) -> list[float]:
 
 
 @dataclass
-class RunFollower:
+class RunReader:
     """Reads one run incrementally. ``poll()`` may be called from several threads (the TUI's
     exclusive worker does not stop a thread already reading): one reads at a time, so no sample
     is folded twice."""
@@ -249,7 +249,7 @@ class RunFollower:
 
 def run_view(engine: Engine, ref: str) -> RunView:
     """One run as it stands now (a fresh follower's first poll): what `watch --once` prints."""
-    return RunFollower(engine, ref).poll()
+    return RunReader(engine, ref).poll()
 
 
 def _reading(row: Any) -> Reading:

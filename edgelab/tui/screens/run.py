@@ -24,7 +24,7 @@ from edgelab.tui.widgets.metric_tile import MetricTile
 from edgelab.tui.widgets.status_line import StatusLine
 from edgelab.tui.widgets.telemetry import Telemetry
 from edgelab.units import mib
-from edgelab.views.run import RunFollower, RunView
+from edgelab.views.run import RunReader, RunView
 
 
 def _ms(stats: dict | None, key: str = "p50") -> str | None:
@@ -64,7 +64,7 @@ class RunScreen(Screen):
     def __init__(self, run_id: str):
         super().__init__()
         self.run_id = run_id
-        self.follower: RunFollower | None = None
+        self.reader: RunReader | None = None
         self.view: RunView | None = None
         self.polls = 0
         self.stopping = False
@@ -90,7 +90,7 @@ class RunScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.follower = RunFollower(self.app.engine, self.run_id)
+        self.reader = RunReader(self.app.engine, self.run_id)
         self.ingest = None
         self._start_ingest()
         self._poll()
@@ -116,7 +116,7 @@ class RunScreen(Screen):
     @work(thread=True, exclusive=True, group="run-poll")
     def _read(self) -> None:
         try:
-            self.post_message(RunLoaded(self.follower.poll()))
+            self.post_message(RunLoaded(self.reader.poll()))
         except EdgelabError as err:
             self.post_message(RunLoaded(f"{err}" + (f" -> {err.remedy}" if err.remedy else "")))
 
