@@ -197,7 +197,7 @@ def test_a_missing_db_path_is_created_only_with_create(tmp_path, monkeypatch):
 
 
 def _sync_socket(adb_lab, serial):
-    from edgelab.transport.adb_server import open_transport
+    from edgelab.transport.adb.server import open_transport
 
     return open_transport(adb_lab.adb_server, serial, "sync:", timeout=10)
 

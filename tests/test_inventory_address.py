@@ -108,7 +108,7 @@ def test_builders_apply_defaults_and_validate():
     ],
 )
 def test_adb_server_through_ssh_is_normalised(text, want):
-    from edgelab.transport import adb_tunnel
+    from edgelab.transport.adb import tunnel as adb_tunnel
 
     assert parse_adb_server(text) == want
     spec = adb_tunnel.parse(want)

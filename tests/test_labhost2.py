@@ -80,7 +80,7 @@ def lh2(tmp_path_factory, ssh_lab, adb_lab):
         _mark_virtual(url, NS_DEVICES)
         yield host, url, env
     finally:
-        from edgelab.transport import adb_tunnel
+        from edgelab.transport.adb import tunnel as adb_tunnel
         from edgelab.transport.ssh import close_all
 
         adb_tunnel.close_all()
@@ -102,7 +102,7 @@ def _mark_virtual(url: str, names: list[str]) -> None:
 
 def _fresh_connections() -> None:
     """No pooled SSH connection or adb tunnel of earlier tests: a refusal must come from the handshake."""
-    from edgelab.transport import adb_tunnel
+    from edgelab.transport.adb import tunnel as adb_tunnel
     from edgelab.transport.ssh import close_all
 
     adb_tunnel.close_all()

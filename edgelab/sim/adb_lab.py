@@ -25,7 +25,7 @@ import yaml
 from edgelab.errors import TransportError
 from edgelab.sim.adb_emulator.device import PERSONAS_DIR
 from edgelab.sim.sweep import sweep
-from edgelab.transport.adb_server import host_query, list_devices
+from edgelab.transport.adb.server import host_query, list_devices
 
 ADB_PERSONAS = ["s25", "s24", "rb3g2", "sa8775p"]
 FORBIDDEN_PORTS = range(5555, 5586)  # adb's emulator scan range
@@ -57,7 +57,7 @@ class AdbLabInfo:
 
 def adb_binary() -> str:
     """The adb the transport's adbutils would use (``ADBUTILS_ADB_PATH`` first), so both agree."""
-    from edgelab.transport.adb_server import adb_binary as binary
+    from edgelab.transport.adb.server import adb_binary as binary
 
     return binary()
 

@@ -46,7 +46,8 @@ def _gateway(hop: Hop) -> Gateway:
 
 def gateways(endpoint: Endpoint, **options) -> list[Gateway]:
     """The SSH hosts that carry the connection to ``endpoint``, outermost first (the device excluded)."""
-    from edgelab.transport import adb_tunnel, ssh_config
+    from edgelab.transport import ssh_config
+    from edgelab.transport.adb import tunnel as adb_tunnel
 
     if endpoint.kind == "ssh":
         hop = ssh_config.resolve(endpoint, **options)

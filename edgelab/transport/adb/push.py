@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from edgelab.errors import TransportError
-from edgelab.transport.adb_server import recv_exact
+from edgelab.transport.adb.server import recv_exact
 from edgelab.transport.base import Progress
 from edgelab.transport.quoting import Shell, join
 

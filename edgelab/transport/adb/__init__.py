@@ -24,8 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from edgelab.errors import DeviceNotAnswering, DeviceStateError, HostKeyError, RemoteTimeout, TransportError
-from edgelab.transport import adb_push
-from edgelab.transport.adb_server import (
+from edgelab.transport.adb import (
+    push as adb_push,  # the package holds the transport; push, server, tunnel beside it
+)
+from edgelab.transport.adb.server import (
     host_query,
     is_remote,
     is_tunnel,
@@ -261,7 +263,7 @@ class ADBTransport(Transport):
         try:
             state = cls.device_state(endpoint, timeout)
         except HostKeyError as e:  # the SSH host of an ssh:// adb server
-            from edgelab.transport.adb_tunnel import for_device
+            from edgelab.transport.adb.tunnel import for_device
 
             raise for_device(e, endpoint.name) from None
         if state != "device":
@@ -275,12 +277,12 @@ class ADBTransport(Transport):
         try:
             state = cls.device_state(endpoint, timeout)
         except HostKeyError as e:  # the SSH host of an ssh:// adb server is not trusted (yet)
-            from edgelab.transport.adb_tunnel import for_device
+            from edgelab.transport.adb.tunnel import for_device
 
             return "untrusted", str(for_device(e, endpoint.name))
         except TransportError as e:
             if is_tunnel(endpoint.adb_server):
-                from edgelab.transport.adb_tunnel import auth_failed
+                from edgelab.transport.adb.tunnel import auth_failed
 
                 if auth_failed(e):
                     return "auth-failed", str(e)

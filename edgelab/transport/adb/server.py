@@ -27,7 +27,7 @@ def parse_server(adb_server: str | None) -> tuple[str, int]:
 
 
 def is_tunnel(adb_server: str | None) -> TypeGuard[str]:
-    """``ssh://...``: a server on another lab host's loopback, reached through SSH (transport.adb_tunnel)."""
+    """``ssh://...``: a server on another lab host's loopback, reached through SSH (transport.adb.tunnel)."""
     return adb_server is not None and adb_server.strip().lower().startswith("ssh://")
 
 
@@ -43,7 +43,7 @@ def is_remote(adb_server: str | None) -> bool:
 
 def open_server(adb_server: str | None, timeout: float = 10.0) -> socket.socket:
     if is_tunnel(adb_server):
-        from edgelab.transport.adb_tunnel import local_address  # noqa: PLC0415 - paramiko only when tunnelling
+        from edgelab.transport.adb.tunnel import local_address  # noqa: PLC0415 - paramiko only when tunnelling
 
         adb_server = local_address(adb_server, timeout)
     host, port = parse_server(adb_server)
