@@ -10,7 +10,7 @@ import textwrap
 import pytest
 from test_runtimes_source_cache import _sdist
 
-from edgelab.errors import RuntimeError_
+from edgelab.errors import RuntimeSpecError
 from edgelab.runtimes import load_runtimes
 from edgelab.runtimes.build import ensure_build
 from edgelab.runtimes.cache import read_manifest
@@ -48,7 +48,7 @@ def test_a_project_that_is_not_a_cmake_folder_is_refused_naming_the_line(tmp_pat
     _files(tmp_path / "rt")
     shutil.rmtree(tmp_path / "rt" / "greet")
     with pytest.raises(
-        RuntimeError_, match=r"hello.yaml:\d+: project 'greet' is no folder with a CMakeLists.txt"
+        RuntimeSpecError, match=r"hello.yaml:\d+: project 'greet' is no folder with a CMakeLists.txt"
     ):
         load_runtimes(tmp_path / "rt")
 

@@ -30,6 +30,8 @@ from edgelab.errors import BenchFailed, EdgelabError
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
 from edgelab.protocols.wav import WavFacts, wav_facts
+from edgelab.runtimes.spec import Adapter
+from edgelab.states import RunState
 from edgelab.store.db import session_scope
 from edgelab.store.runs import get_run
 from edgelab.transport.base import Transport
@@ -159,7 +161,7 @@ def bench_llama_tts(
             strategy="S5",
             virtual=virtual,
             meta={
-                "adapter": "llama-tts",
+                "adapter": Adapter.LLAMA_TTS,
                 "one_process_per_request": True,
                 "frames": proc.values.get("frames"),
             },
@@ -170,7 +172,7 @@ def bench_llama_tts(
     try:
         for i in range(warmup + requests):
             if cancel is not None and cancel.is_set():
-                state, error = "stopped", "cancelled by the caller (timeout or stop)"
+                state, error = RunState.STOPPED, "cancelled by the caller (timeout or stop)"
                 break
             rid = f"{run_id}-r{i:03d}"
             wd = f"{workdir}/r{i:03d}"
@@ -210,19 +212,19 @@ def bench_llama_tts(
                 }
             )
             if cancelled:
-                state, error = "stopped", "cancelled by the caller (timeout or stop)"
+                state, error = RunState.STOPPED, "cancelled by the caller (timeout or stop)"
                 break
     except KeyboardInterrupt:
-        state, error = "stopped", "interrupted (SIGINT) during bench"
+        state, error = RunState.STOPPED, "interrupted (SIGINT) during bench"
         raise
     except EdgelabError as exc:
-        state, error = "failed", str(exc)[:2000]
+        state, error = RunState.FAILED, str(exc)[:2000]
     finally:
         if sampler is not None:
             sampler.stop()
         failed = sum(1 for r in records if r["exit_code"] != 0 or not r["log"]["total_s"])
         if state is None and failed:
-            state, error = "failed", f"{failed} of {len(records)} llama-tts runs failed"
+            state, error = RunState.FAILED, f"{failed} of {len(records)} llama-tts runs failed"
         with session_scope(engine) as s:
             run = get_run(s, run_id)
             run.meta = {
@@ -231,15 +233,15 @@ def bench_llama_tts(
                 "placement": {"observed": (placement.observed if placement else None) or "unobserved"},
             }
             s.add(run)
-    feed(ev.RunEnd(t=time.time(), state=state or "finished", error=error))
+    feed(ev.RunEnd(t=time.time(), state=state or RunState.FINISHED, error=error))
     final = ing.close(state=state, error=error)
-    if state == "failed":
+    if state == RunState.FAILED:
         raise BenchFailed(
             f"bench run {run_id} failed: {error}",
             run_id=run_id,
             remedy=f"see `edgelab runs show {run_id}` (each request's llama-tts log is in its folder)",
         )
-    return final, state or "finished"
+    return final, state or RunState.FINISHED
 
 
 __all__ = ["bench_llama_tts", "request_events"]

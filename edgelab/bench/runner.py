@@ -237,7 +237,12 @@ def _adapter(planned: planning.Planned) -> str:
     p = planned.plan
     planning.check_artifacts(p)  # refused (with the remedy) before anything starts
     proc = p.processes[0]
-    if proc.adapter not in (Adapter.EDGELAB_EVENTS, Adapter.LLAMA_SERVER, Adapter.LLAMA_BENCH, Adapter.LLAMA_TTS):
+    if proc.adapter not in (
+        Adapter.EDGELAB_EVENTS,
+        Adapter.LLAMA_SERVER,
+        Adapter.LLAMA_BENCH,
+        Adapter.LLAMA_TTS,
+    ):
         raise Refusal(
             RefusalCode.NO_EXPORTED_GRAPH,
             f"{p.pipeline} on {p.runtime} ({proc.template}) has no bench adapter: "
@@ -441,7 +446,7 @@ def _bench_on_device(
                 cancel,
                 beside=_telemetry_beside(engine, run_id, req.device, opts),
             )
-        elif adapter == "llama-tts":  # one process per request (S5): its log and its WAV
+        elif adapter == Adapter.LLAMA_TTS:  # one process per request (S5): its log and its WAV
             from edgelab.bench.oneshot import bench_llama_tts
 
             final, state = bench_llama_tts(

@@ -14,6 +14,7 @@ from typing import Any
 
 from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.strategies.common import REFERENCE, REFERENCE_PLACEMENT
+from edgelab.runtimes.spec import PlacementSource
 
 _PATTERNS: list[tuple[re.Pattern[str], Any]] = [
     (re.compile(r"offloaded (\d+)/(\d+) layers to GPU"), lambda m: "gpu" if int(m.group(1)) > 0 else "cpu"),
@@ -59,7 +60,7 @@ def observe(plan: ExecutionPlan, lines_by_process: Mapping[str, Iterable[str]]) 
     """One record per stage: planned, observed (with its evidence), and whether it fell back."""
     seen: dict[str, tuple[str, str]] = {}
     reported_fallback: dict[str, bool] = {}  # stage -> the runtime's own word (requested vs observed)
-    load_log = {pr.name for pr in plan.processes if pr.placement == "llama-load-log"}
+    load_log = {pr.name for pr in plan.processes if pr.placement == PlacementSource.LLAMA_LOAD_LOG}
     for proc in load_log & set(lines_by_process):
         from edgelab.adapters.llama_placement import parse_placement
 

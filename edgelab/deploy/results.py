@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from edgelab.runtimes.spec import Adapter
+
 PERF_LOST = (
     "no perf lines in its stderr: an upstream llama.cpp logger writes from a thread it never joins "
     "at exit, so a busy host can lose the last lines (ggml-org/llama.cpp#22142); edgelab's own "
@@ -23,7 +25,7 @@ def wav_outputs(t: Any, plan: dict[str, Any], workdirs: dict[str, str]) -> dict[
     out: dict[str, Any] = {}
     for pr in plan.get("processes", []):
         name, argv = pr.get("name"), pr.get("argv") or []
-        if pr.get("adapter") != "llama-tts" or name not in workdirs:
+        if pr.get("adapter") != Adapter.LLAMA_TTS or name not in workdirs:
             continue
         rel = argv[argv.index("-o") + 1] if "-o" in argv[:-1] else "out.wav"
         path = rel if rel.startswith("/") else f"{workdirs[name]}/{rel}"
@@ -51,14 +53,14 @@ def adapter_results(
     out: dict[str, Any] = {}
     for pr in plan.get("processes", []):
         err = logs.get(f"{pr.get('name')}/stderr.log") or ""
-        if pr.get("adapter") == "llama-tts" and err:
+        if pr.get("adapter") == Adapter.LLAMA_TTS and err:
             from edgelab.adapters.llama_placement import parse_placement
             from edgelab.adapters.llama_tts import parse_log
 
             log = parse_log(err)
             wav = (outputs or {}).get(pr["name"])
             out[pr["name"]] = {
-                "adapter": "llama-tts",
+                "adapter": Adapter.LLAMA_TTS,
                 "tts": log.to_dict(),
                 "ttfa_ms": None if log.total_s is None else round(log.total_s * 1000, 1),
                 "rtf_total": log.rtf,
@@ -68,13 +70,13 @@ def adapter_results(
             if log.error:
                 out[pr["name"]]["error"] = log.error
             continue
-        if pr.get("adapter") == "llama-completion" and err:
+        if pr.get("adapter") == Adapter.LLAMA_COMPLETION and err:
             from edgelab.adapters.llama_perf import parse_perf
             from edgelab.adapters.llama_placement import parse_placement
 
             perf = parse_perf(err)
             out[pr["name"]] = {
-                "adapter": "llama-completion",
+                "adapter": Adapter.LLAMA_COMPLETION,
                 "perf": perf.to_dict() if perf else None,
                 "placement": parse_placement(err).observed or "unobserved",
             }
@@ -92,6 +94,6 @@ def reported_entries(results: dict[str, Any]) -> list[dict[str, Any]]:
     for res in results.values():
         if res.get("perf"):
             out += from_perf(res["perf"])
-        if res.get("adapter") == "llama-tts" and (res.get("tts") or {}).get("total_s") is not None:
+        if res.get("adapter") == Adapter.LLAMA_TTS and (res.get("tts") or {}).get("total_s") is not None:
             out += from_tts(res["tts"])
     return out
