@@ -14,13 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edgelab.artifacts.devstore import windows_store_root
 from edgelab.metrics import wintelemetry
 from edgelab.sim.persona_exec import persona_argv
 from edgelab.sim.personas import PERSONAS_DIR
 from edgelab.sim.winsim.native import split_command_line
 from edgelab.transport import winscripts
 from edgelab.transport.base import Capability, RunResult
+from edgelab.transport.host import WindowsHost
 
 WIN = PERSONAS_DIR / "win-hx370-rtx5090"
 XELITE = PERSONAS_DIR / "xelite-pc"
@@ -187,7 +187,7 @@ def test_store_root_falls_back_without_a_profile(drive, tmp_path):
             r = ps(drive, script, persona)
             return RunResult((script,), r.returncode, r.stdout, r.stderr)
 
-    assert windows_store_root(Shim()) == ("C:\\ProgramData\\edgelab\\store", "ProgramData")
+    assert WindowsHost(Shim()).store_base() == ("C:\\ProgramData\\edgelab\\store", "ProgramData")
 
 
 # ------------------------------------------------------------------ cmd.exe
