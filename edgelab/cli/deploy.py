@@ -229,7 +229,9 @@ def ps(
         if now.state == DeploymentState.DEVICE_LOST and d.state != DeploymentState.DEVICE_LOST:
             unreachable[d.device_name] = now.error or "device lost"
         out.append(now)
-    _revive_followers(engine, [d for d in out if d.state == "running" and d.device_name not in unreachable])
+    _revive_followers(
+        engine, [d for d in out if d.state == DeploymentState.RUNNING and d.device_name not in unreachable]
+    )
     if not all_:
         out = [d for d in out if d.state in ACTIVE_STATES or d.to_stop] or out
     if json_out:

@@ -35,7 +35,7 @@ from edgelab.deploy.options import Options
 from edgelab.errors import EdgelabError
 from edgelab.lease.owner import Holder
 from edgelab.store.db import session_scope
-from edgelab.store.deployments import ACTIVE_STATES, Deployment
+from edgelab.store.deployments import ACTIVE_STATES, Deployment, DeploymentState
 from edgelab.store.runs import get_run
 
 SPAWN_GRACE_S = 30.0  # a follower started this recently may not hold its lease yet: not started again
@@ -101,7 +101,7 @@ def ensure(
         return None
     with session_scope(engine, write=False) as s:
         dep = s.exec(select(Deployment).where(Deployment.run_id == rid)).first()
-    if dep is None or dep.state not in ACTIVE_STATES or dep.state == "pending":
+    if dep is None or dep.state not in ACTIVE_STATES or dep.state == DeploymentState.PENDING:
         return None
     if status(engine, rid, lease_s=lease_s).state in ("alive", "starting", "done"):
         return None
@@ -141,7 +141,7 @@ def supervise(
 ) -> list[str]:
     """:func:`ensure` for every running deployment (of ``device``); returns the runs given a follower."""
     with session_scope(engine, write=False) as s:
-        q = select(Deployment.run_id).where(col(Deployment.state) == "running")
+        q = select(Deployment.run_id).where(col(Deployment.state) == DeploymentState.RUNNING)
         if device:
             q = q.where(Deployment.device_name == device)
         runs = list(s.exec(q).all())
@@ -215,7 +215,7 @@ def stop(
     says so in its follower lease (the stop itself stands)."""
     opts = opts or Options()
     dep = control.stop(engine, run_id, opts=opts, holder=holder, force=force)
-    if dep.state == "stopped" and dep.run_id:
+    if dep.state == DeploymentState.STOPPED and dep.run_id:
         try:
             drain(engine, dep.run_id, transport=opts.transport)
         except EdgelabError as err:

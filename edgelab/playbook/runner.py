@@ -303,6 +303,7 @@ def _benches_in_flight(engine: Engine) -> list[str]:
 
     from sqlmodel import col, select
 
+    from edgelab.states import RunState
     from edgelab.store.db import session_scope
     from edgelab.store.runs import Run
 
@@ -311,7 +312,7 @@ def _benches_in_flight(engine: Engine) -> list[str]:
             runs = s.exec(
                 select(Run).where(
                     Run.kind == "bench",
-                    col(Run.state).in_(("pending", "running")),
+                    col(Run.state).in_((RunState.PENDING, RunState.RUNNING)),
                     Run.owner_pid == os.getpid(),
                 )
             ).all()

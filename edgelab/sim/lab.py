@@ -279,7 +279,7 @@ def _record_ended_with_lab(db_url: str | None, run_ids: list[str], say: Progress
     group is seen gone on the lab host, where a virtual device's processes run."""
     from edgelab.deploy.transition import transition
     from edgelab.store.db import get_engine, session_scope
-    from edgelab.store.deployments import get_deployment, processes
+    from edgelab.store.deployments import DeploymentState, ProcessState, get_deployment, processes
     from edgelab.store.models import utcnow
 
     engine = get_engine(db_url)
@@ -292,12 +292,12 @@ def _record_ended_with_lab(db_url: str | None, run_ids: list[str], say: Progress
 
         def final(s, d) -> None:
             for row in processes(s, d.pk):
-                row.state, row.stopped_at = "killed", utcnow()
+                row.state, row.stopped_at = ProcessState.KILLED, utcnow()
                 s.add(row)
             d.to_stop = False
             d.error = "ended with the virtual lab (`sim down`): its device could not be reached to stop it"
 
-        transition(engine, dep.pk, "stopped", phase="stopped", edit=final, by="sim down")
+        transition(engine, dep.pk, DeploymentState.STOPPED, phase="stopped", edit=final, by="sim down")
         say(f"{run_id}: stopped with the lab (its process groups are gone from the lab host)")
 
 
