@@ -12,17 +12,20 @@ from edgelab.cli import (
     deploy,
     device,
     facts,
+    forward,
     lease,
     matrix,
     metrics,
     model,
     play,
     probe,
+    profile,
     push,
     runs,
     runtime,
     shell,
     sim,
+    store,
     tui,
     watch,
 )
@@ -44,12 +47,15 @@ app.add_typer(sim.app, name="sim")
 app.add_typer(device.app, name="device")
 app.add_typer(facts.app, name="facts")
 probe.register(app, facts.app)
+profile.register(app)
 lease.register(app)
 shell.register(app)
+forward.register(app)
 app.add_typer(artifact.app, name="artifact")
 app.add_typer(model.app, name="model")
 app.add_typer(runtime.app, name="runtime")
 push.register(app)
+store.register(app)
 deploy.register(app)
 bench.register(app)
 compare.register(runs.app)

@@ -229,48 +229,46 @@ def _duration_s(text: str) -> float:
     return value
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("watch")
-    def watch(
-        run: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")],
-        interval: Annotated[float, typer.Option("--interval", help="Seconds between refreshes.")] = 0.25,
-        once: Annotated[bool, typer.Option("--once", help="Print one frame and exit.")] = False,
-        for_: Annotated[
-            str | None,
-            typer.Option(
-                "--for", help="Watch this long, then exit 0 and leave the run running (e.g. 5s, 2m)."
-            ),
-        ] = None,
-    ) -> None:
-        """Live view of a run (works from any process that reaches the database)."""
-        from rich.live import Live
+def watch(
+    run: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")],
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between refreshes.")] = 0.25,
+    once: Annotated[bool, typer.Option("--once", help="Print one frame and exit.")] = False,
+    for_: Annotated[
+        str | None,
+        typer.Option("--for", help="Watch this long, then exit 0 and leave the run running (e.g. 5s, 2m)."),
+    ] = None,
+) -> None:
+    """Live view of a run (works from any process that reaches the database)."""
+    from rich.live import Live
 
-        from edgelab.store.db import get_engine
-        from edgelab.views.run import RunReader
+    from edgelab.store.db import get_engine
+    from edgelab.views.run import RunReader
 
+    try:
+        deadline = None if for_ is None else time.monotonic() + _duration_s(for_)
+        engine = get_engine(state.db)
+        reader = RunReader(engine, run)
+        view = reader.poll()
+    except ConfigError as err:  # bad input here is a usage error: exit 2 (root handler: 1)
+        fail_from(err, code=2)
+    if once:
+        console.print(render(view))
+        return
+    follower = None if view.final else _follower_for(engine, reader.run_id)
+    with Live(render(view), console=console, refresh_per_second=max(1, int(1 / max(interval, 0.05)))) as live:
         try:
-            deadline = None if for_ is None else time.monotonic() + _duration_s(for_)
-            engine = get_engine(state.db)
-            reader = RunReader(engine, run)
-            view = reader.poll()
-        except ConfigError as err:  # bad input here is a usage error: exit 2 (root handler: 1)
-            fail_from(err, code=2)
-        if once:
-            console.print(render(view))
-            return
-        follower = None if view.final else _follower_for(engine, reader.run_id)
-        with Live(
-            render(view), console=console, refresh_per_second=max(1, int(1 / max(interval, 0.05)))
-        ) as live:
-            try:
-                while not view.final and (deadline is None or time.monotonic() < deadline):
-                    time.sleep(
-                        interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic()))
-                    )
-                    view = reader.poll()
-                    live.update(render(view))
-            except KeyboardInterrupt:
-                pass
-            finally:
-                if follower is not None:
-                    follower.join(5) if view.final else follower.stop()
+            while not view.final and (deadline is None or time.monotonic() < deadline):
+                time.sleep(
+                    interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic()))
+                )
+                view = reader.poll()
+                live.update(render(view))
+        except KeyboardInterrupt:
+            pass
+        finally:
+            if follower is not None:
+                follower.join(5) if view.final else follower.stop()
+
+
+def register(app: typer.Typer) -> None:
+    app.command("watch")(watch)
