@@ -8,13 +8,6 @@ import typer
 
 from edgelab.cli.common import LeaseOpt, console, err_console, escape, fail, fail_from, print_json, state
 from edgelab.errors import ConfigError
-from edgelab.units import mib
-
-
-def _p(d: dict[str, Any] | None, unit: str = "") -> str:
-    if not d or d.get("p50") is None:
-        return "-"
-    return f"p50 {d['p50']:.1f}{unit}  p95 {d['p95']:.1f}{unit}  (n={d['count']})"
 
 
 def bench(
@@ -139,8 +132,6 @@ def bench(
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")] = False,
 ) -> None:
     """Warm-up then measured requests, batch 1 (single_request_batch1_v1); raw records and summary stored."""
-    from rich.table import Table
-
     from edgelab.bench import run_bench
     from edgelab.errors import Refusal
     from edgelab.store.db import get_engine
@@ -212,107 +203,28 @@ def bench(
     if json_out:
         print_json(rep)
         return
-    pv = rep.get("provenance") or {}
-    runtime = pv.get("runtime")
-    what = (
-        "reference runtime"
-        if runtime == "reference"
-        else f"{runtime} ({pv.get('weights')} weights)"
-        + (", the lab host's build" if rep.get("note") else "")
-    )
-    virtual = (
-        f"  [yellow]VIRTUAL device, {escape(what)}: machinery only, not a model figure[/]"
-        if rep["virtual"]
-        else ""
-    )
+    _print_report(result, rep)
+
+
+def _print_report(result: Any, rep: dict[str, Any]) -> None:
+    """The report's lines (edgelab.views.bench) drawn: a header, the endpoint, a table of figures."""
+    from rich.table import Table
+
+    from edgelab.views.bench import bench_rows, endpoint_line, virtual_note
+
+    note = virtual_note(rep)
+    virtual = f"  [yellow]{escape(note)}[/]" if note else ""
     console.print(f"run [bold]{result.run_id}[/] {result.state} ({rep['protocol']}){virtual}")
-    if ep := rep.get("endpoint"):
-        said = ", ".join(
-            f"{k} {v}" for k, v in ep["reported"].items() if k in ("model", "runtime", "weights")
-        )
-        console.print(
-            f"endpoint {escape(ep['url'])} ({ep['protocol']}; {escape(said or 'reported nothing')})",
-            highlight=False,
-        )
+    if (line := endpoint_line(rep)) is not None:
+        console.print(escape(line), highlight=False)
     t = Table.grid(padding=(0, 2))
     t.add_column(style="bold")
     t.add_column()
-    r = rep["requests"] or {}
-    t.add_row(
-        "requests",
-        f"{r.get('total', 0)} ({', '.join(f'{k} {v}' for k, v in (r.get('by_phase') or {}).items())}"
-        f"), failed {r.get('failed', 0)}",
-    )
-    if a := rep.get("audio"):
-        t.add_row("TTFA", _p(a["ttfa_ms"], " ms"))
-        t.add_row("playback start", _p(a["playback_start_ms"], " ms"))
-        t.add_row("underruns", f"{a['underruns_at_ttfa']} at TTFA, stall {_p(a['stall_ms_at_ttfa'], ' ms')}")
-        t.add_row("RTF streamed", _p(a["rtf_streamed"]))
-        t.add_row("RTF total", _p(a["rtf_total"]))
-        t.add_row("chunk gaps", _p(a["chunk_gaps_ms"], " ms"))
-    if a := rep.get("action"):
-        t.add_row("latency", _p(a["latency_ms"], " ms"))
-        t.add_row("obs age", _p(a["age_ms"], " ms"))
+    for row in bench_rows(rep):
         t.add_row(
-            "deadline misses", f"{a['deadline_misses']} of {a['chunks']} (period {a['control_period_ms']} ms)"
+            escape(row.key),
+            "".join(f"[red]{escape(text)}[/]" if alert else escape(text) for text, alert in row.parts),
         )
-    if rep.get("controller"):  # edgelab's S3 controller on a real runtime
-        for stage, pl in (rep.get("placement") or {}).items():
-            flag = f"  [red]FALLBACK from {pl.get('requested')}[/]" if pl.get("fallback") else ""
-            t.add_row(
-                f"placement {stage}", f"{pl.get('observed')} ({escape(str(pl.get('detail', '')))[:90]}){flag}"
-            )
-        if par := rep.get("parity"):
-            t.add_row(
-                "parity", "ok" if par.get("ok") else f"[red]FAILED[/] {escape(str(par.get('error', '')))}"
-            )
-    for test, b in (rep.get("llama_bench") or {}).items():
-        sd = f" +- {b['stddev_ts']:.1f}" if b.get("stddev_ts") is not None else ""
-        t.add_row(
-            f"llama-bench {test}",
-            f"{b['avg_ts']:.1f}{sd} tok/s  (threads {b.get('n_threads')}, "
-            f"{b.get('backends')}, build {str(b.get('build_commit'))[:9]})",
-        )
-    if lt := rep.get("llama_tts"):  # S5: llama-tts's own log, one process per request
-        t.add_row("llama-tts total", _p(lt["total_s"], " s") + "  (its TTFA: the audio comes all at once)")
-        t.add_row("llama-tts load", _p(lt["load_s"], " s"))
-        t.add_row("generation", _p(lt["generation_frames_per_s"], " frames/s"))
-        t.add_row("vocoder", _p(lt["vocoder_s"], " s"))
-        if lt.get("peak_rss_bytes"):
-            t.add_row("peak RSS", mib(lt["peak_rss_bytes"], 1) + " (sampled every 0.25 s)")
-        t.add_row("placement", f"{rep.get('placement')} (observed in the load log)")
-        pv = rep.get("provenance") or {}
-        t.add_row("runtime", f"{pv.get('runtime_build')} {str(pv.get('runtime_sha256'))[:12]}")
-    if x := rep.get("text"):
-        t.add_row("TTFT", _p(x.get("ttft_ms"), " ms"))
-        t.add_row("inter-token", _p(x.get("itl_ms"), " ms"))
-        t.add_row("decode", _p(x.get("decode_tok_s"), " tok/s"))
-        if x.get("server_predicted_per_second"):
-            t.add_row("server decode", _p(x.get("server_predicted_per_second"), " tok/s"))
-            t.add_row("server prompt", _p(x.get("server_prompt_ms"), " ms"))
-        if x.get("peak_rss_bytes"):
-            t.add_row("peak RSS", mib(x["peak_rss_bytes"], 1))
-        if rep.get("placement"):
-            t.add_row("placement", f"{rep['placement']} (observed in the load log)")
-    if not rep.get("endpoint"):  # what ran: the same provenance `runs show` and --json hold
-        t.add_row("strategy", escape(str(rep.get("strategy") or "-")))
-        t.add_row(
-            "runtime",
-            escape(
-                f"{pv.get('runtime_build')} {str(pv.get('runtime_sha256'))[:12]}, threads {pv.get('threads')}"
-            ),
-        )
-        lib = pv.get("runtime_library")
-        if isinstance(lib, dict):
-            t.add_row(
-                "library",
-                escape(f"{lib.get('name')} {lib.get('version')} sha256 {str(lib.get('sha256'))[:12]}"),
-            )
-        for role, m in (pv.get("models") or {}).items():
-            t.add_row(
-                f"model {escape(role)}",
-                escape(f"{m.get('artifact')} sha256 {str(m.get('sha256'))[:12]}, weights {m.get('weights')}"),
-            )
     console.print(t)
 
 
