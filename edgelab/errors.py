@@ -215,7 +215,7 @@ class BulkUnavailable(TransportError):
 
 
 class SessionEnded(TransportError):
-    """The OpenSSH session of a push (``transport.ssh.session``) ended before it answered: its
+    """The OpenSSH session of a push (``transport.ssh.openssh.session``) ended before it answered: its
     ``ssh`` quit, or the connection was cut. The transport reads ssh's log to say why."""
 
 

@@ -109,7 +109,7 @@ def _openssh_clients_closed():
     """The uploaders a worker's pushes left in ``bulk``'s registry are closed when its session ends:
     an xdist worker leaves without running exit handlers, which would leave their private files."""
     yield
-    bulk = sys.modules.get("edgelab.transport.ssh.bulk")
+    bulk = sys.modules.get("edgelab.transport.ssh.openssh.bulk")
     if bulk is not None:
         bulk.close_all()
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from edgelab.transport import hostkeys, known_hosts
-from edgelab.transport.known_hosts import KnownKey
+from edgelab.transport.ssh import hostkeys, known_hosts
+from edgelab.transport.ssh.known_hosts import KnownKey
 
 KINDS = ("ed25519", "ecdsa", "rsa")
 
@@ -320,12 +320,12 @@ def test_key_type_paramiko_cannot_load(tmp_path: Path) -> None:
 def test_import_loads_no_crypto_library() -> None:
     """The system-ssh push path reads known_hosts in a process that never loads paramiko."""
     code = (
-        "import sys; import edgelab.transport.known_hosts; "
+        "import sys; import edgelab.transport.ssh.known_hosts; "
         "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('paramiko', 'cryptography', 'nacl'))))"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert out.strip() == ""
     # and it can tell that it would have: the probe sees paramiko once it is imported
-    code2 = code.replace("import edgelab.transport.known_hosts", "import edgelab.transport.hostkeys")
+    code2 = code.replace("import edgelab.transport.ssh.known_hosts", "import edgelab.transport.ssh.hostkeys")
     out2 = subprocess.run([sys.executable, "-c", code2], check=True, capture_output=True, text=True).stdout
     assert "paramiko" in out2.split(",")

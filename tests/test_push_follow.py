@@ -21,7 +21,7 @@ from edgelab.artifacts.push import BlobSpec, push_blob
 from edgelab.errors import HashMismatch
 from edgelab.transport.local import LocalTransport
 from edgelab.transport.ssh import SSHTransport
-from edgelab.transport.ssh.sftp import WRITE_HEADER, write_request_size
+from edgelab.transport.ssh.paramiko.sftp import WRITE_HEADER, write_request_size
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Push over the system OpenSSH client (``transport.ssh.bulk``) to the virtual Jetson's real sshd:
+"""Push over the system OpenSSH client (``transport.ssh.openssh.bulk``) to the virtual Jetson's real sshd:
 the bytes go through ``ssh`` and are verified on the device, the only host key ``ssh`` accepts is
 the one edgelab's own check accepted, SFTP takes over where ``ssh`` cannot log in, a cut upload
 resumes, and a corrupted transfer never lands under the blob's name."""
@@ -19,8 +19,9 @@ from edgelab.artifacts.devstore import open_store
 from edgelab.artifacts.hashing import sha256_path
 from edgelab.artifacts.push import BlobSpec, push_blob
 from edgelab.errors import HashMismatch, HostKeyError
-from edgelab.transport.hostkeys import HostKey
-from edgelab.transport.ssh import SSHTransport, bulk, pinned_client
+from edgelab.transport.ssh import SSHTransport
+from edgelab.transport.ssh.hostkeys import HostKey
+from edgelab.transport.ssh.openssh import bulk, pinned_client
 
 pytestmark = pytest.mark.skipif(not shutil.which("ssh"), reason="no OpenSSH client on this host")
 

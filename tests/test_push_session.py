@@ -23,7 +23,7 @@ from edgelab.errors import HashMismatch, HostKeyError
 from edgelab.transport import open_push_transport, start_push_session
 from edgelab.transport.options import SSHOptions
 from edgelab.transport.quoting import Shell, join_posix
-from edgelab.transport.ssh.session import LOOP, Session
+from edgelab.transport.ssh.openssh.session import LOOP, Session
 from edgelab.transport.ssh.session_transport import SessionTransport, plan
 
 pytestmark = pytest.mark.skipif(not shutil.which("ssh"), reason="no OpenSSH client on this host")
@@ -208,7 +208,7 @@ def test_another_host_key_is_refused_never_fallen_back(ssh_endpoint, tmp_path):
     kh.write_text(f"[{ssh_endpoint.ssh_host}]:{ssh_endpoint.ssh_port} ssh-ed25519 {b64}\n")
     import base64
 
-    from edgelab.transport.known_hosts import fingerprint
+    from edgelab.transport.ssh.known_hosts import fingerprint
 
     ep = dataclasses.replace(
         ssh_endpoint,
@@ -466,8 +466,8 @@ def test_private_client_files_a_dead_process_left_are_removed_by_the_next(tmp_pa
     the next ``ClientFiles`` removes it, and never a live process's."""
     import tempfile
 
-    from edgelab.transport.ssh.pinned_client import ClientFiles, PinnedKey
-    from edgelab.transport.ssh_config import Hop
+    from edgelab.transport.ssh.config import Hop
+    from edgelab.transport.ssh.openssh.pinned_client import ClientFiles, PinnedKey
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     dead = tmp_path / "edgelab-ssh-999999-x1"  # no such process

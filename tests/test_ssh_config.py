@@ -8,7 +8,7 @@ import pytest
 
 from edgelab.errors import ConfigError
 from edgelab.transport.base import Endpoint
-from edgelab.transport.ssh_config import config_files, parse_jump_spec, resolve
+from edgelab.transport.ssh.config import config_files, parse_jump_spec, resolve
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from edgelab.errors import ConfigError
 from edgelab.sim.lab import ssh_endpoint as lab_endpoint
 from edgelab.sim.sshd import SshDevice, SshLabInfo, client_config
 from edgelab.transport.base import Endpoint
-from edgelab.transport.ssh_config import Hop, resolve, resolve_openssh
+from edgelab.transport.ssh.config import Hop, resolve, resolve_openssh
 
 SSH = shutil.which("ssh")
 ACCOUNT = pwd.getpwuid(os.getuid())
@@ -55,7 +55,7 @@ def both(endpoint: Endpoint, **kw) -> Hop:
 
 
 def test_importing_the_resolver_loads_no_paramiko() -> None:
-    code = "import sys, edgelab.transport.ssh_config; print('paramiko' in sys.modules)"
+    code = "import sys, edgelab.transport.ssh.config; print('paramiko' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from edgelab.errors import HostKeyError
-from edgelab.transport import hostkeys, ssh
+from edgelab.transport import ssh
 from edgelab.transport.base import Endpoint
-from edgelab.transport.hostkeys import add_known_host, fingerprint, remove_known_host
-from edgelab.transport.ssh import SSHTransport, fetch_host_key
+from edgelab.transport.ssh import SSHTransport, fetch_host_key, hostkeys
+from edgelab.transport.ssh.hostkeys import add_known_host, fingerprint, remove_known_host
 
 SSHD = "/usr/sbin/sshd"
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"

@@ -24,8 +24,8 @@ from edgelab.config import known_hosts_path
 from edgelab.errors import HostKeyError, RemoteTimeout, TransportError
 from edgelab.transport import ssh
 from edgelab.transport.base import Endpoint
-from edgelab.transport.hostkeys import add_known_host
 from edgelab.transport.ssh import SSHTransport
+from edgelab.transport.ssh.hostkeys import add_known_host
 
 ADDRS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
 
@@ -44,7 +44,7 @@ def sshd(tmp_path_factory):
 def trusted(sshd: TmpSshd) -> TmpSshd:
     """The sshd's key recorded in edgelab's known_hosts for every address."""
     key = sshd.host_key_line
-    from edgelab.transport.hostkeys import HostKey
+    from edgelab.transport.ssh.hostkeys import HostKey
 
     for a in ADDRS:
         add_known_host(known_hosts_path(), a, sshd.port, HostKey("", "", key))
@@ -308,7 +308,7 @@ def test_resumable_put_through_two_jump_hosts_goes_over_openssh(trusted: TmpSshd
         jumps = t._jump_keys()
         jumps[0] = (jumps[0][0], paramiko.ECDSAKey.generate())
         key = t.paramiko_transport.get_remote_server_key()
-        impostor = ssh.bulk.OpenSSHBulk(
+        impostor = ssh.openssh.bulk.OpenSSHBulk(
             t.hop, key, name="via-two-put", timeout=10, binary=shutil.which("ssh"), jumps=jumps
         )
         try:

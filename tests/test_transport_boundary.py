@@ -32,7 +32,7 @@ ALLOWED_PACKAGES = (
     "sim/",
 )
 # Modules still to be moved behind the transports (none: the ADB sync client and the SFTP resume of
-# artifacts/upload.py now live in transport/adb/push.py and transport/ssh/sftp.py).
+# artifacts/upload.py now live in transport/adb/push.py and transport/ssh/paramiko/sftp.py).
 PENDING: set[str] = set()
 
 

@@ -12,7 +12,7 @@ from edgelab.errors import ConfigError, EdgelabError
 from edgelab.inventory.address import parse_adb_serial, parse_adb_server, parse_jump, parse_ssh_address
 from edgelab.store.devices import add_device, normalize_name, record_state
 from edgelab.store.models import Device
-from edgelab.transport.ssh_config import ConfigText, expand_includes
+from edgelab.transport.ssh.config import ConfigText, expand_includes
 
 _WILDCARDS = set("*?!")
 ADB_STATES = {"device": "online", "offline": "offline", "unauthorized": "unauthorized"}

@@ -32,7 +32,7 @@ class TrustOffer:
     key_type: str
     fingerprint: str
     recorded_fingerprint: str | None
-    key: object  # edgelab.transport.hostkeys.HostKey
+    key: object  # edgelab.transport.ssh.hostkeys.HostKey
     via: str | None = None  # the lab host (jump host, adb tunnel host) this key belongs to, not the device
 
     @property
@@ -45,7 +45,7 @@ class TrustOffer:
 
 
 def _same(a: str, b: str) -> bool:
-    from edgelab.transport.hostkeys import normalize_fingerprint
+    from edgelab.transport.ssh.hostkeys import normalize_fingerprint
 
     return normalize_fingerprint(a) == normalize_fingerprint(b)
 
@@ -108,7 +108,7 @@ def fetch_offer(engine: Engine, name: str, timeout: float = 5.0) -> TrustOffer:
 
 def accept_offer(engine: Engine, offer: TrustOffer, *, replace: bool = False) -> Device:
     """Record the offered key; a different key already recorded needs ``replace``."""
-    from edgelab.transport import hostkeys
+    from edgelab.transport.ssh import hostkeys
 
     if offer.changed and not replace:
         raise HostKeyError(

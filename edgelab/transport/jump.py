@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from edgelab.transport.base import Endpoint
 
 if TYPE_CHECKING:  # the resolver imports paramiko; a probe of a phone never needs it
-    from edgelab.transport.ssh_config import Hop
+    from edgelab.transport.ssh.config import Hop
 
 
 @dataclass(frozen=True)
@@ -46,8 +46,8 @@ def _gateway(hop: Hop) -> Gateway:
 
 def gateways(endpoint: Endpoint, **options) -> list[Gateway]:
     """The SSH hosts that carry the connection to ``endpoint``, outermost first (the device excluded)."""
-    from edgelab.transport import ssh_config
     from edgelab.transport.adb import tunnel as adb_tunnel
+    from edgelab.transport.ssh import config as ssh_config
 
     if endpoint.kind == "ssh":
         hop = ssh_config.resolve(endpoint, **options)
@@ -60,7 +60,7 @@ def gateways(endpoint: Endpoint, **options) -> list[Gateway]:
 
 def fetch_key(gateway: Gateway, timeout: float = 5.0):
     """The host key ``gateway`` presents now (key exchange only, no authentication to it)."""
-    from edgelab.transport.ssh import connect, pool
+    from edgelab.transport.ssh.paramiko import connect, pool
 
     hop = gateway.hop
     sock = pool.open_socket(hop, timeout=timeout)
@@ -72,7 +72,7 @@ def fetch_key(gateway: Gateway, timeout: float = 5.0):
 
 def trusted(gateway: Gateway, key) -> bool:
     """Whether ``key`` is already trusted for ``gateway``; a CHANGED or revoked key raises HostKeyError."""
-    from edgelab.transport import hostkeys
+    from edgelab.transport.ssh import hostkeys
 
     hop = gateway.hop
     files = [*hop.known_hosts, *map(str, hostkeys.default_known_hosts_files())]

@@ -68,7 +68,7 @@ def parse(text: str) -> TunnelSpec:
                 remedy="write the adb server's port on that host after a slash: ssh://host/5037",
             )
         adb_port = int(adb)
-    from edgelab.transport.ssh_config import parse_jump_spec  # noqa: PLC0415 - only an ssh:// server needs it
+    from edgelab.transport.ssh.config import parse_jump_spec  # noqa: PLC0415 - only an ssh:// server needs it
 
     user, host, port = parse_jump_spec(
         addr
@@ -85,7 +85,7 @@ class _Tunnel:
         return not self.forward.closed and self.transport.paramiko_transport.is_active()
 
     def verify(self) -> None:
-        from edgelab.transport import hostkeys
+        from edgelab.transport.ssh import hostkeys
 
         hop = self.transport.hop
         hostkeys.verify(

@@ -1,16 +1,20 @@
-"""SSH transport over paramiko: pooled connections, strict host keys, SFTP transfers.
+"""SSH transport: two routes to a device, paramiko and the system OpenSSH client, under one trust.
 
-The package, by concept (lower modules never import higher ones):
+The package, by route (lower modules never import higher ones):
 
-- ``auth``: which keys to offer (the refusal, ``SSHAuthError``, is in ``edgelab.errors``);
-- ``connect``: one hop: resolution, TCP, key exchange, host-key check, authentication;
-- ``pool``: the per-process connection pool and jump-host streams (``fetch_host_key``);
-- ``channel``: a command's stdout/stderr pump, exit status, streamed process;
-- ``sftp``: atomic, hashed upload and download;
-- ``pinned_client``: the system OpenSSH client's private config and known_hosts (edgelab's trust only);
-- ``bulk``: resumable uploads through that client, beside a paramiko connection;
-- ``session``, ``session_transport``: a fresh push in one OpenSSH login, without paramiko;
-- ``transport``: ``SSHTransport``, the transport surface built from the above.
+- ``config``: an endpoint resolved the way OpenSSH would (``Hop``; ``openssh_config``: ``ssh -G``);
+- ``known_hosts``, ``hostkeys``: host-key trust: known_hosts read with the standard library alone,
+  fingerprints and the refusal rules;
+- ``paramiko/``: the paramiko route: ``auth`` (which keys to offer; the refusal, ``SSHAuthError``,
+  is in ``edgelab.errors``), ``connect`` (one hop: resolution, TCP, key exchange, host-key check,
+  authentication), ``pool`` (the per-process connection pool and jump-host streams,
+  ``fetch_host_key``), ``channel`` (a command's stdout/stderr pump, exit status, streamed process),
+  ``sftp`` (atomic, hashed upload and download);
+- ``openssh/``: the system OpenSSH client's route: ``pinned_client`` (its private config and
+  known_hosts, edgelab's trust only), ``bulk`` (resumable uploads through it, beside a paramiko
+  connection), ``session`` (one login running a small request loop on the device);
+- ``transport``: ``SSHTransport``, the transport surface built from both routes;
+  ``session_transport``: a fresh push in one OpenSSH login, without paramiko (paramiko as fallback).
 
 ``from edgelab.transport.ssh import X`` keeps working for every name re-exported here.
 """
@@ -21,8 +25,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from edgelab.transport.ssh.channel import COPY_CHUNK, KILL_GRACE_S, SSHProcess
-    from edgelab.transport.ssh.connect import (
+    from edgelab.transport.ssh.openssh.pinned_client import DEFAULT_KEY_FILES
+    from edgelab.transport.ssh.paramiko.channel import COPY_CHUNK, KILL_GRACE_S, SSHProcess
+    from edgelab.transport.ssh.paramiko.connect import (
         MAX_PACKET,
         PREFERRED_CIPHERS,
         WINDOW_SIZE,
@@ -30,8 +35,7 @@ if TYPE_CHECKING:
         resolve_endpoint,
         unreachable,
     )
-    from edgelab.transport.ssh.pinned_client import DEFAULT_KEY_FILES
-    from edgelab.transport.ssh.pool import (
+    from edgelab.transport.ssh.paramiko.pool import (
         IDLE_CLOSE_S,
         POOL,
         close_all,
@@ -39,31 +43,31 @@ if TYPE_CHECKING:
         open_socket,
         release_jump,
     )
-    from edgelab.transport.ssh.sftp import SFTP_READ
+    from edgelab.transport.ssh.paramiko.sftp import SFTP_READ
     from edgelab.transport.ssh.transport import SSHTransport
 
 # The names above load on first use (PEP 562), so a module of this package that needs no paramiko
-# (``pinned_client``, ``session``, ``session_transport``: a fresh push in one OpenSSH login) is imported
+# (``config``, ``known_hosts``, ``openssh/``, ``session_transport``: a fresh push in one OpenSSH login) is imported
 # without it.
 _LAZY = {
-    "COPY_CHUNK": "channel",
-    "KILL_GRACE_S": "channel",
-    "SSHProcess": "channel",
-    "MAX_PACKET": "connect",
-    "PREFERRED_CIPHERS": "connect",
-    "WINDOW_SIZE": "connect",
-    "handshake": "connect",
-    "resolve_endpoint": "connect",
-    "unreachable": "connect",
-    "DEFAULT_KEY_FILES": "pinned_client",
-    "IDLE_CLOSE_S": "pool",
-    "POOL": "pool",
-    "_POOL": "pool",  # the name tests and older callers use
-    "close_all": "pool",
-    "fetch_host_key": "pool",
-    "open_socket": "pool",
-    "release_jump": "pool",
-    "SFTP_READ": "sftp",
+    "COPY_CHUNK": "paramiko.channel",
+    "KILL_GRACE_S": "paramiko.channel",
+    "SSHProcess": "paramiko.channel",
+    "MAX_PACKET": "paramiko.connect",
+    "PREFERRED_CIPHERS": "paramiko.connect",
+    "WINDOW_SIZE": "paramiko.connect",
+    "handshake": "paramiko.connect",
+    "resolve_endpoint": "paramiko.connect",
+    "unreachable": "paramiko.connect",
+    "DEFAULT_KEY_FILES": "openssh.pinned_client",
+    "IDLE_CLOSE_S": "paramiko.pool",
+    "POOL": "paramiko.pool",
+    "_POOL": "paramiko.pool",  # the name tests and older callers use
+    "close_all": "paramiko.pool",
+    "fetch_host_key": "paramiko.pool",
+    "open_socket": "paramiko.pool",
+    "release_jump": "paramiko.pool",
+    "SFTP_READ": "paramiko.sftp",
     "SSHTransport": "transport",
 }
 

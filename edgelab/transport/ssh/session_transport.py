@@ -39,7 +39,6 @@ from edgelab.errors import (
     SSHUnreachable,
     TransportError,
 )
-from edgelab.transport import known_hosts
 from edgelab.transport.base import (
     Capability,
     Endpoint,
@@ -51,7 +50,9 @@ from edgelab.transport.base import (
 )
 from edgelab.transport.options import SSHOptions
 from edgelab.transport.quoting import Shell, join_posix
-from edgelab.transport.ssh.pinned_client import (
+from edgelab.transport.ssh import known_hosts
+from edgelab.transport.ssh.config import Hop, resolve_openssh
+from edgelab.transport.ssh.openssh.pinned_client import (
     CIPHER_LINE,
     HOSTKEY_REFUSED,
     ClientFiles,
@@ -60,8 +61,7 @@ from edgelab.transport.ssh.pinned_client import (
     switched_off,
     switched_off_by,
 )
-from edgelab.transport.ssh.session import LOOP, Session
-from edgelab.transport.ssh_config import Hop, resolve_openssh
+from edgelab.transport.ssh.openssh.session import LOOP, Session
 
 log = logging.getLogger(__name__)
 

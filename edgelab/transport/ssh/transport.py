@@ -33,13 +33,20 @@ from edgelab.transport.base import (
 )
 from edgelab.transport.forward import Forward
 from edgelab.transport.quoting import Shell, encode_powershell, join_posix
-from edgelab.transport.ssh.bulk import BulkUnavailable, OpenSSHBulk, bulk_for, forget
-from edgelab.transport.ssh.channel import KILL_GRACE_S, Pump, SSHInteractive, SSHProcess, exit_code, feed
-from edgelab.transport.ssh.connect import MAX_PACKET, WINDOW_SIZE, resolve_endpoint
-from edgelab.transport.ssh.pinned_client import ssh_binary, switched_off
-from edgelab.transport.ssh.pool import POOL, PoolKey
-from edgelab.transport.ssh.sftp import get_file, open_client, put_file, put_from
-from edgelab.transport.ssh_config import Hop
+from edgelab.transport.ssh.config import Hop
+from edgelab.transport.ssh.openssh.bulk import BulkUnavailable, OpenSSHBulk, bulk_for, forget
+from edgelab.transport.ssh.openssh.pinned_client import ssh_binary, switched_off
+from edgelab.transport.ssh.paramiko.channel import (
+    KILL_GRACE_S,
+    Pump,
+    SSHInteractive,
+    SSHProcess,
+    exit_code,
+    feed,
+)
+from edgelab.transport.ssh.paramiko.connect import MAX_PACKET, WINDOW_SIZE, resolve_endpoint
+from edgelab.transport.ssh.paramiko.pool import POOL, PoolKey
+from edgelab.transport.ssh.paramiko.sftp import get_file, open_client, put_file, put_from
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ defaults too, which paramiko's lookup leaves out; so a value equal to the one ``
 ``userknownhostsfile`` (a list here) only where the config set them. ``user`` is the exception:
 ssh's default, the account's passwd name, is kept, because it is whom ssh logs in as (the virtual
 lab's config names that account, and a default must not turn it into $USER). Where ssh's own reading
-still differs from paramiko's (listed in ``edgelab.transport.ssh_config.resolve_openssh``), this
+still differs from paramiko's (listed in ``edgelab.transport.ssh.config.resolve_openssh``), this
 gives ssh's.
 """
 

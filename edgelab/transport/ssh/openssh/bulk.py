@@ -42,17 +42,17 @@ import paramiko
 
 from edgelab.errors import BulkUnavailable, HostKeyError, TransportError
 from edgelab.transport.base import Progress
-from edgelab.transport.hostkeys import fingerprint
 from edgelab.transport.quoting import join_posix
-from edgelab.transport.ssh.pinned_client import (
+from edgelab.transport.ssh.config import Hop
+from edgelab.transport.ssh.hostkeys import fingerprint
+from edgelab.transport.ssh.openssh.pinned_client import (
     CIPHER_LINE,
     CIPHERS,
     HOSTKEY_REFUSED,
     ClientFiles,
     PinnedKey,
 )
-from edgelab.transport.ssh.session import PIPE_SIZE, end_process, send_file
-from edgelab.transport.ssh_config import Hop
+from edgelab.transport.ssh.openssh.session import PIPE_SIZE, end_process, send_file
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import paramiko
 
 from edgelab.errors import SSHAuthError
-from edgelab.transport.ssh.pinned_client import DEFAULT_KEY_FILES
-from edgelab.transport.ssh_config import Hop
+from edgelab.transport.ssh.config import Hop
+from edgelab.transport.ssh.openssh.pinned_client import DEFAULT_KEY_FILES
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,9 @@ import paramiko
 
 from edgelab.errors import HostKeyError
 from edgelab.transport.base import Endpoint
-from edgelab.transport.hostkeys import HostKey
-from edgelab.transport.ssh.connect import (
+from edgelab.transport.ssh.config import Hop
+from edgelab.transport.ssh.hostkeys import HostKey
+from edgelab.transport.ssh.paramiko.connect import (
     Stream,
     read_host_key,
     resolve_endpoint,
@@ -27,7 +28,6 @@ from edgelab.transport.ssh.connect import (
     unreachable,
     verify_host_key,
 )
-from edgelab.transport.ssh_config import Hop
 
 IDLE_CLOSE_S = 300.0  # pooled connections nobody used for this long are closed
 
@@ -120,7 +120,7 @@ atexit.register(POOL.close_all)
 
 def close_all() -> None:
     """Close every pooled SSH connection of this process, and the OpenSSH uploaders beside them."""
-    from edgelab.transport.ssh import bulk
+    from edgelab.transport.ssh.openssh import bulk
 
     bulk.close_all()
     POOL.close_all()

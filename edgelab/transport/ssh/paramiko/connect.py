@@ -19,10 +19,10 @@ from typing import Any
 import paramiko
 
 from edgelab.errors import SSHNotAnswering, SSHUnreachable, TransportError
-from edgelab.transport import hostkeys
 from edgelab.transport.base import Endpoint
-from edgelab.transport.ssh.auth import authenticate
-from edgelab.transport.ssh_config import Hop, resolve
+from edgelab.transport.ssh import hostkeys
+from edgelab.transport.ssh.config import Hop, resolve
+from edgelab.transport.ssh.paramiko.auth import authenticate
 
 log = logging.getLogger(__name__)
 # paramiko logs a traceback for every failed handshake; an offline device is a state, not a crash.

@@ -109,7 +109,7 @@ def _read_with_includes(path: Path, depth: int = 0, notes: list[str] | None = No
 
 class Lookup(Protocol):
     """A resolved ssh config: the options for one alias, lower-case keys (paramiko's SSHConfig, or
-    ``ssh -G`` through ``edgelab.transport.openssh_config``); the rules of ``resolve`` sit on top."""
+    ``ssh -G`` through ``edgelab.transport.ssh.openssh_config``); the rules of ``resolve`` sit on top."""
 
     def lookup(self, alias: str, /) -> Mapping[str, Any]: ...
 
@@ -242,7 +242,7 @@ def resolve_openssh(
       leaves them), ``%l`` is the host name (paramiko: a looked-up FQDN), ``%C`` stays as written
       (paramiko: a hash of its own).
     """
-    from edgelab.transport.openssh_config import OpenSSHConfig
+    from edgelab.transport.ssh.openssh_config import OpenSSHConfig
 
     with OpenSSHConfig(binary, config_files(ssh_config), timeout=timeout) as cfg:
         cfg.start(endpoint.ssh_host or endpoint.name)

@@ -18,7 +18,7 @@ import paramiko
 
 from edgelab.errors import DeviceNotAnswering, TransportError
 from edgelab.transport.base import Progress
-from edgelab.transport.ssh.connect import MAX_PACKET, WINDOW_SIZE
+from edgelab.transport.ssh.paramiko.connect import MAX_PACKET, WINDOW_SIZE
 
 COPY_CHUNK = 1 << 20
 IO_IDLE_S = 60.0  # an upload that sees no answer for this long has stalled (as adb's _IO_IDLE_S)

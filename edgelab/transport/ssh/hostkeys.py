@@ -4,7 +4,7 @@ An unknown key is refused until the operator trusts it (``edgelab device trust``
 a key that differs from a recorded one is refused loudly, because that is what
 a man in the middle looks like. Only public keys and fingerprints live here; reaching a
 server to read its key is ``transport.ssh`` (``fetch_host_key``), which imports this module.
-Reading known_hosts lines is ``transport.known_hosts`` (standard library only, so a path that
+Reading known_hosts lines is ``transport.ssh.known_hosts`` (standard library only, so a path that
 runs the system ssh can find the trusted keys without paramiko); ``lookup`` loads its keys.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import paramiko
 
 from edgelab.errors import HostKeyError
-from edgelab.transport import known_hosts
+from edgelab.transport.ssh import known_hosts
 
 # Host-key algorithm names a key of each type may be negotiated under.
 _ALGOS_FOR_TYPE = {"ssh-rsa": ("rsa-sha2-512", "rsa-sha2-256")}

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from edgelab.errors import BulkUnavailable
-from edgelab.transport.ssh_config import Hop
+from edgelab.transport.ssh.config import Hop
 
 ENV_SWITCH = "EDGELAB_SSH_BULK"  # "off" (or 0/no/false): never the ssh binary (SFTP, paramiko)
 HOST_ALIAS = "edgelab-device"  # the known_hosts name of the device's trusted keys
