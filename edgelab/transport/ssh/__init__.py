@@ -47,8 +47,8 @@ if TYPE_CHECKING:
     from edgelab.transport.ssh.transport import SSHTransport
 
 # The names above load on first use (PEP 562), so a module of this package that needs no paramiko
-# (``config``, ``known_hosts``, ``openssh/``, ``session_transport``: a fresh push in one OpenSSH login) is imported
-# without it.
+# (``config``, ``known_hosts``, ``openssh/`` but ``bulk``, ``session_transport``: a fresh push in one
+# OpenSSH login) is imported without it.
 _LAZY = {
     "COPY_CHUNK": "paramiko.channel",
     "KILL_GRACE_S": "paramiko.channel",
