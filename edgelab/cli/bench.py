@@ -6,7 +6,18 @@ from typing import Annotated, Any
 
 import typer
 
-from edgelab.cli.common import LeaseOpt, console, err_console, escape, fail, fail_from, print_json, state
+from edgelab.cli.common import (
+    LabHostBuildOpt,
+    LeaseOpt,
+    TargetOpt,
+    console,
+    err_console,
+    escape,
+    fail,
+    fail_from,
+    print_json,
+    state,
+)
 from edgelab.errors import ConfigError
 
 
@@ -79,22 +90,8 @@ def bench(
     threads: Annotated[
         int | None, typer.Option("--threads", help="Threads (default: the profile's).")
     ] = None,
-    lab_host_build: Annotated[
-        bool,
-        typer.Option(
-            "--lab-host-build",
-            help="On a virtual device, run the lab host's build instead of the device's own (which runs "
-            "emulated: qemu for aarch64, wine for Windows); faster, and labelled so in every result.",
-        ),
-    ] = False,
-    target: Annotated[
-        str | None,
-        typer.Option(
-            "--target",
-            help="Launch the build for this target (default: the device's own, most specific first); "
-            "a build the device cannot run is refused before anything is pushed.",
-        ),
-    ] = None,
+    lab_host_build: LabHostBuildOpt = False,
+    target: TargetOpt = None,
     ready_timeout: Annotated[
         float | None, typer.Option("--ready-timeout", help="Seconds a server may take to load (default 120).")
     ] = None,

@@ -169,6 +169,22 @@ def fail_from(err: EdgelabError, code: int = 1) -> NoReturn:
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
+LabHostBuildOpt = Annotated[
+    bool,
+    typer.Option(
+        "--lab-host-build",
+        help="On a virtual device, run the lab host's build instead of the device's own (which runs "
+        "emulated: qemu for aarch64, wine for Windows); faster, and labelled so in every result.",
+    ),
+]  # deploy and bench choose a build alike
+TargetOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--target",
+        help="Launch the build for this target (default: the device's own, most specific first); "
+        "a build the device cannot run is refused before anything is pushed.",
+    ),
+]
 
 
 def open_engine():

@@ -8,7 +8,9 @@ import typer
 
 from edgelab.cli.common import (
     JsonOpt,
+    LabHostBuildOpt,
     LeaseOpt,
+    TargetOpt,
     console,
     emit_error,
     err_console,
@@ -82,22 +84,8 @@ def deploy(
     threads: Annotated[
         int | None, typer.Option("--threads", help="Threads (default: the profile's).")
     ] = None,
-    lab_host_build: Annotated[
-        bool,
-        typer.Option(
-            "--lab-host-build",
-            help="On a virtual device, run the lab host's build instead of the device's own (which runs "
-            "emulated: qemu for aarch64, wine for Windows); faster, and labelled so in every result.",
-        ),
-    ] = False,
-    target: Annotated[
-        str | None,
-        typer.Option(
-            "--target",
-            help="Launch the build for this target (default: the device's own, most specific first); "
-            "a build the device cannot run is refused before anything is pushed.",
-        ),
-    ] = None,
+    lab_host_build: LabHostBuildOpt = False,
+    target: TargetOpt = None,
     ready_timeout: Annotated[
         float | None,
         typer.Option(
