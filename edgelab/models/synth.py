@@ -81,6 +81,30 @@ def quantize(binary: Path, src: Path, dst: Path, quant: str, *, threads: int = 1
     return dst
 
 
+def quantized(
+    quantizer: Path | None,
+    src: Path,
+    dst: Path,
+    quant: str,
+    *,
+    what: str = "",
+    progress=None,
+    threads: int = 1,
+) -> Path:
+    """``dst``, quantized from ``src`` by the lab's llama-quantize unless it is already there
+    (``what``: "the talker " where a model has more than one file)."""
+    if dst.is_file():
+        return dst
+    if quantizer is None:
+        raise NotFound(
+            f"quantizing {what}to {quant} needs llama-quantize",
+            remedy="edgelab runtime build llama.cpp --target linux-x86_64 --source PATH",
+        )
+    if progress:
+        progress(f"quantizing {what}to {quant.upper()} with {quantizer}")
+    return quantize(quantizer, src, dst, quant, threads=threads)
+
+
 def synth_files(
     name: str,
     params: str | int,
@@ -112,16 +136,7 @@ def synth_files(
             os.replace(tmp, f16)
         out = f16
         if quant != "f16":
-            out = folder / f"{stem}-{quant}.gguf"
-            if not out.is_file():
-                if quantizer is None:
-                    raise NotFound(
-                        f"quantizing to {quant} needs llama-quantize",
-                        remedy="edgelab runtime build llama.cpp --target linux-x86_64 --source PATH",
-                    )
-                if progress:
-                    progress(f"quantizing to {quant.upper()} with {quantizer}")
-                quantize(quantizer, f16, out, quant)
+            out = quantized(quantizer, f16, folder / f"{stem}-{quant}.gguf", quant, progress=progress)
     meta = {
         "weights": "random",
         "architecture": ARCH,

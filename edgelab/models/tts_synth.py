@@ -17,9 +17,9 @@ from pathlib import Path
 from sqlmodel import Session
 
 from edgelab.artifacts.registry import add_artifact
-from edgelab.errors import EdgelabError, NotFound
+from edgelab.errors import EdgelabError
 from edgelab.models import qwen3tts_gguf as q3
-from edgelab.models.synth import QUANTS, find_product, quantize
+from edgelab.models.synth import QUANTS, find_product, quantized
 from edgelab.runtimes.cache import cache_root, locked
 from edgelab.store.artifacts import Artifact
 
@@ -104,16 +104,15 @@ def tts_files(
             q3.write_mmproj(mmproj, g, seed=seed, name=g.model)
         talker = talker_f16
         if quant != "f16":
-            talker = folder / f"{stem}-talker-{quant}.gguf"
-            if not talker.is_file():
-                if quantizer is None:
-                    raise NotFound(
-                        f"quantizing the talker to {quant} needs llama-quantize",
-                        remedy="edgelab runtime build llama.cpp --target linux-x86_64 --source PATH",
-                    )
-                if progress:
-                    progress(f"quantizing the talker to {quant.upper()} with {quantizer}")
-                quantize(quantizer, talker_f16, talker, quant, threads=max(1, (os.cpu_count() or 2) // 2))
+            talker = quantized(
+                quantizer,
+                talker_f16,
+                folder / f"{stem}-talker-{quant}.gguf",
+                quant,
+                what="the talker ",
+                progress=progress,
+                threads=max(1, (os.cpu_count() or 2) // 2),
+            )
     return TTSFiles(g.model, talker, talker_f16, mmproj, quant, g)
 
 
