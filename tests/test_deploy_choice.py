@@ -24,7 +24,7 @@ runner = CliRunner()
 def _launchable(planned: planning.Planned) -> bool:
     p = planned.plan
     blocked = any(pr.unavailable for pr in p.processes)
-    missing = any(not a.get("present") and not a.get("optional") for a in p.artifacts)
+    missing = any(not a.present and not a.optional for a in p.artifacts)
     return not blocked and not missing
 
 

@@ -187,7 +187,7 @@ def test_the_default_deploy_of_a_text_lm_runs_llama_cpp_with_its_provenance(llam
     planned = planning.plan(engine, req)
     assert (planned.plan.strategy, planned.plan.runtime, planned.refusal) == ("S3", "llama.cpp", None)
     assert "runtime llama.cpp: the lab host's build (virtual device)" in planned.plan.reason
-    gguf = next(a for a in planned.plan.artifacts if a["role"] == "lm.model")
+    gguf = next(a for a in planned.plan.present_artifacts() if a.role == "lm.model")
     assert sum(planned.plan.memory.values()) < 2 * 1024**3  # sized from the 4M GGUF, not 4 GB of bf16
     dep = launch.deploy(engine, req, opts=opts)
     try:
@@ -204,8 +204,8 @@ def test_the_default_deploy_of_a_text_lm_runs_llama_cpp_with_its_provenance(llam
         assert (
             prov["runtime_library"]["name"] == "llama.cpp" and prov["runtime_library"]["version"] != "unknown"
         )
-        assert prov["artifacts"]["lm.model"] == gguf["sha256"] and prov["weights"] == "random"
-        assert prov["models"]["lm.model"]["bytes"] == gguf["bytes"] and prov["strategy_label"] == "S3"
+        assert prov["artifacts"]["lm.model"] == gguf.sha256 and prov["weights"] == "random"
+        assert prov["models"]["lm.model"]["bytes"] == gguf.bytes and prov["strategy_label"] == "S3"
     finally:
         control.stop(engine, dep.run_id, opts=opts)
 

@@ -65,8 +65,8 @@ def test_registered_reference_zipapp_is_pushed_once_and_runs_from_the_store(depl
     with session_scope(engine) as s:
         add_artifact(s, "reference-test", [pyz], kind="runtime", target=target, component="reference")
     planned = planning.plan(engine, DeployRequest("orin-agx", "qwen3-tts"))
-    art = next(a for a in planned.plan.artifacts if a["role"] == "runtime.reference")
-    assert art["present"] and art["name"] == "reference-test"
+    art = next(a for a in planned.plan.present_artifacts() if a.role == "runtime.reference")
+    assert art.present and art.name == "reference-test" and art.sha256
     first = launch.deploy(engine, DeployRequest("orin-agx", "qwen3-tts"), opts=opts)
     try:
         # uploaded, or verified when an earlier session left the same (reproducible) bytes in the store
@@ -75,7 +75,7 @@ def test_registered_reference_zipapp_is_pushed_once_and_runs_from_the_store(depl
             (proc,) = processes(s, first.id)
         envs = [_environ(m) for m in group_members(proc.pid)]
         paths = [e["PYTHONPATH"] for e in envs if "PYTHONPATH" in e]
-        assert paths and all(p.endswith(art["sha256"]) or art["sha256"] in p for p in paths)
+        assert paths and all(p.endswith(art.sha256) or art.sha256 in p for p in paths)
         assert Path(paths[0]).is_file()  # the blob the workload imports is in the (virtual) device store
     finally:
         control.stop(engine, first.run_id, opts=opts)

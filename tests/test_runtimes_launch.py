@@ -125,6 +125,7 @@ def test_schema_errors_name_file_and_line(tmp_path):
 def test_a_build_the_cpu_cannot_run_makes_the_process_unavailable():
     """x86-64-v3 on a CPU without AVX2 would die of SIGILL: refused before launch, saying what is missing."""
     from edgelab.deploy import targetcheck
+    from edgelab.deploy.artifact_need import artifact_from_dict
     from edgelab.deploy.plan import ExecutionPlan, ProcessSpec
     from edgelab.probe.facts import Facts
 
@@ -140,7 +141,8 @@ def test_a_build_the_cpu_cannot_run_makes_the_process_unavailable():
             "target": "linux-x86_64",
             "isa": "x86-64-v3",
         }
-        return ExecutionPlan("spark-x2.5", "box", "S3", "llama.cpp", "", [], [proc], {}, artifacts=[need])
+        arts = [artifact_from_dict(need)]  # as a stored plan holds it
+        return ExecutionPlan("spark-x2.5", "box", "S3", "llama.cpp", "", [], [proc], {}, artifacts=arts)
 
     linux = {"os": {"family": "linux", "arch": "x86_64"}}
     old = Facts.from_dict({**linux, "cpu": {"raw_flags": ["lm", "sse2", "ssse3", "sse4_1", "sse4_2", "avx"]}})

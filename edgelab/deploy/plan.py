@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, TypeVar
 
+from edgelab.deploy.artifact_need import ArtifactNeed, ResolvedArtifact, artifact_from_dict
 from edgelab.runtimes.spec import (
     ADAPTERS,
     PLACEMENT_EVIDENCE,
@@ -102,7 +103,7 @@ class ExecutionPlan:
     memory_detail: dict[str, Any] = field(default_factory=dict)  # weights / activations / kv / quantization
     endpoints: list[str] = field(default_factory=list)  # what the deployment serves or talks to
     expected_outputs: list[str] = field(default_factory=list)  # metrics kinds: audio, action, text
-    artifacts: list[dict[str, Any]] = field(default_factory=list)  # {role, stage, name, present}
+    artifacts: list[ArtifactNeed] = field(default_factory=list)  # needs; resolved: ResolvedArtifact
     remote_dir: str = ""  # the run's directory on the device
     ready_timeout_s: float = 30.0
     notes: list[str] = field(default_factory=list)
@@ -117,8 +118,14 @@ class ExecutionPlan:
     def emulated(self) -> bool:
         return bool(self.execution.get("emulated"))
 
+    def present_artifacts(self) -> list[ResolvedArtifact]:
+        """The artifacts resolution found in the registry (what is pushed and bound)."""
+        return [a for a in self.artifacts if isinstance(a, ResolvedArtifact) and a.present]
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["artifacts"] = [a.to_dict() for a in self.artifacts]  # the stored shape: see artifact_need
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> ExecutionPlan:
@@ -126,6 +133,9 @@ class ExecutionPlan:
         d = dict(data or {})
         d["stages"] = [_build(StagePlan, s) for s in d.get("stages") or []]
         d["processes"] = [ProcessSpec.from_dict(p) for p in d.get("processes") or []]
+        d["artifacts"] = [
+            a if isinstance(a, ArtifactNeed) else artifact_from_dict(a) for a in d.get("artifacts") or []
+        ]
         return _build(cls, d)
 
 

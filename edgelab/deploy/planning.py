@@ -18,6 +18,7 @@ from edgelab.catalog.pipelines import load_pipelines, resolve_pipeline_id
 from edgelab.credentials import SecretURL, split_url
 from edgelab.deploy import admission, sizing, targetcheck
 from edgelab.deploy import artifacts as plan_artifacts
+from edgelab.deploy.artifact_need import ArtifactNeed, ResolvedArtifact
 from edgelab.deploy.choice import best_plan
 from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.strategies import PlanContext, s1
@@ -107,21 +108,23 @@ def plan(engine: Engine, req: DeployRequest, *, run_id: str | None = None) -> Pl
             target=req.target,
         )
 
-        def launchable(candidate: ExecutionPlan) -> Refusal | None:
-            """Bind the candidate's artifacts; why it cannot launch here, or None (the chooser's question)."""
-            plan_artifacts.resolve(s, candidate, list(profile.runtime_targets or []), model=req.model)
+        def launchable(unbound: ExecutionPlan) -> tuple[ExecutionPlan, Refusal | None]:
+            """The candidate with its artifacts bound; why it cannot launch here, or None (the chooser's question)."""
+            candidate = plan_artifacts.resolve(
+                s, unbound, list(profile.runtime_targets or []), model=req.model
+            )
             sizing.resize(candidate, ctx)  # admission sizes the model it binds, not the catalog's
             mismatch = targetcheck.check(candidate, facts, lab_host_build=req.lab_host_build)
             if mismatch is not None:  # a build for another machine than the one that would start it
-                return mismatch
+                return candidate, mismatch
             refused = s1.launch_refusal(candidate)  # vLLM-Omni's own: its venv, its checkpoint
             if refused is not None:
-                return refused
+                return candidate, refused
             try:
                 check_artifacts(candidate)
             except Refusal as r:
-                return r
-            return None
+                return candidate, r
+            return candidate, None
 
         chosen, unlaunchable = best_plan(ctx, req.strategy, launchable)
         the_plan = admission.spread(chosen, profile)
@@ -192,7 +195,7 @@ def check_artifacts(p: ExecutionPlan) -> None:
         own_build = p.virtual and p.execution.get("mode") in ("emulated", "native")
         lab_host = (
             "; or --lab-host-build to run the lab host's build on this virtual device (labelled so)"
-            if own_build and any(e.get("kind") == "runtime" for e in missing)
+            if own_build and any(e.kind == "runtime" for e in missing)
             else ""
         )
         raise Refusal(
@@ -206,12 +209,10 @@ def check_artifacts(p: ExecutionPlan) -> None:
         )
 
 
-def _describe(e: dict[str, Any]) -> str:
-    if e.get("kind") == "runtime":
-        progs = f" with {', '.join(e['programs'])}" if e.get("programs") else ""
-        return f"a {e.get('runtime')} build for {e.get('target')}{progs}" + (
-            f" with a {e['ext']} file" if e.get("ext") else ""
-        )
-    if e.get("kind") in ("model", "weights"):
-        return f"a {e.get('ext') or ''} model for {e.get('pipeline')} ({e.get('role')})"
-    return str(e.get("role"))
+def _describe(e: ArtifactNeed) -> str:
+    if e.kind == "runtime":
+        progs = f" with {', '.join(e.programs)}" if isinstance(e, ResolvedArtifact) and e.programs else ""
+        return f"a {e.runtime} build for {e.target}{progs}" + (f" with a {e.ext} file" if e.ext else "")
+    if e.kind in ("model", "weights"):
+        return f"a {e.ext or ''} model for {e.pipeline} ({e.role})"
+    return str(e.role)

@@ -10,8 +10,7 @@ cache), else the catalog's. The detail says which source each number came from.
 
 from __future__ import annotations
 
-from typing import Any
-
+from edgelab.deploy.artifact_need import ResolvedArtifact
 from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.strategies.common import PlanContext
 
@@ -20,9 +19,9 @@ KV_DTYPE_BYTES = 2  # llama.cpp's default f16 KV cache
 MODEL_KINDS = ("model", "weights", "graph")
 
 
-def bound_models(plan: ExecutionPlan) -> list[dict[str, Any]]:
+def bound_models(plan: ExecutionPlan) -> list[ResolvedArtifact]:
     """The plan's model artifacts that are bound to a file of known size."""
-    return [a for a in plan.artifacts if a.get("present") and a.get("kind") in MODEL_KINDS and a.get("bytes")]
+    return [a for a in plan.present_artifacts() if a.kind in MODEL_KINDS and a.bytes]
 
 
 def resize(plan: ExecutionPlan, ctx: PlanContext) -> None:
@@ -33,9 +32,9 @@ def resize(plan: ExecutionPlan, ctx: PlanContext) -> None:
     if not models or len(plan.memory) != 1 or "gpu_memory_utilization" in d or "budget_request" in d:
         return
     pool = next(iter(plan.memory))
-    weights = sum(int(a["bytes"]) for a in models)
+    weights = sum(int(a.bytes or 0) for a in models)
     act = max(int(0.15 * weights), 512 * MIB)
-    shapes: list[dict[str, int]] = [a["shape"] for a in models if a.get("shape")]
+    shapes: list[dict[str, int]] = [a.shape for a in models if a.shape]
     tokens = _context_tokens(plan) or ctx.spec.min_context_tokens
     seqs = ctx.profile.defaults.max_seqs
     if len(shapes) == len(models):
@@ -49,9 +48,7 @@ def resize(plan: ExecutionPlan, ctx: PlanContext) -> None:
     d.update(
         {
             "weights": weights,
-            "weights_source": ", ".join(
-                f"{a.get('name')}: {a.get('file')} ({int(a['bytes'])} bytes)" for a in models
-            ),
+            "weights_source": ", ".join(f"{a.name}: {a.file} ({int(a.bytes or 0)} bytes)" for a in models),
             "catalog_weights": d.get("weights"),
             "activations": act,
             "kv": kv,

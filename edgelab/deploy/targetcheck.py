@@ -10,8 +10,7 @@ with its code, the device, the build, what the device is and what to build inste
 
 from __future__ import annotations
 
-from typing import Any
-
+from edgelab.deploy.artifact_need import ArtifactNeed, ResolvedArtifact
 from edgelab.deploy.plan import ExecutionPlan
 from edgelab.errors import Refusal, RefusalCode
 from edgelab.runtimes.targets import Platform, mismatches, platform_of
@@ -38,13 +37,13 @@ def host_platform() -> Platform:
     return Platform(_platform.system().lower(), arch, tuple(flags), (), f"the lab host ({arch})")
 
 
-def _entries(p: ExecutionPlan) -> list[dict[str, Any]]:
+def _entries(p: ExecutionPlan) -> list[ResolvedArtifact]:
     """The present runtime builds that processes run as programs (not an interpreter's zipapp)."""
     out = []
-    for e in p.artifacts:
-        if e.get("kind") != "runtime" or not e.get("present") or "placeholder" in e:
+    for e in p.present_artifacts():
+        if not e.build:
             continue
-        proc = next((pr for pr in p.processes if pr.name == e.get("process")), None)
+        proc = next((pr for pr in p.processes if pr.name == e.process), None)
         if proc is None or not proc.argv or not str(proc.argv[0]).startswith("{bin}"):
             continue
         out.append(e)
@@ -63,12 +62,12 @@ def check(p: ExecutionPlan, facts, *, lab_host_build: bool = False) -> Refusal |
     where = host_platform() if on_host else platform_of(facts)
     first: Refusal | None = None
     for e in _entries(p):
-        target = e.get("target") or ""
-        problems = mismatches(target, e.get("isa"), where, e.get("cuda_archs") or ())
+        target = e.target or ""
+        problems = mismatches(target, e.isa, where, e.cuda_archs or ())
         if not problems:
             continue
-        proc = next(pr for pr in p.processes if pr.name == e["process"])
-        name = e.get("name") or f"{e.get('runtime')} {target}"
+        proc = next(pr for pr in p.processes if pr.name == e.process)
+        name = e.name or f"{e.runtime} {target}"
         runs_on = "the lab host (--lab-host-build)" if on_host else p.device
         why = "; ".join(problems)
         proc.unavailable = f"{name} ({target}) cannot run on {runs_on}: {why}"
@@ -87,8 +86,8 @@ def _windows_device(facts) -> bool:
     return (facts.os.family or "").lower() == "windows"
 
 
-def _remedy(entry: dict[str, Any], facts, lab_host_build: bool) -> str:
-    rt = entry.get("runtime") or "RUNTIME"
+def _remedy(entry: ArtifactNeed, facts, lab_host_build: bool) -> str:
+    rt = entry.runtime or "RUNTIME"
     if lab_host_build and _windows_device(facts):
         return (
             f"drop --lab-host-build: `edgelab runtime build {rt} --target windows-x64` (runs under wine here)"

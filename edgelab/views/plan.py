@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from edgelab.deploy.artifact_need import ResolvedArtifact, artifact_from_dict
 from edgelab.store.db import session_scope
 from edgelab.units import gib
 
@@ -77,14 +78,11 @@ def plan_rows(planned: dict[str, Any]) -> list[PlanRow]:
         if line.get("text"):
             fits = bool(line.get("fits"))
             rows.append(PlanRow("admission" if fits else "admission REFUSED", line["text"], not fits))
-    for a in p.get("artifacts") or []:
-        missing = not a.get("present")
-        state = "present" if not missing else ("missing, optional" if a.get("optional") else "missing")
-        rows.append(
-            PlanRow(
-                f"artifact {a.get('role')}", f"{a.get('name')} ({state})", missing and not a.get("optional")
-            )
-        )
+    for a in (artifact_from_dict(e) for e in p.get("artifacts") or []):
+        missing = not a.present
+        name = a.name if isinstance(a, ResolvedArtifact) else None
+        state = "present" if not missing else ("missing, optional" if a.optional else "missing")
+        rows.append(PlanRow(f"artifact {a.role}", f"{name} ({state})", missing and not a.optional))
     if p:
         rows.append(
             PlanRow(

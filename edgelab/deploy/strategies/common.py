@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from edgelab.catalog.pipelines import PipelineSpec
+from edgelab.deploy.artifact_need import ArtifactNeed
 from edgelab.deploy.plan import ExecutionPlan, ProcessSpec, StagePlan
 from edgelab.deploy.strategies.controller import has_controller
 from edgelab.profile import DeployProfile, PipelineProfile
@@ -194,7 +195,7 @@ def template_process(
     values: dict[str, Any] | None = None,
     stage: str | None = None,
     show_unavailable: bool = False,
-) -> tuple[ProcessSpec, list[dict]]:
+) -> tuple[ProcessSpec, list[ArtifactNeed]]:
     """The process ``runtime``'s template for this pipeline and strategy describes, and the artifacts it needs.
 
     A missing runtime, template or target is not raised here (planning has no side effects): the
@@ -263,52 +264,50 @@ def template_process(
     # the lab's own interpreter has edgelab (and, for edgelab's S3 controller, the vla extra's runtimes)
     optional_build = (runtime == REFERENCE or has_controller(runtime, ctx.spec.kind)) and ctx.virtual
     needs = [
-        {
-            "role": f"runtime.{runtime}",
-            "stage": None,
-            "process": name,
-            "kind": "runtime",
-            "runtime": runtime,
-            "target": target,
-            "optional": optional_build,
-        }
+        ArtifactNeed(
+            role=f"runtime.{runtime}",
+            process=name,
+            kind="runtime",
+            runtime=runtime,
+            target=target,
+            optional=optional_build,
+        )
     ]
     for ph, need in tpl.artifacts.items():
         if need.kind == "runtime":
             needs.append(
-                {
-                    "role": f"runtime.{runtime}:{need.ext or ph}",
-                    "stage": None,
-                    "process": name,
-                    "placeholder": ph,
-                    "kind": "runtime",
-                    "runtime": runtime,
-                    "target": target,
-                    "ext": need.ext,
-                    "optional": optional_build,
-                }
+                ArtifactNeed(
+                    role=f"runtime.{runtime}:{need.ext or ph}",
+                    process=name,
+                    placeholder=ph,
+                    kind="runtime",
+                    runtime=runtime,
+                    target=target,
+                    ext=need.ext,
+                    optional=optional_build,
+                )
             )
         else:
             needs.append(
-                {
-                    **({"layout": need.layout} if need.layout != "file" else {}),
-                    **(
-                        {"fallback": str(base[need.fallback])}
+                ArtifactNeed(
+                    layout=need.layout if need.layout != "file" else None,
+                    fallback=(
+                        str(base[need.fallback])
                         if need.fallback and base.get(need.fallback) is not None
-                        else {}
+                        else None
                     ),
-                    "role": f"{need.role or stage or ph}.{need.kind}",
-                    "stage": stage,
-                    "process": name,
-                    "placeholder": ph,
-                    "kind": need.kind,
-                    "ext": need.ext,
-                    "want_role": need.role,
-                    "pipeline": ctx.spec.id,
-                    "pipeline_kind": ctx.spec.kind,
-                    "target": target,
-                    "optional": False,
-                }
+                    role=f"{need.role or stage or ph}.{need.kind}",
+                    stage=stage,
+                    process=name,
+                    placeholder=ph,
+                    kind=need.kind,
+                    ext=need.ext,
+                    want_role=need.role,
+                    pipeline=ctx.spec.id,
+                    pipeline_kind=ctx.spec.kind,
+                    target=target,
+                    optional=False,
+                )
             )
     return proc, needs
 
@@ -370,7 +369,7 @@ def base_plan(
     stages: list[StagePlan],
     processes: list[ProcessSpec],
     memory_stages: list[str] | None = None,
-    needs: list[dict] | None = None,
+    needs: list[ArtifactNeed] | None = None,
     **extra: Any,
 ) -> ExecutionPlan:
     """The plan around rendered processes: artifacts are the templates' needs, plus the stages' roles
@@ -378,7 +377,7 @@ def base_plan(
     memory, detail = memory_request(ctx, memory_stages)
     templated = {p.name for p in processes if p.unavailable is None}
     artifacts = [
-        {"role": role, "stage": st.name}
+        ArtifactNeed(role=role, stage=st.name)
         for st in stages
         for role in st.artifacts
         if st.process not in templated
@@ -386,9 +385,7 @@ def base_plan(
     artifacts += list(needs or [])
     for st in stages:
         if st.process in templated:
-            st.artifacts = [
-                a["role"] for a in artifacts if a.get("process") == st.process and a.get("stage") == st.name
-            ]
+            st.artifacts = [a.role for a in artifacts if a.process == st.process and a.stage == st.name]
     plan = ExecutionPlan(
         pipeline=ctx.spec.id,
         device=ctx.device,

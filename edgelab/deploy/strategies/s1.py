@@ -160,7 +160,7 @@ def build(ctx: PlanContext, reason: str, *, shown: bool = False) -> ExecutionPla
         proc.unavailable = _unavailable(ctx)
     # the server runs from the device's venv (its stamp names the wheels), not from pushed files;
     # the checkpoint is the template's one artifact
-    needs = [n for n in needs if n.get("kind") != "runtime"]
+    needs = [n for n in needs if n.kind != "runtime"]
     stages = stage_plans(ctx, RUNTIME, be, process="server")
     for st in stages:
         st.artifacts = []
@@ -298,8 +298,8 @@ def launch_refusal(plan: ExecutionPlan) -> Refusal | None:
         return None
     why = proc.unavailable
     if why is None and plan.virtual:
-        model = next((a for a in plan.artifacts if a.get("placeholder") == "model"), None)
-        if model is not None and not model.get("present"):
+        model = next((a for a in plan.artifacts if a.placeholder == "model"), None)
+        if model is not None and not model.present:
             why = (
                 f"no Hugging Face checkpoint of {plan.pipeline} is registered and the virtual lab has no "
                 "hub access"
