@@ -430,6 +430,30 @@ def base_plan(
     return plan
 
 
+def one_process_plan(
+    ctx: PlanContext,
+    strategy: str,
+    reason: str,
+    process: str,
+    values: dict[str, Any] | None = None,
+    *,
+    stage: str | None = None,
+    only: list[str] | None = None,
+    **extra: Any,
+) -> ExecutionPlan:
+    """A local strategy's plan: one process rendered from the runtime's ``strategy`` template over
+    the stages it runs. S3, S4 and S5 differ only in the process's name, the values they add to the
+    profile's (``values``), the stage a template need is for, and the stages run here (``only``:
+    those, and the memory reserved for them; None: every stage)."""
+    runtime, backend = runtime_and_backend(ctx)
+    vals = {**strategy_values(ctx, strategy), **(values or {})}
+    proc, needs = template_process(ctx, process, runtime, strategy, backend, vals, stage=stage)
+    stages = stage_plans(ctx, runtime, backend, process=process, only=only)
+    if only is not None:
+        extra["memory_stages"] = only
+    return base_plan(ctx, strategy, runtime, reason, stages, [proc], needs=needs, **extra)
+
+
 def strategy_values(ctx: PlanContext, strategy: str) -> dict[str, Any]:
     """Template values a local strategy knows from the profile: the TTS chunk schedule, and the text a
     deployment speaks (the medium band's) with its frame budget (random weights never end speech)."""

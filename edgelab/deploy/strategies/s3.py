@@ -9,14 +9,7 @@ edgelab events. A team's own controller is a runtime with an S3 template of its 
 from __future__ import annotations
 
 from edgelab.deploy.plan import ExecutionPlan
-from edgelab.deploy.strategies.common import (
-    PlanContext,
-    base_plan,
-    runtime_and_backend,
-    stage_plans,
-    strategy_values,
-    template_process,
-)
+from edgelab.deploy.strategies.common import PlanContext, one_process_plan, runtime_and_backend
 from edgelab.deploy.strategies.controller import CONTROLLER_STAGES, has_controller
 
 
@@ -25,11 +18,9 @@ def process_name(ctx: PlanContext) -> str:
 
 
 def build(ctx: PlanContext, reason: str) -> ExecutionPlan:
-    runtime, backend = runtime_and_backend(ctx)
-    name = process_name(ctx)
+    runtime, _backend = runtime_and_backend(ctx)
     stage = CONTROLLER_STAGES[ctx.spec.kind][0] if has_controller(runtime, ctx.spec.kind) else None
-    proc, needs = template_process(ctx, name, runtime, "S3", backend, strategy_values(ctx, "S3"), stage=stage)
-    stages = stage_plans(ctx, runtime, backend, process=name)
-    plan = base_plan(ctx, "S3", runtime, reason, stages, [proc], needs=needs)
-    plan.endpoints = [proc.serves] if proc.serves else []
+    plan = one_process_plan(ctx, "S3", reason, process_name(ctx), stage=stage)
+    serves = plan.processes[0].serves
+    plan.endpoints = [serves] if serves else []
     return plan

@@ -8,33 +8,19 @@ is the runtime's S4 template, given the server endpoint (``{server}``) and the s
 from __future__ import annotations
 
 from edgelab.deploy.plan import ExecutionPlan
-from edgelab.deploy.strategies.common import (
-    PlanContext,
-    base_plan,
-    runtime_and_backend,
-    stage_plans,
-    strategy_values,
-    template_process,
-)
+from edgelab.deploy.strategies.common import PlanContext, one_process_plan
 
 
 def build(ctx: PlanContext, reason: str) -> ExecutionPlan:
     only = list(ctx.spec.device_stages_s4)
-    runtime, backend = runtime_and_backend(ctx)
-    values = {**strategy_values(ctx, "S4"), "server": ctx.endpoint, "stages": ",".join(only) or None}
-    proc, needs = template_process(
-        ctx, "device-stage", runtime, "S4", backend, values, stage=only[0] if only else None
-    )
-    stages = stage_plans(ctx, runtime, backend, process="device-stage", only=only)
-    plan = base_plan(
+    plan = one_process_plan(
         ctx,
         "S4",
-        runtime,
         reason,
-        stages,
-        [proc],
-        memory_stages=only,
-        needs=needs,
+        "device-stage",
+        {"server": ctx.endpoint, "stages": ",".join(only) or None},
+        stage=only[0] if only else None,
+        only=only,
         endpoints=[ctx.endpoint] if ctx.endpoint else [],
     )
     if ctx.spec.kind == "vla":
