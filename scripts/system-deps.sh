@@ -9,7 +9,7 @@ command -v adb >/dev/null 2>&1 || need_pkgs+=(adb)
 command -v mksh >/dev/null 2>&1 || need_pkgs+=(mksh)
 command -v unshare >/dev/null 2>&1 || need_pkgs+=(util-linux)
 command -v rsync >/dev/null 2>&1 || need_pkgs+=(rsync)
-# the second lab host's network namespace (tests/test_labhost2.py); only root can make one, so only root needs it
+# the second lab host's network namespace (tests/sim/test_labhost2.py); only root can make one, so only root needs it
 [ "$(id -u)" = 0 ] && ! command -v ip >/dev/null 2>&1 && need_pkgs+=(iproute2)
 # the llama.cpp build (edgelab runtime build llama.cpp --target linux-x86_64; tests/fixtures/llama_build.py)
 command -v cmake >/dev/null 2>&1 || need_pkgs+=(cmake)

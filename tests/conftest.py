@@ -40,7 +40,7 @@ LAB_FIXTURES: dict[str, tuple[str, ...]] = {
 # Names that start lab processes without those fixtures: a test, or any fixture it uses, whose code
 # names one of them (a throwaway sshd, a lab started by hand) is marked alike.
 LAB_STARTERS: dict[str, tuple[str, ...]] = {
-    "TmpSshd": ("ssh",),  # tests/test_ssh_hostkeys.py's throwaway sshd
+    "TmpSshd": ("ssh",),  # tests/transport/test_ssh_hostkeys.py's throwaway sshd
     "start_ssh_lab": ("ssh",),
     "start_adb_lab": ("adb",),
     "lab_up": ("ssh", "adb"),

@@ -1,7 +1,7 @@
 """A seeded lab database for the TUI tests and benchmarks/tui_start.py: devices and probe snapshots at fixed times.
 
 The rows are written through the store API exactly as `device add` and `probe` write them;
-the facts are built with the probe's own Facts model (as tests/test_profile_derive.py does),
+the facts are built with the probe's own Facts model (as tests/probe/test_profile_derive.py does),
 so the device page derives a real profile from them. Every seeded device is VIRTUAL.
 """
 

@@ -4,7 +4,7 @@
 The PowerShell script builders (``edgelab.transport.winscripts``, and the probe's Windows collector
 ``edgelab.probe.collectors.windows``) may only use what is listed here,
 and the virtual Windows personas (``edgelab.sim.winsim``) must answer every entry;
-``tests/test_winps_surface.py`` parses every builder's output and checks both, so the two cannot
+``tests/transport/test_winps_surface.py`` parses every builder's output and checks both, so the two cannot
 drift apart. Adding a command to a builder means adding it here and to the shim.
 """
 

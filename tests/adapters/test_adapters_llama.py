@@ -23,7 +23,7 @@ from edgelab.errors import BenchOutputError
 from edgelab.metrics import events as ev
 from edgelab.metrics.text import text_metrics
 
-CAP = Path(__file__).parent / "captures" / "llama.cpp"
+CAP = Path(__file__).parents[1] / "captures" / "llama.cpp"
 
 
 def cap(name: str) -> str:

@@ -168,7 +168,7 @@ def test_mismatch_answer_is_a_hash_mismatch():
 def test_cut_receive_resumes_and_leaves_no_process(adb_lab, tmp_path):
     """The connection torn down mid-receive: the device ends the command (its hasher included),
     the retry resumes from what reached ``.part``, and nothing of the cut one lingers."""
-    from test_push_adb import _sockets_to
+    from artifacts.test_push_adb import _sockets_to
 
     t = ADBTransport.connect(adb_endpoint(adb_lab, "rb3g2"))  # the phone whose connections get cut
     store = open_store(t, root=f"/data/local/tmp/edgelab-receive-{uuid.uuid4().hex[:8]}")

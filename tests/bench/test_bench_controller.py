@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_deploy_helpers import cli_env, deploy_lab  # noqa: F401 - fixture
+from deploy.test_deploy_helpers import cli_env, deploy_lab  # noqa: F401 - fixture
 from typer.testing import CliRunner
 
 from edgelab.artifacts.registry import artifact_files, get_artifact

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from test_deploy_helpers import cli_env, deploy_lab  # noqa: F401 - fixture
+from deploy.test_deploy_helpers import cli_env, deploy_lab  # noqa: F401 - fixture
 from typer.testing import CliRunner
 
 from edgelab.bench import BenchRequest, run_bench

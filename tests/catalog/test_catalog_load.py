@@ -12,7 +12,7 @@ from edgelab.catalog.devices import DEVICE_CLASSES
 from edgelab.catalog.pipelines import PIPELINE_DIR
 from edgelab.errors import CatalogError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEVICES = REPO / "devices"
 
 PIPELINES = [

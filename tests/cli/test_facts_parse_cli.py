@@ -5,19 +5,16 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from probe.test_probe_parsers import fact_matches  # tests/ is on sys.path (conftest.py)
 from typer.testing import CliRunner
 
 from edgelab.cli import app
 
-sys.path.insert(0, str(Path(__file__).parent))
-from test_probe_parsers import fact_matches  # noqa: E402
-
-CORPUS = Path(__file__).parent / "corpus"
+CORPUS = Path(__file__).parents[1] / "corpus"
 EXPECTED: dict = yaml.safe_load((CORPUS / "EXPECTED.yaml").read_text(encoding="utf-8"))
 runner = CliRunner()
 

@@ -5,7 +5,7 @@ Each output is what the family's real collection script printed for that source 
 a virtual lab persona (edgelab/sim/personas, entered with edgelab.sim.persona_exec on the lab
 host: a VIRTUAL device, its files and shims; a source the persona reads from the host, /proc/meminfo
 say, printed the lab host's). ``fact`` is what the source's parser makes of that output alone, as
-``parse_sections`` merges it. tests/test_probe_collect.py asserts each fixture exactly; after a
+``parse_sections`` merges it. tests/probe/test_probe_collect.py asserts each fixture exactly; after a
 deliberate change run ``python tests/collectors/capture.py`` and review the diff: every changed
 line is a changed command or fact, except the personas' live readings (the phones' battery
 temperature moves between captures; keep the old file where only such a reading changed).

@@ -2,7 +2,7 @@
 
 EXPECTED.yaml is the ground truth taken from each capture's source (SOURCES.md) and lists only the
 facts the source supports; PARSED.json pins everything the parsers derive besides (typed facts,
-provenance, warnings), so no fact changes without a red test (tests/test_probe_parsers.py).
+provenance, warnings), so no fact changes without a red test (tests/probe/test_probe_parsers.py).
 After a deliberate parser change run ``python tests/corpus/pin.py`` and review the diff before
 committing it: every changed line is a changed fact.
 """

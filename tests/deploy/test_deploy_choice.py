@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 
-from test_deploy_helpers import ALL_DEVICES, whole_lab  # noqa: F401 - fixture
 from typer.testing import CliRunner
 
+from deploy.test_deploy_helpers import ALL_DEVICES, whole_lab  # noqa: F401 - fixture
 from edgelab.catalog.pipelines import load_pipelines
 from edgelab.cli import app
 from edgelab.deploy import planning

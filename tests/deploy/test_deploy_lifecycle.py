@@ -15,9 +15,9 @@ import sys
 import time
 
 from sqlmodel import select
-from test_deploy_helpers import alive_on_host, cli_env, deploy_lab, group_members  # noqa: F401 - fixture
 from typer.testing import CliRunner
 
+from deploy.test_deploy_helpers import alive_on_host, cli_env, deploy_lab, group_members  # noqa: F401 - fixture
 from edgelab.cli import app
 from edgelab.deploy import control, launch, planning
 from edgelab.deploy.planning import DeployRequest

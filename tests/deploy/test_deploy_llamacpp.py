@@ -9,8 +9,8 @@ import re
 import time
 
 import pytest
-from test_deploy_helpers import deploy_lab, group_members  # noqa: F401 - fixture
 
+from deploy.test_deploy_helpers import deploy_lab, group_members  # noqa: F401 - fixture
 from edgelab.artifacts.registry import add_artifact
 from edgelab.bench import BenchRequest, run_bench
 from edgelab.deploy import control, follow, launch, planning, results

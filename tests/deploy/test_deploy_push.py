@@ -9,8 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_deploy_helpers import deploy_lab, group_members  # noqa: F401 - fixture
-
+from deploy.test_deploy_helpers import deploy_lab, group_members  # noqa: F401 - fixture
 from edgelab.artifacts.registry import add_artifact
 from edgelab.deploy import control, launch, planning
 from edgelab.deploy.planning import DeployRequest
@@ -19,7 +18,7 @@ from edgelab.store.db import session_scope
 from edgelab.store.deployments import get_deployment, open_reservations, processes
 from edgelab.store.devices import get_device
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACK = [
     "edgelab/__init__.py",
     "edgelab/errors.py",

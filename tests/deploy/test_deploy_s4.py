@@ -9,8 +9,8 @@ import socket
 
 import pytest
 from sqlmodel import select
-from test_deploy_helpers import deploy_lab  # noqa: F401 - fixture
 
+from deploy.test_deploy_helpers import deploy_lab  # noqa: F401 - fixture
 from edgelab.deploy import launch, placement
 from edgelab.deploy.plan import ExecutionPlan, ProcessSpec, StagePlan
 from edgelab.deploy.planning import DeployRequest

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_deploy_helpers import deploy_lab  # noqa: F401 - fixture
 
+from deploy.test_deploy_helpers import deploy_lab  # noqa: F401 - fixture
 from edgelab.artifacts.registry import add_artifact
 from edgelab.bench import BenchRequest, run_bench
 from edgelab.deploy import control, follow, launch, planning
@@ -27,7 +27,7 @@ from edgelab.store.devices import get_device
 from edgelab.store.models import Device
 
 pytestmark = [pytest.mark.ssh, pytest.mark.adb]
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACK = [
     "edgelab/__init__.py",
     "edgelab/errors.py",

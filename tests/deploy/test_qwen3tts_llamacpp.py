@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-from test_deploy_helpers import deploy_lab, group_members  # noqa: F401 - fixture
 
+from deploy.test_deploy_helpers import deploy_lab, group_members  # noqa: F401 - fixture
 from edgelab.adapters.llama_tts import parse_log
 from edgelab.protocols.wav import wav_facts
 

@@ -1,7 +1,7 @@
 """S1 = vLLM-Omni itself: the venv recipe, the probe's facts from a real venv stamp, S1's eligibility
 from them, the plan rendered for every device (command, environment, per-stage memory fractions,
 deploy config) and the refusal that names the fact; no lab process (the lab lane is
-tests/test_s1_vllm_omni_lab.py)."""
+tests/deploy/test_s1_vllm_omni_lab.py)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from edgelab.profile import derive_profile
 from edgelab.runtimes import load_runtimes, vllm_omni
 from edgelab.runtimes.venv_device import guard_fake_registrations
 
-REPO = Path(__file__).resolve().parents[1]
-STAMP = Path(__file__).parent / "vllm" / "stamp.wsl-hx370.json"
+REPO = Path(__file__).resolve().parents[2]
+STAMP = Path(__file__).parents[1] / "vllm" / "stamp.wsl-hx370.json"
 GIB = 1024**3
 # StageDeployConfig / DeployConfig fields of vllm-omni 0.30.0 (vllm_omni/config/stage_config.py) that
 # edgelab's deploy config sets: a key outside them would be dropped or refused by vLLM-Omni.

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 
-from test_deploy_helpers import cli_env, deploy_lab  # noqa: F401 - fixture
 from typer.testing import CliRunner
 
+from deploy.test_deploy_helpers import cli_env, deploy_lab  # noqa: F401 - fixture
 from edgelab.cli import app
 from edgelab.deploy import launch
 from edgelab.deploy.planning import DeployRequest

@@ -1,7 +1,7 @@
 """Follower supervision's decisions, on a real database and real processes (no device needed):
 who follows a run, when a new follower is started, and when none is.
 
-The replacement itself, with real followers on the virtual lab, is tests/test_faults_follower.py.
+The replacement itself, with real followers on the virtual lab, is tests/faults/test_faults_follower.py.
 """
 
 from __future__ import annotations

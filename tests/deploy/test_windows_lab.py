@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 from fixtures.ssh_lab import lab_endpoint
-from test_deploy_helpers import alive_on_host
 from typer.testing import CliRunner
 
+from deploy.test_deploy_helpers import alive_on_host
 from edgelab.artifacts.devstore import WindowsStore, open_store
 from edgelab.artifacts.hashing import sha256_path
 from edgelab.artifacts.push import BlobSpec, push_blob

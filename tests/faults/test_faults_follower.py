@@ -20,7 +20,7 @@ import time
 from collections import Counter
 
 import pytest
-from test_deploy_helpers import alive_on_host, cli_env, deploy_lab  # noqa: F401 - fixture
+from deploy.test_deploy_helpers import alive_on_host, cli_env, deploy_lab  # noqa: F401 - fixture
 
 from edgelab.deploy import remote
 from edgelab.metrics import events as ev

@@ -20,8 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from deploy.test_deploy_helpers import alive_on_host, group_members
 from sqlmodel import select
-from test_deploy_helpers import alive_on_host, group_members
 
 from edgelab.inventory.probe import probe_devices
 from edgelab.sim import sshd

@@ -19,8 +19,7 @@ import time
 from datetime import datetime
 
 import pytest
-from test_deploy_helpers import alive_on_host, group_members
-from test_faults_frozen import Freezer
+from deploy.test_deploy_helpers import alive_on_host, group_members
 
 from edgelab.artifacts.registry import add_artifact
 from edgelab.deploy.follow import LOSS_S
@@ -31,6 +30,7 @@ from edgelab.store import db as dbmod
 from edgelab.store.db import get_engine, session_scope
 from edgelab.store.deployments import get_deployment, open_reservations, processes
 from edgelab.store.runs import get_run, get_summary
+from faults.test_faults_frozen import Freezer
 
 CLI = [sys.executable, "-c", "from edgelab.cli import main; main()"]
 

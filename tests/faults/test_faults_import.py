@@ -27,7 +27,7 @@ from edgelab.store import db as dbmod
 from edgelab.store.db import get_engine, session_scope
 from edgelab.store.runs import Run, RunLog, RunRequest, RunSample, RunSummary, get_summary
 
-STUDY = Path(__file__).parent / "fixtures" / "study_run"
+STUDY = Path(__file__).parents[1] / "fixtures" / "study_run"
 runner = CliRunner()
 GOOD = json.loads((STUDY / "requests.jsonl").read_text().splitlines()[1])  # short-0
 
@@ -199,7 +199,7 @@ def test_import_memory_follows_the_largest_record_not_the_file(tmp_path):
     import subprocess
     import sys
 
-    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+    sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
     from import_memory import write_study
 
     big = tmp_path / "big"

@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 import pytest
+from deploy.test_deploy_helpers import cli_env, deploy_lab  # noqa: F401 - fixture
 from sqlmodel import select
-from test_deploy_helpers import cli_env, deploy_lab  # noqa: F401 - fixture
 
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import Deployment, Reservation

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_deploy_helpers import alive_on_host
+from deploy.test_deploy_helpers import alive_on_host
 
 from edgelab.metrics.telemetry import BLOCK_MARK
 from edgelab.sim.adb_lab import free_port as adb_free_port

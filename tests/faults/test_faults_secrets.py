@@ -22,7 +22,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from test_deploy_helpers import cli_env, deploy_lab  # noqa: F401 - fixture
+from deploy.test_deploy_helpers import cli_env, deploy_lab  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.ssh, pytest.mark.adb, pytest.mark.slow]
 

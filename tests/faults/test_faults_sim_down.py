@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from test_deploy_helpers import alive_on_host, group_members
+from deploy.test_deploy_helpers import alive_on_host, group_members
 
 from edgelab.sim.sshd import free_port, persona_processes
 from edgelab.store import db as dbmod

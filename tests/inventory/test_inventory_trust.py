@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_ssh_hostkeys import SSHD, TmpSshd  # the real-sshd helper of the SSH transport tests
+from transport.test_ssh_hostkeys import SSHD, TmpSshd  # the real-sshd helper of the SSH transport tests
 from typer.testing import CliRunner
 
 from edgelab.cli import app

@@ -8,8 +8,8 @@ import threading
 import time
 
 import pytest
+from deploy.test_deploy_helpers import DEPLOY_DEVICES, alive_on_host
 from sqlmodel import select
-from test_deploy_helpers import DEPLOY_DEVICES, alive_on_host
 from typer.testing import CliRunner
 
 from edgelab.bench import BenchRequest, run_bench

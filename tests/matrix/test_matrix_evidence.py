@@ -18,7 +18,7 @@ from edgelab.store.db import get_engine, session_scope
 from edgelab.store.matrix import history
 from edgelab.store.runs import get_run
 
-STUDY = Path(__file__).parent / "fixtures" / "study_run"
+STUDY = Path(__file__).parents[1] / "fixtures" / "study_run"
 
 
 @pytest.fixture()

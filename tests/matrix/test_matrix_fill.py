@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from test_deploy_helpers import whole_lab  # noqa: F401 - fixture
+from deploy.test_deploy_helpers import whole_lab  # noqa: F401 - fixture
 from typer.testing import CliRunner
 
 from edgelab.cli import app

@@ -10,7 +10,7 @@ import pytest
 from edgelab.metrics.telemetry import from_tegrastats
 from edgelab.probe.parsers.tegrastats import parse_line
 
-CORPUS = Path(__file__).parent / "corpus" / "jetson"
+CORPUS = Path(__file__).parents[1] / "corpus" / "jetson"
 BOARDS = ["tx1", "tx2", "nano", "agx-xavier", "xavier-nx", "orin-jp5", "orin-r36", "orin-no-emc"]
 LINES = dict(
     zip(BOARDS, (CORPUS / "datadog-agent_jetson_test_tegrastats.txt").read_text().splitlines(), strict=True)

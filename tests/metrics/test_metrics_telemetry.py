@@ -26,7 +26,7 @@ from edgelab.store.db import get_engine, session_scope
 from edgelab.store.runs import create_run
 from edgelab.transport.local import LocalTransport
 
-CORPUS = Path(__file__).parent / "corpus"
+CORPUS = Path(__file__).parents[1] / "corpus"
 
 
 def test_tegrastats_line_from_the_corpus():

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from test_deploy_helpers import deploy_lab  # noqa: F401 - fixture
+from deploy.test_deploy_helpers import deploy_lab  # noqa: F401 - fixture
 
 from edgelab.bench import BenchRequest, run_bench
 from edgelab.matrix.evidence import missing_provenance

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from test_deploy_helpers import cli_env, deploy_lab  # noqa: F401 - fixture
+from deploy.test_deploy_helpers import cli_env, deploy_lab  # noqa: F401 - fixture
 from typer.testing import CliRunner
 
 from edgelab.bench import BenchRequest, run_bench
@@ -22,7 +22,7 @@ from edgelab.playbook.schema import parse_playbook
 from edgelab.store.db import session_scope
 from edgelab.store.runs import get_run
 
-STUDY = Path(__file__).parent / "fixtures" / "study_run"
+STUDY = Path(__file__).parents[1] / "fixtures" / "study_run"
 PLAY = """
 name: provenance-play
 devices: [rb3g2]

@@ -17,7 +17,7 @@ from edgelab.metrics.results import import_study
 from edgelab.store.db import get_engine, session_scope
 from edgelab.store.runs import create_run, get_run, get_summary, requests_of, samples_of
 
-STUDY = Path(__file__).parent / "fixtures" / "study_run"
+STUDY = Path(__file__).parents[1] / "fixtures" / "study_run"
 runner = CliRunner()
 
 

@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from test_deploy_helpers import cli_env, deploy_lab  # noqa: F401 - fixture
+from deploy.test_deploy_helpers import cli_env, deploy_lab  # noqa: F401 - fixture
 from typer.testing import CliRunner
 
 from edgelab.cli import app

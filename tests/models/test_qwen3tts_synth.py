@@ -1,6 +1,6 @@
 """Qwen3-TTS in llama.cpp's layout, with random weights: geometry, vocabulary, the two GGUF files,
 their registration, and the readers of what llama-tts reports (its log, its WAV). The files are
-loaded by the real llama-tts and the S3 controller in tests/test_qwen3tts_llamacpp.py."""
+loaded by the real llama-tts and the S3 controller in tests/deploy/test_qwen3tts_llamacpp.py."""
 
 from __future__ import annotations
 

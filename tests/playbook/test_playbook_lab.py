@@ -13,7 +13,7 @@ from edgelab.sim.lab import LabStatus, register
 from edgelab.store import db as dbmod
 
 runner = CliRunner()
-PLAYBOOKS = __import__("pathlib").Path(__file__).resolve().parents[1] / "playbooks"
+PLAYBOOKS = __import__("pathlib").Path(__file__).resolve().parents[2] / "playbooks"
 
 
 @pytest.fixture(scope="module")

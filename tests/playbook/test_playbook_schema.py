@@ -11,7 +11,7 @@ from edgelab.playbook import load_playbook, loads_playbook, parse_gate, parse_va
 from edgelab.playbook.gates import evaluate
 from edgelab.playbook.schema import substitute
 
-PLAYBOOKS = Path(__file__).resolve().parents[1] / "playbooks"
+PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
 SUMMARY = {
     "audio": {
         "ttfa_ms": {"count": 3, "p50": 200.0, "p95": 420.0},

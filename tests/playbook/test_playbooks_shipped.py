@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_deploy_helpers import probed_lab
+from deploy.test_deploy_helpers import probed_lab
 from typer.testing import CliRunner
 
 from edgelab.cli import app
@@ -20,7 +20,7 @@ from edgelab.store import db as dbmod
 
 pytestmark = [pytest.mark.slow]  # about two minutes of real workloads (each playbook on three devices)
 runner = CliRunner()
-PLAYBOOKS = Path(__file__).resolve().parents[1] / "playbooks"
+PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
 LIMIT = "s25,orin-agx,xelite-pc"
 
 

@@ -151,7 +151,7 @@ UNCOVERED = {
     (
         "linux",
         "vllm_venvs",
-    ): "no persona has a vLLM-Omni venv until `edgelab runtime install`; tests/test_vllm_facts.py reads a real stamp",
+    ): "no persona has a vLLM-Omni venv until `edgelab runtime install`; tests/deploy/test_s1_vllm_omni.py reads a real stamp",
 }
 
 

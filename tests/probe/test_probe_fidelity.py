@@ -13,7 +13,7 @@ from edgelab.probe import detect, tables
 from edgelab.probe.facts import Engine, Facts, GpuProcess, merge
 from edgelab.profile.classify import classify
 
-CORPUS = Path(__file__).parent / "corpus"
+CORPUS = Path(__file__).parents[1] / "corpus"
 
 
 def parse(rel: str):

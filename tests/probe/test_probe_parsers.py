@@ -18,7 +18,7 @@ from edgelab.probe import tables
 from edgelab.probe.facts import Facts, merge
 from edgelab.probe.parsers.base import INTERNAL_ERROR, ParseResult
 
-CORPUS = Path(__file__).parent / "corpus"
+CORPUS = Path(__file__).parents[1] / "corpus"
 EXPECTED: dict = yaml.safe_load((CORPUS / "EXPECTED.yaml").read_text(encoding="utf-8"))
 FILES = sorted(EXPECTED)
 PINNED: dict = json.loads(corpus_pin.PINNED.read_text(encoding="utf-8"))
@@ -146,7 +146,7 @@ def _differences(want, got, path: str) -> list[str]:
 
 def test_every_capture_is_pinned_and_has_ground_truth():
     """A new capture gets its EXPECTED.yaml entry and its pin; the datadog tegrastats lines are read
-    by tests/test_metrics_tegrastats.py, line by line, with their own expectations."""
+    by tests/metrics/test_metrics_tegrastats.py, line by line, with their own expectations."""
     assert sorted(PINNED) == corpus_pin.captures()
     assert set(corpus_pin.captures()) - set(FILES) == {"jetson/datadog-agent_jetson_test_tegrastats.txt"}
 
@@ -484,7 +484,7 @@ def test_facts_from_outputs_merges_and_keeps_wsl_quota_apart():
 def test_systeminfo_with_a_label_repeated_by_a_damaged_capture_is_parsed_not_crashed(name):
     """Hypothesis found it: swapping two lines made a scalar label (System Type, Processor(s)...) hold
     a list, and the parser called .lower() on it. Every single swap with a neighbour is tried here."""
-    lines = (Path(__file__).parent / "corpus" / "windows" / name).read_text(encoding="utf-8").split("\n")
+    lines = (Path(__file__).parents[1] / "corpus" / "windows" / name).read_text(encoding="utf-8").split("\n")
     for i in range(len(lines) - 1):
         swapped = list(lines)
         swapped[i], swapped[i + 1] = swapped[i + 1], swapped[i]

@@ -13,8 +13,8 @@ from edgelab.probe import detect
 from edgelab.probe.facts import Accelerator, CpuCluster, Facts, MemoryPool, merge
 from edgelab.profile import classify
 
-REPO = Path(__file__).resolve().parents[1]
-CORPUS = Path(__file__).parent / "corpus"
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = Path(__file__).parents[1] / "corpus"
 PERSONAS = REPO / "edgelab" / "sim" / "personas"
 GIB = 1024**3
 

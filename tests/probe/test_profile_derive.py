@@ -12,7 +12,7 @@ from edgelab.catalog import load_devices, load_pipelines
 from edgelab.probe.facts import Accelerator, CpuCluster, Facts, MemoryPool
 from edgelab.profile import derive_profile
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 GIB = 1024**3
 MIB = 1024**2
 

@@ -5,7 +5,7 @@ device is and what to build); how the virtual lab runs each target; product head
 from __future__ import annotations
 
 import pytest
-from test_profile_classify import PERSONA_ENTRY, PERSONAS, persona_facts
+from probe.test_profile_classify import PERSONA_ENTRY, PERSONAS, persona_facts
 
 from edgelab.runtimes import load_runtimes
 from edgelab.runtimes.binfmt import Binary, mismatch

@@ -8,12 +8,12 @@ import subprocess
 import textwrap
 
 import pytest
-from test_runtimes_source_cache import _sdist
 
 from edgelab.errors import RuntimeSpecError
 from edgelab.runtimes import load_runtimes
 from edgelab.runtimes.build import ensure_build
 from edgelab.runtimes.cache import read_manifest
+from runtimes.test_runtimes_source_cache import _sdist
 
 
 def _files(folder, greeting="hi"):

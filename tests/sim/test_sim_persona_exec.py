@@ -36,7 +36,7 @@ def test_host_is_untouched():
     with open("/proc/self/mountinfo") as f:
         mounts = f.read().splitlines()
     assert not [m for m in mounts if str(PERSONAS_DIR) in m]
-    # a second lab host's network namespace (tests/test_labhost2.py, perhaps running beside this
+    # a second lab host's network namespace (tests/sim/test_labhost2.py, perhaps running beside this
     # test) is bound under /run/netns on purpose; no other edgelab mount may show on the host
     assert not [m for m in mounts if "edgelab" in m and " /run/netns/edgelab-" not in m]
 

@@ -20,7 +20,7 @@ from edgelab.store import db as dbmod
 
 pytestmark = [pytest.mark.ssh, pytest.mark.adb, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
 
 

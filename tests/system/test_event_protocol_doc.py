@@ -8,7 +8,7 @@ from pathlib import Path
 
 from edgelab.metrics import events as ev
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 
 
 def test_every_event_kind_and_field_is_documented():

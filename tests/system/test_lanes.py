@@ -11,13 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).parents[1]
 FILES = [
-    "test_ssh_hostkeys.py",
-    "test_transport_contract.py",
-    "test_inventory_trust.py",
-    "test_store_db.py",
-    "test_llama_build.py",
+    "transport/test_ssh_hostkeys.py",
+    "transport/test_transport_contract.py",
+    "inventory/test_inventory_trust.py",
+    "store/test_store_db.py",
+    "adapters/test_llama_build.py",
 ]
 UNIT = "not ssh and not adb and not slow and not postgres"
 
@@ -45,14 +45,15 @@ def test_unit_lane_selects_only_tests_without_lab_processes():
     )
     assert out.returncode == 0, out.stdout + out.stderr
     ids = {ln.strip() for ln in out.stdout.splitlines() if "::" in ln}
-    assert "tests/test_ssh_hostkeys.py::test_closed_port_is_offline" in ids  # no sshd: stays a unit test
-    assert "tests/test_transport_contract.py::test_put_empty_file[local]" in ids
-    assert "tests/test_store_db.py::test_in_memory_sqlite_works" in ids
+    # no sshd: stays a unit test
+    assert "tests/transport/test_ssh_hostkeys.py::test_closed_port_is_offline" in ids
+    assert "tests/transport/test_transport_contract.py::test_put_empty_file[local]" in ids
+    assert "tests/store/test_store_db.py::test_in_memory_sqlite_works" in ids
     assert any(i.endswith("[sqlite]") for i in ids)
     lab = [
         i
         for i in ids
-        if i.startswith(("tests/test_inventory_trust.py", "tests/test_llama_build.py"))
+        if i.startswith(("tests/inventory/test_inventory_trust.py", "tests/adapters/test_llama_build.py"))
         or any(f"[{p}]" in i for p in ("ssh", "adb", "win_ps", "win_cmd", "postgresql"))
         or "test_fingerprint_matches_openssh" in i
     ]

@@ -12,12 +12,12 @@ import threading
 from pathlib import Path
 
 import pytest
-from test_ssh_hostkeys import TmpSshd, _ssh_keygen_fingerprint, isolated_home  # noqa: F401 - autouse
 
 from edgelab.transport import ssh
 from edgelab.transport.base import Endpoint
 from edgelab.transport.quoting import Shell, join_powershell
 from edgelab.transport.ssh import SSHTransport
+from transport.test_ssh_hostkeys import TmpSshd, _ssh_keygen_fingerprint, isolated_home  # noqa: F401 - autouse
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import paramiko
 import pytest
-from test_ssh_hostkeys import TmpSshd, isolated_home  # noqa: F401 - autouse fixture
 
 from edgelab.config import known_hosts_path
 from edgelab.errors import HostKeyError, RemoteTimeout, TransportError
@@ -26,6 +25,7 @@ from edgelab.transport import ssh
 from edgelab.transport.base import Endpoint
 from edgelab.transport.ssh import SSHTransport
 from edgelab.transport.ssh.hostkeys import add_known_host
+from transport.test_ssh_hostkeys import TmpSshd, isolated_home  # noqa: F401 - autouse fixture
 
 ADDRS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
 
@@ -321,7 +321,7 @@ def test_resumable_put_through_two_jump_hosts_goes_over_openssh(trusted: TmpSshd
 
 def test_untrusted_jump_host_is_refused(sshd: TmpSshd) -> None:
     # Only the target is trusted (pinned); the jump host is unknown and must be refused by name.
-    from test_ssh_hostkeys import _ssh_keygen_fingerprint
+    from transport.test_ssh_hostkeys import _ssh_keygen_fingerprint
 
     fp = _ssh_keygen_fingerprint(sshd.host_key.with_suffix(".pub"))
     jump = f"127.0.0.2:{sshd.port}"

@@ -3,7 +3,7 @@ their VIRTUAL flag, enter opens the Run screen; cells backed only by virtual run
 as qualified. Pilot flows plus one snapshot on a seeded database with fixed times.
 
 Update the snapshot after an intended UI change:
-    python -m pytest tests/test_tui_matrix.py --snapshot-update
+    python -m pytest tests/tui/test_tui_matrix.py --snapshot-update
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Snapshot tests (pytest-textual-snapshot) of every screen, on a seeded database with fixed times.
 
-Update after an intended UI change: python -m pytest tests/test_tui_snapshots.py --snapshot-update
+Update after an intended UI change: python -m pytest tests/tui/test_tui_snapshots.py --snapshot-update
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def test_run(engine, snap_compare) -> None:
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
 def test_deploy_dialog(engine, snap_compare, size) -> None:
     """The form, the buttons and the keys' footer on screen (the plan's scroll into view after a dry
-    run is asserted in tests/test_tui_fleet.py: its argv names this machine's interpreter)."""
+    run is asserted in tests/tui/test_tui_fleet.py: its argv names this machine's interpreter)."""
     app = app_for(engine)
 
     async def ready(pilot):

@@ -5,7 +5,7 @@ virtual phone (a real process on the lab host), shown on the Run screen, stopped
 from __future__ import annotations
 
 import pytest
-from test_deploy_helpers import alive_on_host, deploy_lab, group_members  # noqa: F401 - fixture
+from deploy.test_deploy_helpers import alive_on_host, deploy_lab, group_members  # noqa: F401 - fixture
 from tui_wait import settle, until_polled
 
 from edgelab.deploy import control, launch

@@ -24,7 +24,7 @@ from edgelab.tui.widgets.metric_tile import MetricTile
 from edgelab.tui.widgets.telemetry import Telemetry
 from edgelab.views.run import run_view
 
-STUDY = Path(__file__).parent / "fixtures" / "study_run"
+STUDY = Path(__file__).parents[1] / "fixtures" / "study_run"
 
 
 @pytest.fixture

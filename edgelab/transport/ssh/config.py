@@ -226,7 +226,7 @@ def resolve_openssh(
     the config, times out or cannot run: the caller may fall back to ``resolve``.
 
     Where OpenSSH reads a config differently from paramiko, this follows OpenSSH, as the ssh that
-    connects will (tests/test_ssh_config_openssh.py checks each):
+    connects will (tests/transport/test_ssh_config_openssh.py checks each):
 
     - an unknown option, or a config file others can write, is an error (paramiko ignores both);
     - HostName comes back lower-cased;
