@@ -52,7 +52,7 @@ from edgelab.credentials import mask_text, mask_url
 from edgelab.errors import ConfigError, NotFound
 from edgelab.labels import strategy_label
 from edgelab.states import RunState
-from edgelab.transport.quoting import Shell, join
+from edgelab.transport.quoting import join_posix
 
 UNKNOWN = "unknown"
 
@@ -168,7 +168,7 @@ def run_provenance(
         command = (
             " ".join(" ".join(pr.get("argv") or []) for pr in plan.get("processes") or [])[:4000] or None
         )
-    cmd = command if command is None or isinstance(command, str) else join(list(command), Shell.POSIX)
+    cmd = command if command is None or isinstance(command, str) else join_posix(list(command))
     cmd = mask_text(cmd) if cmd else cmd  # an endpoint's password is never stored, whoever passed it
     if endpoint and endpoint.get("url"):
         endpoint = {**endpoint, "url": mask_url(str(endpoint["url"]))}
