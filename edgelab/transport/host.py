@@ -461,6 +461,15 @@ def host_class(shell: Shell) -> type[Host]:
     return _HOSTS.get(shell, Host)
 
 
+def host_for_family(family: str) -> type[Host]:
+    """The host kind for an OS family's name (``Host.family``: linux, android, windows), so a probe
+    collector names the family its script is written for and never a shell."""
+    for host in _HOSTS.values():
+        if host.family == family:
+            return host
+    raise ValueError(f"no host kind for OS family {family!r}")
+
+
 def host_of(t: Transport) -> Host:
     """The host behind ``t``, chosen once per connection (kept in the transport's memo)."""
     host = t.memo.get("host")

@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 import edgelab
-from edgelab.transport.host import AndroidHost, Host, Link, WindowsHost, host_class, host_of
+from edgelab.probe.collectors import COLLECTORS
+from edgelab.transport.host import AndroidHost, Host, Link, WindowsHost, host_class, host_for_family, host_of
 from edgelab.transport.local import LocalTransport
 from edgelab.transport.quoting import Shell
 
@@ -45,9 +46,40 @@ def test_no_module_outside_the_transports_branches_on_a_shell() -> None:
     assert bad == {}, f"ask the host (edgelab.transport.host.host_of) instead: {bad}"
 
 
+def _shell_names(source: str) -> list[str]:
+    return [
+        f"{node.lineno}: {ast.unparse(node)}"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "Shell"
+    ]
+
+
+def test_no_module_outside_the_transports_names_a_shell() -> None:
+    """Not even to declare one (a collector's script dialect is its family, which the host maps)."""
+    bad = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if not rel.startswith("transport/") and (hits := _shell_names(path.read_text())):
+            bad[rel] = hits
+    assert bad == {}, f"name the OS family and ask the host layer (edgelab.transport.host): {bad}"
+
+
+def test_a_collector_family_is_the_host_family_of_its_shell() -> None:
+    for shell in (Shell.POSIX, Shell.TOYBOX, Shell.POWERSHELL):
+        assert host_for_family(host_class(shell).family) is host_class(shell)
+    assert {name: host_for_family(c.family).family for name, c in COLLECTORS.items()} == {
+        "linux": "linux",
+        "android": "android",
+        "windows": "windows",
+    }
+    assert COLLECTORS["windows"].argv("n")[:2] != ["sh", "-c"]
+    assert COLLECTORS["linux"].argv("n")[:2] == ["sh", "-c"]
+
+
 def test_the_branch_finder_sees_a_branch() -> None:
     assert _shell_branches("if t.shell is Shell.POWERSHELL:\n    pass\n")
     assert not _shell_branches("x = join(argv, Shell.POSIX)\n")
+    assert _shell_names("x = join(argv, Shell.POSIX)\n")
 
 
 def test_one_host_per_shell_family_and_per_connection() -> None:

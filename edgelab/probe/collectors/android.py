@@ -5,7 +5,6 @@ from __future__ import annotations
 from edgelab.probe.collectors import posix
 from edgelab.probe.collectors.base import Collector, Source
 from edgelab.probe.facts import Facts
-from edgelab.transport.quoting import Shell
 
 # The accelerator libraries a vendor image ships say which APIs an app can reach.
 LIBS = (
@@ -84,4 +83,4 @@ def _post(facts: Facts, sections) -> None:
             )
 
 
-COLLECTOR = Collector("android", 1, SOURCES, posix.script, Shell.TOYBOX, _post)
+COLLECTOR = Collector("android", 1, SOURCES, posix.script, _post)

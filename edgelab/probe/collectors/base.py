@@ -16,8 +16,7 @@ from typing import Any
 from edgelab.probe.collectors.sections import Section, new_nonce, split_sections
 from edgelab.probe.facts import Facts
 from edgelab.transport.base import Capability, Transport
-from edgelab.transport.host import host_class
-from edgelab.transport.quoting import Shell
+from edgelab.transport.host import host_for_family
 
 
 @dataclass(frozen=True)
@@ -66,13 +65,14 @@ class Collection:
 
 @dataclass(frozen=True)
 class Collector:
-    """An OS family's batched collection: its sources, how to build and run its script."""
+    """An OS family's batched collection: its sources, how to build and run its script. The family
+    (linux, android, windows) is also the host layer's: it says which shell the script is written
+    for (``host_for_family``), so no collector names one."""
 
     family: str
     script_version: int
     sources: tuple[Source, ...]
     build_script: Callable[[tuple[Source, ...], str, float], str]  # (sources, nonce, per-source timeout)
-    shell: Shell
     post: Callable[[Facts, dict[str, Section]], None] | None = None  # family-specific fix-ups
     # parser inputs built from several sections (Windows: CIM classes joined), parsed first
     extra_outputs: Callable[[dict[str, Section]], dict[str, str]] | None = None
@@ -80,7 +80,7 @@ class Collector:
     def argv(self, nonce: str, per_source_timeout: float = 3.0) -> list[str]:
         """The argv a transport runs: ``sh -c SCRIPT`` or PowerShell ``-EncodedCommand``."""
         script = self.build_script(self.sources, nonce, per_source_timeout)
-        return host_class(self.shell).script_argv(script)
+        return host_for_family(self.family).script_argv(script)
 
     def source(self, name: str) -> Source | None:
         return next((s for s in self.sources if s.name == name), None)
@@ -93,7 +93,7 @@ def run_collector(
     nonce = new_nonce()
     argv = collector.argv(nonce, per_source_timeout)
     start = time.monotonic()
-    if not host_class(collector.shell).sh and transport.supports(Capability.WINDOWS_SHELL):
+    if not host_for_family(collector.family).sh and transport.supports(Capability.WINDOWS_SHELL):
         # Windows OpenSSH hands the line to PowerShell: send the encoded script as is,
         # not wrapped once more by the transport's own PowerShell quoting.
         res = transport.run_line(" ".join(argv), timeout=timeout, label="probe")

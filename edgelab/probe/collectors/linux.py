@@ -9,7 +9,6 @@ from edgelab.probe.collectors.base import Collector, Source
 from edgelab.probe.collectors.posix import readable
 from edgelab.probe.facts import Facts
 from edgelab.probe.parsers.vllm import VENVS_GLOB, apply_vllm_venvs
-from edgelab.transport.quoting import Shell
 
 DT = "/sys/firmware/devicetree/base"
 GPU_QUERY = "index,name,pci.bus_id,driver_version,memory.total,memory.used,temperature.gpu"
@@ -119,4 +118,4 @@ def _post(facts: Facts, sections) -> None:
         facts.memory.unified = True  # every Tegra SoC shares DRAM between CPU and GPU
 
 
-COLLECTOR = Collector("linux", 1, SOURCES, posix.script, Shell.POSIX, _post)
+COLLECTOR = Collector("linux", 1, SOURCES, posix.script, _post)

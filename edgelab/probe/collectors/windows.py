@@ -14,7 +14,6 @@ import json
 
 from edgelab.probe.collectors.base import Collector, Source
 from edgelab.probe.collectors.sections import BEGIN, END, Section, check_name
-from edgelab.transport.quoting import Shell
 
 CIM = {
     "cim_processor": (
@@ -102,4 +101,4 @@ SOURCES = (
     Source("nvidia_smi", "nvidia-smi", "nvidia_smi", "nvidia-smi"),
 )
 
-COLLECTOR = Collector("windows", 1, SOURCES, build_script, Shell.POWERSHELL, extra_outputs=cim_document)
+COLLECTOR = Collector("windows", 1, SOURCES, build_script, extra_outputs=cim_document)
