@@ -19,7 +19,7 @@ import numpy as np
 from edgelab.artifacts.hashing import sha256_path
 from edgelab.controller.engine import Engine
 from edgelab.credentials import from_device_env, mask_text
-from edgelab.metrics.events import RunEnd, RunStart
+from edgelab.metrics.events import RunEnd, RunEndState, RunStart
 from edgelab.reference.emit import Emitter
 from edgelab.reference.tts import CODEBOOK_SIZE, LEFT_CONTEXT, SAMPLES_PER_FRAME, with_left_context
 
@@ -84,5 +84,5 @@ def run_codec(
         res = client.stream(list(texts), phase=phase)
         if not res.ok:
             ok, err = False, res.error
-    em.emit(RunEnd(t=time.time(), state="finished" if ok else "failed", error=err))
+    em.emit(RunEnd(t=time.time(), state=RunEndState.FINISHED if ok else RunEndState.FAILED, error=err))
     return ok

@@ -35,6 +35,7 @@ from edgelab.metrics.events import (
     RequestEnd,
     RequestStart,
     RunEnd,
+    RunEndState,
     RunStart,
     StageTiming,
 )
@@ -323,5 +324,5 @@ def run_episode(
             line=json.dumps(summary, separators=(",", ":")),
         )
     )
-    em.emit(RunEnd(t=time.time(), state="finished" if ok else "failed", error=err))
+    em.emit(RunEnd(t=time.time(), state=RunEndState.FINISHED if ok else RunEndState.FAILED, error=err))
     return ok, summary

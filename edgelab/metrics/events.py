@@ -49,10 +49,22 @@ class RunStart(Event):
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+class RunEndState:
+    """``run.end``'s ``state``: the final ``edgelab.states.RunState`` values, as the programs that run
+    on a device write them. Spelled here, not imported: their zipapps pack this module but not
+    ``edgelab.states`` (a ``StrEnum``, Python 3.11, where a device's python3 may be 3.10).
+    ``tests/metrics/test_run_end_states.py`` keeps the two equal."""
+
+    FINISHED = "finished"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    DEVICE_LOST = "device-lost"
+
+
 @dataclass(slots=True)
 class RunEnd(Event):
     kind: ClassVar[str] = "run.end"
-    state: str = "finished"  # finished | failed | stopped | device-lost
+    state: str = RunEndState.FINISHED  # finished | failed | stopped | device-lost
     error: str | None = None
 
 

@@ -11,7 +11,15 @@ import time
 from collections.abc import Sequence
 
 from edgelab.credentials import from_device_env, mask_text
-from edgelab.metrics.events import AudioChunk, RequestEnd, RequestStart, RunEnd, RunStart, StageTiming
+from edgelab.metrics.events import (
+    AudioChunk,
+    RequestEnd,
+    RequestStart,
+    RunEnd,
+    RunEndState,
+    RunStart,
+    StageTiming,
+)
 from edgelab.reference import PROVENANCE
 from edgelab.reference.emit import Emitter
 from edgelab.reference.tts import BAND_TEXTS, SAMPLE_RATE, ReferenceTTS, frames_for_text
@@ -89,7 +97,7 @@ def run_tts(
         except Exception as err:  # a workload failure is reported, the run goes on
             failed += 1
             em.emit(RequestEnd(t=time.time(), request=rid, ok=False, error=f"{type(err).__name__}: {err}"))
-    em.emit(RunEnd(t=time.time(), state="finished" if not failed else "failed"))
+    em.emit(RunEnd(t=time.time(), state=RunEndState.FAILED if failed else RunEndState.FINISHED))
     return failed
 
 
@@ -150,5 +158,5 @@ def run_tts_device_stage(
             texts[i % len(texts)], request=rid, phase="warmup" if i < warmup else "measured", band=band
         )
         failed += 0 if res.ok else 1
-    em.emit(RunEnd(t=time.time(), state="finished" if not failed else "failed"))
+    em.emit(RunEnd(t=time.time(), state=RunEndState.FAILED if failed else RunEndState.FINISHED))
     return failed

@@ -14,7 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from edgelab.metrics.events import ActionChunk, RequestEnd, RequestStart, RunEnd, RunStart, StageTiming
+from edgelab.metrics.events import (
+    ActionChunk,
+    RequestEnd,
+    RequestStart,
+    RunEnd,
+    RunEndState,
+    RunStart,
+    StageTiming,
+)
 from edgelab.reference import PROVENANCE
 from edgelab.reference.emit import Emitter
 from edgelab.reference.vla import DIMS, FLOW_STEPS, HORIZON, ReferenceVLA, synthetic_observation
@@ -83,7 +91,7 @@ def episode(
         observe=lambda: synthetic_observation(rng),
         warmup=warmup,
     )
-    em.emit(RunEnd(t=time.time(), state="finished"))
+    em.emit(RunEnd(t=time.time(), state=RunEndState.FINISHED))
     return skipped
 
 
