@@ -129,7 +129,7 @@ def stop(
             s.add(row)
         d.logs, d.to_stop = logs, False
 
-    return transition(engine, dep.pk, DeploymentState.STOPPED, phase="stopped", edit=final)
+    return transition(engine, dep.pk, DeploymentState.STOPPED, phase=DeploymentState.STOPPED, edit=final)
 
 
 def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> Deployment:
@@ -172,7 +172,9 @@ def refresh(engine: Engine, ref: str | int, *, opts: Options | None = None) -> D
         def lost(s, d: Deployment) -> None:  # its processes may still run: memory held, marked to stop
             d.error, d.to_stop = msg[:2000], unseen
 
-        return transition(engine, dep.pk, DeploymentState.DEVICE_LOST, phase="device-lost", edit=lost)
+        return transition(
+            engine, dep.pk, DeploymentState.DEVICE_LOST, phase=DeploymentState.DEVICE_LOST, edit=lost
+        )
     if any(status.values()):
         return dep
     ok = all(c == 0 for c in codes.values())

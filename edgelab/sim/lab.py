@@ -297,7 +297,9 @@ def _record_ended_with_lab(db_url: str | None, run_ids: list[str], say: Progress
             d.to_stop = False
             d.error = "ended with the virtual lab (`sim down`): its device could not be reached to stop it"
 
-        transition(engine, dep.pk, DeploymentState.STOPPED, phase="stopped", edit=final, by="sim down")
+        transition(
+            engine, dep.pk, DeploymentState.STOPPED, phase=DeploymentState.STOPPED, edit=final, by="sim down"
+        )
         say(f"{run_id}: stopped with the lab (its process groups are gone from the lab host)")
 
 
