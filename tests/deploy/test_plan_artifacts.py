@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import json
 
-from test_deploy_helpers import ALL_DEVICES, whole_lab  # noqa: F401 - fixture
-
+from deploy.test_deploy_helpers import ALL_DEVICES, whole_lab  # noqa: F401 - fixture
 from edgelab.artifacts.registry import add_artifact
 from edgelab.catalog.pipelines import load_pipelines
 from edgelab.deploy import planning
