@@ -213,6 +213,26 @@ def _run_steps(
                 progress(f"step {i}/{n} {label}: done in {time.monotonic() - t0:.0f} s")
 
 
+def _forget_other_checkout(build: Path, source: str, progress=None) -> None:
+    """An interrupted build configured from another checkout (a worktree, a moved clone) keeps its
+    objects but not its CMake cache: CMake refuses a cache made for another source folder, and the
+    cache names that checkout's toolchain file too. Ninja then rebuilds from ccache."""
+    cache = build / "CMakeCache.txt"
+    try:
+        text = cache.read_text(errors="replace")
+    except OSError:
+        return
+    home = next(
+        (ln.split("=", 1)[1] for ln in text.splitlines() if ln.startswith("CMAKE_HOME_DIRECTORY:")), None
+    )
+    if home is None or Path(home).resolve() == Path(source).resolve():
+        return
+    if progress:
+        progress(f"the interrupted build was configured from {home}: configuring again from {source}")
+    cache.unlink()
+    shutil.rmtree(build / "CMakeFiles", ignore_errors=True)
+
+
 def _values(
     spec: RuntimeSpec, recipe: TargetRecipe, src: Path, build: Path, out: Path, project: Path | None = None
 ) -> dict[str, str]:
@@ -433,6 +453,7 @@ def ensure_build(
             )
         tree = patched_tree(src.tree, patches, folder / "src") if patches else src.tree
         values = _values(spec, recipe, tree, build, out, project)
+        _forget_other_checkout(build, values["project"] or values["src"], progress)
         launcher = compiler_launcher()
         env = ccache_env(root)
         t0 = time.time()

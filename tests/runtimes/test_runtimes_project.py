@@ -12,7 +12,7 @@ import pytest
 from edgelab.errors import RuntimeSpecError
 from edgelab.runtimes import load_runtimes
 from edgelab.runtimes.build import ensure_build
-from edgelab.runtimes.cache import read_manifest
+from edgelab.runtimes.cache import MANIFEST, read_manifest
 from runtimes.test_runtimes_source_cache import _sdist
 
 
@@ -71,3 +71,24 @@ def test_the_project_is_built_with_the_source_and_its_files_key_the_build(tmp_pa
     assert second.key != first.key and not second.reused
     out = subprocess.run([str(second.products["greet"])], capture_output=True, text=True).stdout
     assert out == "hello there\n"
+
+
+@pytest.mark.skipif(not (shutil.which("cmake") and shutil.which("ninja")), reason="needs cmake and ninja")
+def test_a_build_interrupted_in_another_checkout_is_finished_from_this_one(tmp_path, monkeypatch):
+    """The cache is shared by checkouts (a worktree, a CI clone): the same build key, another project
+    folder. A build that one left half done (configured, no manifest) is finished by the other, not
+    refused by CMake for a cache made from the first checkout's folder."""
+    monkeypatch.setenv("CCACHE_DIR", str(tmp_path / "ccache"))
+    sd = _sdist(tmp_path / "src")
+    mine, theirs = _files(tmp_path / "mine"), _files(tmp_path / "theirs")
+    cache = tmp_path / "cache"
+    done = ensure_build(theirs, "linux-x86_64", source=sd, root=cache)  # the key both checkouts share
+    assert ensure_build(mine, "linux-x86_64", source=sd, root=cache).key == done.key
+    (done.folder / MANIFEST).unlink()  # as if it had been interrupted after its configure
+    assert (done.folder / "build" / "CMakeCache.txt").is_file()
+    lines: list[str] = []
+    again = ensure_build(mine, "linux-x86_64", source=sd, root=cache, progress=lines.append)
+    assert not again.reused and again.key == done.key
+    assert any("configuring again from" in ln and str(tmp_path / "mine") in ln for ln in lines), lines
+    out = subprocess.run([str(again.products["greet"])], capture_output=True, text=True).stdout
+    assert out == "hi\n"
