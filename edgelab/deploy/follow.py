@@ -18,10 +18,8 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +29,7 @@ from edgelab.deploy import remote
 from edgelab.deploy.clock import measure_offset
 from edgelab.deploy.plan import ExecutionPlan
 from edgelab.errors import EdgelabError, TransportError
+from edgelab.identity import identity
 from edgelab.logs import Phases, swallowed
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
@@ -59,7 +58,8 @@ DRIVE_TIMEOUT_S = 10.0  # one operation of the lab-side requests (forward, procs
 
 
 def owner_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    """This follower's lease token (``host:pid:nonce``, :func:`edgelab.identity.identity`)."""
+    return identity().token()
 
 
 def lease_of(engine: Engine, run_id: str) -> dict[str, Any]:

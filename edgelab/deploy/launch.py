@@ -8,10 +8,8 @@ the run in a final state with its phases and logs.
 
 from __future__ import annotations
 
-import getpass
 import logging
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,6 +27,7 @@ from edgelab.deploy.planning import DeployRequest, check_artifacts, plan
 from edgelab.deploy.record import record_run
 from edgelab.deploy.transition import transition
 from edgelab.errors import EdgelabError, Interrupted, Refusal, RefusalCode, TransportError
+from edgelab.identity import identity
 from edgelab.logs import Phases, swallowed
 from edgelab.runtimes.spec import PlacementSource, ReadyKind
 from edgelab.store.db import session_scope
@@ -150,7 +149,7 @@ def _deploy(
                 facts_hash=planned.facts_hash,
                 virtual=planned.virtual,
                 remote_dir=p.remote_dir,
-                owner=f"{getpass.getuser()}@{socket.gethostname()}"[:64],
+                owner=identity().user_at_host[:64],
                 lease_id=lease_id,
             )
             s.add(dep)

@@ -13,6 +13,8 @@ import os
 import socket
 from typing import Any
 
+from edgelab.identity import identity
+
 
 def _boot_id() -> str | None:
     try:
@@ -40,9 +42,9 @@ def start_of(pid: int) -> str | None:
 
 
 def me() -> dict[str, Any]:
-    """The owner columns of a run driven by this process."""
-    pid = os.getpid()
-    return {"owner_pid": pid, "owner_host": socket.gethostname()[:255], "owner_start": start_of(pid)}
+    """The owner columns of a run driven by this process (:func:`edgelab.identity.identity`)."""
+    i = identity()
+    return {"owner_pid": i.pid, "owner_host": i.host[:255], "owner_start": start_of(i.pid)}
 
 
 def gone(pid: int | None, host: str | None, start: str | None) -> bool:

@@ -6,10 +6,11 @@ Two processes of one holder (same owner, same CI job) share that holder's leases
 
 from __future__ import annotations
 
-import getpass
 import os
-import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from edgelab.identity import identity
 
 # (variable, label): the first one set names the job; GitHub's run id is per workflow run.
 CI_VARS = (
@@ -30,16 +31,11 @@ class Holder:
         return f"{self.owner} ({self.ci_job})" if self.ci_job else self.owner
 
 
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return f"uid{os.getuid()}"
-
-
-def whoami(env: dict[str, str] | None = None) -> Holder:
+def whoami(env: Mapping[str, str] | None = None) -> Holder:
+    """This process's holder: ``EDGELAB_OWNER`` or ``user@host`` (:func:`edgelab.identity.identity`),
+    and the CI job running it."""
     env = os.environ if env is None else env
-    owner = env.get("EDGELAB_OWNER") or f"{_user()}@{socket.gethostname()}"
+    owner = env.get("EDGELAB_OWNER") or identity().user_at_host
     job = None
     for var, label in CI_VARS:
         if env.get(var):
