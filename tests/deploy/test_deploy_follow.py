@@ -159,11 +159,12 @@ def test_a_heartbeat_try_is_bounded_by_the_follower_and_what_comes_late_is_hande
 
     import pytest
 
+    from edgelab.deploy.follow.heartbeat import within
     from edgelab.errors import TransportError
 
-    assert follow._within(5.0, lambda: 42) == 42
+    assert within(5.0, lambda: 42) == 42
     with pytest.raises(ValueError):
-        follow._within(5.0, lambda: int("not a number"))
+        within(5.0, lambda: int("not a number"))
     gate, late = threading.Event(), []
 
     def slow():
@@ -171,6 +172,6 @@ def test_a_heartbeat_try_is_bounded_by_the_follower_and_what_comes_late_is_hande
         return "opened after the caller gave up"
 
     with pytest.raises(TransportError, match="did not answer within 0.2 s"):
-        follow._within(0.2, slow, late=late.append)
+        within(0.2, slow, late=late.append)
     gate.set()
     _wait(lambda: late == ["opened after the caller gave up"], "the late value handed over", 10)

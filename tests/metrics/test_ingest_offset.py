@@ -12,7 +12,7 @@ import time
 
 from sqlalchemy import func, select
 
-from edgelab.deploy.follow import _leased
+from edgelab.deploy.follow.lease import leased
 from edgelab.metrics import events as ev
 from edgelab.store.db import get_engine, session_scope
 from edgelab.store.runs import RunSample, create_run, get_run
@@ -22,7 +22,7 @@ def test_no_flush_stores_an_offset_beyond_the_samples_written(dbpath):
     engine = get_engine(str(dbpath))
     with session_scope(engine) as s:
         create_run(s, id="r1", pipeline="qwen3-tts", kind="deploy", state="running")
-    ing = _leased(engine, "r1", {"owner": "me", "offset": 0}, {})
+    ing = leased(engine, "r1", {"owner": "me", "offset": 0}, {})
     ing.flush_s = 0.0  # every feed may flush: the worst case
     seen: list[tuple[int, int]] = []  # (offset stored, audio rows stored) after each flush
     real_flush = ing.flush
