@@ -147,8 +147,13 @@ def deploy(
             )
             err_console.print(f"[dim]{name:<10}[/] {escape(fields)}", highlight=False)
 
+    from edgelab.deploy.supervise import Follow
+
     try:
-        dep = launch.deploy(engine, req, on_phase=phase, lease_id=lease)
+        # detached: a follower of its own outlives this command (--no-follow: none, and supervision leaves it so)
+        dep = launch.deploy(
+            engine, req, on_phase=phase, lease_id=lease, follow=Follow.DETACHED if follow else Follow.NONE
+        )
     except Refusal as r:
         if json_out:
             print_json({"device": device, "pipeline": pipeline, "refusal": r.to_dict()})
@@ -156,12 +161,6 @@ def deploy(
         fail_from(r)
     except KeyboardInterrupt:
         fail("interrupted: what was started is stopped and its memory released", code=130)
-    if follow:
-        _start_follower(engine, dep.run_id)
-    else:
-        from edgelab.deploy import supervise
-
-        supervise.unsupervised(engine, dep.run_id)  # ps and deploy leave it unfollowed; watch follows
     if json_out:
         print_json(_dep_dict(dep))
         return
@@ -171,21 +170,6 @@ def deploy(
     )
     for pl in dep.placement:
         console.print(f"  {escape(placement_line(pl))}", highlight=False)
-
-
-def _start_follower(engine, run_id: str) -> None:
-    """Live metrics without anyone watching: a detached follower (one per run, by lease); and any
-    other running deployment whose follower died gets a new one (edgelab.deploy.supervise)."""
-    from edgelab.deploy import supervise
-
-    try:
-        supervise.ensure(engine, run_id)
-        supervise.supervise(engine)
-    except OSError as err:
-        err_console.print(
-            f"[yellow]no follower started ({escape(str(err))}); `edgelab watch {run_id}` starts one[/]",
-            highlight=False,
-        )
 
 
 def ps(
@@ -289,12 +273,14 @@ def logs(
     import sys
 
     from edgelab.deploy import control
-    from edgelab.deploy.follow import ensure_follower
+    from edgelab.deploy.supervise import Follow, FollowerService
 
     ingest = None
     try:
         engine = open_engine()
-        ingest = ensure_follower(engine, run) if follow else None  # nobody ingests it: do it while we follow
+        if follow:  # nobody ingests it: do it while we follow
+            ingest = FollowerService(engine, run, Follow.THREAD)
+            ingest.start()
         for line in control.log_lines(engine, run, follow=follow, stream="stderr" if stderr else "stdout"):
             sys.stdout.write(line + "\n")
             sys.stdout.flush()

@@ -29,14 +29,14 @@ SPARK_WIDTH = 60
 def _follower_for(engine, run_id: str):
     """A run nobody follows gets a detached follower (it outlives this view); where none can be
     started, one in this process while it watches (returned, to stop on exit)."""
-    from edgelab.deploy import supervise
-    from edgelab.deploy.follow import ensure_follower
+    from edgelab.deploy.supervise import Follow, FollowerService
 
     try:
-        supervise.ensure(engine, run_id)
+        FollowerService(engine, run_id, Follow.DETACHED).start()
         return None
     except OSError:
-        return ensure_follower(engine, run_id)
+        service = FollowerService(engine, run_id, Follow.THREAD)
+        return service if service.start() else None
 
 
 def sparkline(values: list[float], width: int = SPARK_WIDTH) -> str:
@@ -267,7 +267,7 @@ def watch(
             pass
         finally:
             if follower is not None:
-                follower.join(5) if view.final else follower.stop()
+                follower.wait(5) if view.final else follower.stop()
 
 
 def register(app: typer.Typer) -> None:

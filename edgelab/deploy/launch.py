@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
@@ -49,6 +49,9 @@ from edgelab.store.runs import new_run_id
 from edgelab.transport import Transport
 from edgelab.transport.base import Endpoint
 from edgelab.transport.host import host_of
+
+if TYPE_CHECKING:
+    from edgelab.deploy.supervise import Follow
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +89,7 @@ def deploy(
     opts: Options | None = None,
     on_phase: Phase | None = None,
     lease_id: str | None = None,
+    follow: Follow | None = None,
 ) -> Deployment:
     """Plan, admit, push, launch and wait until ready; returns the running deployment.
 
@@ -93,13 +97,21 @@ def deploy(
     own, or one of its own), renewed while it starts; the running deployment keeps that lease
     until it is stopped. Raises LeaseHeld when someone else holds the device, and Refusal before
     anything is pushed or launched when the plan cannot run here.
+
+    ``follow``: the running deployment's follower (``edgelab.deploy.supervise.Follow``: DETACHED,
+    THREAD or NONE); None leaves it to the caller (a test, a bench that measures it itself).
     """
     from edgelab.deploy.reap import reap
     from edgelab.lease import held
 
     reap(engine, req.device, opts=opts)  # what a dead command left on this device is finished first
     with held(engine, [req.device], f"deploy {req.pipeline}", lease_id=lease_id) as use:
-        return _deploy(engine, req, opts or Options(), on_phase, use.lease_for(req.device))
+        dep = _deploy(engine, req, opts or Options(), on_phase, use.lease_for(req.device))
+    if follow is not None and dep.run_id:
+        from edgelab.deploy.supervise import follow_run
+
+        follow_run(engine, dep.run_id, follow, transport=(opts or Options()).transport)
+    return dep
 
 
 def _deploy(

@@ -173,6 +173,7 @@ def do_deploy(
     from edgelab.deploy.launch import deploy
     from edgelab.deploy.options import Options
     from edgelab.deploy.planning import DeployRequest
+    from edgelab.deploy.supervise import Follow
 
     pipeline = opts.get("pipeline") or ctx.pipeline
     if not pipeline:
@@ -190,6 +191,7 @@ def do_deploy(
             ephemeral=True,
             play=ctx.play(step),
         ),
+        follow=Follow.THREAD,  # ephemeral: followed while the play runs; its stop stores the end
     )  # a killed play's deployment is reaped
     ctx.deployments.append(dep.id)
     out.run_id = dep.run_id
@@ -204,7 +206,7 @@ def do_stop(
     if not ctx.deployments:
         out.message = "nothing of this job is running"
         return
-    from edgelab.deploy.control import stop
+    from edgelab.deploy.supervise import stop  # then the device's log read to its end by the follower
 
     stopped = []
     while ctx.deployments:

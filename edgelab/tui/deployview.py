@@ -38,9 +38,13 @@ def launch(
     runtime: str | None = None,
     endpoint: str | None = None,
 ) -> str:
-    """Plan, admit, push, launch and wait until ready; returns the run id (Refusal before anything runs)."""
+    """Plan, admit, push, launch and wait until ready; returns the run id (Refusal before anything runs).
+
+    Followed as ``edgelab deploy`` follows: by a detached follower, since the deployment runs on
+    after the TUI is closed and its metrics must be stored whether or not a screen shows it."""
     from edgelab.deploy.launch import deploy
     from edgelab.deploy.planning import DeployRequest
+    from edgelab.deploy.supervise import Follow
 
     return str(
         deploy(
@@ -48,6 +52,7 @@ def launch(
             DeployRequest(
                 device=device, pipeline=pipeline, strategy=strategy, runtime=runtime, endpoint=endpoint
             ),
+            follow=Follow.DETACHED,
         ).run_id
     )
 

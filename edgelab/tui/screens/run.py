@@ -98,17 +98,19 @@ class RunScreen(Screen):
 
     @work(thread=True, group="run-ingest")
     def _start_ingest(self) -> None:
-        """A deployment nobody ingests gets a follower here (edgelab.deploy.follow; one per run by lease)."""
-        from edgelab.deploy.follow import ensure_follower
+        """A deployment nobody ingests gets a follower here while the screen is open (a thread of
+        this app; one per run by lease). A deploy from the TUI has its own, detached already."""
+        from edgelab.deploy.supervise import Follow, FollowerService
 
+        service = FollowerService(self.app.engine, self.run_id, Follow.THREAD)
         try:
-            self.ingest = ensure_follower(self.app.engine, self.run_id)
+            self.ingest = service if service.start() else None
         except EdgelabError:
             self.ingest = None
 
     def on_unmount(self) -> None:
         if getattr(self, "ingest", None) is not None:
-            self.ingest.stop_event.set()  # hands over: offset stored, the lease expires
+            self.ingest.stop(timeout=0)  # hands over: offset stored, the lease expires
 
     def _poll(self) -> None:
         self._read()
