@@ -130,14 +130,23 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 log.log(level, "%s", text, exc_info=exc_info)
 
-        engine = get_engine(os.environ.get("EDGELAB_DB"))
-        f = Follower(
-            engine,
-            args.run,
-            lease_s=args.lease_s,
-            transport={"ssh_config": args.ssh_config} if args.ssh_config else None,
-        )
-        if not f.acquire():
+        try:
+            engine = get_engine(os.environ.get("EDGELAB_DB"))
+            f = Follower(
+                engine,
+                args.run,
+                lease_s=args.lease_s,
+                transport={"ssh_config": args.ssh_config} if args.ssh_config else None,
+            )
+            taken = f.acquire()
+        except Exception as err:
+            if out is None:
+                raise  # on a terminal, as before
+            say(
+                logging.ERROR, f"error: {type(err).__name__}: {err}", exc_info=True
+            )  # masked, not a raw traceback
+            return 1
+        if not taken:
             say(logging.INFO, f"run {args.run}: another follower holds it")
             return 0
         log.info("run %s: following (pid %d)", f.run_id, os.getpid())
