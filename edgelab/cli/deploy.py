@@ -226,15 +226,17 @@ def _revive_followers(engine, deps) -> None:
     from edgelab.deploy import supervise
 
     for d in deps:
+        service = supervise.FollowerService(engine, d.run_id, supervise.Follow.DETACHED, asked=False)
         try:
             was = supervise.status(engine, d.run_id)
-            pid = supervise.ensure(engine, d.run_id, asked=False)
+            started = service.start()
         except (OSError, EdgelabError) as err:
             err_console.print(f"[yellow]{d.run_id}: no follower could be started: {escape(str(err))}[/]")
             continue
-        if pid is not None:
+        if started:
             err_console.print(
-                f"[dim]{d.run_id}: follower {escape(was.why or was.state)}; started a new one (pid {pid})[/]",
+                f"[dim]{d.run_id}: follower {escape(was.why or was.state)}; started a new one "
+                f"(pid {service.pid}, its log {escape(str(service.log_path))})[/]",
                 highlight=False,
             )
 
