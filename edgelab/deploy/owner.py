@@ -10,7 +10,6 @@ covers it): reaping must never touch a live command's work.
 from __future__ import annotations
 
 import os
-import socket
 from typing import Any
 
 from edgelab.identity import identity
@@ -41,6 +40,11 @@ def start_of(pid: int) -> str | None:
     return f"{boot}:{st[1]}" if st and boot else None
 
 
+def this_host() -> str:
+    """This host as an owner record holds it (:func:`edgelab.identity.identity`, at most 255 characters)."""
+    return identity().host[:255]
+
+
 def me() -> dict[str, Any]:
     """The owner columns of a run driven by this process (:func:`edgelab.identity.identity`)."""
     i = identity()
@@ -49,7 +53,7 @@ def me() -> dict[str, Any]:
 
 def gone(pid: int | None, host: str | None, start: str | None) -> bool:
     """True only when the owner is proven gone (see the module doc)."""
-    if not pid or not host or host != socket.gethostname()[:255]:
+    if not pid or not host or host != this_host():
         return False
     st = _stat(pid)
     if st is None:

@@ -38,7 +38,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -147,7 +146,7 @@ def _note_spawned(engine: Engine, run_id: str, pid: int) -> None:
         f = dict(run.meta.get("follower") or {})
         f["spawned"] = {
             "pid": pid,
-            "host": socket.gethostname()[:255],
+            "host": owner.this_host(),
             "start": owner.start_of(pid),
             "t": time.time(),
         }
@@ -229,7 +228,7 @@ class FollowerService:
             return self.thread is not None
         self.pid = ensure(self.engine, self.run_id, spawn=self.spawn, lease_s=self.lease_s, asked=self.asked)
         if self.pid is not None:
-            self._host, self._start = socket.gethostname()[:255], owner.start_of(self.pid)
+            self._host, self._start = owner.this_host(), owner.start_of(self.pid)
             log.info("run %s: follower pid %d, its log in %s", self.run_id, self.pid, self.log_path)
         return self.pid is not None
 
@@ -334,11 +333,11 @@ def drain(
 def _wait_gone(lease: dict[str, Any], timeout: float) -> None:
     """The follower that read the end exits right after: waited for (on this host), so a stop leaves
     no process of the run behind when it returns."""
-    if lease.get("pid") == os.getpid() and lease.get("host") == socket.gethostname()[:255]:
+    if lease.get("pid") == os.getpid() and lease.get("host") == owner.this_host():
         return  # a thread of this process (a play's, a viewer's): done is the end of its reading
     end = time.monotonic() + timeout
     while time.monotonic() < end and not owner.gone(lease.get("pid"), lease.get("host"), lease.get("start")):
-        if lease.get("host") != socket.gethostname()[:255]:
+        if lease.get("host") != owner.this_host():
             return  # another host's: not ours to wait for
         time.sleep(0.1)
 
