@@ -12,9 +12,9 @@ import subprocess
 import sys
 import time
 
-from test_deploy_helpers import alive_on_host, cli_env, deploy_lab  # noqa: F401 - fixture
 from typer.testing import CliRunner
 
+from deploy.test_deploy_helpers import alive_on_host, cli_env, deploy_lab  # noqa: F401 - fixture
 from edgelab.cli import app
 from edgelab.deploy import control, launch, supervise
 from edgelab.deploy.follow import lease_of, log_path
