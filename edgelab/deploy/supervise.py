@@ -63,12 +63,24 @@ SPAWN_GRACE_S = 30.0  # a follower started this recently may not hold its lease 
 DRAIN_WAIT_S = 20.0  # how long stop waits for a live follower's last read before reading itself
 
 
+class FollowerState(StrEnum):
+    """Whether a run's follower lives (a member is its word: what ``ps`` prints, what tests compare)."""
+
+    ALIVE = "alive"
+    GONE = "gone"  # proven dead, or silent past its lease
+    STARTING = "starting"  # spawned moments ago, not yet holding the lease
+    NONE = "none"  # never followed
+    DONE = "done"  # it read the run's end
+
+
+FOLLOWED = (FollowerState.ALIVE, FollowerState.STARTING)  # someone follows it now
+
+
 @dataclass(frozen=True)
 class Followed:
-    """Who follows a run: ``state`` is ``alive``, ``gone`` (proven dead or silent past its lease),
-    ``starting`` (spawned moments ago), ``none`` (never followed) or ``done`` (it read the end)."""
+    """Who follows a run, and whether that one lives (:class:`FollowerState`)."""
 
-    state: str
+    state: FollowerState
     pid: int | None = None
     host: str | None = None
     why: str = ""
@@ -84,21 +96,23 @@ def status(engine: Engine, run_id: str, *, lease_s: float = LEASE_S) -> Followed
     """Whether the run's follower lives (see :class:`Followed`)."""
     _rid, f = _lease(engine, run_id)
     if f.get("done"):
-        return Followed("done", f.get("pid"), f.get("host"))
+        return Followed(FollowerState.DONE, f.get("pid"), f.get("host"))
     spawned = f.get("spawned") or {}
     if spawned and time.time() - float(spawned.get("t", 0)) < SPAWN_GRACE_S:
         if not owner.gone(spawned.get("pid"), spawned.get("host"), spawned.get("start")):
             if spawned.get("pid") != f.get("pid"):  # not yet holding the lease: let it start
-                return Followed("starting", spawned.get("pid"), spawned.get("host"))
+                return Followed(FollowerState.STARTING, spawned.get("pid"), spawned.get("host"))
     if not f.get("owner"):
-        return Followed("none", why="never followed")
+        return Followed(FollowerState.NONE, why="never followed")
     pid, host = f.get("pid"), f.get("host")
     if owner.gone(pid, host, f.get("start")):
-        return Followed("gone", pid, host, f"follower pid {pid} on {host} is gone")
+        return Followed(FollowerState.GONE, pid, host, f"follower pid {pid} on {host} is gone")
     age = time.time() - float(f.get("heartbeat", 0))
     if age >= lease_s:
-        return Followed("gone", pid, host, f"follower silent for {age:.0f} s (lease {lease_s:g} s)")
-    return Followed("alive", pid, host)
+        return Followed(
+            FollowerState.GONE, pid, host, f"follower silent for {age:.0f} s (lease {lease_s:g} s)"
+        )
+    return Followed(FollowerState.ALIVE, pid, host)
 
 
 def _db_env(engine: Engine) -> dict[str, str]:
@@ -124,7 +138,7 @@ def ensure(
         dep = s.exec(select(Deployment).where(Deployment.run_id == rid)).first()
     if dep is None or dep.state not in ACTIVE_STATES or dep.state == DeploymentState.PENDING:
         return None
-    if status(engine, rid, lease_s=lease_s).state in ("alive", "starting", "done"):
+    if status(engine, rid, lease_s=lease_s).state in (*FOLLOWED, FollowerState.DONE):
         return None
     pid = spawn(rid, _db_env(engine))
     _note_spawned(engine, rid, pid)
@@ -241,7 +255,7 @@ class FollowerService:
         """Whether the run is followed now: by this service's follower or any live one (its lease)."""
         if self.thread is not None and self.thread.is_alive():
             return True
-        return status(self.engine, self.run_id, lease_s=self.lease_s).state in ("alive", "starting")
+        return status(self.engine, self.run_id, lease_s=self.lease_s).state in FOLLOWED
 
     def _mine_running(self) -> bool:
         return (
@@ -313,14 +327,14 @@ def drain(
     end = time.monotonic() + wait_s
     while True:
         st = status(engine, rid)
-        if st.state == "done":
+        if st.state == FollowerState.DONE:
             _rid, done = _lease(engine, rid)
             _wait_gone(done, max(0.0, end - time.monotonic()) + 5.0)
             return {"done": True, "offset": done.get("offset")}
-        if st.state in ("none", "gone"):
+        if st.state in (FollowerState.NONE, FollowerState.GONE):
             break
         if time.monotonic() >= end:
-            if st.state == "starting":
+            if st.state == FollowerState.STARTING:
                 break  # a spawned follower that never took the lease: read here instead
             return None
         time.sleep(0.2)

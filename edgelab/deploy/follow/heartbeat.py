@@ -115,7 +115,12 @@ def device_lost(f: Following, why: str):
         d.error, d.to_stop = why[:2000], unseen
 
     return transition(
-        f.engine, dep.pk, DeploymentState.DEVICE_LOST, phase="device-lost", edit=lost, by="follower"
+        f.engine,
+        dep.pk,
+        DeploymentState.DEVICE_LOST,
+        phase=DeploymentState.DEVICE_LOST,
+        edit=lost,
+        by="follower",
     )
 
 
