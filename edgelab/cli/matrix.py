@@ -151,13 +151,10 @@ def _unserved(engine) -> None:
 
 
 def _who() -> str:
-    """The operator recorded with a hand-made change (the OS user; no secret)."""
-    import getpass
+    """The operator recorded with a hand-made change (the OS user, as every owner record reads it; no secret)."""
+    from edgelab.identity import identity
 
-    try:
-        return getpass.getuser()
-    except (OSError, KeyError):
-        return "unknown"
+    return identity().user
 
 
 @app.command("set")
