@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -24,6 +24,9 @@ from edgelab.errors import EdgelabError
 from edgelab.labels import placement_line, strategy_label
 from edgelab.states import DeploymentState
 from edgelab.units import when
+
+if TYPE_CHECKING:
+    from edgelab.deploy.pipeline import PhaseEvent
 
 
 def _dep_dict(d) -> dict[str, Any]:
@@ -139,21 +142,17 @@ def deploy(
                 fail_from(planned.refusal)
         raise typer.Exit(1 if planned.refusal else 0)
 
-    def phase(name: str, info: dict[str, Any]) -> None:
-        # One short line per start-up phase; the placement table is printed once the run is up.
-        if not json_out:
-            fields = " ".join(
-                f"{k}={v}" for k, v in info.items() if k != "placement" and v not in ({}, [], None)
-            )
-            err_console.print(f"[dim]{name:<10}[/] {escape(fields)}", highlight=False)
-
     from edgelab.deploy.supervise import Follow
 
     try:
         # detached: a follower of its own outlives this command (--no-follow: none, and supervision leaves it so)
-        dep = launch.deploy(
-            engine, req, on_phase=phase, lease_id=lease, follow=Follow.DETACHED if follow else Follow.NONE
-        )
+        with launch.deploy_steps(
+            engine, req, lease_id=lease, follow=Follow.DETACHED if follow else Follow.NONE
+        ) as steps:
+            for event in steps:
+                _show_phase(event, json_out)
+        dep = steps.result
+        assert dep is not None  # the iteration ended: the deployment is running
     except Refusal as r:
         if json_out:
             print_json({"device": device, "pipeline": pipeline, "refusal": r.to_dict()})
@@ -170,6 +169,15 @@ def deploy(
     )
     for pl in dep.placement:
         console.print(f"  {escape(placement_line(pl))}", highlight=False)
+
+
+def _show_phase(event: PhaseEvent, json_out: bool) -> None:
+    """One short line per start-up phase; the placement table is printed once the run is up."""
+    if not json_out:
+        fields = " ".join(
+            f"{k}={v}" for k, v in event.info.items() if k != "placement" and v not in ({}, [], None)
+        )
+        err_console.print(f"[dim]{event.name:<10}[/] {escape(fields)}", highlight=False)
 
 
 def ps(

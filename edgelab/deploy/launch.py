@@ -1,19 +1,22 @@
-"""Deploy launch: admit, push, start detached, wait until ready; anything that interrupts it cleans up.
+"""Deploy: the launch pipeline's deploy composition (plan, record, admit, connect, push, start, ready).
 
 Every state change goes to the database first (through :func:`edgelab.deploy.transition.transition`),
 so another process can see and stop a deployment. Anything that interrupts a deploy (Ctrl-C, a
 failed readiness, a lost connection) stops what was started, releases the reservation and leaves
-the run in a final state with its phases and logs.
+the run in a final state with its phases and logs: each step undoes its own part
+(:mod:`edgelab.deploy.pipeline`).
+
+A UI that shows progress iterates :func:`deploy_steps` (``PhaseEvent`` s); :func:`deploy` runs
+it to the end and returns the deployment.
 """
 
 from __future__ import annotations
 
 import logging
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Generator, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
@@ -21,7 +24,15 @@ from sqlalchemy import Engine
 from edgelab.credentials import SecretURL, mask_text
 from edgelab.deploy import admission, placement, ready, remote, start
 from edgelab.deploy import artifacts as plan_artifacts
-from edgelab.deploy.options import Options, connect, connect_device, unreachable
+from edgelab.deploy.options import Options, connect, unreachable
+from edgelab.deploy.pipeline import (
+    Launch,
+    LaunchContext,
+    PhaseEvent,
+    Step,
+    check_cancel,
+    run_steps,
+)
 from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.planning import DeployRequest, check_artifacts, plan
 from edgelab.deploy.record import record_run
@@ -47,7 +58,6 @@ from edgelab.store.devices import get_device
 from edgelab.store.models import utcnow
 from edgelab.store.runs import new_run_id
 from edgelab.transport import Transport
-from edgelab.transport.base import Endpoint
 from edgelab.transport.host import host_of
 
 if TYPE_CHECKING:
@@ -57,7 +67,93 @@ log = logging.getLogger(__name__)
 
 POLL_S = 0.5
 
-Phase = Callable[[str, dict[str, Any]], None]
+
+def deploy(
+    engine: Engine,
+    req: DeployRequest,
+    *,
+    opts: Options | None = None,
+    lease_id: str | None = None,
+    follow: Follow | None = None,
+) -> Deployment:
+    """Plan, admit, push, launch and wait until ready; returns the running deployment.
+
+    Runs under a lease on the device (the caller's ``lease_id`` / ``EDGELAB_LEASE``, the holder's
+    own, or one of its own), renewed while it starts; the running deployment keeps that lease
+    until it is stopped. Raises LeaseHeld when someone else holds the device, and Refusal before
+    anything is pushed or launched when the plan cannot run here.
+
+    ``follow``: the running deployment's follower (``edgelab.deploy.supervise.Follow``: DETACHED,
+    THREAD or NONE); None leaves it to the caller (a test, a bench that measures it itself).
+    """
+    with deploy_steps(engine, req, opts=opts, lease_id=lease_id, follow=follow) as steps:
+        return steps.run()
+
+
+def deploy_steps(
+    engine: Engine,
+    req: DeployRequest,
+    *,
+    opts: Options | None = None,
+    lease_id: str | None = None,
+    follow: Follow | None = None,
+) -> Launch[Deployment]:
+    """:func:`deploy` as it goes: iterate it (inside ``with``) for its phases; ``.result`` is the
+    running deployment once the iteration ends (and its follower started, as ``follow`` says)."""
+    return Launch(_deploy(engine, req, opts, lease_id, follow))
+
+
+def _deploy(
+    engine: Engine, req: DeployRequest, opts: Options | None, lease_id: str | None, follow: Follow | None
+) -> Generator[PhaseEvent, None, Deployment]:
+    from edgelab.deploy.reap import reap
+    from edgelab.lease import held
+
+    reap(engine, req.device, opts=opts)  # what a dead command left on this device is finished first
+    with held(engine, [req.device], f"deploy {req.pipeline}", lease_id=lease_id) as use:
+        run_id = new_run_id()
+        ctx = DeployContext(
+            engine=engine,
+            opts=opts or Options(),
+            run_id=run_id,
+            phases=Phases(log, f"deploy {req.pipeline} on {req.device} {run_id}"),
+            lease_id=use.lease_for(req.device),
+            request=req,
+        )
+        dep: Deployment = yield from run_steps(DEPLOY, ctx)
+    if follow is not None and dep.run_id:
+        from edgelab.deploy.supervise import follow_run
+
+        follow_run(engine, dep.run_id, follow, transport=(opts or Options()).transport)
+    return dep
+
+
+@dataclass
+class DeployContext(LaunchContext):
+    """The launch context and what only a deploy holds: its request, its deployment row (id and
+    the open transaction that records it with its admission), the cleanup's findings."""
+
+    request: DeployRequest = None  # type: ignore[assignment]
+    deployment: Deployment | None = None
+    deployment_id: int | None = None  # set once admitted (committed): from here on, undo ends it
+    device: Any = None  # the device's row, inside the record-and-admit transaction
+    tx: ExitStack | None = None  # record and admission commit together
+    session: Any = None  # that transaction's session (sqlmodel.Session) while it is open
+    t0: float = 0.0  # the connect's start: the ready phase counts from it
+    secrets: dict[str, dict[str, str]] = field(default_factory=dict)  # only in this process's memory
+    left: int = 0  # processes seen left by the cleanup (-1: the device could not be reached)
+    logs: dict[str, str] = field(default_factory=dict)
+    cleanup_note: str = ""
+
+    def end_tx(self, exc: BaseException | None) -> None:
+        """Commit (``exc`` None) or roll back the record-and-admit transaction, once."""
+        tx, self.tx, self.session = self.tx, None, None
+        if tx is None:
+            return
+        if exc is None:
+            tx.close()
+        else:
+            tx.__exit__(type(exc), exc, exc.__traceback__)
 
 
 def _attempt(
@@ -82,64 +178,50 @@ def _attempt(
         )
 
 
-def deploy(
-    engine: Engine,
-    req: DeployRequest,
-    *,
-    opts: Options | None = None,
-    on_phase: Phase | None = None,
-    lease_id: str | None = None,
-    follow: Follow | None = None,
-) -> Deployment:
-    """Plan, admit, push, launch and wait until ready; returns the running deployment.
+class Plan(Step):
+    """The plan and the checks that refuse it before anything is reserved (a refusal is recorded)."""
 
-    Runs under a lease on the device (the caller's ``lease_id`` / ``EDGELAB_LEASE``, the holder's
-    own, or one of its own), renewed while it starts; the running deployment keeps that lease
-    until it is stopped. Raises LeaseHeld when someone else holds the device, and Refusal before
-    anything is pushed or launched when the plan cannot run here.
-
-    ``follow``: the running deployment's follower (``edgelab.deploy.supervise.Follow``: DETACHED,
-    THREAD or NONE); None leaves it to the caller (a test, a bench that measures it itself).
-    """
-    from edgelab.deploy.reap import reap
-    from edgelab.lease import held
-
-    reap(engine, req.device, opts=opts)  # what a dead command left on this device is finished first
-    with held(engine, [req.device], f"deploy {req.pipeline}", lease_id=lease_id) as use:
-        dep = _deploy(engine, req, opts or Options(), on_phase, use.lease_for(req.device))
-    if follow is not None and dep.run_id:
-        from edgelab.deploy.supervise import follow_run
-
-        follow_run(engine, dep.run_id, follow, transport=(opts or Options()).transport)
-    return dep
+    def run(self, ctx: DeployContext) -> Iterator[PhaseEvent]:
+        req = ctx.request
+        try:
+            planned = ctx.planned = plan(ctx.engine, req, run_id=ctx.run_id)
+            ctx.phases("planned", strategy=planned.plan.strategy, runtime=planned.plan.runtime)
+            if planned.refusal:
+                raise planned.refusal
+            check_artifacts(planned.plan)
+            said = _check_s4_server(planned.plan, req.endpoint)
+        except Refusal as r:
+            _attempt(ctx.engine, req, r)
+            raise
+        if said is not None:
+            yield PhaseEvent("server", {"checked": said})
+        p = planned.plan
+        ctx.secrets = {
+            proc.name: req.endpoint.device_env()
+            for proc in p.processes
+            if req.endpoint is not None
+            and req.endpoint.has_secret
+            and proc.values.get("server") == str(req.endpoint)
+        }
 
 
-def _deploy(
-    engine: Engine, req: DeployRequest, opts: Options, on_phase: Phase | None, lease_id: str | None
-) -> Deployment:
-    run_id = new_run_id()
-    logged = on_phase = _Logged(on_phase, f"deploy {req.pipeline} on {req.device} {run_id}")
-    try:
-        planned = plan(engine, req, run_id=run_id)
-        logged.phases("planned", strategy=planned.plan.strategy, runtime=planned.plan.runtime)
-        if planned.refusal:
-            raise planned.refusal
-        check_artifacts(planned.plan)
-        _check_s4_server(planned.plan, on_phase, req.endpoint)
-    except Refusal as r:
-        _attempt(engine, req, r)
-        raise
-    p = planned.plan
-    try:
-        with session_scope(engine) as s:
-            device = get_device(s, req.device)
-            endpoint, device_id = device.endpoint(), device.pk
-            planned_dict = p.to_dict()  # once: the provenance, the run and the deployment keep the same plan
+class Record(Step):
+    """The run (with its provenance) and its deployment row, in the transaction Admit commits."""
+
+    def run(self, ctx: DeployContext) -> Iterator[PhaseEvent]:
+        planned, p, opts = ctx.planned, ctx.plan, ctx.opts
+        ctx.tx = ExitStack()
+        try:
+            s = ctx.session = ctx.tx.enter_context(session_scope(ctx.engine))
+            device = ctx.device = get_device(s, ctx.request.device)
+            ctx.endpoint, ctx.device_id, ctx.device_name = device.endpoint(), device.pk, device.name
+            # once: the provenance, the run and the deployment keep the same plan
+            planned_dict = ctx.plan_dict = p.to_dict()
             command = " ".join(" ".join(pr.argv) for pr in p.processes)[:4000]
             record_run(
                 s,
                 planned,
-                run_id=run_id,
+                run_id=ctx.run_id,
                 kind="deploy",
                 source="deploy",
                 device=device.name,
@@ -149,8 +231,8 @@ def _deploy(
                 meta={"plan": planned_dict, **({"ephemeral": True} if opts.ephemeral else {})},
                 play=opts.play,
             )
-            dep = Deployment(
-                run_id=run_id,
+            dep = ctx.deployment = Deployment(
+                run_id=ctx.run_id,
                 device_id=device.pk,
                 device_name=device.name,
                 pipeline=p.pipeline,
@@ -162,51 +244,216 @@ def _deploy(
                 virtual=planned.virtual,
                 remote_dir=p.remote_dir,
                 owner=identity().user_at_host[:64],
-                lease_id=lease_id,
+                lease_id=ctx.lease_id,
             )
             s.add(dep)
             s.flush()
-            lines = admission.admit(s, device, planned.profile, p, dep, lease_id=lease_id)
+        except Refusal as r:
+            ctx.end_tx(r)
+            _attempt(ctx.engine, ctx.request, r)
+            raise
+        return iter(())
+
+    def undo(self, ctx: DeployContext, exc: BaseException) -> None:
+        ctx.end_tx(exc)  # not admitted: nothing of it stays
+
+
+class Admit(Step):
+    """Check and reserve every pool in the record's transaction, commit, record the admission.
+    From here on anything that interrupts ends the deployment (a SIGKILL: the next command reaps)."""
+
+    def run(self, ctx: DeployContext) -> Iterator[PhaseEvent]:
+        dep = ctx.deployment
+        assert dep is not None and ctx.tx is not None
+        try:
+            s = ctx.session
+            lines = admission.admit(s, ctx.device, ctx.planned.profile, ctx.plan, dep, lease_id=ctx.lease_id)
             dep.admission = {"pools": [line.to_dict() for line in lines]}
             add_phase(dep, "admitted")
             s.add(dep)
-    except Refusal as r:
-        _attempt(engine, req, r)
-        raise
-    try:  # admitted: from here on anything that interrupts cleans up (a SIGKILL: the next command reaps)
-        _attempt(engine, req, None, dep.id)
-        _phase(on_phase, "admitted", {"run": run_id, "strategy": p.strategy, "runtime": p.runtime})
-    except BaseException as exc:
-        _interrupted(engine, dep.pk, None, {}, exc, opts)
-        raise
-    secrets = {
-        proc.name: req.endpoint.device_env()
-        for proc in p.processes
-        if req.endpoint is not None
-        and req.endpoint.has_secret
-        and proc.values.get("server") == str(req.endpoint)
-    }
-    return _launch(
-        engine,
-        dep.pk,
-        p,
-        opts,
-        on_phase,
-        secrets,
-        run_id=run_id,
-        device_id=device_id,
-        endpoint=endpoint,
-    )
+        except BaseException as e:
+            ctx.end_tx(e)
+            if isinstance(e, Refusal):
+                _attempt(ctx.engine, ctx.request, e)
+            raise
+        ctx.end_tx(None)
+        ctx.deployment_id = dep.pk
+        _attempt(ctx.engine, ctx.request, None, dep.id)
+        p = ctx.plan
+        yield PhaseEvent("admitted", {"run": ctx.run_id, "strategy": p.strategy, "runtime": p.runtime})
+
+    def undo(self, ctx: DeployContext, exc: BaseException) -> None:
+        """Whatever stopped the deploy: end the deployment (Ctrl-C: stopped), its processes as the
+        cleanup found them; the final state releases the reservation."""
+        if ctx.deployment_id is None:
+            return
+        stopped = isinstance(exc, KeyboardInterrupt | Interrupted | GeneratorExit)
+        state = DeploymentState.STOPPED if stopped else DeploymentState.FAILED
+        if isinstance(exc, KeyboardInterrupt):
+            why = "interrupted (SIGINT) during deploy"
+        elif isinstance(exc, GeneratorExit):
+            why = "deploy abandoned by its caller"
+        else:
+            why = str(exc) or type(exc).__name__
+        why += ctx.cleanup_note
+        left_total, logs = ctx.left, ctx.logs
+
+        def final(s, d: Deployment) -> None:
+            for row in processes(s, d.pk):
+                row.state = ProcessState.KILLED if left_total == 0 else ProcessState.UNKNOWN
+                row.stopped_at = utcnow()
+                s.add(row)
+            d.error = why[:2000]
+            d.logs = logs
+            d.to_stop = left_total != 0  # not seen gone: memory held until a stop sees them gone
+
+        transition(
+            ctx.engine,
+            ctx.deployment_id,
+            state if left_total >= 0 else DeploymentState.DEVICE_LOST,
+            phase="aborted",
+            edit=final,
+            why=why[:300],
+            left=left_total,
+        )
 
 
-def _check_s4_server(p: ExecutionPlan, on_phase: Phase | None, endpoint: SecretURL | None = None) -> None:
+class Connect(Step):
+    """The device's transport and the run's folder on it: the deployment is ``starting``."""
+
+    def run(self, ctx: DeployContext) -> Iterator[PhaseEvent]:
+        assert ctx.deployment_id is not None
+        ctx.t0 = time.monotonic()
+        t = ctx.connect()
+        try:
+            root = remote.run_root(t)
+        except TransportError as e:
+            raise unreachable(e, ctx.plan.device) from e
+        ctx.run_dir = f"{root}/{ctx.run_id}"
+        _advance(
+            ctx.engine,
+            ctx.deployment_id,
+            DeploymentState.STARTING,
+            phase="connected",
+            values={"remote_dir": ctx.run_dir},
+            seconds=round(time.monotonic() - ctx.t0, 3),
+        )
+        yield PhaseEvent("connected", {"remote_dir": ctx.run_dir})
+        check_cancel(ctx.opts)
+
+    def close(self, ctx: DeployContext) -> None:
+        if ctx.transport is not None:
+            with swallowed(log, "closing the device connection"):
+                ctx.transport.close()
+
+
+class Push(Step):
+    """The plan's artifacts into the device's store (what is there already is not sent again)."""
+
+    def run(self, ctx: DeployContext) -> Iterator[PhaseEvent]:
+        assert ctx.transport is not None and ctx.device_id is not None and ctx.deployment_id is not None
+        p = ctx.plan
+        ctx.blob_paths, ctx.pushed = plan_artifacts.push(ctx.engine, ctx.transport, ctx.device_id, p)
+        transition(
+            ctx.engine, ctx.deployment_id, phase="pushed", artifacts=len(p.artifacts), blobs=ctx.pushed
+        )
+        yield PhaseEvent("pushed", {"blobs": ctx.pushed})
+        check_cancel(ctx.opts)
+
+
+class Start(Step):
+    """Each process started detached in its own folder, its row and pid recorded."""
+
+    def run(self, ctx: DeployContext) -> Iterator[PhaseEvent]:
+        t, p, dep_id = ctx.transport, ctx.plan, ctx.deployment_id
+        assert t is not None and dep_id is not None and ctx.run_dir is not None
+        for proc in p.processes:
+            if proc.port and host_of(t).checks_ports and ready.listening(t, proc.port):
+                # another server answering on the port would pass this one's readiness check
+                raise EdgelabError(
+                    f"port {proc.port} is already in use on {p.device}",
+                    remedy="stop what listens there (`edgelab ps`), or deploy again",
+                )
+            wd = f"{ctx.run_dir}/{proc.name}"
+            ctx.workdirs[proc.name] = wd
+            ts = time.monotonic()
+            started = start.start(t, proc, wd, ctx.blob_paths, ctx.secrets.get(proc.name))
+            pid = ctx.pids[proc.name] = started.pid
+            with session_scope(ctx.engine) as s:
+                s.add(
+                    DeploymentProcess(
+                        deployment_id=dep_id,
+                        name=proc.name,
+                        argv=started.argv,
+                        workdir=wd,
+                        pid=pid,
+                        state=ProcessState.RUNNING,
+                        started_at=utcnow(),
+                    )
+                )
+                dep = get_deployment(s, dep_id)  # loaded to write its phase
+                add_phase(dep, f"spawned:{proc.name}", pid=pid, seconds=round(time.monotonic() - ts, 3))
+                s.add(dep)
+            yield PhaseEvent("spawned", {"process": proc.name, "pid": pid})
+            check_cancel(ctx.opts)
+
+    def undo(self, ctx: DeployContext, exc: BaseException) -> None:
+        """Stop what was started (pids from the pid files), keep its logs; what is left is counted."""
+        if not ctx.workdirs:
+            return
+        assert ctx.endpoint is not None
+        try:
+            t = ctx.transport or connect(ctx.endpoint, ctx.opts)
+            for _name, wd in ctx.workdirs.items():
+                pid = remote.pid_from_file(t, wd)
+                if pid:
+                    ctx.left += remote.stop(t, pid, ctx.opts.stop_grace_s)
+            ctx.logs = remote.fetch_logs(t, ctx.workdirs)
+        except (EdgelabError, OSError) as e:
+            ctx.cleanup_note = f"; cleanup could not reach the device: {e}"
+            ctx.left = -1
+
+
+class Ready(Step):
+    """Until every process's readiness holds; then its placement as observed: ``running``."""
+
+    def run(self, ctx: DeployContext) -> Iterator[PhaseEvent]:
+        t, p, dep_id = ctx.transport, ctx.plan, ctx.deployment_id
+        assert t is not None and dep_id is not None
+        timeout = ctx.opts.ready_timeout_s or p.ready_timeout_s
+        lines = yield from _wait_ready(t, p, ctx.workdirs, ctx.pids, timeout, ctx.opts)
+        for proc in p.processes:  # runtimes log their load (and placement) on stderr
+            if proc.placement == PlacementSource.LLAMA_LOAD_LOG:
+                lines[proc.name] = (
+                    lines[proc.name]
+                    + remote.read_file(
+                        t, f"{ctx.workdirs[proc.name]}/stderr.log", remote.LOG_TAIL_BYTES
+                    ).splitlines()
+                )
+        obs = placement.observe(p, lines)
+        ctx.result = _advance(
+            ctx.engine,
+            dep_id,
+            DeploymentState.RUNNING,
+            phase="ready",
+            values={"placement": obs},
+            seconds=round(time.monotonic() - ctx.t0, 3),
+        )
+        yield PhaseEvent("ready", {"placement": obs})
+
+
+DEPLOY: tuple[Step, ...] = (Plan(), Record(), Admit(), Connect(), Push(), Start(), Ready())
+
+
+def _check_s4_server(p: ExecutionPlan, endpoint: SecretURL | None = None) -> str | None:
     """S4's device stage needs its server: refused, with the address and the remedy, unless the
-    server answers the protocol (edgelab.protocols.check) before anything is reserved or started.
+    server answers the protocol (edgelab.protocols.check) before anything is reserved or started;
+    what it said, masked (None: not S4).
 
     The plan holds the masked address; the check, a lab-side client, connects with the whole URL
     (``endpoint.reveal()``, in memory only) and everything it says is masked again."""
     if p.strategy != "S4" or not p.endpoints:
-        return
+        return None
     from edgelab.protocols.check import check_server
 
     url = p.endpoints[0]
@@ -222,30 +469,7 @@ def _check_s4_server(p: ExecutionPlan, on_phase: Phase | None, endpoint: SecretU
             remedy="start the server first (the lab's reference talker: `python -m edgelab.protocols serve "
             "speech --port PORT`, then --endpoint ws://127.0.0.1:PORT; or a vLLM-Omni server), or fix --endpoint",
         ) from None  # its cause's text (and a --debug traceback) may hold the whole URL
-    _phase(on_phase, "server", {"checked": mask_text(said)})
-
-
-class _Logged:
-    """The caller's phase callback, each phase also logged once with its duration (``edgelab.logs.Phases``)."""
-
-    def __init__(self, cb: Phase | None, what: str):
-        self.cb, self.phases = cb, Phases(log, what)
-
-    def __call__(self, name: str, info: dict[str, Any]) -> None:
-        self.phases(name, **{k: v for k, v in info.items() if k != "placement"})
-        if self.cb:
-            self.cb(name, info)
-
-
-def _phase(cb: Phase | None, name: str, info: dict[str, Any]) -> None:
-    if cb:
-        cb(name, info)
-
-
-def _check_cancel(opts: Options) -> None:
-    """A caller's stop (a playbook's Ctrl-C) ends the deploy between two steps, like a SIGINT."""
-    if opts.cancel is not None and opts.cancel.is_set():
-        raise Interrupted("deploy stopped by its caller", remedy="deploy again when wanted")
+    return mask_text(said)
 
 
 def _advance(engine: Engine, dep_id: int, to: str, **kw: Any) -> Deployment:
@@ -259,148 +483,16 @@ def _advance(engine: Engine, dep_id: int, to: str, **kw: Any) -> Deployment:
     return dep
 
 
-@contextmanager
-def _no_sigint() -> Iterator[None]:
-    """Cleanup must finish: a second Ctrl-C waits until the group is gone and the pool released."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old)
-
-
-def _interrupted(
-    engine: Engine,
-    dep_id: int,
-    t: Transport | None,
-    workdirs: dict[str, str],
-    exc: BaseException,
-    opts: Options,
-) -> None:
-    """Whatever stopped the deploy: stop what was started and end the deployment (Ctrl-C: stopped)."""
-    with _no_sigint():
-        stopped = isinstance(exc, KeyboardInterrupt | Interrupted)
-        state = DeploymentState.STOPPED if stopped else DeploymentState.FAILED
-        why = (
-            "interrupted (SIGINT) during deploy"
-            if isinstance(exc, KeyboardInterrupt)
-            else (str(exc) or type(exc).__name__)
-        )
-        _abort(engine, dep_id, t, workdirs, state, why, opts)
-
-
-def _launch(
-    engine: Engine,
-    dep_id: int,
-    p: ExecutionPlan,
-    opts: Options,
-    on_phase: Phase | None,
-    secrets: dict[str, dict[str, str]] | None = None,
-    *,
-    run_id: str,
-    device_id: int,
-    endpoint: Endpoint,
-) -> Deployment:
-    """Connect, push, start each process, wait until ready, with what ``_deploy`` already holds;
-    ``secrets`` (per process, an endpoint's password for its environment) exist only in this call's memory."""
-    t: Transport | None = None
-    workdirs: dict[str, str] = {}
-    pids: dict[str, int] = {}
-    try:
-        t0 = time.monotonic()
-        t = connect_device(endpoint, opts, p.device)
-        try:
-            root = remote.run_root(t)
-        except TransportError as e:
-            raise unreachable(e, p.device) from e
-        run_dir = f"{root}/{run_id}"
-        _advance(
-            engine,
-            dep_id,
-            DeploymentState.STARTING,
-            phase="connected",
-            values={"remote_dir": run_dir},
-            seconds=round(time.monotonic() - t0, 3),
-        )
-        _phase(on_phase, "connected", {"remote_dir": run_dir})
-        _check_cancel(opts)
-        blob_paths, pushed = plan_artifacts.push(engine, t, device_id, p)
-        transition(engine, dep_id, phase="pushed", artifacts=len(p.artifacts), blobs=pushed)
-        _phase(on_phase, "pushed", {"blobs": pushed})
-        _check_cancel(opts)
-        for proc in p.processes:
-            if proc.port and host_of(t).checks_ports and ready.listening(t, proc.port):
-                # another server answering on the port would pass this one's readiness check
-                raise EdgelabError(
-                    f"port {proc.port} is already in use on {p.device}",
-                    remedy="stop what listens there (`edgelab ps`), or deploy again",
-                )
-            wd = f"{run_dir}/{proc.name}"
-            workdirs[proc.name] = wd
-            ts = time.monotonic()
-            started = start.start(t, proc, wd, blob_paths, (secrets or {}).get(proc.name))
-            pid = pids[proc.name] = started.pid
-            with session_scope(engine) as s:
-                s.add(
-                    DeploymentProcess(
-                        deployment_id=dep_id,
-                        name=proc.name,
-                        argv=started.argv,
-                        workdir=wd,
-                        pid=pid,
-                        state=ProcessState.RUNNING,
-                        started_at=utcnow(),
-                    )
-                )
-                dep = get_deployment(s, dep_id)
-                add_phase(dep, f"spawned:{proc.name}", pid=pid, seconds=round(time.monotonic() - ts, 3))
-                s.add(dep)
-            _phase(on_phase, "spawned", {"process": proc.name, "pid": pid})
-            _check_cancel(opts)
-        timeout = opts.ready_timeout_s or p.ready_timeout_s
-        lines = _wait_ready(t, p, workdirs, pids, timeout, on_phase, opts)
-        for proc in p.processes:  # runtimes log their load (and placement) on stderr
-            if proc.placement == PlacementSource.LLAMA_LOAD_LOG:
-                lines[proc.name] = (
-                    lines[proc.name]
-                    + remote.read_file(
-                        t, f"{workdirs[proc.name]}/stderr.log", remote.LOG_TAIL_BYTES
-                    ).splitlines()
-                )
-        obs = placement.observe(p, lines)
-
-        dep = _advance(
-            engine,
-            dep_id,
-            DeploymentState.RUNNING,
-            phase="ready",
-            values={"placement": obs},
-            seconds=round(time.monotonic() - t0, 3),
-        )
-        _phase(on_phase, "ready", {"placement": obs})
-        return dep
-    except BaseException as exc:
-        _interrupted(engine, dep_id, t, workdirs, exc, opts)
-        raise
-    finally:
-        if t is not None:
-            with swallowed(log, "closing the device connection"):
-                t.close()
-
-
 def _wait_ready(
     t: Transport,
     p: ExecutionPlan,
     workdirs: dict[str, str],
     pids: dict[str, int],
     timeout: float,
-    on_phase: Phase | None,
     opts: Options | None = None,
-) -> dict[str, list[str]]:
-    """Poll each process until its template's readiness holds (log line, HTTP 200, port, alive)."""
+) -> Generator[PhaseEvent, None, dict[str, list[str]]]:
+    """Poll each process until its template's readiness holds (log line, HTTP 200, port, alive);
+    yields each process's ``ready_line``, returns what each printed."""
     deadline = time.monotonic() + timeout
     lines: dict[str, list[str]] = {proc.name: [] for proc in p.processes}
     offsets = dict.fromkeys(lines, 0)
@@ -424,7 +516,7 @@ def _wait_ready(
                 ok = got.alive or got.exit_code == 0
             if ok:
                 del pending[name]
-                _phase(on_phase, "ready_line", {"process": name, "check": kind})
+                yield PhaseEvent("ready_line", {"process": name, "check": kind})
                 continue
             if not got.alive:
                 err = remote.read_file(t, f"{workdirs[name]}/stderr.log", 2000).strip().splitlines()
@@ -436,7 +528,7 @@ def _wait_ready(
         if not pending:
             break
         if opts is not None:
-            _check_cancel(opts)
+            check_cancel(opts)
         if time.monotonic() > deadline:
             raise EdgelabError(
                 f"{', '.join(pending)} not ready after {timeout:g}s (from the profile's load-time estimate)",
@@ -445,50 +537,3 @@ def _wait_ready(
             )
         time.sleep(POLL_S)
     return lines
-
-
-def _abort(
-    engine: Engine,
-    dep_id: int,
-    t: Transport | None,
-    workdirs: dict[str, str],
-    state: str,
-    why: str,
-    opts: Options,
-) -> None:
-    """Stop whatever was started (pids from the DB and from pid files), release, record the final state."""
-    left_total = 0
-    logs: dict[str, str] = {}
-    if workdirs:
-        with session_scope(engine, write=False) as s:
-            p = get_deployment(s, dep_id)
-            endpoint = get_device(s, p.device_name).endpoint()
-        try:
-            t2 = t or connect(endpoint, opts)
-            for _name, wd in workdirs.items():
-                pid = remote.pid_from_file(t2, wd)
-                if pid:
-                    left_total += remote.stop(t2, pid, opts.stop_grace_s)
-            logs = remote.fetch_logs(t2, workdirs)
-        except (EdgelabError, OSError) as e:
-            why += f"; cleanup could not reach the device: {e}"
-            left_total = -1
-
-    def final(s, d: Deployment) -> None:
-        for row in processes(s, d.pk):
-            row.state = ProcessState.KILLED if left_total == 0 else ProcessState.UNKNOWN
-            row.stopped_at = utcnow()
-            s.add(row)
-        d.error = why[:2000]
-        d.logs = logs
-        d.to_stop = left_total != 0  # not seen gone: memory held until a stop sees them gone
-
-    transition(
-        engine,
-        dep_id,
-        state if left_total >= 0 else DeploymentState.DEVICE_LOST,
-        phase="aborted",
-        edit=final,
-        why=why[:300],
-        left=left_total,
-    )

@@ -149,15 +149,15 @@ def test_a_process_that_dies_before_ready_fails_the_deploy_and_releases(deploy_l
 
 
 HOLD_AFTER_SPAWN = """
-import time
+import importlib, time
 from edgelab.cli import main
-from edgelab.deploy import launch
-real = launch._phase
-def held(cb, name, info):
-    real(cb, name, info)
-    if name == "spawned":
-        time.sleep(120)  # KeyboardInterrupt lands here, inside _launch, with the process spawned
-launch._phase = held
+shown = importlib.import_module("edgelab.cli.deploy")
+real = shown._show_phase
+def held(event, json_out):
+    real(event, json_out)
+    if event.name == "spawned":
+        time.sleep(120)  # KeyboardInterrupt lands here, in the CLI drawing the event: thrown into the launch
+shown._show_phase = held
 main()
 """
 

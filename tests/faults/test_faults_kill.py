@@ -81,7 +81,7 @@ main()
 """
 
 DEPLOY_PHASES = [
-    ("edgelab.deploy.launch:_phase|" + p, p)
+    ("edgelab.deploy.pipeline:logged|" + p, p)
     for p in ("admitted", "connected", "pushed", "spawned", "ready_line", "ready")
 ]
 BENCH_PHASES = [
