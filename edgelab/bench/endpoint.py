@@ -31,10 +31,10 @@ from urllib.parse import urlsplit
 from sqlalchemy import Engine
 
 from edgelab.bench.runner import PROTOCOL, BenchResult, check_protocol
+from edgelab.bench.sink import RunSink
 from edgelab.credentials import SecretURL, mask_text, split_url
 from edgelab.errors import ConfigError, TransportError
 from edgelab.metrics import events as ev
-from edgelab.metrics.ingest import Ingestor
 from edgelab.metrics.provenance import UNKNOWN, run_provenance
 from edgelab.states import RunState
 from edgelab.store.db import session_scope
@@ -202,14 +202,8 @@ def run_endpoint_bench(
             provenance=prov,
             meta=meta,
         )
-    ing = Ingestor(engine, run_id)
-
-    def sink(e: ev.Event) -> None:
-        e.run = run_id
-        ing.feed(e)
-        if on_event:
-            on_event(e)
-
+    sink = RunSink(engine, run_id, on_event, stamp=True)
+    ing = sink.ing
     state, error = RunState.FINISHED, None
     try:
         sink(

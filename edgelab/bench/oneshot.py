@@ -24,9 +24,10 @@ from sqlalchemy import Engine
 
 from edgelab.adapters.llama_placement import parse_placement
 from edgelab.adapters.llama_tts import TTSLog, parse_log
+from edgelab.bench.sink import RunSink
 from edgelab.deploy import procstat, remote, start
 from edgelab.deploy.plan import ProcessSpec, programs
-from edgelab.errors import BenchFailed, EdgelabError
+from edgelab.errors import EdgelabError
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
 from edgelab.protocols.wav import WavFacts, wav_facts
@@ -138,19 +139,13 @@ def bench_llama_tts(
     beside: Callable[[Ingestor], Any] | None = None,
 ) -> tuple[dict[str, Any], str]:
     """``warmup`` + ``requests`` runs of llama-tts, each measured and stored; (summary, state)."""
-    ing = Ingestor(engine, run_id)
-    sampler = beside(ing) if beside is not None else None
+    feed = RunSink(engine, run_id, on_event, stamp=True)
+    sampler = beside(feed.ing) if beside is not None else None
     text = proc.values.get("text")
     output = _output(proc)
     records: list[dict[str, Any]] = []
     placement = None
     state, error = None, None
-
-    def feed(e: ev.Event) -> None:
-        e.run = run_id
-        ing.feed(e)
-        if on_event:
-            on_event(e)
 
     feed(
         ev.RunStart(
@@ -233,15 +228,11 @@ def bench_llama_tts(
                 "placement": {"observed": (placement.observed if placement else None) or "unobserved"},
             }
             s.add(run)
-    feed(ev.RunEnd(t=time.time(), state=state or RunState.FINISHED, error=error))
-    final = ing.close(state=state, error=error)
-    if state == RunState.FAILED:
-        raise BenchFailed(
-            f"bench run {run_id} failed: {error}",
-            run_id=run_id,
-            remedy=f"see `edgelab runs show {run_id}` (each request's llama-tts log is in its folder)",
-        )
-    return final, state or RunState.FINISHED
+    return feed.end(
+        state,
+        error,
+        remedy=f"see `edgelab runs show {run_id}` (each request's llama-tts log is in its folder)",
+    )
 
 
 __all__ = ["bench_llama_tts", "request_events"]

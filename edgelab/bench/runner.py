@@ -16,47 +16,49 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from sqlalchemy import Engine
 
-from edgelab.catalog.pipelines import load_pipelines
-from edgelab.deploy import admission, options, planning, remote, start
-from edgelab.deploy import artifacts as plan_artifacts
-from edgelab.deploy.clock import measure_offset
+from edgelab.bench.sink import RunSink
+from edgelab.bench.steps import (
+    PROTOCOL,
+    Admit,
+    BenchContext,
+    Command,
+    Connect,
+    Plan,
+    Push,
+    Record,
+)
+from edgelab.deploy import remote, start
 from edgelab.deploy.options import Options
+from edgelab.deploy.pipeline import Launch, PhaseEvent, Step, run_steps
 from edgelab.deploy.plan import programs
-from edgelab.deploy.planning import DeployRequest
-from edgelab.deploy.record import record_run
-from edgelab.deploy.strategies.controller import has_controller
-from edgelab.errors import BenchFailed, ConfigError, EdgelabError, Refusal, RefusalCode
+from edgelab.deploy.planning import LaunchTarget
+from edgelab.errors import ConfigError, EdgelabError
 from edgelab.logs import Phases
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
 from edgelab.runtimes.spec import Adapter
 from edgelab.states import RunState
 from edgelab.store.db import session_scope
-from edgelab.store.deployments import release_run
-from edgelab.store.devices import get_device
 from edgelab.store.runs import get_run, new_run_id
-from edgelab.transport.quoting import Shell, join
 
 log = logging.getLogger(__name__)
 
-PROTOCOL = "single_request_batch1_v1"
 BANDS = ("short", "medium", "long")
 
 
 @dataclass
-class BenchRequest:
-    """What to measure; the reference knobs (frames, pace, slow steps) shape the workload, not the protocol."""
+class BenchRequest(LaunchTarget):
+    """What to measure: a deploy's target (device, pipeline, strategy, runtime, model, values,
+    threads, lab_host_build, target) and the protocol's counts; the reference knobs (frames,
+    pace, slow steps) shape the workload, not the protocol."""
 
-    device: str
-    pipeline: str
-    runtime: str | None = None
-    strategy: str | None = None
+    _: KW_ONLY
     warmup: int = 1
     requests: int = 20
     band: str = "short"
@@ -65,15 +67,8 @@ class BenchRequest:
     frames: int | None = None  # reference: codec frames per request (None: from the band's text)
     slow_every: int = 0  # reference VLA: inject a slow step every N inferences
     slow_ms: float = 0.0
-    model: str | None = None  # a model artifact by name (llama.cpp: the GGUF)
-    threads: int | None = None  # override the profile's threads
     ready_timeout: float | None = None  # llama-server start-up limit (default 120 s)
     hog: int = 0  # S3 controller: fault injection, N busy CPU processes beside the control loop
-    values: dict[str, Any] = field(
-        default_factory=dict
-    )  # launch template values (-o key=value) over the plan's
-    lab_host_build: bool = False  # a virtual device runs the lab host's build, not its own (labelled)
-    target: str | None = None  # launch this build target (checked against the device's facts)
 
 
 @dataclass
@@ -204,57 +199,6 @@ def _validate(req: BenchRequest) -> None:
     check_protocol(req.band, req.warmup, req.requests, req.control_hz)
 
 
-def template_values(kind: str, req: BenchRequest) -> dict[str, Any]:
-    """The protocol's finite counts as launch template values (the plan's template does the rest)."""
-    if kind == "tts":
-        from edgelab.reference.tts import BAND_TEXTS, frames_for_text
-
-        text = BAND_TEXTS[req.band]
-        return {
-            "band": req.band,
-            "warmup": req.warmup,
-            "requests": req.requests,
-            # unpaced unless asked: the workload's own default talker speed, 2x real time
-            "frames_per_s": f"{req.frames_per_s:g}" if req.frames_per_s is not None else "25",
-            # a real engine speaks the band's text; its frames are bounded (random weights never stop)
-            "text": text,
-            "frames": req.frames if req.frames is not None else frames_for_text(text),
-            "seed": 0,  # request i draws with seed i: the same audio (SHA-256) run after run
-        }
-    if kind == "vla":
-        return {
-            "control_hz": f"{req.control_hz:g}",
-            "steps": req.warmup + req.requests,  # the first `warmup` of them are warm-up requests
-            "warmup": req.warmup,
-            "slow_every": req.slow_every or None,
-            "slow_ms": f"{req.slow_ms:g}" if req.slow_every else None,
-            "hog": req.hog or None,
-        }
-    return {"seed": 0, "reps": req.requests}  # llama-bench: one repetition per measured request
-
-
-def _adapter(planned: planning.Planned) -> str:
-    p = planned.plan
-    planning.check_artifacts(p)  # refused (with the remedy) before anything starts
-    proc = p.processes[0]
-    if proc.adapter not in (
-        Adapter.EDGELAB_EVENTS,
-        Adapter.LLAMA_SERVER,
-        Adapter.LLAMA_BENCH,
-        Adapter.LLAMA_TTS,
-    ):
-        raise Refusal(
-            RefusalCode.NO_EXPORTED_GRAPH,
-            f"{p.pipeline} on {p.runtime} ({proc.template}) has no bench adapter: "
-            f"its output is read by {str(proc.adapter)!r}",
-            device=p.device,
-            strategy=p.strategy,
-            remedy="bench with a runtime whose template emits edgelab events (reference) or serves "
-            "llama-server (--runtime llama.cpp --strategy S3)",
-        )
-    return proc.adapter
-
-
 def run_bench(
     engine: Engine,
     req: BenchRequest,
@@ -282,117 +226,25 @@ def run_bench(
     with held(
         engine, [req.device], f"bench {req.pipeline}", lease_id=lease_id, on_lost=lambda _why: cancel.set()
     ) as use:
-        return _run_bench(engine, req, opts or Options(), on_event, cancel, use.lease_for(req.device))
-
-
-def _run_bench(
-    engine: Engine,
-    req: BenchRequest,
-    opts: Options,
-    on_event: Callable[[ev.Event], None] | None,
-    cancel: threading.Event,
-    lease_id: str | None,
-) -> BenchResult:
-    run_id = new_run_id()
-    phases = Phases(log, f"bench {req.pipeline} on {req.device} {run_id}")
-    kind = load_pipelines()[planning.resolve_pipeline(req.pipeline)].kind
-    model = parity = None
-    if kind == "vla" and has_controller(req.runtime, kind) and req.model is None:  # export + register first
-        from edgelab.bench.controller import prepare
-
-        model, parity = prepare(engine, req.runtime, kind, planning.resolve_pipeline(req.pipeline))
-    planned = planning.plan(
-        engine,
-        DeployRequest(
-            req.device,
-            req.pipeline,
-            req.strategy,
-            req.runtime,
-            model=req.model,
-            values={**template_values(kind, req), **req.values},
-            threads=req.threads,
-            purpose="bench",
-            lab_host_build=req.lab_host_build,
-            target=req.target,
-        ),
-        run_id=run_id,
-    )
-    if planned.refusal:
-        raise planned.refusal
-    phases("planned", strategy=planned.plan.strategy, runtime=planned.plan.runtime)
-    adapter = _adapter(planned)
-    p = planned.plan
-    proc = p.processes[0]
-    meta: dict[str, Any] = {
-        "protocol": PROTOCOL,
-        "band": req.band if kind in ("tts", "text_lm") else None,
-        "warmup": req.warmup,
-        "requests": req.requests,
-        "batch": 1,
-        "concurrency": 1,
-        "template": proc.template,
-        "target": proc.target,
-    }
-    if req.values:
-        meta["options"] = dict(req.values)
-    if planned.virtual and p.runtime != "reference":
-        meta["virtual_note"] = (
-            f"virtual device: {p.execution['label']}" if p.execution else "virtual device: lab host build"
-        )
-        if p.execution:
-            meta["execution"] = p.execution
-            meta["emulated"] = p.emulated
-    if kind == "vla":
-        meta.update(
-            control_hz=req.control_hz,
-            control_period_s=1.0 / req.control_hz,
-            slow_every=req.slow_every,
-            slow_ms=req.slow_ms,
-        )
-    if model is not None:
-        meta.update(parity=parity, cpu_hog=req.hog, export=model.as_dict())
-    with session_scope(engine) as s:
-        device = get_device(s, req.device)
-        endpoint = device.endpoint()
-        shell = Shell(device.shell)
-        record_run(
-            s,
-            planned,
+        run_id = new_run_id()
+        ctx = BenchContext(
+            engine=engine,
+            opts=opts or Options(),
             run_id=run_id,
-            kind="bench",
-            source=f"bench:{PROTOCOL}",
-            device=device.name,
-            virtual=bool(device.virtual),
-            command=join(proc.argv, shell),
-            plan=p.to_dict(),
-            meta=meta,
-            play=opts.play,
-            meta_from_provenance=("weights", "threads"),
+            phases=Phases(log, f"bench {req.pipeline} on {req.device} {run_id}"),
+            lease_id=use.lease_for(req.device),
+            request=req,
+            on_event=on_event,
+            cancel=cancel,
         )
-    try:
-        with session_scope(engine) as s:  # the same ledger as deploy: check and reserve in one transaction
-            lines = admission.admit(
-                s, get_device(s, req.device), planned.profile, p, run_id=run_id, lease_id=lease_id
-            )
-            meta["admission"] = [line.to_dict() for line in lines]
-        phases("admitted")
-    except Refusal as r:
-        _fail(engine, run_id, f"refused by admission: {r}")
-        raise
-    try:
-        final = _bench_on_device(
-            engine, req, opts, on_event, cancel, run_id, endpoint, p, proc, shell, adapter, meta
-        )
-        phases("measured", total_s=round(phases.total(), 2))
-    finally:
-        with session_scope(engine) as s:
-            release_run(s, run_id)
+        with Launch(run_steps(BENCH, ctx)) as steps:
+            final = steps.run()
     with session_scope(engine, write=False) as s:
-        run = get_run(s, run_id)
+        run = get_run(s, run_id)  # as the measurement ended it: state, provenance, meta
         return BenchResult(
             run_id,
             run.state,
-            kind,
+            ctx.kind,
             final,
             bool(final.get("live_equals_final")),
             dict(run.provenance),
@@ -400,105 +252,76 @@ def _run_bench(
         )
 
 
-def _bench_on_device(
-    engine: Engine,
-    req: BenchRequest,
-    opts: Options,
-    on_event,
-    cancel,
-    run_id: str,
-    endpoint,
-    p,
-    proc,
-    shell: Shell,
-    adapter: str,
-    meta: dict[str, Any],
-) -> dict[str, Any]:
-    try:
-        t = options.connect_device(endpoint, opts, req.device)
-    except Refusal as r:
-        _fail(engine, run_id, f"device unreachable: {r.detail}")
-        raise
-    try:
-        offset = measure_offset(t)
-        meta["clock"] = {"offset_s": offset.offset_s, "rtt_s": offset.rtt_s}
-        with session_scope(engine, write=False) as s:
-            device_id = get_device(s, req.device).id
-        blob_paths, _pushed = plan_artifacts.push(engine, t, device_id, p)
-        workdir = f"{remote.run_root(t)}/{run_id}/{proc.name}"
-        argv, env, bin_dir = start.bound(proc, workdir, blob_paths)
-        full = (["env", *[f"{k}={v}" for k, v in env.items()]] if env else []) + argv  # store paths bound
-        meta["workdir"] = workdir  # where a detached process leaves its pid file (the reaper reads it)
-        _set_meta(engine, run_id, meta, join(full, shell))
-        if (
-            adapter == Adapter.LLAMA_SERVER
-        ):  # started detached, measured from the lab through a forwarded port
-            final, state = _bench_llama(
-                engine,
-                t,
-                proc,
-                workdir,
-                blob_paths,
-                run_id,
-                req,
-                meta,
-                on_event,
-                cancel,
-                beside=_telemetry_beside(engine, run_id, req.device, opts),
-            )
-        elif adapter == Adapter.LLAMA_TTS:  # one process per request (S5): its log and its WAV
-            from edgelab.bench.oneshot import bench_llama_tts
+class Measure(Step):
+    """The workload started and measured by the plan's adapter until it ends; its summary is the result."""
 
-            final, state = bench_llama_tts(
-                engine,
-                t,
-                proc,
-                workdir,
-                blob_paths,
-                run_id,
-                device=req.device,
-                pipeline=p.pipeline,
-                warmup=req.warmup,
-                requests=req.requests,
-                band=req.band,
-                virtual=bool(p.virtual),
-                on_event=on_event,
-                cancel=cancel,
-                beside=_telemetry_beside(engine, run_id, req.device, opts),
-            )
-        else:  # streamed: its stdout is the output its adapter reads
-            start.layout(t, bin_dir, proc.links, blob_paths, programs(proc))
-            if adapter == "llama-bench":
-                final, state = _llama_bench(engine, t, full, run_id, meta)
-            else:
-                seen = _Reported(on_event)  # what the workload's run.start reports goes to provenance
-                try:
-                    final, state = _stream(
-                        engine,
-                        t,
-                        full,
-                        run_id,
-                        offset,
-                        seen,
-                        cancel,
-                        beside=_telemetry_beside(engine, run_id, req.device, opts),
-                    )
-                finally:
-                    seen.store(engine, run_id)
-    finally:
-        t.close()
+    def run(self, ctx: BenchContext) -> Iterator[PhaseEvent]:
+        ctx.result = _measure(ctx)
+        yield PhaseEvent("measured", {"total_s": round(ctx.phases.total(), 2)})
+
+
+BENCH: tuple[Step, ...] = (Plan(), Record(), Admit(), Connect(), Push(), Command(), Measure())
+
+
+def _measure(ctx: BenchContext) -> dict[str, Any]:
+    engine, req, opts, run_id, t = ctx.engine, ctx.request, ctx.opts, ctx.run_id, ctx.transport
+    p, adapter, meta, blob_paths = ctx.plan, ctx.adapter, ctx.meta, ctx.blob_paths
+    proc = p.processes[0]
+    assert t is not None and ctx.offset is not None
+    if adapter == Adapter.LLAMA_SERVER:  # started detached, measured from the lab through a forwarded port
+        final, state = _bench_llama(
+            engine,
+            t,
+            proc,
+            ctx.workdir,
+            blob_paths,
+            run_id,
+            req,
+            meta,
+            ctx.on_event,
+            ctx.cancel,
+            beside=_telemetry_beside(engine, run_id, req.device, opts),
+        )
+    elif adapter == Adapter.LLAMA_TTS:  # one process per request (S5): its log and its WAV
+        from edgelab.bench.oneshot import bench_llama_tts
+
+        final, state = bench_llama_tts(
+            engine,
+            t,
+            proc,
+            ctx.workdir,
+            blob_paths,
+            run_id,
+            device=req.device,
+            pipeline=p.pipeline,
+            warmup=req.warmup,
+            requests=req.requests,
+            band=req.band,
+            virtual=bool(p.virtual),
+            on_event=ctx.on_event,
+            cancel=ctx.cancel,
+            beside=_telemetry_beside(engine, run_id, req.device, opts),
+        )
+    else:  # streamed: its stdout is the output its adapter reads
+        start.layout(t, ctx.bin_dir, proc.links, blob_paths, programs(proc))
+        if adapter == "llama-bench":
+            final, state = _llama_bench(engine, t, ctx.command, run_id, meta)
+        else:
+            seen = _Reported(ctx.on_event)  # what the workload's run.start reports goes to provenance
+            try:
+                final, state = _stream(
+                    engine,
+                    t,
+                    ctx.command,
+                    run_id,
+                    ctx.offset,
+                    seen,
+                    ctx.cancel,
+                    beside=_telemetry_beside(engine, run_id, req.device, opts),
+                )
+            finally:
+                seen.store(engine, run_id)
     return final
-
-
-def _set_meta(engine: Engine, run_id: str, meta: dict[str, Any], command: str) -> None:
-    with session_scope(engine) as s:
-        run = get_run(s, run_id)
-        run.meta = dict(meta)
-        prov = dict(run.provenance)
-        prov["command"] = command  # store paths bound: exactly what ran
-        run.provenance = prov
-        run.command = command[:4000]
-        s.add(run)
 
 
 def _llama_bench(
@@ -509,7 +332,7 @@ def _llama_bench(
     from edgelab.adapters.llama_placement import parse_placement
     from edgelab.errors import BenchOutputError
 
-    ing = Ingestor(engine, run_id)
+    sink = RunSink(engine, run_id)
     res = t.run(argv, timeout=1800)
     state, error = None, None
     try:
@@ -530,17 +353,15 @@ def _llama_bench(
         run.meta = {**run.meta, **meta}
         s.add(run)
     for line in res.stderr.splitlines()[-50:]:
-        ing.feed(ev.LogLine(t=time.time(), stream="stderr", line=line))
-    final = ing.close(state=state or RunState.FINISHED, error=error)
-    if state == RunState.FAILED:
-        raise BenchFailed(
-            f"bench run {run_id} failed: {error}",
-            run_id=run_id,
-            remedy=f"see `edgelab runs show {run_id}`",
-            workload_exit=res.exit_code,
-            stderr=res.stderr,
-        )
-    return final, RunState.FINISHED
+        sink.ing.feed(ev.LogLine(t=time.time(), stream="stderr", line=line))
+    return sink.end(
+        state or RunState.FINISHED,
+        error,
+        remedy=f"see `edgelab runs show {run_id}`",
+        run_end=False,  # llama-bench sends no events: the run ends with its own figures
+        workload_exit=res.exit_code,
+        stderr=res.stderr,
+    )
 
 
 def _bench_llama(
@@ -560,17 +381,12 @@ def _bench_llama(
     from edgelab.adapters.llama_placement import parse_placement
     from edgelab.deploy import llama_drive as llama
 
-    ing = Ingestor(engine, run_id)
+    feed = RunSink(engine, run_id, on_event)
+    ing = feed.ing
     sampler = beside(ing) if beside is not None else None
     started = start.start(t, proc, workdir, blob_paths)
     state, error = None, None
     result = llama.DriveResult()
-
-    def feed(e: ev.Event) -> None:
-        ing.feed(e)
-        if on_event:
-            on_event(e)
-
     try:
         feed(
             ev.RunStart(
@@ -627,15 +443,7 @@ def _bench_llama(
             s.add(run)
         for line in log.splitlines()[-50:]:
             ing.feed(ev.LogLine(t=time.time(), stream="stderr", line=line))
-    feed(ev.RunEnd(t=time.time(), run=run_id, state=state or RunState.FINISHED, error=error))
-    final = ing.close(state=state, error=error)
-    if state == RunState.FAILED:
-        raise BenchFailed(
-            f"bench run {run_id} failed: {error}",
-            run_id=run_id,
-            remedy=f"see `edgelab runs show {run_id}` and the server log in it",
-        )
-    return final, state or RunState.FINISHED
+    return feed.end(state, error, remedy=f"see `edgelab runs show {run_id}` and the server log in it")
 
 
 class _Reported:
@@ -690,7 +498,8 @@ def _stream(
     cancel: threading.Event | None = None,
     beside: Callable[[Ingestor], Any] | None = None,
 ) -> tuple[dict[str, Any], str]:
-    ing = Ingestor(engine, run_id)
+    sink = RunSink(engine, run_id)
+    ing = sink.ing
     sampler = beside(ing) if beside is not None else None
     proc = t.stream(argv)
     state, error, code = None, None, None
@@ -721,7 +530,7 @@ def _stream(
     except KeyboardInterrupt:
         proc.cancel()
         state, error = RunState.STOPPED, "interrupted (SIGINT) during bench"
-        final = ing.close(state=state, error=error)
+        ing.close(state=state, error=error)
         raise
     except BaseException as exc:
         proc.cancel()
@@ -737,20 +546,11 @@ def _stream(
 
         for line in err_text.splitlines()[-50:]:
             ing.feed(ev.LogLine(t=time.time(), stream="stderr", line=line))
-    final = ing.close(state=state, error=error)
-    if state == RunState.FAILED:
-        raise BenchFailed(
-            f"bench run {run_id} failed: {error}",
-            run_id=run_id,
-            remedy=f"see `edgelab runs show {run_id}`",
-            workload_exit=code,
-            stderr=err_text,
-        )
-    return final, state or RunState.FINISHED
-
-
-def _fail(engine: Engine, run_id: str, why: str) -> None:
-    from edgelab.store.runs import set_state
-
-    with session_scope(engine) as s:
-        set_state(s, get_run(s, run_id), RunState.FAILED, error=why)
+    return sink.end(
+        state,
+        error,
+        remedy=f"see `edgelab runs show {run_id}`",
+        run_end=False,  # the workload sent its own run.end
+        workload_exit=code,
+        stderr=err_text,
+    )

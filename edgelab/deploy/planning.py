@@ -8,7 +8,7 @@ than the machine that would start it: ``edgelab.deploy.targetcheck``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, fields
 from typing import Any
 
 from sqlalchemy import Engine
@@ -32,19 +32,32 @@ from edgelab.store.snapshots import latest_snapshot
 
 
 @dataclass
-class DeployRequest:
+class LaunchTarget:
+    """What to launch where: the fields a deploy and a bench request share (positional: device,
+    pipeline, strategy, runtime; the rest by keyword)."""
+
     device: str
     pipeline: str
     strategy: str | None = None
     runtime: str | None = None
-    endpoint: SecretURL | None = None  # S4's server; a str is split on arrival: str() is masked
+    _: KW_ONLY
     model: str | None = None  # a model artifact by name (default: the newest registered for the pipeline)
     values: dict[str, Any] = field(default_factory=dict)  # launch template values that override the plan's
     threads: int | None = None  # override the profile's thread count
-    purpose: str = "deploy"  # bench: a template's bench variant (e.g. llama-bench for S5)
-    ready_timeout: float | None = None  # start-up limit in seconds (default: the profile's load estimate)
     lab_host_build: bool = False  # a virtual device runs the lab host's build instead of its own (labelled)
     target: str | None = None  # launch this build target (default: the device's, most specific first)
+
+    def target_fields(self) -> dict[str, Any]:
+        """This request's shared fields, to build another kind of request for the same target."""
+        return {f.name: getattr(self, f.name) for f in fields(LaunchTarget)}
+
+
+@dataclass
+class DeployRequest(LaunchTarget):
+    endpoint: SecretURL | None = None  # S4's server; a str is split on arrival: str() is masked
+    _: KW_ONLY
+    purpose: str = "deploy"  # bench: a template's bench variant (e.g. llama-bench for S5)
+    ready_timeout: float | None = None  # start-up limit in seconds (default: the profile's load estimate)
 
     def __post_init__(self) -> None:
         self.endpoint = split_url(self.endpoint)

@@ -85,10 +85,10 @@ DEPLOY_PHASES = [
     for p in ("admitted", "connected", "pushed", "spawned", "ready_line", "ready")
 ]
 BENCH_PHASES = [
-    ("before:edgelab.bench.runner:_bench_on_device", "admitted"),
-    ("edgelab.bench.runner:measure_offset", "connected"),
+    ("edgelab.deploy.pipeline:logged|admitted", "admitted"),
+    ("edgelab.bench.steps:measure_offset", "connected"),
     ("edgelab.deploy.artifacts:push", "pushed"),
-    ("edgelab.bench.runner:_set_meta", "started"),
+    ("edgelab.bench.steps:_set_meta", "started"),
     ("edgelab.metrics.ingest:Ingestor.feed|RequestEnd", "measuring"),
 ]
 SIGNALS = [signal.SIGINT, signal.SIGKILL]
