@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import KW_ONLY, dataclass, field
+from functools import partial
 from typing import Any
 
 from sqlalchemy import Engine
@@ -35,17 +36,16 @@ from edgelab.bench.steps import (
 )
 from edgelab.deploy import remote, start
 from edgelab.deploy.options import Options
-from edgelab.deploy.pipeline import Launch, PhaseEvent, Step, run_steps
+from edgelab.deploy.pipeline import Launch, PhaseEvent, Step, under_lease
 from edgelab.deploy.plan import programs
 from edgelab.deploy.planning import LaunchTarget
 from edgelab.errors import ConfigError, EdgelabError
-from edgelab.logs import Phases
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
 from edgelab.runtimes.spec import Adapter
 from edgelab.states import RunState
 from edgelab.store.db import session_scope
-from edgelab.store.runs import get_run, new_run_id
+from edgelab.store.runs import get_run
 
 log = logging.getLogger(__name__)
 
@@ -217,28 +217,23 @@ def run_bench(
     remote process and leaves the run ``stopped`` with what was measured so far. Setting ``cancel``
     (a caller's timeout or stop) does the same without an exception: the result's state is ``stopped``.
     """
-    from edgelab.deploy.reap import reap
-    from edgelab.lease import held
-
     _validate(req)
-    reap(engine, req.device, opts=opts)  # what a dead command left on this device is finished first
     cancel = cancel if cancel is not None else threading.Event()
-    with held(
-        engine, [req.device], f"bench {req.pipeline}", lease_id=lease_id, on_lost=lambda _why: cancel.set()
-    ) as use:
-        run_id = new_run_id()
-        ctx = BenchContext(
-            engine=engine,
-            opts=opts or Options(),
-            run_id=run_id,
-            phases=Phases(log, f"bench {req.pipeline} on {req.device} {run_id}"),
-            lease_id=use.lease_for(req.device),
-            request=req,
-            on_event=on_event,
-            cancel=cancel,
+    with Launch(
+        under_lease(
+            engine,
+            BENCH,
+            partial(BenchContext, request=req, on_event=on_event, cancel=cancel),
+            device=req.device,
+            what=f"bench {req.pipeline}",
+            log=log,
+            opts=opts,
+            lease_id=lease_id,
+            on_lost=lambda _why: cancel.set(),
         )
-        with Launch(run_steps(BENCH, ctx)) as steps:
-            final = steps.run()
+    ) as steps:
+        ctx = steps.run()
+    final, run_id = ctx.result, ctx.run_id
     with session_scope(engine, write=False) as s:
         run = get_run(s, run_id)  # as the measurement ended it: state, provenance, meta
         return BenchResult(

@@ -10,6 +10,7 @@ from edgelab.cli.common import (
     LabHostBuildOpt,
     LeaseOpt,
     TargetOpt,
+    ThreadsOpt,
     console,
     err_console,
     escape,
@@ -87,9 +88,7 @@ def bench(
             "default: the newest registered for the pipeline).",
         ),
     ] = None,
-    threads: Annotated[
-        int | None, typer.Option("--threads", help="Threads (default: the profile's).")
-    ] = None,
+    threads: ThreadsOpt = None,
     lab_host_build: LabHostBuildOpt = False,
     target: TargetOpt = None,
     ready_timeout: Annotated[

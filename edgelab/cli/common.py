@@ -177,6 +177,9 @@ LabHostBuildOpt = Annotated[
         "emulated: qemu for aarch64, wine for Windows); faster, and labelled so in every result.",
     ),
 ]  # deploy and bench choose a build alike
+ThreadsOpt = Annotated[
+    int | None, typer.Option("--threads", help="Threads (default: the profile's).")
+]  # deploy and bench override the profile's threads alike
 TargetOpt = Annotated[
     str | None,
     typer.Option(

@@ -11,6 +11,7 @@ from edgelab.cli.common import (
     LabHostBuildOpt,
     LeaseOpt,
     TargetOpt,
+    ThreadsOpt,
     console,
     emit_error,
     err_console,
@@ -84,9 +85,7 @@ def deploy(
             "--model", help="Model artifact by name (default: the newest registered for the pipeline)."
         ),
     ] = None,
-    threads: Annotated[
-        int | None, typer.Option("--threads", help="Threads (default: the profile's).")
-    ] = None,
+    threads: ThreadsOpt = None,
     lab_host_build: LabHostBuildOpt = False,
     target: TargetOpt = None,
     ready_timeout: Annotated[

@@ -17,6 +17,7 @@ import time
 from collections.abc import Generator, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
@@ -31,7 +32,7 @@ from edgelab.deploy.pipeline import (
     PhaseEvent,
     Step,
     check_cancel,
-    run_steps,
+    under_lease,
 )
 from edgelab.deploy.plan import ExecutionPlan
 from edgelab.deploy.planning import DeployRequest, check_artifacts, plan
@@ -39,7 +40,7 @@ from edgelab.deploy.record import record_run
 from edgelab.deploy.transition import transition
 from edgelab.errors import EdgelabError, Interrupted, Refusal, RefusalCode, TransportError
 from edgelab.identity import identity
-from edgelab.logs import Phases, swallowed
+from edgelab.logs import swallowed
 from edgelab.runtimes.spec import PlacementSource, ReadyKind
 from edgelab.store.db import session_scope
 from edgelab.store.deployments import (
@@ -56,7 +57,6 @@ from edgelab.store.deployments import (
 )
 from edgelab.store.devices import get_device
 from edgelab.store.models import utcnow
-from edgelab.store.runs import new_run_id
 from edgelab.transport import Transport
 from edgelab.transport.host import host_of
 
@@ -106,21 +106,17 @@ def deploy_steps(
 def _deploy(
     engine: Engine, req: DeployRequest, opts: Options | None, lease_id: str | None, follow: Follow | None
 ) -> Generator[PhaseEvent, None, Deployment]:
-    from edgelab.deploy.reap import reap
-    from edgelab.lease import held
-
-    reap(engine, req.device, opts=opts)  # what a dead command left on this device is finished first
-    with held(engine, [req.device], f"deploy {req.pipeline}", lease_id=lease_id) as use:
-        run_id = new_run_id()
-        ctx = DeployContext(
-            engine=engine,
-            opts=opts or Options(),
-            run_id=run_id,
-            phases=Phases(log, f"deploy {req.pipeline} on {req.device} {run_id}"),
-            lease_id=use.lease_for(req.device),
-            request=req,
-        )
-        dep: Deployment = yield from run_steps(DEPLOY, ctx)
+    ctx = yield from under_lease(
+        engine,
+        DEPLOY,
+        partial(DeployContext, request=req),
+        device=req.device,
+        what=f"deploy {req.pipeline}",
+        log=log,
+        opts=opts,
+        lease_id=lease_id,
+    )
+    dep: Deployment = ctx.result
     if follow is not None and dep.run_id:
         from edgelab.deploy.supervise import follow_run
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -32,12 +32,14 @@ from sqlalchemy import Engine
 from edgelab.deploy.options import Options, connect_device
 from edgelab.errors import Interrupted
 from edgelab.logs import Phases
+from edgelab.store.runs import new_run_id
 from edgelab.transport import Transport
 from edgelab.transport.base import Endpoint
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+C = TypeVar("C", bound="LaunchContext")
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,42 @@ def run_steps(steps: Sequence[Step], ctx: LaunchContext) -> Generator[PhaseEvent
     finally:
         for step in reversed(entered):
             step.close(ctx)
+
+
+def under_lease(
+    engine: Engine,
+    steps: Sequence[Step],
+    make: Callable[..., C],
+    *,
+    device: str,
+    what: str,
+    log: logging.Logger,
+    opts: Options | None,
+    lease_id: str | None,
+    on_lost: Callable[[str], None] | None = None,
+) -> Generator[PhaseEvent, None, C]:
+    """What every launch does around its steps: what a dead command left on the device is
+    reaped first, then the device's lease is held (``what``: ``deploy PIPELINE``) while the steps
+    run over a new context (``make``: its class, given the run id, the options, the phase log and
+    the lease); returns the context.
+
+    The lease is the caller's ``lease_id`` / ``EDGELAB_LEASE``, the holder's own, or one of its
+    own, renewed while the steps run; ``on_lost``: told when it is lost meanwhile (kicked)."""
+    from edgelab.deploy.reap import reap
+    from edgelab.lease import held
+
+    reap(engine, device, opts=opts)
+    with held(engine, [device], what, lease_id=lease_id, on_lost=on_lost) as use:
+        run_id = new_run_id()
+        ctx = make(
+            engine=engine,
+            opts=opts or Options(),
+            run_id=run_id,
+            phases=Phases(log, f"{what} on {device} {run_id}"),
+            lease_id=use.lease_for(device),
+        )
+        yield from run_steps(steps, ctx)
+        return ctx
 
 
 class Launch(Generic[T]):
