@@ -206,16 +206,7 @@ def run_endpoint_bench(
     ing = sink.ing
     state, error = RunState.FINISHED, None
     try:
-        sink(
-            ev.RunStart(
-                t=time.time(),
-                pipeline=pid,
-                device=req.device,
-                runtime=runtime,
-                virtual=virtual,
-                meta={"endpoint": endpoint, "weights": weights},
-            )
-        )
+        sink.start(pid, req.device, runtime, {"endpoint": endpoint, "weights": weights}, virtual=virtual)
         failed = _drive(proto, opened, req, run_id, sink, cancel, reported)
         if cancel is not None and cancel.is_set():
             state, error = RunState.STOPPED, "cancelled by the caller (timeout or stop)"

@@ -147,21 +147,12 @@ def bench_llama_tts(
     placement = None
     state, error = None, None
 
-    feed(
-        ev.RunStart(
-            t=time.time(),
-            pipeline=pipeline,
-            device=device,
-            runtime=proc.runtime,
-            strategy="S5",
-            virtual=virtual,
-            meta={
-                "adapter": Adapter.LLAMA_TTS,
-                "one_process_per_request": True,
-                "frames": proc.values.get("frames"),
-            },
-        )
-    )
+    meta = {
+        "adapter": Adapter.LLAMA_TTS,
+        "one_process_per_request": True,
+        "frames": proc.values.get("frames"),
+    }
+    feed.start(pipeline, device, proc.runtime, meta, virtual=virtual, strategy="S5")
     argv, env, bin_dir = start.bound(proc, workdir, blob_paths)
     start.layout(t, bin_dir, proc.links, blob_paths, programs(proc))
     try:

@@ -383,17 +383,13 @@ def _bench_llama(
     state, error = None, None
     result = llama.DriveResult()
     try:
-        feed(
-            ev.RunStart(
-                t=time.time(),
-                run=run_id,
-                pipeline=req.pipeline,
-                device=req.device,
-                runtime=proc.runtime,
-                strategy="S3",
-                virtual=bool(meta.get("virtual_note")),
-                meta={"adapter": proc.adapter},
-            )
+        feed.start(
+            req.pipeline,
+            req.device,
+            proc.runtime,
+            {"adapter": proc.adapter},
+            virtual=bool(meta.get("virtual_note")),
+            strategy="S3",
         )
         result = llama.drive(
             t,

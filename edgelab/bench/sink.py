@@ -1,9 +1,9 @@
-"""Where a bench run's events go, and how a measured run ends: one home for both.
+"""Where a bench run's events go, how it starts and how it ends: one home for all three.
 
 Every bench adapter (llama-server driven from the lab, llama-tts one process per request,
 llama-bench, a streamed workload, an external endpoint) feeds its events to the run's
 :class:`~edgelab.metrics.ingest.Ingestor` and to the caller's ``on_event``, then ends the run
-the same way: its ``run.end`` event (unless the workload sent its own), the ingestor closed
+the same way: its ``run.start`` event first, then its ``run.end`` event (unless the workload sent its own), the ingestor closed
 with the final state, and a failed run raised as ``BenchFailed`` with its remedy.
 """
 
@@ -42,6 +42,30 @@ class RunSink:
         self.ing.feed(e)
         if self.on_event:
             self.on_event(e)
+
+    def start(
+        self,
+        pipeline: str | None,
+        device: str | None,
+        runtime: str | None,
+        meta: dict[str, Any],
+        *,
+        virtual: bool,
+        strategy: str | None = None,
+    ) -> None:
+        """The run's ``run.start`` (now, lab clock): what runs where, as its adapter knows it."""
+        self(
+            ev.RunStart(
+                t=time.time(),
+                run=self.run_id,
+                pipeline=pipeline,
+                device=device,
+                runtime=runtime,
+                strategy=strategy,
+                virtual=virtual,
+                meta=meta,
+            )
+        )
 
     def end(
         self,
