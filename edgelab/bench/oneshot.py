@@ -145,7 +145,6 @@ def bench_llama_tts(
     output = _output(proc)
     records: list[dict[str, Any]] = []
     placement = None
-    state, error = None, None
 
     meta = {
         "adapter": Adapter.LLAMA_TTS,
@@ -156,61 +155,55 @@ def bench_llama_tts(
     argv, env, bin_dir = start.bound(proc, workdir, blob_paths)
     start.layout(t, bin_dir, proc.links, blob_paths, programs(proc))
     try:
-        for i in range(warmup + requests):
-            if cancel is not None and cancel.is_set():
-                state, error = RunState.STOPPED, "cancelled by the caller (timeout or stop)"
-                break
-            rid = f"{run_id}-r{i:03d}"
-            wd = f"{workdir}/r{i:03d}"
-            t_launch = time.time()
-            pid = remote.launch(t, wd, argv, env)
-            peak, cancelled = _wait(t, pid, cancel)
-            t_exit = time.time()
-            code = remote.poll(t, wd, pid, 1 << 40).exit_code
-            log_text = remote.read_file(t, f"{wd}/stderr.log", 1 << 21)
-            log = parse_log(log_text)
-            wav = _fetch_wav(t, f"{wd}/{output}") if log.complete else None
-            if placement is None:
-                placement = parse_placement(log_text)
-            why = "cancelled" if cancelled else (None if code == 0 else f"llama-tts exited {code}")
-            for e in request_events(
-                rid,
-                "warmup" if i < warmup else "measured",
-                band,
-                text,
-                t_launch,
-                t_exit,
-                log,
-                wav,
-                peak,
-                device,
-                why,
-            ):
-                feed(e)
-            records.append(
-                {
-                    "request": rid,
-                    "exit_code": code,
-                    "log": log.to_dict(),
-                    "wav": None if wav is None else {**wav.__dict__, "seconds": wav.seconds},
-                    "peak_rss_bytes": peak,
-                    "process_s": round(t_exit - t_launch, 3),
-                }
-            )
-            if cancelled:
-                state, error = RunState.STOPPED, "cancelled by the caller (timeout or stop)"
-                break
-    except KeyboardInterrupt:
-        state, error = RunState.STOPPED, "interrupted (SIGINT) during bench"
-        raise
-    except EdgelabError as exc:
-        state, error = RunState.FAILED, str(exc)[:2000]
+        with feed.measuring(sampler):
+            for i in range(warmup + requests):
+                if cancel is not None and cancel.is_set():
+                    feed.stopped()
+                    break
+                rid = f"{run_id}-r{i:03d}"
+                wd = f"{workdir}/r{i:03d}"
+                t_launch = time.time()
+                pid = remote.launch(t, wd, argv, env)
+                peak, cancelled = _wait(t, pid, cancel)
+                t_exit = time.time()
+                code = remote.poll(t, wd, pid, 1 << 40).exit_code
+                log_text = remote.read_file(t, f"{wd}/stderr.log", 1 << 21)
+                log = parse_log(log_text)
+                wav = _fetch_wav(t, f"{wd}/{output}") if log.complete else None
+                if placement is None:
+                    placement = parse_placement(log_text)
+                why = "cancelled" if cancelled else (None if code == 0 else f"llama-tts exited {code}")
+                for e in request_events(
+                    rid,
+                    "warmup" if i < warmup else "measured",
+                    band,
+                    text,
+                    t_launch,
+                    t_exit,
+                    log,
+                    wav,
+                    peak,
+                    device,
+                    why,
+                ):
+                    feed(e)
+                records.append(
+                    {
+                        "request": rid,
+                        "exit_code": code,
+                        "log": log.to_dict(),
+                        "wav": None if wav is None else {**wav.__dict__, "seconds": wav.seconds},
+                        "peak_rss_bytes": peak,
+                        "process_s": round(t_exit - t_launch, 3),
+                    }
+                )
+                if cancelled:
+                    feed.stopped()
+                    break
     finally:
-        if sampler is not None:
-            sampler.stop()
         failed = sum(1 for r in records if r["exit_code"] != 0 or not r["log"]["total_s"])
-        if state is None and failed:
-            state, error = RunState.FAILED, f"{failed} of {len(records)} llama-tts runs failed"
+        if feed.state is None and failed:
+            feed.state, feed.error = RunState.FAILED, f"{failed} of {len(records)} llama-tts runs failed"
         with session_scope(engine) as s:
             run = get_run(s, run_id)
             run.meta = {
@@ -220,8 +213,8 @@ def bench_llama_tts(
             }
             s.add(run)
     return feed.end(
-        state,
-        error,
+        feed.state,
+        feed.error,
         remedy=f"see `edgelab runs show {run_id}` (each request's llama-tts log is in its folder)",
     )
 

@@ -39,7 +39,7 @@ from edgelab.deploy.options import Options
 from edgelab.deploy.pipeline import Launch, PhaseEvent, Step, under_lease
 from edgelab.deploy.plan import programs
 from edgelab.deploy.planning import LaunchTarget
-from edgelab.errors import ConfigError, EdgelabError
+from edgelab.errors import ConfigError
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
 from edgelab.runtimes.spec import Adapter
@@ -380,40 +380,33 @@ def _bench_llama(
     ing = feed.ing
     sampler = beside(ing) if beside is not None else None
     started = start.start(t, proc, workdir, blob_paths)
-    state, error = None, None
     result = llama.DriveResult()
     try:
-        feed.start(
-            req.pipeline,
-            req.device,
-            proc.runtime,
-            {"adapter": proc.adapter},
-            virtual=bool(meta.get("virtual_note")),
-            strategy="S3",
-        )
-        result = llama.drive(
-            t,
-            int(proc.port),
-            started.pid,
-            run=run_id,
-            device=req.device,
-            feed=feed,
-            warmup=req.warmup,
-            requests=req.requests,
-            band=req.band,
-            ready_timeout=req.ready_timeout or 120.0,
-            cancel=cancel,
-        )
-        if cancel is not None and cancel.is_set():
-            state, error = RunState.STOPPED, "cancelled by the caller (timeout or stop)"
-    except KeyboardInterrupt:
-        state, error = RunState.STOPPED, "interrupted (SIGINT) during bench"
-        raise
-    except EdgelabError as exc:
-        state, error = RunState.FAILED, str(exc)[:2000]
+        with feed.measuring(sampler):
+            feed.start(
+                req.pipeline,
+                req.device,
+                proc.runtime,
+                {"adapter": proc.adapter},
+                virtual=bool(meta.get("virtual_note")),
+                strategy="S3",
+            )
+            result = llama.drive(
+                t,
+                int(proc.port),
+                started.pid,
+                run=run_id,
+                device=req.device,
+                feed=feed,
+                warmup=req.warmup,
+                requests=req.requests,
+                band=req.band,
+                ready_timeout=req.ready_timeout or 120.0,
+                cancel=cancel,
+            )
+            if cancel is not None and cancel.is_set():
+                feed.stopped()
     finally:
-        if sampler is not None:
-            sampler.stop()  # its queued samples are fed at the ingestor's next flush
         left = remote.stop(t, started.pid, 5)
         log = remote.read_file(t, f"{workdir}/stderr.log", 1 << 20)
         pl = parse_placement(log)
@@ -426,15 +419,17 @@ def _bench_llama(
         meta["records"] = result.records
         meta["server_metrics"] = result.metrics_scrape
         meta["left_processes"] = left
-        if left and state is None:
-            state, error = RunState.FAILED, f"{left} processes survived the stop"
+        if left and feed.state is None:
+            feed.state, feed.error = RunState.FAILED, f"{left} processes survived the stop"
         with session_scope(engine) as s:
             run = get_run(s, run_id)
             run.meta = {**run.meta, **meta}
             s.add(run)
         for line in log.splitlines()[-50:]:
             ing.feed(ev.LogLine(t=time.time(), stream="stderr", line=line))
-    return feed.end(state, error, remedy=f"see `edgelab runs show {run_id}` and the server log in it")
+    return feed.end(
+        feed.state, feed.error, remedy=f"see `edgelab runs show {run_id}` and the server log in it"
+    )
 
 
 class _Reported:

@@ -10,12 +10,13 @@ with the final state, and a failed run raised as ``BenchFailed`` with its remedy
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Engine
 
-from edgelab.errors import BenchFailed
+from edgelab.errors import BenchFailed, EdgelabError
 from edgelab.metrics import events as ev
 from edgelab.metrics.ingest import Ingestor
 from edgelab.states import RunState
@@ -35,6 +36,29 @@ class RunSink:
     ):
         self.run_id, self.on_event, self.stamp = run_id, on_event, stamp
         self.ing = Ingestor(engine, run_id)
+        self.state: str | None = None  # how the measuring ended, once it is known (None: as its events say)
+        self.error: str | None = None
+
+    @contextmanager
+    def measuring(self, sampler: Any = None) -> Iterator[None]:
+        """Around an adapter's measuring: a Ctrl-C makes the run ``stopped`` and goes on, an edgelab
+        error makes it ``failed`` with its text (raised by :meth:`end`, with the remedy, once the
+        run is stored); the telemetry sampler beside it is stopped either way (its queued samples
+        are fed at the ingestor's next flush)."""
+        try:
+            yield
+        except KeyboardInterrupt:
+            self.state, self.error = RunState.STOPPED, "interrupted (SIGINT) during bench"
+            raise
+        except EdgelabError as exc:
+            self.state, self.error = RunState.FAILED, str(exc)[:2000]
+        finally:
+            if sampler is not None:
+                sampler.stop()
+
+    def stopped(self, why: str = "cancelled by the caller (timeout or stop)") -> None:
+        """The caller stopped the measuring (its cancel was set): the run ends ``stopped``."""
+        self.state, self.error = RunState.STOPPED, why
 
     def __call__(self, e: ev.Event) -> None:
         if self.stamp:
