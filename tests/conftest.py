@@ -114,6 +114,16 @@ def _openssh_clients_closed():
         bulk.close_all()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _edgelab_home(tmp_path_factory):
+    """The tests never write into the operator's edgelab home (a detached follower's log file, the
+    models cache, the lab's known_hosts): the session has its own, whatever EDGELAB_HOME said.
+    A test that needs a fresh one per test takes ``dbpath``."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("EDGELAB_HOME", str(tmp_path_factory.mktemp("edgelab-home")))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _output_width(monkeypatch):
     """Tests read whole lines: the width of the terminal that started pytest (COLUMNS=40, say) is not
