@@ -29,6 +29,7 @@ from edgelab.store.db import session_scope
 from edgelab.store.devices import get_device
 from edgelab.store.runs import new_run_id
 from edgelab.store.snapshots import latest_snapshot
+from edgelab.transport.host import Host, host_named
 
 
 @dataclass
@@ -102,14 +103,14 @@ def plan(engine: Engine, req: DeployRequest, *, run_id: str | None = None) -> Pl
         facts = Facts.from_dict(snap.facts or {})
         profile = derive_profile(facts, load_devices(), spec, endpoint_configured=bool(req.endpoint))
         run = run_id or new_run_id()
-        remote_root = "/data/local/tmp/edgelab/runs" if device.shell == "toybox" else "~/.edgelab/runs"
+        host = host_named(device.shell)  # its run root; the real one is asked at connect
         ctx = PlanContext(
             device=device.name,
             spec=spec,
             profile=profile,
             pipeline_profile=profile.pipeline(spec.id),
             run_id=run,
-            remote_dir=f"{remote_root}/{run}",
+            remote_dir=f"{host.planned_run_root}{host.sep}{run}",
             virtual=bool(device.virtual),
             runtime=req.runtime,
             endpoint=req.endpoint.shown if req.endpoint else None,  # the plan sees no secret
@@ -155,19 +156,19 @@ def plan(engine: Engine, req: DeployRequest, *, run_id: str | None = None) -> Pl
         elif planned.refusal is None:
             planned.refusal = unlaunchable
         if planned.refusal is None:
-            planned.refusal = _secret_refusal(req, the_plan, device.shell)
+            planned.refusal = _secret_refusal(req, the_plan, host)
     return planned
 
 
-def _secret_refusal(req: DeployRequest, the_plan: ExecutionPlan, shell: str) -> Refusal | None:
+def _secret_refusal(req: DeployRequest, the_plan: ExecutionPlan, host: type[Host]) -> Refusal | None:
     """A device process gets an endpoint's secret by environment, over its launch command's stdin;
-    a Windows launch has no such way (its script travels on a command line): refused, not leaked."""
-    if req.endpoint is None or not req.endpoint.has_secret or shell != "powershell":
+    a host with no such way (Windows: its script travels on a command line) refuses, not leaks."""
+    if req.endpoint is None or not req.endpoint.has_secret or host.secret_env:
         return None
     if not any(p.values.get("server") == req.endpoint.shown for p in the_plan.processes):
         return None
     return Refusal(
-        "strategy_refused",
+        RefusalCode.STRATEGY_REFUSED,
         f"the endpoint {req.endpoint.shown} holds credentials, which edgelab passes to a device "
         "process only by environment on Linux and Android",
         device=req.device,

@@ -34,6 +34,8 @@ from edgelab.playbook.results import JobResult, StepResult, StepStatus
 from edgelab.playbook.schema import Step
 from edgelab.states import RunState
 from edgelab.store.db import session_scope
+from edgelab.transport import Transport
+from edgelab.transport.host import host_of
 
 log = logging.getLogger(__name__)
 
@@ -449,9 +451,6 @@ def _baseline(ctx: JobContext, step: Step, opts: dict[str, Any], run_id: str) ->
 # ---------------------------------------------------------------- soak
 
 
-_SAMPLE_POSIX = ["sh", "-c", "grep -E '^(MemAvailable|MemTotal):' /proc/meminfo; cat /proc/loadavg"]
-
-
 def do_soak(
     ctx: JobContext, step: Step, opts: dict[str, Any], deadline: float | None, out: StepResult
 ) -> None:
@@ -461,15 +460,6 @@ def do_soak(
     seconds = float(opts["minutes"]) * 60.0
     interval = float(opts.get("interval_s") or 5.0)
     t = ctx.transport()
-    if t.shell.value == "powershell":
-        argv = [
-            "powershell",
-            "-NoProfile",
-            "-Command",
-            "(Get-CimInstance Win32_OperatingSystem).FreePhysicalMemory",
-        ]
-    else:
-        argv = _SAMPLE_POSIX
     end = time.monotonic() + seconds
     if deadline is not None and deadline < end:
         raise StepFailure(f"soak of {seconds:.0f} s does not fit its step timeout", "infra")
@@ -477,10 +467,9 @@ def do_soak(
     samples = 0
     while True:
         try:
-            res = t.run(argv, timeout=max(5.0, interval * 2))
+            avail = _mem_available(t, timeout=max(5.0, interval * 2))
         except EdgelabError as err:
             raise StepFailure(f"device stopped answering during the soak: {err}", classify(err)) from err
-        avail = _mem_available(res.stdout)
         with session_scope(ctx.engine) as s:
             s.add(
                 TelemetrySample(
@@ -498,13 +487,9 @@ def do_soak(
     out.details = {"samples": samples}
 
 
-def _mem_available(text: str) -> int | None:
-    for line in text.splitlines():
-        if line.startswith("MemAvailable:"):
-            parts = line.split()
-            return int(parts[1]) * 1024 if len(parts) > 1 and parts[1].isdigit() else None
-    stripped = text.strip()
-    return int(stripped) * 1024 if stripped.isdigit() else None  # Windows: KiB free
+def _mem_available(t: Transport, timeout: float) -> int | None:
+    """One soak sample: the memory the device has available now (its host layer asks its OS)."""
+    return host_of(t).mem_available(timeout=timeout)
 
 
 # ---------------------------------------------------------------- collect

@@ -140,6 +140,9 @@ class Host:
     sh = True  # commands run under a POSIX sh (scripts take their values as positional arguments)
     checks_ports = True  # ``ready.listening`` can ask it (ss/netstat over the shell)
     toybox = False
+    secret_env = True  # a launch hands a process secrets by environment over stdin (``launch``)
+    # the run root as a plan writes it before any connection asked the device its home
+    planned_run_root = "~/.edgelab/runs"
 
     def __init__(self, t: Transport):
         self.t = t
@@ -230,6 +233,12 @@ class Host:
             return None, None
         return int(parts[1]) * 1024, int(parts[2]) * 1024
 
+    def mem_available(self, timeout: float = 20.0) -> int | None:
+        """Memory available to new work now, in bytes (``MemAvailable``); None where it is not said."""
+        out = self.t.run(["sh", "-c", "grep -E '^MemAvailable:' /proc/meminfo"], timeout=timeout).stdout
+        parts = out.split()
+        return int(parts[1]) * 1024 if len(parts) > 1 and parts[1].isdigit() else None
+
     def clock(self) -> float:
         """The device's clock now (seconds since the epoch)."""
         out = self.t.run(["date", "+%s.%N"], timeout=20).stdout.strip()
@@ -302,6 +311,7 @@ class AndroidHost(Host):
 
     family = "android"
     toybox = True
+    planned_run_root = ANDROID_BASE + "/runs"
 
     def base(self) -> str:
         return ANDROID_BASE
@@ -322,6 +332,8 @@ class WindowsHost(Host):
     sep = "\\"
     sh = False
     checks_ports = False
+    secret_env = False  # its launch script travels on a command line: no way in but argv
+    planned_run_root = "%USERPROFILE%\\.edgelab\\runs"
 
     def _ps(self, script: str, timeout: float = 30.0) -> RunResult:
         if not self.t.supports(Capability.WINDOWS_SHELL):
@@ -412,6 +424,12 @@ class WindowsHost(Host):
             return None, None
         return int(parts[1]), int(parts[2]) * 1024  # working set in bytes, peak in KiB
 
+    def mem_available(self, timeout: float = 20.0) -> int | None:
+        """Free physical memory (Win32_OperatingSystem, in KiB), in bytes."""
+        script = "(Get-CimInstance Win32_OperatingSystem).FreePhysicalMemory"
+        out = self.t.run(["powershell", "-NoProfile", "-Command", script], timeout=timeout).stdout.strip()
+        return int(out) * 1024 if out.isdigit() else None
+
     def clock(self) -> float:
         return int(self.t.run_ps(winscripts.clock_ms(), timeout=20).stdout.strip()) / 1000.0
 
@@ -459,6 +477,15 @@ _HOSTS: dict[Shell, type[Host]] = {
 def host_class(shell: Shell) -> type[Host]:
     """The host kind for a shell family (before a connection is open: a command to build)."""
     return _HOSTS.get(shell, Host)
+
+
+def host_named(shell: str) -> type[Host]:
+    """The host kind for a device's registered shell (the inventory's ``posix``, ``toybox``,
+    ``powershell``), before a connection is open: what a plan may assume of the device."""
+    try:
+        return host_class(Shell(shell))
+    except ValueError:
+        return Host
 
 
 def host_for_family(family: str) -> type[Host]:

@@ -13,7 +13,16 @@ from pathlib import Path
 
 import edgelab
 from edgelab.probe.collectors import COLLECTORS
-from edgelab.transport.host import AndroidHost, Host, Link, WindowsHost, host_class, host_for_family, host_of
+from edgelab.transport.host import (
+    AndroidHost,
+    Host,
+    Link,
+    WindowsHost,
+    host_class,
+    host_for_family,
+    host_named,
+    host_of,
+)
 from edgelab.transport.local import LocalTransport
 from edgelab.transport.quoting import Shell
 
@@ -106,6 +115,41 @@ def test_roots_and_paths_per_os() -> None:
     assert WindowsHost.script_argv("Get-Date")[:2] != ["sh", "-c"]
 
 
+def test_the_run_root_a_plan_writes_is_the_one_the_device_gives_once_asked() -> None:
+    """A plan is made before any connection: its run root is the host's own, written unexpanded."""
+    assert host_named("toybox").planned_run_root == AndroidHost(LocalTransport()).run_root()
+    posix = Host(LocalTransport())
+    assert host_named("posix").planned_run_root.replace("~", posix.home(), 1) == posix.run_root()
+    win = WindowsHost(LocalTransport())
+    win._home = "C:\\Users\\lab"
+    assert host_named("powershell").planned_run_root.replace("%USERPROFILE%", win._home) == win.run_root()
+    assert host_named("no-such-shell") is Host
+    assert [host_named(s).secret_env for s in ("posix", "toybox", "powershell")] == [True, True, False]
+
+
+def _registered_shell_compares(source: str) -> list[str]:
+    """``device.shell == "toybox"``: a branch on the inventory's shell name, not through the host."""
+    names = {"posix", "toybox", "powershell", "cmd"}
+    return [
+        f"{node.lineno}: {ast.unparse(node)}"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Compare)
+        and any(isinstance(s, ast.Constant) and s.value in names for s in [node.left, *node.comparators])
+    ]
+
+
+def test_no_module_outside_the_transports_branches_on_a_registered_shell_name() -> None:
+    """The virtual devices (``sim/``) are the devices' side, each persona its own OS: left out."""
+    bad = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if not rel.startswith(("transport/", "sim/")) and (
+            hits := _registered_shell_compares(path.read_text())
+        ):
+            bad[rel] = hits
+    assert bad == {}, f"ask the host kind (edgelab.transport.host.host_named) instead: {bad}"
+
+
 def test_posix_host_runs_a_detached_process_and_stops_it(tmp_path: Path) -> None:
     with LocalTransport() as t:
         host = host_of(t)
@@ -130,3 +174,11 @@ def test_posix_host_runs_a_detached_process_and_stops_it(tmp_path: Path) -> None
         assert host.stop(pid, 2) == 0
         assert not host.alive(pid)
         assert host.read_tail(f"{wd}/nothing.log") == ""
+
+
+def test_available_memory_is_asked_of_each_os(ssh_transport, win_ps_transport, adb_transport) -> None:
+    """A playbook's soak samples it on any device: /proc/meminfo on Linux and Android, CIM on Windows."""
+    got = {
+        t.name: host_of(t).mem_available(timeout=30) for t in (ssh_transport, win_ps_transport, adb_transport)
+    }
+    assert all(isinstance(v, int) and v > 0 for v in got.values()), got
