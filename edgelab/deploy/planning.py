@@ -76,6 +76,9 @@ class Planned:
     virtual: bool
     refusal: Refusal | None = None
     unlaunchable: Refusal | None = None  # why nothing can launch here (also when admission refused first)
+    probe: dict[str, Any] | None = (
+        None  # the snapshot planned from (facts_hash, device_class, facts, virtual)
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -99,7 +102,7 @@ def plan(engine: Engine, req: DeployRequest, *, run_id: str | None = None) -> Pl
     spec = load_pipelines()[pipeline_id]
     with session_scope(engine, write=False) as s:
         device = get_device(s, req.device)
-        snap = latest_snapshot(s, req.device)
+        snap = latest_snapshot(s, req.device, device=device)
         facts = Facts.from_dict(snap.facts or {})
         profile = derive_profile(facts, load_devices(), spec, endpoint_configured=bool(req.endpoint))
         run = run_id or new_run_id()
@@ -145,6 +148,12 @@ def plan(engine: Engine, req: DeployRequest, *, run_id: str | None = None) -> Pl
         if req.ready_timeout:
             the_plan.ready_timeout_s = float(req.ready_timeout)
         planned = Planned(req, the_plan, profile, [], snap.facts_hash, bool(device.virtual))
+        planned.probe = {  # what the run's provenance says of the device: the probe it was planned from
+            "facts_hash": snap.facts_hash,
+            "device_class": snap.device_class,
+            "facts": dict(snap.facts or {}),
+            "virtual": snap.virtual,
+        }
         try:
             planned.admission = [line.to_dict() for line in admission.check(s, device, profile, the_plan)]
         except Refusal as r:  # capacity first: a plan that cannot fit is rejected whatever it lacks

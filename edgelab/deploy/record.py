@@ -50,6 +50,7 @@ def record_run(
         facts_hash=planned.facts_hash,
         run_id=run_id,
         play=play,
+        probe=planned.probe,
     )  # cache observed, power, the build and models as bound; unknown said
     for key in meta_from_provenance:
         meta[key] = prov[key]

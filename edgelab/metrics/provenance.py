@@ -139,6 +139,7 @@ def run_provenance(
     endpoint: dict[str, Any] | None = None,
     imported: dict[str, Any] | None = None,
     play: dict[str, Any] | None = None,
+    probe: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The provenance block of one run, every key of :data:`PROVENANCE_KEYS` present.
 
@@ -146,22 +147,31 @@ def run_provenance(
     artifacts, models, weights, command and threads come from what the plan bound. A run edgelab
     did not launch (an endpoint, an import) passes what it knows; the rest is ``unknown``. With a
     session and a device, the device's latest probe gives class, facts hash, virtual and power, and
-    the cache condition is observed (``cache`` given wins: an endpoint's is not observable).
+    the cache condition is observed (``cache`` given wins: an endpoint's is not observable). ``probe``:
+    that probe's facts_hash, device_class, facts and virtual where the caller planned from it (not
+    read again, and never a newer probe than the one the plan was made from).
     """
     if cache not in (None, "cold", "warm", UNKNOWN):
         raise ConfigError(f"cache condition {cache!r} is neither cold nor warm", remedy="pass cold or warm")
     facts: dict[str, Any] = {}
     device_class = None
-    if session is not None and device:
+    if probe is None and session is not None and device:
         from edgelab.store.snapshots import latest_snapshot
 
         try:
             snap = latest_snapshot(session, device)
-            facts_hash, device_class = facts_hash or snap.facts_hash, snap.device_class
-            facts = snap.facts or {}
-            virtual = snap.virtual if virtual is None else virtual
+            probe = {
+                "facts_hash": snap.facts_hash,
+                "device_class": snap.device_class,
+                "facts": snap.facts,
+                "virtual": snap.virtual,
+            }
         except NotFound:
             pass
+    if probe is not None:
+        facts_hash, device_class = facts_hash or probe["facts_hash"], probe["device_class"]
+        facts = probe["facts"] or {}
+        virtual = probe["virtual"] if virtual is None else virtual
     bound = _from_plan(session, plan, runtime) if plan else {}
     arts = dict(artifacts) if artifacts is not None else bound.get("artifacts", {})
     if command is None and plan:

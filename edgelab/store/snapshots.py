@@ -15,7 +15,7 @@ from sqlmodel import Session, col, select
 
 from edgelab.errors import NotFound
 from edgelab.store.devices import get_device
-from edgelab.store.models import ProbeSnapshot
+from edgelab.store.models import Device, ProbeSnapshot
 
 __all__ = [
     "ProbeSnapshot",
@@ -45,9 +45,12 @@ def add_snapshot(session: Session, snapshot: ProbeSnapshot) -> ProbeSnapshot:
     return snapshot
 
 
-def latest_snapshot(session: Session, name: str, *, ok_only: bool = True) -> ProbeSnapshot:
-    """The newest (successful, by default) snapshot of device ``name``; NotFound with a remedy."""
-    device = get_device(session, name)
+def latest_snapshot(
+    session: Session, name: str, *, ok_only: bool = True, device: Device | None = None
+) -> ProbeSnapshot:
+    """The newest (successful, by default) snapshot of device ``name``; NotFound with a remedy.
+    ``device``: its row, where the caller already holds it (not read again)."""
+    device = device if device is not None and device.name == name else get_device(session, name)
     query = select(ProbeSnapshot).where(ProbeSnapshot.device_id == device.id)
     if ok_only:
         query = query.where(ProbeSnapshot.ok == True)  # noqa: E712 - SQL expression
